@@ -1,0 +1,45 @@
+// Package proxymodes defines what every Service proxy mode implements. Each
+// mode lives in its own sub-package with a pure render step (services to a
+// ruleset, no kernel) and an apply step (ruleset to the kernel of one node
+// namespace).
+package proxymodes
+
+import (
+	"context"
+	"time"
+
+	"github.com/proxybench/proxybench/workload"
+)
+
+// SyncStats describes one Sync.
+type SyncStats struct {
+	// Kind is "full" (programs every service from empty) or "incremental".
+	Kind string `json:"kind"`
+	// Wall is the wall time of the whole Sync (render + apply).
+	Wall time.Duration `json:"wallNs"`
+	// CPU is user+system CPU time of this process and its waited-for
+	// children (getrusage RUSAGE_SELF + RUSAGE_CHILDREN) during the Sync.
+	CPU time.Duration `json:"cpuNs"`
+	// Objects is the number of kernel objects programmed (iptables rules,
+	// nft elements, IPVS servers).
+	Objects int `json:"objects"`
+	// Bytes is the size of what was sent to the kernel or its tool
+	// (iptables-restore input).
+	Bytes int `json:"bytes"`
+	// Phases splits Wall by step (for example "render", "restore").
+	Phases map[string]time.Duration `json:"phasesNs,omitempty"`
+}
+
+// Proxier is one proxy mode programming one node namespace.
+type Proxier interface {
+	// Mode is the mode's name as written in scenarios ("iptables").
+	Mode() string
+	// Sync programs the kernel so that services are reachable through
+	// their ClusterIPs, replacing what an earlier Sync programmed.
+	Sync(ctx context.Context, services []workload.Service) (SyncStats, error)
+	// Cleanup removes everything the proxier programmed.
+	Cleanup(ctx context.Context) error
+	// Info describes the implementation for the result (back end, tool
+	// versions), for example {"backend": "legacy"}.
+	Info() map[string]string
+}

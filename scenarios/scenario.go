@@ -1,0 +1,119 @@
+// Package scenarios owns the scenario schema: the YAML files shipped in this
+// folder (embedded in the binary), strict decoding, defaults and validation.
+// It never touches the kernel.
+package scenarios
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Scenario is one validated benchmark description. Load returns it with
+// every default filled and every field checked; the zero value is not valid.
+type Scenario struct {
+	// Name identifies the scenario in results and file names.
+	Name string `yaml:"name" json:"name"`
+	// Description is free text shown in reports.
+	Description string `yaml:"description,omitempty" json:"description,omitempty"`
+	// Seed seeds every random choice (endpoint counts, random positions).
+	Seed int64 `yaml:"seed" json:"seed"`
+	// Repetitions is how many times each full sync and each traffic phase is
+	// repeated per mode (default 3).
+	Repetitions int `yaml:"repetitions" json:"repetitions"`
+	// Modes lists the proxy modes to measure, in order: none, iptables
+	// (later userspace, ipvs, nftables).
+	Modes []string `yaml:"modes" json:"modes"`
+
+	Services ServicesSpec `yaml:"services" json:"services"`
+	Network  NetworkSpec  `yaml:"network" json:"network"`
+	Topology TopologySpec `yaml:"topology" json:"topology"`
+	Traffic  TrafficSpec  `yaml:"traffic" json:"traffic"`
+	IPTables IPTablesSpec `yaml:"iptables" json:"iptables"`
+}
+
+// ServicesSpec describes the generated ClusterIP services.
+type ServicesSpec struct {
+	// Count is the number of services (>= 1).
+	Count int `yaml:"count" json:"count"`
+	// PortsPerService is the number of ServicePorts per service (default 1).
+	PortsPerService int `yaml:"portsPerService" json:"portsPerService"`
+	// Protocol of every ServicePort: TCP (default) or UDP.
+	Protocol string `yaml:"protocol" json:"protocol"`
+	// Port is the first ServicePort's port (default 80); port j is Port+j.
+	Port int `yaml:"port" json:"port"`
+	// TargetPort is the first endpoint port (default 8080); port j is TargetPort+j.
+	TargetPort int `yaml:"targetPort" json:"targetPort"`
+	// Endpoints sets how many endpoints each service has.
+	Endpoints EndpointsSpec `yaml:"endpoints" json:"endpoints"`
+}
+
+// EndpointsSpec is the distribution of endpoints per service.
+type EndpointsSpec struct {
+	// Distribution is fixed (default), uniform or zipf.
+	Distribution string `yaml:"distribution" json:"distribution"`
+	// Count is the endpoint count for fixed (default 3).
+	Count int `yaml:"count,omitempty" json:"count,omitempty"`
+	// Min and Max bound uniform (inclusive); Max also caps zipf.
+	Min int `yaml:"min,omitempty" json:"min,omitempty"`
+	Max int `yaml:"max,omitempty" json:"max,omitempty"`
+	// S (> 1) and V (>= 1) are the zipf parameters of math/rand.NewZipf;
+	// a service gets 1 + Zipf(S, V, Max-1) endpoints.
+	S float64 `yaml:"s,omitempty" json:"s,omitempty"`
+	V float64 `yaml:"v,omitempty" json:"v,omitempty"`
+}
+
+// NetworkSpec is the address plan. Defaults come from 198.18.0.0/15
+// (RFC 2544 benchmarking range).
+type NetworkSpec struct {
+	// ServiceCIDR holds the ClusterIPs (default 198.18.0.0/16).
+	ServiceCIDR string `yaml:"serviceCIDR" json:"serviceCIDR"`
+	// PodCIDR holds the endpoint (pod) IPs, answered by the backend host's
+	// AnyIP route (default 198.19.0.0/17).
+	PodCIDR string `yaml:"podCIDR" json:"podCIDR"`
+	// NodeCIDR holds node, client pod and link addresses (default
+	// 198.19.255.0/24); carved into /30 links.
+	NodeCIDR string `yaml:"nodeCIDR" json:"nodeCIDR"`
+	// ClusterCIDR is kube-proxy's clusterCIDR: traffic to a ClusterIP from
+	// outside it is masqueraded (default 198.19.0.0/16, which holds both
+	// pods and client pods).
+	ClusterCIDR string `yaml:"clusterCIDR" json:"clusterCIDR"`
+}
+
+// TopologySpec sizes the testbed.
+type TopologySpec struct {
+	// ClientPods is the number of client pod namespaces driving traffic (default 1).
+	ClientPods int `yaml:"clientPods" json:"clientPods"`
+}
+
+// TrafficSpec configures the closed-loop traffic driver.
+type TrafficSpec struct {
+	// Connections is the number of TCP connections per service position per
+	// repetition (default 2000).
+	Connections int `yaml:"connections" json:"connections"`
+	// Concurrency is the number of connections in flight (default 4).
+	Concurrency int `yaml:"concurrency" json:"concurrency"`
+	// Positions lists the service positions measured: first, middle, last,
+	// random (default all four).
+	Positions []string `yaml:"positions" json:"positions"`
+	// Warmup connections per position, not recorded (default 50).
+	Warmup int `yaml:"warmup" json:"warmup"`
+	// Timeout bounds one connection attempt (default 2s).
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+}
+
+// IPTablesSpec configures mode iptables.
+type IPTablesSpec struct {
+	// Backend is legacy or nft (default legacy): the iptables-restore
+	// binary used (iptables-legacy-restore or iptables-nft-restore).
+	Backend string `yaml:"backend" json:"backend"`
+}
+
+// Duration is a time.Duration written as "2s", "150ms" in YAML and JSON.
+type Duration struct{ time.Duration }
+
+// Prefixes returns the parsed address plan. It is valid only on a Scenario
+// returned by Load or Parse.
+func (s *Scenario) Prefixes() (service, pod, node, cluster netip.Prefix) {
+	return netip.MustParsePrefix(s.Network.ServiceCIDR), netip.MustParsePrefix(s.Network.PodCIDR),
+		netip.MustParsePrefix(s.Network.NodeCIDR), netip.MustParsePrefix(s.Network.ClusterCIDR)
+}

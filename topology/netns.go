@@ -1,0 +1,81 @@
+//go:build linux
+
+package topology
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"runtime"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// Netns is one named network namespace of the testbed (/run/netns/<Name>).
+// Its methods never switch the namespace of a long-lived goroutine: Do runs
+// a function on a locked, throwaway OS thread.
+type Netns struct {
+	Name   string
+	handle netns.NsHandle
+}
+
+// OpenNetns opens an existing named namespace (/run/netns/name).
+func OpenNetns(name string) (*Netns, error) {
+	h, err := netns.GetFromName(name)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %q: %w", name, err)
+	}
+	return &Netns{Name: name, handle: h}, nil
+}
+
+// Handle returns the namespace's file descriptor handle.
+func (n *Netns) Handle() netns.NsHandle { return n.handle }
+
+// Netlink returns a netlink handle bound to the namespace; the caller
+// closes it. Equivalent to `ip -n <Name> ...`.
+func (n *Netns) Netlink() (*netlink.Handle, error) {
+	return netlink.NewHandleAt(n.handle)
+}
+
+// Do runs fn on a locked OS thread switched into the namespace. The thread
+// is discarded afterwards (never returned to the Go scheduler), so a failed
+// switch back cannot leak the namespace into other goroutines. Sockets
+// created inside fn stay in the namespace after fn returns.
+func (n *Netns) Do(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// No UnlockOSThread: the thread exits with this goroutine.
+		if err := netns.Set(n.handle); err != nil {
+			errc <- fmt.Errorf("enter netns %q: %w", n.Name, err)
+			return
+		}
+		errc <- fn()
+	}()
+	return <-errc
+}
+
+// Run executes a program inside the namespace with stdin, like
+// `ip netns exec <Name> name args...` but without a new mount namespace.
+// It returns stdout; on failure the error holds stderr. The child is
+// waited for, so its CPU time counts in RUSAGE_CHILDREN.
+func (n *Netns) Run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
+	var out, errb bytes.Buffer
+	err := n.Do(func() error {
+		cmd := exec.CommandContext(ctx, name, args...)
+		if stdin != nil {
+			cmd.Stdin = bytes.NewReader(stdin)
+		}
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		return cmd.Run()
+	})
+	if err != nil {
+		return out.Bytes(), fmt.Errorf("%s in netns %q: %w: %s", name, n.Name, err, bytes.TrimSpace(errb.Bytes()))
+	}
+	return out.Bytes(), nil
+}
+
+// Close releases the namespace handle (the namespace itself stays).
+func (n *Netns) Close() error { return n.handle.Close() }

@@ -1,0 +1,114 @@
+// Package workload generates what the proxy modes serve and what drives them:
+// services and endpoints from a scenario, the backend echo server, and the
+// closed-loop TCP traffic driver.
+package workload
+
+import (
+	"fmt"
+	"math/rand"
+	"net/netip"
+
+	"github.com/proxybench/proxybench/scenarios"
+)
+
+// Namespace is the Kubernetes namespace every generated service lives in.
+const Namespace = "pb"
+
+// Service is one ClusterIP Service with its EndpointSlice, as a proxier sees it.
+type Service struct {
+	Namespace string
+	Name      string
+	ClusterIP netip.Addr
+	Ports     []ServicePort
+	// Endpoints in the order the API returns them (sorted by IP).
+	Endpoints []Endpoint
+}
+
+// ServicePort is one port of a Service (Kubernetes' ServicePort).
+type ServicePort struct {
+	Name       string // "p80"
+	Port       uint16 // port on the ClusterIP
+	TargetPort uint16 // port on every endpoint
+	Protocol   string // "TCP" or "UDP"
+}
+
+// Endpoint is one backend pod address of a Service's EndpointSlice.
+type Endpoint struct {
+	IP     netip.Addr
+	Ready  bool
+	Weight int // relative weight for weighted schedulers (default 1)
+}
+
+// PortName is kube-proxy's ServicePortName string: "namespace/name:port".
+func (s *Service) PortName(p ServicePort) string {
+	return s.Namespace + "/" + s.Name + ":" + p.Name
+}
+
+// Services generates the scenario's services: service i gets ClusterIP
+// serviceCIDR.base+1+i and its endpoints take the next free addresses of the
+// pod CIDR (from base+1). Endpoint counts follow Services.Endpoints, drawn
+// with the scenario's seed, so the same scenario always yields the same set.
+// It fails when the addresses do not fit (Load already checks this).
+func Services(sc *scenarios.Scenario) ([]Service, error) {
+	svcNet, podNet, _, _ := sc.Prefixes()
+	rng := rand.New(rand.NewSource(sc.Seed))
+	counts := EndpointCounts(sc, rng)
+	out := make([]Service, sc.Services.Count)
+	vip := svcNet.Addr().Next()
+	pod := podNet.Addr().Next()
+	ports := make([]ServicePort, sc.Services.PortsPerService)
+	for j := range ports {
+		ports[j] = ServicePort{
+			Name:       fmt.Sprintf("p%d", sc.Services.Port+j),
+			Port:       uint16(sc.Services.Port + j),
+			TargetPort: uint16(sc.Services.TargetPort + j),
+			Protocol:   sc.Services.Protocol,
+		}
+	}
+	for i := range out {
+		if !svcNet.Contains(vip) {
+			return nil, fmt.Errorf("services: %d services do not fit serviceCIDR %s", sc.Services.Count, svcNet)
+		}
+		eps := make([]Endpoint, counts[i])
+		for k := range eps {
+			if !podNet.Contains(pod) {
+				return nil, fmt.Errorf("services: endpoints do not fit podCIDR %s", podNet)
+			}
+			eps[k] = Endpoint{IP: pod, Ready: true, Weight: 1}
+			pod = pod.Next()
+		}
+		out[i] = Service{
+			Namespace: Namespace,
+			Name:      fmt.Sprintf("svc-%05d", i),
+			ClusterIP: vip,
+			Ports:     ports,
+			Endpoints: eps,
+		}
+		vip = vip.Next()
+	}
+	return out, nil
+}
+
+// EndpointCounts draws the endpoint count of every service from the
+// scenario's distribution: fixed Count; uniform on [Min, Max]; zipf gives
+// 1 + rand.Zipf(S, V, Max-1), so counts lie in [1, Max] with most services
+// small. The result has Services.Count entries.
+func EndpointCounts(sc *scenarios.Scenario, rng *rand.Rand) []int {
+	e := sc.Services.Endpoints
+	out := make([]int, sc.Services.Count)
+	var z *rand.Zipf
+	if e.Distribution == "zipf" {
+		z = rand.NewZipf(rng, e.S, e.V, uint64(e.Max-1))
+	}
+	for i := range out {
+		switch e.Distribution {
+		case "uniform":
+			out[i] = e.Min + rng.Intn(e.Max-e.Min+1)
+		case "zipf":
+			out[i] = 1 + int(z.Uint64())
+		default:
+			out[i] = e.Count
+		}
+	}
+	return out
+}
