@@ -4,6 +4,8 @@ package topology
 
 import (
 	"bytes"
+	"errors"
+	"os"
 	"context"
 	"fmt"
 	"os/exec"
@@ -79,3 +81,50 @@ func (n *Netns) Run(ctx context.Context, stdin []byte, name string, args ...stri
 
 // Close releases the namespace handle (the namespace itself stays).
 func (n *Netns) Close() error { return n.handle.Close() }
+
+// CreateNetns creates the named namespace /run/netns/name (equivalent to
+// `ip netns add name`) without switching any long-lived thread into it.
+func CreateNetns(name string) (*Netns, error) {
+	var h netns.NsHandle
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// NewNamed unshares this thread into the new namespace; the thread
+		// is discarded when the goroutine ends (no UnlockOSThread).
+		var err error
+		h, err = netns.NewNamed(name)
+		if err != nil {
+			err = fmt.Errorf("create netns %q: %w", name, err)
+		}
+		errc <- err
+	}()
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	n := &Netns{Name: name, handle: h}
+	// Every new namespace starts with lo down; bring it up.
+	nl, err := n.Netlink()
+	if err != nil {
+		return n, err
+	}
+	defer nl.Close()
+	lo, err := nl.LinkByName("lo")
+	if err == nil {
+		err = nl.LinkSetUp(lo)
+	}
+	if err != nil {
+		return n, fmt.Errorf("netns %q: bring lo up: %w", name, err)
+	}
+	return n, nil
+}
+
+// DeleteNetns removes the named namespace (equivalent to `ip netns del
+// name`). The kernel frees it, and every link inside, once no process or
+// open handle holds it. Deleting a missing namespace is not an error.
+func DeleteNetns(name string) error {
+	err := netns.DeleteNamed(name)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete netns %q: %w", name, err)
+	}
+	return nil
+}
