@@ -5,7 +5,6 @@ package workload
 
 import (
 	"fmt"
-	"math/rand"
 	"net/netip"
 
 	"github.com/proxybench/proxybench/scenarios"
@@ -51,8 +50,7 @@ func (s *Service) PortName(p ServicePort) string {
 // It fails when the addresses do not fit (Load already checks this).
 func Services(sc *scenarios.Scenario) ([]Service, error) {
 	svcNet, podNet, _, _ := sc.Prefixes()
-	rng := rand.New(rand.NewSource(sc.Seed))
-	counts := EndpointCounts(sc, rng)
+	counts := sc.EndpointCounts()
 	out := make([]Service, sc.Services.Count)
 	vip := svcNet.Addr().Next()
 	pod := podNet.Addr().Next()
@@ -89,26 +87,3 @@ func Services(sc *scenarios.Scenario) ([]Service, error) {
 	return out, nil
 }
 
-// EndpointCounts draws the endpoint count of every service from the
-// scenario's distribution: fixed Count; uniform on [Min, Max]; zipf gives
-// 1 + rand.Zipf(S, V, Max-1), so counts lie in [1, Max] with most services
-// small. The result has Services.Count entries.
-func EndpointCounts(sc *scenarios.Scenario, rng *rand.Rand) []int {
-	e := sc.Services.Endpoints
-	out := make([]int, sc.Services.Count)
-	var z *rand.Zipf
-	if e.Distribution == "zipf" {
-		z = rand.NewZipf(rng, e.S, e.V, uint64(e.Max-1))
-	}
-	for i := range out {
-		switch e.Distribution {
-		case "uniform":
-			out[i] = e.Min + rng.Intn(e.Max-e.Min+1)
-		case "zipf":
-			out[i] = 1 + int(z.Uint64())
-		default:
-			out[i] = e.Count
-		}
-	}
-	return out
-}
