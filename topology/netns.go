@@ -4,10 +4,10 @@ package topology
 
 import (
 	"bytes"
-	"errors"
-	"os"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 

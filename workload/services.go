@@ -86,4 +86,3 @@ func Services(sc *scenarios.Scenario) ([]Service, error) {
 	}
 	return out, nil
 }
-
