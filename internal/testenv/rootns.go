@@ -1,0 +1,74 @@
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// RootSnapshot captures the host root namespace's iptables (both back
+// ends), nftables ruleset, routes, rules, links and net sysctls as text, for
+// a before/after comparison: the testbed must never change any of them.
+func RootSnapshot(t testing.TB) map[string]string {
+	t.Helper()
+	snap := map[string]string{}
+	run := func(key string, name string, args ...string) {
+		if _, err := exec.LookPath(name); err != nil {
+			return
+		}
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v: %s", name, args, err, out)
+		}
+		var keep []string
+		for _, l := range strings.Split(string(out), "\n") {
+			// Comment lines of *-save carry timestamps; counters change with traffic.
+			if strings.HasPrefix(l, "#") {
+				continue
+			}
+			keep = append(keep, l)
+		}
+		snap[key] = strings.Join(keep, "\n")
+	}
+	run("iptables-legacy", "iptables-legacy-save")
+	run("iptables-nft", "iptables-nft-save")
+	run("nft", "nft", "list", "ruleset")
+	run("routes", "ip", "route", "show", "table", "all")
+	run("rules", "ip", "rule", "show")
+	run("links", "ip", "-o", "link", "show")
+	run("addrs", "ip", "-o", "addr", "show")
+	// Every net.* sysctl of the root namespace that a testbed could touch.
+	for _, dir := range []string{"/proc/sys/net/ipv4", "/proc/sys/net/ipv4/conf/all", "/proc/sys/net/ipv4/conf/default", "/proc/sys/net/core", "/proc/sys/net/netfilter"} {
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if e.IsDir() {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			if strings.Contains(p, "nf_conntrack_count") || strings.HasSuffix(p, "_stat") {
+				continue // live counters, not settings
+			}
+			if b, err := os.ReadFile(p); err == nil {
+				snap[p] = string(b)
+			}
+		}
+	}
+	return snap
+}
+
+// CompareRoot fails the test for every key whose value differs from before.
+func CompareRoot(t testing.TB, before, after map[string]string) {
+	t.Helper()
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("root namespace changed: %s\nbefore:\n%s\nafter:\n%s", k, v, after[k])
+		}
+	}
+	for k := range after {
+		if _, ok := before[k]; !ok {
+			t.Errorf("root namespace changed: %s appeared", k)
+		}
+	}
+}

@@ -1,0 +1,310 @@
+//go:build linux
+
+// Package topology builds the testbed out of network namespaces and veth
+// pairs: one node namespace per fake node (where a proxy mode programs its
+// rules), client pod namespaces that drive traffic, and one backend host
+// namespace that answers for every pod IP through an AnyIP route. Every
+// object carries the run ID; nothing in the host's root namespace changes.
+//
+//	client pod netns ──veth── node netns (proxy rules) ──veth── backend host netns
+//	                                                             ip route add local <podCIDR> dev lo
+package topology
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Prefix is the start of every namespace and link name the testbed creates.
+const Prefix = "pb-"
+
+// runIDPattern matches the namespaces of any run: pb-<6 hex>-<role>.
+var runIDPattern = regexp.MustCompile(`^pb-([0-9a-f]{6})-[a-z0-9-]+$`)
+
+// NewRunID returns a fresh random run ID: 6 lowercase hex characters, short
+// enough that link names "pb<id>-n0c12" fit IFNAMSIZ (15).
+func NewRunID() string {
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// Spec is what Build builds.
+type Spec struct {
+	RunID       string
+	ClientPods  int          // >= 1
+	ServiceCIDR netip.Prefix // routed from clients to the node
+	PodCIDR     netip.Prefix // answered by the backend host (AnyIP)
+	NodeCIDR    netip.Prefix // carved into /30 links: link 0 node-backend, link i+1 node-client i
+}
+
+// Testbed is a built topology. Addresses are those of the /30 links.
+type Testbed struct {
+	RunID   string
+	Node    *Netns
+	Backend *Netns
+	Clients []*Netns
+	// NodeBackendAddr is the node's address on the backend link (the
+	// source address of masqueraded traffic).
+	NodeBackendAddr netip.Addr
+	// ClientAddrs[i] is client pod i's address.
+	ClientAddrs []netip.Addr
+	names       []string
+}
+
+// NetnsName is the name of a namespace of this run: pb-<runID>-<role>.
+func NetnsName(runID, role string) string { return Prefix + runID + "-" + role }
+
+// linkAddrs returns the two host addresses of /30 link i in nodeCIDR
+// (.4i+1 on the node side, .4i+2 on the far side).
+func linkAddrs(nodeCIDR netip.Prefix, i int) (near, far netip.Addr) {
+	b := nodeCIDR.Masked().Addr().As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	v += uint32(4*i + 1)
+	near = netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	return near, near.Next()
+}
+
+// Build creates the namespaces, veth pairs, addresses, routes and sysctls
+// of spec. On any error it removes what it created and returns the error;
+// ctx cancellation is checked between steps.
+func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
+	if spec.ClientPods < 1 {
+		return nil, fmt.Errorf("topology: clientPods must be >= 1, got %d", spec.ClientPods)
+	}
+	if need := 4 * (spec.ClientPods + 1); 1<<(32-spec.NodeCIDR.Bits()) < need {
+		return nil, fmt.Errorf("topology: nodeCIDR %s has fewer than the %d addresses %d links need", spec.NodeCIDR, need, spec.ClientPods+1)
+	}
+	tb = &Testbed{RunID: spec.RunID}
+	defer func() {
+		if err != nil {
+			_ = tb.Teardown()
+			tb = nil
+		}
+	}()
+	create := func(role string) (*Netns, error) {
+		name := NetnsName(spec.RunID, role)
+		tb.names = append(tb.names, name)
+		n, err := CreateNetns(name)
+		if err != nil {
+			return nil, err
+		}
+		return n, nil
+	}
+	if tb.Node, err = create("node0"); err != nil {
+		return tb, err
+	}
+	if tb.Backend, err = create("backend"); err != nil {
+		return tb, err
+	}
+	// Node forwards between its links; nothing else changes from the
+	// namespace defaults. These writes reach only the node namespace.
+	if err = tb.Node.Sysctl("net/ipv4/ip_forward", "1"); err != nil {
+		return tb, err
+	}
+	nodeB, backB := linkAddrs(spec.NodeCIDR, 0)
+	tb.NodeBackendAddr = nodeB
+	bl := fmt.Sprintf("pb%s-b", spec.RunID)
+	if err = veth(tb.Node, bl, tb.Backend, "eth0", nodeB, backB); err != nil {
+		return tb, err
+	}
+	// Backend host: AnyIP for the whole pod CIDR, and a route back to the
+	// node CIDR (clients, node) through the node. No default route.
+	if err = tb.Backend.withNetlink(func(h *netlink.Handle) error {
+		lo, err := h.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		if err := h.RouteAdd(&netlink.Route{
+			LinkIndex: lo.Attrs().Index, Dst: ipnet(spec.PodCIDR), Type: unix.RTN_LOCAL,
+			Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST,
+		}); err != nil {
+			return fmt.Errorf("AnyIP route local %s dev lo: %w", spec.PodCIDR, err)
+		}
+		return h.RouteAdd(&netlink.Route{Dst: ipnet(spec.NodeCIDR), Gw: net.IP(nodeB.AsSlice())})
+	}); err != nil {
+		return tb, fmt.Errorf("netns %q: %w", tb.Backend.Name, err)
+	}
+	if err = tb.Node.withNetlink(func(h *netlink.Handle) error {
+		return h.RouteAdd(&netlink.Route{Dst: ipnet(spec.PodCIDR), Gw: net.IP(backB.AsSlice())})
+	}); err != nil {
+		return tb, fmt.Errorf("netns %q: route %s: %w", tb.Node.Name, spec.PodCIDR, err)
+	}
+	for i := 0; i < spec.ClientPods; i++ {
+		if err = ctx.Err(); err != nil {
+			return tb, err
+		}
+		c, err := create(fmt.Sprintf("client%d", i))
+		if err != nil {
+			return tb, err
+		}
+		tb.Clients = append(tb.Clients, c)
+		nodeC, cli := linkAddrs(spec.NodeCIDR, i+1)
+		if err = veth(tb.Node, fmt.Sprintf("pb%s-c%d", spec.RunID, i), c, "eth0", nodeC, cli); err != nil {
+			return tb, err
+		}
+		if err = c.withNetlink(func(h *netlink.Handle) error {
+			for _, dst := range []netip.Prefix{spec.ServiceCIDR, spec.PodCIDR} {
+				if err := h.RouteAdd(&netlink.Route{Dst: ipnet(dst), Gw: net.IP(nodeC.AsSlice())}); err != nil {
+					return fmt.Errorf("route %s: %w", dst, err)
+				}
+			}
+			return nil
+		}); err != nil {
+			return tb, fmt.Errorf("netns %q: %w", c.Name, err)
+		}
+		// Many short connections: the whole ephemeral range.
+		if err = c.Sysctl("net/ipv4/ip_local_port_range", "1024 65535"); err != nil {
+			return tb, err
+		}
+		tb.ClientAddrs = append(tb.ClientAddrs, cli)
+	}
+	return tb, nil
+}
+
+// veth creates a veth pair with end a in namespace na and end b in nb
+// (created directly there: the link never exists in the root namespace),
+// gives them addrA/30 and addrB/30 and sets both up.
+func veth(na *Netns, a string, nb *Netns, b string, addrA, addrB netip.Addr) error {
+	err := na.withNetlink(func(h *netlink.Handle) error {
+		la := netlink.NewLinkAttrs()
+		la.Name = a
+		la.Namespace = netlink.NsFd(na.handle)
+		v := &netlink.Veth{LinkAttrs: la, PeerName: b, PeerNamespace: netlink.NsFd(nb.handle)}
+		if err := h.LinkAdd(v); err != nil {
+			return fmt.Errorf("ip link add %s type veth peer %s netns %s: %w", a, b, nb.Name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, side := range []struct {
+		ns   *Netns
+		name string
+		addr netip.Addr
+	}{{na, a, addrA}, {nb, b, addrB}} {
+		if err := side.ns.withNetlink(func(h *netlink.Handle) error {
+			l, err := h.LinkByName(side.name)
+			if err != nil {
+				return err
+			}
+			if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(side.addr, 30))}); err != nil {
+				return fmt.Errorf("ip addr add %s/30 dev %s: %w", side.addr, side.name, err)
+			}
+			return h.LinkSetUp(l)
+		}); err != nil {
+			return fmt.Errorf("netns %q: %w", side.ns.Name, err)
+		}
+	}
+	return nil
+}
+
+func ipnet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: net.IP(p.Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+func (n *Netns) withNetlink(fn func(h *netlink.Handle) error) error {
+	h, err := n.Netlink()
+	if err != nil {
+		return fmt.Errorf("netlink handle in %q: %w", n.Name, err)
+	}
+	defer h.Close()
+	return fn(h)
+}
+
+// Sysctl writes value to /proc/sys/<key> inside the namespace (key like
+// "net/ipv4/ip_forward"). Only per-namespace net.* keys are allowed, so the
+// root namespace's sysctls can never change through this call.
+func (n *Netns) Sysctl(key, value string) error {
+	if !strings.HasPrefix(key, "net/") {
+		return fmt.Errorf("sysctl %q: only per-namespace net/ keys may be set", key)
+	}
+	return n.Do(func() error {
+		if err := os.WriteFile(filepath.Join("/proc/sys", key), []byte(value), 0o644); err != nil {
+			return fmt.Errorf("sysctl %s=%s in netns %q: %w", key, value, n.Name, err)
+		}
+		return nil
+	})
+}
+
+// Names lists the namespaces of the testbed.
+func (tb *Testbed) Names() []string { return append([]string(nil), tb.names...) }
+
+// Teardown deletes every namespace of the testbed (and with them their
+// links, routes and rules). It is safe to call more than once.
+func (tb *Testbed) Teardown() error {
+	if tb == nil {
+		return nil
+	}
+	var errs []error
+	for _, n := range append([]*Netns{tb.Node, tb.Backend}, tb.Clients...) {
+		if n != nil {
+			n.Close()
+		}
+	}
+	for _, name := range tb.names {
+		errs = append(errs, DeleteNetns(name))
+	}
+	tb.names = nil
+	return errors.Join(errs...)
+}
+
+// Leftovers lists the namespaces of any run (pb-<6 hex>-<role>) present
+// under /run/netns, sorted.
+func Leftovers() ([]string, error) {
+	ents, err := os.ReadDir("/run/netns")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		if runIDPattern.MatchString(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Cleanup deletes the leftover namespaces of every earlier run (or only of
+// runID when it is not empty) and returns their names. Links, routes,
+// rules and IPVS/nftables state live inside those namespaces and go with
+// them. Processes still running in them keep them alive until they exit.
+func Cleanup(runID string) ([]string, error) {
+	names, err := Leftovers()
+	if err != nil {
+		return nil, err
+	}
+	var done []string
+	var errs []error
+	for _, n := range names {
+		if runID != "" && !strings.HasPrefix(n, Prefix+runID+"-") {
+			continue
+		}
+		if err := DeleteNetns(n); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done = append(done, n)
+	}
+	return done, errors.Join(errs...)
+}

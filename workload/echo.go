@@ -1,0 +1,76 @@
+//go:build linux
+
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/proxybench/proxybench/topology"
+)
+
+// EchoServer answers every TCP connection on its ports with the local
+// address it was reached on ("ip:port\n"), then waits for the client to
+// close. Run in the backend host namespace, whose AnyIP route makes it
+// answer for every pod IP, it tells the driver which endpoint a
+// connection landed on. It never closes first, so no TIME_WAIT piles up on
+// its side; the driver closes with RST.
+type EchoServer struct {
+	listeners []net.Listener
+	wg        sync.WaitGroup
+}
+
+// StartEcho listens on 0.0.0.0:port for each port inside ns. Stop it with Close.
+func StartEcho(ns *topology.Netns, ports []uint16) (*EchoServer, error) {
+	s := &EchoServer{}
+	for _, p := range ports {
+		var l net.Listener
+		err := ns.Do(func() error {
+			var err error
+			lc := net.ListenConfig{}
+			l, err = lc.Listen(context.Background(), "tcp4", net.JoinHostPort("0.0.0.0", strconv.Itoa(int(p))))
+			return err
+		})
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("echo server on port %d in netns %q: %w", p, ns.Name, err)
+		}
+		s.listeners = append(s.listeners, l)
+		s.wg.Add(1)
+		go s.serve(l)
+	}
+	return s, nil
+}
+
+func (s *EchoServer) serve(l net.Listener) {
+	defer s.wg.Done()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		go func() {
+			defer c.Close()
+			if _, err := io.WriteString(c, c.LocalAddr().String()+"\n"); err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, c) // until the client's RST or FIN
+		}()
+	}
+}
+
+// Close stops every listener and waits for the accept loops to end.
+func (s *EchoServer) Close() {
+	for _, l := range s.listeners {
+		l.Close()
+	}
+	s.wg.Wait()
+}
