@@ -29,6 +29,13 @@ type Scenario struct {
 	Topology TopologySpec `yaml:"topology" json:"topology"`
 	Traffic  TrafficSpec  `yaml:"traffic" json:"traffic"`
 	IPTables IPTablesSpec `yaml:"iptables" json:"iptables"`
+
+	// source names the file the scenario came from (for error messages);
+	// lines maps each field path present in it ("services.count",
+	// "modes[1]") to its 1-based line. Both are empty for a Scenario built
+	// in Go.
+	source string
+	lines  map[string]int
 }
 
 // ServicesSpec describes the generated ClusterIP services.

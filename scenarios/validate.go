@@ -1,0 +1,333 @@
+package scenarios
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// KnownModes lists the proxy modes a scenario may name, in the order they
+// were implemented. Packages adding a mode append to it at init.
+var KnownModes = []string{"none", "iptables"}
+
+// KnownPositions lists the service positions traffic.positions may name.
+var KnownPositions = []string{"first", "middle", "last", "random"}
+
+// MaxServices bounds services.count, so that validation (which draws every
+// endpoint count) stays cheap.
+const MaxServices = 1 << 20
+
+// FieldError is one problem with one scenario field. Error() is a single
+// line: "<source>:<line>: <field>: <msg>; fix: <fix>".
+type FieldError struct {
+	Source string // file or embedded scenario name; "scenario" when unnamed
+	Line   int    // 1-based line in Source; 0 when unknown
+	Field  string // YAML path such as "services.endpoints.count" or "modes[1]"; empty for YAML syntax errors
+	Msg    string // what is wrong
+	Fix    string // what to change
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Source)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	if e.Fix != "" {
+		b.WriteString("; fix: " + e.Fix)
+	}
+	return b.String()
+}
+
+// SetDefaults fills every unset field with its documented default. For a
+// parsed scenario, explicit zeros (warmup: 0, a fixed endpoints count: 0)
+// are kept; for one built in Go, zero means unset.
+func (s *Scenario) SetDefaults() {
+	setIf := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setStr := func(p *string, v string) {
+		if *p == "" {
+			*p = v
+		}
+	}
+	setStr(&s.Name, nameOf(s.source))
+	setIf(&s.Repetitions, 3)
+	if s.Modes == nil {
+		s.Modes = []string{"none", "iptables"}
+	}
+	sv := &s.Services
+	setIf(&sv.PortsPerService, 1)
+	setStr(&sv.Protocol, "TCP")
+	setIf(&sv.Port, 80)
+	setIf(&sv.TargetPort, 8080)
+	setStr(&sv.Endpoints.Distribution, "fixed")
+	if sv.Endpoints.Distribution == "fixed" && !s.has("services.endpoints.count") {
+		setIf(&sv.Endpoints.Count, 3)
+	}
+	n := &s.Network
+	setStr(&n.ServiceCIDR, "198.18.0.0/16")
+	setStr(&n.PodCIDR, "198.19.0.0/17")
+	setStr(&n.NodeCIDR, "198.19.255.0/24")
+	setStr(&n.ClusterCIDR, "198.19.0.0/16")
+	setIf(&s.Topology.ClientPods, 1)
+	t := &s.Traffic
+	setIf(&t.Connections, 2000)
+	setIf(&t.Concurrency, 4)
+	if t.Positions == nil {
+		t.Positions = slices.Clone(KnownPositions)
+	}
+	if !s.has("traffic.warmup") {
+		setIf(&t.Warmup, 50)
+	}
+	if t.Timeout.Duration == 0 && !s.has("traffic.timeout") {
+		t.Timeout.Duration = 2 * time.Second
+	}
+	setStr(&s.IPTables.Backend, "legacy")
+}
+
+// nameOf is a source's base name without .yaml or .yml.
+func nameOf(source string) string {
+	base := filepath.Base(source)
+	for _, ext := range []string{".yaml", ".yml"} {
+		base = strings.TrimSuffix(base, ext)
+	}
+	if base == "" || base == "." || base == "/" {
+		return "scenario"
+	}
+	return base
+}
+
+func (s *Scenario) has(path string) bool {
+	_, ok := s.lines[path]
+	return ok
+}
+
+// line is the line of path, or of its nearest enclosing field present in
+// the source, or 0.
+func (s *Scenario) line(path string) int {
+	for path != "" {
+		if l, ok := s.lines[path]; ok {
+			return l
+		}
+		path = path[:max(strings.LastIndexAny(path, ".["), 0)]
+	}
+	return 0
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// Validate checks every field (run SetDefaults first) and returns nil, one
+// *FieldError, or several joined with errors.Join (one per line), in field
+// order. Checks: CIDRs are IPv4 prefixes without host bits; service, pod and
+// node CIDRs are disjoint and clusterCIDR is disjoint from serviceCIDR;
+// services, all endpoints (EndpointCounts) and (clientPods+1) /30 links fit
+// their CIDRs; ports, distribution parameters, modes, traffic and iptables
+// settings are in range.
+func (s *Scenario) Validate() error {
+	var errs []error
+	add := func(field, msg, fix string) {
+		src := s.source
+		if src == "" {
+			src = "scenario"
+		}
+		errs = append(errs, &FieldError{Source: src, Line: s.line(field), Field: field, Msg: msg, Fix: fix})
+	}
+	between := func(field string, v, lo, hi int) bool {
+		if v < lo || v > hi {
+			add(field, fmt.Sprintf("%d is out of range", v), fmt.Sprintf("use %d..%d", lo, hi))
+			return false
+		}
+		return true
+	}
+	oneOf := func(field, v string, known []string) bool {
+		if slices.Contains(known, v) {
+			return true
+		}
+		fix := "use one of " + strings.Join(known, ", ")
+		if c := closest(v, known); c != "" {
+			fix = fmt.Sprintf("did you mean %q?", c)
+		}
+		add(field, fmt.Sprintf("unknown value %q", v), fix)
+		return false
+	}
+	list := func(field string, vs, known []string) {
+		if len(vs) == 0 {
+			add(field, "is empty", "list at least one of "+strings.Join(known, ", "))
+		}
+		for i, v := range vs {
+			f := fmt.Sprintf("%s[%d]", field, i)
+			if j := slices.Index(vs, v); j < i {
+				add(f, fmt.Sprintf("%q is listed twice (also %s[%d])", v, field, j), "remove the duplicate")
+			} else {
+				oneOf(f, v, known)
+			}
+		}
+	}
+
+	if !nameRE.MatchString(s.Name) {
+		add("name", fmt.Sprintf("%q is not usable in file names", s.Name), "use letters, digits, '.', '_' and '-' only, such as \"10k-services\"")
+	}
+	between("repetitions", s.Repetitions, 1, 100)
+	list("modes", s.Modes, KnownModes)
+
+	sv := s.Services
+	countOK := between("services.count", sv.Count, 1, MaxServices)
+	for _, p := range []struct {
+		field string
+		v     int
+	}{{"services.port", sv.Port}, {"services.targetPort", sv.TargetPort}} {
+		if between(p.field, p.v, 1, 65535) && sv.PortsPerService >= 1 && sv.PortsPerService <= 65535 && p.v > 65536-sv.PortsPerService {
+			add(p.field, fmt.Sprintf("%d+portsPerService-1 = %d exceeds 65535", p.v, p.v+sv.PortsPerService-1),
+				fmt.Sprintf("use a %s <= %d or fewer portsPerService", p.field[len("services."):], 65536-sv.PortsPerService))
+		}
+	}
+	between("services.portsPerService", sv.PortsPerService, 1, 65535)
+	oneOf("services.protocol", sv.Protocol, []string{"TCP", "UDP"})
+	distOK := s.validateEndpoints(add)
+
+	prefix := func(field, v string) (netip.Prefix, bool) {
+		p, err := netip.ParsePrefix(v)
+		switch {
+		case err != nil:
+			add(field, fmt.Sprintf("%q is not a CIDR prefix", v), "write an IPv4 prefix such as 198.18.0.0/16")
+		case !p.Addr().Is4():
+			add(field, fmt.Sprintf("%s is not IPv4", p), "write an IPv4 prefix such as 198.18.0.0/16")
+		case p.Masked() != p:
+			add(field, fmt.Sprintf("%s has host bits set", p), "write "+p.Masked().String())
+		default:
+			return p, true
+		}
+		return p, false
+	}
+	svc, svcOK := prefix("network.serviceCIDR", s.Network.ServiceCIDR)
+	pod, podOK := prefix("network.podCIDR", s.Network.PodCIDR)
+	node, nodeOK := prefix("network.nodeCIDR", s.Network.NodeCIDR)
+	cluster, clusterOK := prefix("network.clusterCIDR", s.Network.ClusterCIDR)
+	for _, o := range []struct {
+		a, b     string
+		p, q     netip.Prefix
+		aOK, bOK bool
+	}{
+		{"podCIDR", "serviceCIDR", pod, svc, podOK, svcOK},
+		{"nodeCIDR", "serviceCIDR", node, svc, nodeOK, svcOK},
+		{"nodeCIDR", "podCIDR", node, pod, nodeOK, podOK},
+		{"clusterCIDR", "serviceCIDR", cluster, svc, clusterOK, svcOK},
+	} {
+		if o.aOK && o.bOK && o.p.Overlaps(o.q) {
+			add("network."+o.a, fmt.Sprintf("%s overlaps %s %s", o.p, o.b, o.q), "pick a range disjoint from "+o.b)
+		}
+	}
+	if svcOK && countOK && int64(sv.Count) > usable(svc) {
+		add("services.count", fmt.Sprintf("%d services do not fit serviceCIDR %s (%d usable addresses)", sv.Count, svc, usable(svc)),
+			fmt.Sprintf("use fewer services or a /%d or larger network.serviceCIDR", fitting(int64(sv.Count)+2)))
+	}
+	if podOK && countOK && distOK {
+		var need int64
+		for _, c := range s.EndpointCounts() {
+			need = min(need+int64(c), math.MaxInt64/2)
+		}
+		if need > usable(pod) {
+			fix := "use fewer endpoints per service"
+			if b := fitting(need + 2); b >= 0 {
+				fix = fmt.Sprintf("use a /%d or larger network.podCIDR (disjoint from serviceCIDR and nodeCIDR), or fewer endpoints", b)
+			}
+			add("network.podCIDR", fmt.Sprintf("services.endpoints need %d pod addresses but %s has %d usable", need, pod, usable(pod)), fix)
+		}
+	}
+	if between("topology.clientPods", s.Topology.ClientPods, 1, math.MaxInt32) && nodeOK {
+		if links := int64(s.Topology.ClientPods) + 1; links*4 > size(node) {
+			add("network.nodeCIDR", fmt.Sprintf("%d /30 links (clientPods+1) need %d addresses but %s has %d", links, links*4, node, size(node)),
+				fmt.Sprintf("use a /%d or larger nodeCIDR, or fewer topology.clientPods", fitting(links*4)))
+		}
+	}
+
+	tr := s.Traffic
+	between("traffic.connections", tr.Connections, 1, math.MaxInt32)
+	between("traffic.concurrency", tr.Concurrency, 1, 1024)
+	list("traffic.positions", tr.Positions, KnownPositions)
+	between("traffic.warmup", tr.Warmup, 0, math.MaxInt32)
+	if tr.Timeout.Duration <= 0 {
+		add("traffic.timeout", fmt.Sprintf("%s is not positive", tr.Timeout.Duration), `use a positive duration such as "2s"`)
+	}
+	oneOf("iptables.backend", s.IPTables.Backend, []string{"legacy", "nft"})
+
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+// validateEndpoints checks services.endpoints and reports whether
+// EndpointCounts may be called.
+func (s *Scenario) validateEndpoints(add func(field, msg, fix string)) bool {
+	const f = "services.endpoints."
+	e := s.Services.Endpoints
+	ok := true
+	need := func(field string, good bool, msg, fix string) {
+		if !good {
+			add(f+field, msg, fix)
+			ok = false
+		}
+	}
+	unused := func(field string, set bool) {
+		need(field, !set, "is not used by distribution "+e.Distribution, "remove it")
+	}
+	switch e.Distribution {
+	case "fixed":
+		need("count", e.Count >= 0, fmt.Sprintf("%d is negative", e.Count), "use 0 or more")
+		unused("min", e.Min != 0)
+		unused("max", e.Max != 0)
+		unused("s", e.S != 0)
+		unused("v", e.V != 0)
+	case "uniform":
+		need("min", e.Min >= 1, fmt.Sprintf("%d is below 1", e.Min), "use 1 or more")
+		need("max", e.Max >= e.Min, fmt.Sprintf("%d is below min %d", e.Max, e.Min), "use max >= min")
+		unused("count", e.Count != 0)
+		unused("s", e.S != 0)
+		unused("v", e.V != 0)
+	case "zipf":
+		need("s", e.S > 1 && !math.IsInf(e.S, 1), fmt.Sprintf("%v is not a finite number > 1", e.S), "use s > 1, such as 1.5")
+		need("v", e.V >= 1 && !math.IsInf(e.V, 1), fmt.Sprintf("%v is not a finite number >= 1", e.V), "use v >= 1, such as 1")
+		need("max", e.Max >= 1, fmt.Sprintf("%d is below 1", e.Max), "set max, the largest endpoint count, to 1 or more")
+		unused("count", e.Count != 0)
+		unused("min", e.Min != 0)
+	default:
+		fix := "use fixed, uniform or zipf"
+		if c := closest(e.Distribution, []string{"fixed", "uniform", "zipf"}); c != "" {
+			fix = fmt.Sprintf("did you mean %q?", c)
+		}
+		add(f+"distribution", fmt.Sprintf("unknown distribution %q", e.Distribution), fix)
+		ok = false
+	}
+	return ok
+}
+
+// size is the number of addresses in IPv4 prefix p.
+func size(p netip.Prefix) int64 { return 1 << (32 - p.Bits()) }
+
+// usable is size(p) minus the network and broadcast addresses.
+func usable(p netip.Prefix) int64 { return max(size(p)-2, 0) }
+
+// fitting is the longest IPv4 prefix length holding n addresses, or -1.
+func fitting(n int64) int {
+	for b := 32; b >= 0; b-- {
+		if int64(1)<<(32-b) >= n {
+			return b
+		}
+	}
+	return -1
+}
