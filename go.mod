@@ -10,3 +10,5 @@ require (
 	golang.org/x/sys v0.50.0
 	gonum.org/v1/gonum v0.17.0
 )
+
+require github.com/coreos/go-iptables v0.8.0 // indirect

@@ -1,0 +1,374 @@
+//go:build linux
+
+package iptables
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	goipt "github.com/coreos/go-iptables/iptables"
+
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/workload"
+)
+
+// Namespace is the node namespace a Proxier programs. *topology.Netns
+// satisfies it.
+type Namespace interface {
+	// Do runs fn on a locked OS thread inside the namespace; commands
+	// started by fn run in the namespace.
+	Do(fn func() error) error
+	// Run executes name with args and stdin inside the namespace and
+	// returns its stdout; the error carries stderr.
+	Run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error)
+}
+
+// jumpRule is one rule from a built-in chain into a kube-proxy chain.
+type jumpRule struct {
+	table, src, dst string
+	args            []string // the rule spec, ending "-j dst"
+}
+
+// jumpRules are the rules kube-proxy ensures (prepends) on every full sync
+// (iptablesJumpChains and iptablesKubeletJumpChains of
+// pkg/proxy/iptables/proxier.go), in its order.
+var jumpRules = func() []jumpRule {
+	newCT := []string{"-m", "conntrack", "--ctstate", "NEW"}
+	mk := func(table, dst, src, comment string, extra []string) jumpRule {
+		args := append([]string{}, extra...)
+		if comment != "" {
+			args = append(args, "-m", "comment", "--comment", comment)
+		}
+		return jumpRule{table: table, src: src, dst: dst, args: append(args, "-j", dst)}
+	}
+	return []jumpRule{
+		mk("filter", chainExternalServices, "INPUT", "kubernetes externally-visible service portals", newCT),
+		mk("filter", chainExternalServices, "FORWARD", "kubernetes externally-visible service portals", newCT),
+		mk("filter", chainNodePorts, "INPUT", "kubernetes health check service ports", nil),
+		mk("filter", chainServices, "FORWARD", "kubernetes service portals", newCT),
+		mk("filter", chainServices, "OUTPUT", "kubernetes service portals", newCT),
+		mk("filter", chainForward, "FORWARD", "kubernetes forwarding rules", nil),
+		mk("filter", chainProxyFirewall, "INPUT", "kubernetes load balancer firewall", newCT),
+		mk("filter", chainProxyFirewall, "OUTPUT", "kubernetes load balancer firewall", newCT),
+		mk("filter", chainProxyFirewall, "FORWARD", "kubernetes load balancer firewall", newCT),
+		mk("nat", chainServices, "OUTPUT", "kubernetes service portals", nil),
+		mk("nat", chainServices, "PREROUTING", "kubernetes service portals", nil),
+		mk("nat", chainPostrouting, "POSTROUTING", "kubernetes postrouting rules", nil),
+		mk("filter", chainFirewall, "INPUT", "", nil),
+		mk("filter", chainFirewall, "OUTPUT", "", nil),
+	}
+}()
+
+// iptablesCmd is the part of go-iptables the Proxier uses; tests fake it.
+type iptablesCmd interface {
+	NewChain(table, chain string) error
+	Exists(table, chain string, rulespec ...string) (bool, error)
+	Insert(table, chain string, pos int, rulespec ...string) error
+	DeleteIfExists(table, chain string, rulespec ...string) error
+}
+
+// Proxier programs one namespace in kube-proxy's iptables layout.
+// It is safe for concurrent use; calls are serialised.
+type Proxier struct {
+	cfg Config
+	ns  Namespace
+
+	// newCmd opens the iptables command of a back end (go-iptables).
+	newCmd func(path string) (iptablesCmd, error)
+
+	mu      sync.Mutex
+	cmd     iptablesCmd
+	ensured bool     // jump rules known to be in place
+	written []string // KUBE-SVC/KUBE-SEP chains the last Sync wrote
+}
+
+// New returns a Proxier for cfg that programs ns. Nothing runs until Sync;
+// an invalid cfg makes Sync fail.
+func New(cfg Config, ns Namespace) *Proxier {
+	return &Proxier{cfg: cfg, ns: ns, newCmd: func(path string) (iptablesCmd, error) {
+		return goipt.New(goipt.Path(path))
+	}}
+}
+
+var _ proxymodes.Proxier = (*Proxier)(nil)
+
+// Mode returns "iptables".
+func (p *Proxier) Mode() string { return "iptables" }
+
+// binary returns the back end's tool, for example "iptables-legacy-restore"
+// for tool "restore" or "iptables-nft" for "".
+func (p *Proxier) binary(tool string) string {
+	name := "iptables-" + p.cfg.Backend
+	if tool != "" {
+		name += "-" + tool
+	}
+	return name
+}
+
+// Info returns {"backend": "legacy"|"nft", "iptables": "<iptables
+// --version output>"}.
+func (p *Proxier) Info() map[string]string {
+	info := map[string]string{"backend": p.cfg.Backend}
+	out, err := p.ns.Run(context.Background(), nil, p.binary(""), "--version")
+	if err != nil {
+		info["iptables"] = "unknown: " + err.Error()
+	} else {
+		info["iptables"] = strings.TrimSpace(string(out))
+	}
+	return info
+}
+
+func (p *Proxier) command() (iptablesCmd, error) {
+	if p.cmd != nil {
+		return p.cmd, nil
+	}
+	c, err := p.newCmd("/usr/sbin/" + p.binary(""))
+	if err != nil {
+		return nil, fmt.Errorf("iptables: open %q: %w", p.binary(""), err)
+	}
+	p.cmd = c
+	return c, nil
+}
+
+// ensureJumps creates the kube-proxy chains the built-in chains jump to
+// and prepends the jump rules where missing, as kube-proxy's full sync
+// does (EnsureChain + EnsureRule(Prepend)). It runs inside ns.
+func (p *Proxier) ensureJumps() error {
+	c, err := p.command()
+	if err != nil {
+		return err
+	}
+	return p.ns.Do(func() error {
+		created := map[string]bool{}
+		for _, j := range jumpRules {
+			key := j.table + "/" + j.dst
+			if _, done := created[key]; !done {
+				err := c.NewChain(j.table, j.dst)
+				switch {
+				case err == nil:
+					created[key] = true
+				case isExists(err):
+					created[key] = false
+				default:
+					return fmt.Errorf("iptables: create chain %s/%s: %w", j.table, j.dst, err)
+				}
+			}
+			// A chain just created has no rule jumping to it yet.
+			if !created[key] {
+				ok, err := c.Exists(j.table, j.src, j.args...)
+				if err != nil {
+					return fmt.Errorf("iptables: check %s/%s -> %s: %w", j.table, j.src, j.dst, err)
+				}
+				if ok {
+					continue
+				}
+			}
+			if err := c.Insert(j.table, j.src, 1, j.args...); err != nil {
+				return fmt.Errorf("iptables: insert %s/%s -> %s: %w", j.table, j.src, j.dst, err)
+			}
+		}
+		return nil
+	})
+}
+
+// isExists reports an "iptables -N" failure because the chain exists
+// (exit status 1).
+func isExists(err error) bool {
+	var e *goipt.Error
+	if errors.As(err, &e) {
+		return e.ExitStatus() == 1
+	}
+	return errors.Is(err, errChainExists)
+}
+
+// errChainExists lets fakes report an existing chain.
+var errChainExists = errors.New("chain already exists")
+
+func cpuNow() time.Duration {
+	var self, children syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	tv := func(t syscall.Timeval) time.Duration {
+		return time.Duration(t.Sec)*time.Second + time.Duration(t.Usec)*time.Microsecond
+	}
+	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
+}
+
+// Sync programs services in kube-proxy's layout (see Render) as a full
+// sync: it ensures the jump rules from the built-in chains (nat
+// PREROUTING/OUTPUT -> KUBE-SERVICES, POSTROUTING -> KUBE-POSTROUTING,
+// filter INPUT/FORWARD/OUTPUT jumps) with iptables, then runs exactly one
+// iptables-<backend>-restore --noflush of the rendered rules. The restore
+// replaces every kube-proxy chain's contents and flushes and deletes the
+// KUBE-SVC/KUBE-SEP chains the previous Sync wrote that are no longer
+// wanted (a new Proxier assumes none). SyncStats: Kind "full", Objects =
+// nat + filter rules, Bytes = restore input size, Phases "render",
+// "ensure", "restore".
+func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxymodes.SyncStats, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	start, cpu0 := time.Now(), cpuNow()
+	st := proxymodes.SyncStats{Kind: "full", Phases: map[string]time.Duration{}}
+	finish := func() {
+		st.Wall = time.Since(start)
+		st.CPU = cpuNow() - cpu0
+	}
+	if err := p.cfg.Validate(); err != nil {
+		return st, err
+	}
+
+	t := time.Now()
+	pl, err := newPlan(p.cfg, services)
+	if err != nil {
+		finish()
+		return st, err
+	}
+	current := pl.chains()
+	stale := staleChains(p.written, current)
+	rs := pl.write(stale)
+	st.Phases["render"] = time.Since(t)
+	st.Objects = rs.NatRules + rs.FilterRules
+	st.Bytes = len(rs.Data)
+
+	t = time.Now()
+	if !p.ensured {
+		if err := p.ensureJumps(); err != nil {
+			finish()
+			return st, err
+		}
+		p.ensured = true
+	}
+	st.Phases["ensure"] = time.Since(t)
+
+	t = time.Now()
+	_, err = p.ns.Run(ctx, rs.Data, p.binary("restore"), "--noflush")
+	st.Phases["restore"] = time.Since(t)
+	finish()
+	if err != nil {
+		// The kernel may or may not hold the new chains; remember both
+		// sets so the next Sync deletes whatever is unwanted (declaring a
+		// chain before "-X" makes the delete safe either way). Re-ensure
+		// the jumps too, as kube-proxy forces a full sync after a failure.
+		p.written = append(p.written, current...)
+		p.ensured = false
+		return st, fmt.Errorf("iptables: sync %d services: %w", len(services), err)
+	}
+	p.written = current
+	return st, nil
+}
+
+// staleChains returns the chains of prev that are not in current.
+func staleChains(prev, current []string) []string {
+	if len(prev) == 0 {
+		return nil
+	}
+	want := make(map[string]struct{}, len(current))
+	for _, c := range current {
+		want[c] = struct{}{}
+	}
+	var out []string
+	seen := make(map[string]struct{})
+	for _, c := range prev {
+		if _, ok := want[c]; ok {
+			continue
+		}
+		if _, ok := seen[c]; ok {
+			continue
+		}
+		seen[c] = struct{}{}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Cleanup removes what the Proxier (or any kube-proxy) programmed in the
+// namespace, as kube-proxy's CleanupLeftovers: it deletes the jump rules
+// from the built-in chains, then flushes and deletes every KUBE-* chain of
+// the filter and nat tables in one iptables-restore --noflush. Other rules
+// and chains are left alone.
+func (p *Proxier) Cleanup(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.cfg.Validate(); err != nil {
+		return err
+	}
+	c, err := p.command()
+	if err != nil {
+		return err
+	}
+	p.ensured = false
+	err = p.ns.Do(func() error {
+		for _, j := range jumpRules {
+			// DeleteIfExists fails when the chain itself is missing;
+			// then there is no rule to delete.
+			if err := c.DeleteIfExists(j.table, j.src, j.args...); err != nil && !isNotExist(err) {
+				return fmt.Errorf("iptables: delete %s/%s -> %s: %w", j.table, j.src, j.dst, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	out, err := p.ns.Run(ctx, nil, p.binary("save"))
+	if err != nil {
+		return fmt.Errorf("iptables: cleanup: %w", err)
+	}
+	data := cleanupInput(out)
+	if data != nil {
+		if _, err := p.ns.Run(ctx, data, p.binary("restore"), "--noflush"); err != nil {
+			return fmt.Errorf("iptables: cleanup: %w", err)
+		}
+	}
+	p.written = nil
+	return nil
+}
+
+func isNotExist(err error) bool {
+	var e *goipt.Error
+	return errors.As(err, &e) && e.IsNotExist()
+}
+
+// cleanupInput turns iptables-save output into restore input that flushes
+// and deletes every KUBE-* chain of the filter and nat tables, or nil when
+// there is none.
+func cleanupInput(save []byte) []byte {
+	var out bytes.Buffer
+	table := ""
+	var chains []string
+	flush := func() {
+		if len(chains) == 0 {
+			return
+		}
+		out.WriteString("*" + table + "\n")
+		for _, c := range chains {
+			out.WriteString(":" + c + " - [0:0]\n")
+		}
+		for _, c := range chains {
+			out.WriteString("-X " + c + "\n")
+		}
+		out.WriteString("COMMIT\n")
+		chains = chains[:0]
+	}
+	for _, line := range strings.Split(string(save), "\n") {
+		switch {
+		case strings.HasPrefix(line, "*"):
+			flush()
+			table = line[1:]
+		case strings.HasPrefix(line, ":KUBE-") && (table == "nat" || table == "filter"):
+			name, _, _ := strings.Cut(line[1:], " ")
+			chains = append(chains, name)
+		}
+	}
+	flush()
+	if out.Len() == 0 {
+		return nil
+	}
+	return out.Bytes()
+}

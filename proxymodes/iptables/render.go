@@ -1,0 +1,481 @@
+// Package iptables is the iptables proxy mode: kube-proxy's iptables
+// proxier (pkg/proxy/iptables, v1.28+) reproduced for one node namespace.
+//
+// Render turns services into iptables-restore input for the filter and nat
+// tables in kube-proxy's layout (KUBE-SERVICES -> KUBE-SVC-<hash> ->
+// KUBE-SEP-<hash>, statistic --mode random, KUBE-MARK-MASQ and
+// KUBE-POSTROUTING). It is pure: no kernel, no root. A Proxier applies the
+// rendered rules in one iptables-restore --noflush per Sync, with the legacy
+// (x_tables) or the nft back end.
+package iptables
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"net/netip"
+	"strconv"
+
+	"github.com/proxybench/proxybench/workload"
+)
+
+// Back ends of Config.Backend.
+const (
+	// BackendLegacy programs x_tables through iptables-legacy-restore.
+	BackendLegacy = "legacy"
+	// BackendNft programs nf_tables through iptables-nft-restore.
+	BackendNft = "nft"
+)
+
+// Chain names kube-proxy uses (pkg/proxy/iptables/proxier.go).
+const (
+	chainServices         = "KUBE-SERVICES"
+	chainExternalServices = "KUBE-EXTERNAL-SERVICES"
+	chainNodePorts        = "KUBE-NODEPORTS"
+	chainPostrouting      = "KUBE-POSTROUTING"
+	chainMarkMasq         = "KUBE-MARK-MASQ"
+	chainForward          = "KUBE-FORWARD"
+	chainProxyFirewall    = "KUBE-PROXY-FIREWALL"
+	chainFirewall         = "KUBE-FIREWALL"
+
+	prefixSVC = "KUBE-SVC-"
+	prefixSEP = "KUBE-SEP-"
+
+	// masqueradeMark is kube-proxy's default --iptables-masquerade-bit 14.
+	masqueradeMark = "0x4000"
+
+	// largeClusterEndpointsThreshold is kube-proxy's switch to "large
+	// cluster mode": above this many endpoints in total the per-endpoint
+	// comments are left out to keep the ruleset small.
+	largeClusterEndpointsThreshold = 1000
+)
+
+// Config selects how a Proxier programs the kernel.
+type Config struct {
+	// Backend is BackendLegacy ("legacy") or BackendNft ("nft").
+	Backend string
+	// ClusterCIDR is kube-proxy's --cluster-cidr: traffic to a ClusterIP
+	// from outside it is marked for masquerade (the "! -s <clusterCIDR>
+	// -j KUBE-MARK-MASQ" rule of each KUBE-SVC chain). The zero Prefix
+	// disables that rule, as kube-proxy does without a local detector.
+	ClusterCIDR netip.Prefix
+}
+
+// Validate reports a Config error: an unknown back end or an invalid or
+// non-IPv4 ClusterCIDR.
+func (c Config) Validate() error {
+	if c.Backend != BackendLegacy && c.Backend != BackendNft {
+		return fmt.Errorf("iptables: backend %q: want %q or %q", c.Backend, BackendLegacy, BackendNft)
+	}
+	return c.validateCIDR()
+}
+
+func (c Config) validateCIDR() error {
+	if c.ClusterCIDR != (netip.Prefix{}) && (!c.ClusterCIDR.IsValid() || !c.ClusterCIDR.Addr().Is4()) {
+		return fmt.Errorf("iptables: clusterCIDR %q: want an IPv4 prefix", c.ClusterCIDR)
+	}
+	return nil
+}
+
+// Ruleset is rendered iptables-restore input.
+type Ruleset struct {
+	// Data is the iptables-restore input: "*filter" ... "COMMIT" then
+	// "*nat" ... "COMMIT", for use with --noflush.
+	Data []byte
+	// NatRules and FilterRules count the "-A" lines per table, as
+	// kube-proxy's sync_proxy_rules_iptables_total metric does.
+	NatRules, FilterRules int
+	// Chains counts the chain declarations (":CHAIN - [0:0]") of both
+	// tables.
+	Chains int
+}
+
+// ServiceChainName is kube-proxy's KUBE-SVC chain of a service port:
+// "KUBE-SVC-" + the first 16 characters of base32(sha256(portName +
+// protocol)), with portName "ns/name:port" and protocol lower-case ("tcp").
+func ServiceChainName(portName, protocol string) string {
+	var h hasher
+	return string(h.name(prefixSVC, portName, protocol, ""))
+}
+
+// EndpointChainName is kube-proxy's KUBE-SEP chain of one endpoint of a
+// service port: "KUBE-SEP-" + 16 characters of base32(sha256(portName +
+// protocol + endpoint)), endpoint being "ip:port".
+func EndpointChainName(portName, protocol, endpoint string) string {
+	var h hasher
+	return string(h.name(prefixSEP, portName, protocol, endpoint))
+}
+
+// hasher computes chain names without allocating per call.
+type hasher struct {
+	scratch []byte
+	out     [32]byte
+}
+
+func (h *hasher) name(prefix, portName, protocol, endpoint string) []byte {
+	h.scratch = append(h.scratch[:0], portName...)
+	h.scratch = append(h.scratch, protocol...)
+	h.scratch = append(h.scratch, endpoint...)
+	sum := sha256.Sum256(h.scratch)
+	n := copy(h.out[:], prefix)
+	// 10 bytes of hash encode to exactly 16 base32 characters, the same
+	// as the first 16 of the encoding of all 32 bytes.
+	base32.StdEncoding.Encode(h.out[n:n+16], sum[:10])
+	return h.out[:n+16]
+}
+
+// portPlan is one service port as it will be written.
+type portPlan struct {
+	svc      *workload.Service
+	port     *workload.ServicePort
+	name     string // "ns/name:port"
+	proto    string // "tcp", "udp", "sctp"
+	svcChain string // "" when the port has no ready endpoint
+	epStart  int    // into plan.eps / plan.sepChains
+	epEnd    int
+}
+
+// plan is the result of the first render pass: names computed, nothing
+// written yet.
+type plan struct {
+	cfg       Config
+	ports     []portPlan
+	eps       []netip.Addr // ready endpoints of every port, flattened
+	sepChains []string
+	large     bool // kube-proxy's large cluster mode
+	size      int  // estimated output size in bytes
+}
+
+var protocols = map[string]string{"TCP": "tcp", "UDP": "udp", "SCTP": "sctp", "tcp": "tcp", "udp": "udp", "sctp": "sctp"}
+
+// newPlan validates services and computes every chain name.
+func newPlan(cfg Config, services []workload.Service) (*plan, error) {
+	if err := cfg.validateCIDR(); err != nil {
+		return nil, err
+	}
+	nports, neps := 0, 0
+	for i := range services {
+		s := &services[i]
+		nports += len(s.Ports)
+		ready := 0
+		for _, e := range s.Endpoints {
+			if e.Ready {
+				ready++
+			}
+		}
+		neps += ready * len(s.Ports)
+	}
+	p := &plan{
+		cfg:       cfg,
+		ports:     make([]portPlan, 0, nports),
+		eps:       make([]netip.Addr, 0, neps),
+		sepChains: make([]string, 0, neps),
+		large:     neps > largeClusterEndpointsThreshold,
+	}
+	var h hasher
+	epBuf := make([]byte, 0, 64)
+	size := 2048
+	for i := range services {
+		s := &services[i]
+		if !s.ClusterIP.Is4() {
+			return nil, fmt.Errorf("iptables: service %s/%s: clusterIP %q: want IPv4", s.Namespace, s.Name, s.ClusterIP)
+		}
+		if err := checkEndpoints(s); err != nil {
+			return nil, err
+		}
+		for j := range s.Ports {
+			sp := &s.Ports[j]
+			proto, ok := protocols[sp.Protocol]
+			if !ok {
+				return nil, fmt.Errorf("iptables: service port %q: protocol %q: want TCP, UDP or SCTP", s.PortName(*sp), sp.Protocol)
+			}
+			pp := portPlan{svc: s, port: sp, name: s.PortName(*sp), proto: proto, epStart: len(p.eps)}
+			for _, e := range s.Endpoints {
+				if !e.Ready {
+					continue
+				}
+				epBuf = e.IP.AppendTo(epBuf[:0])
+				epBuf = append(epBuf, ':')
+				epBuf = strconv.AppendUint(epBuf, uint64(sp.TargetPort), 10)
+				p.eps = append(p.eps, e.IP)
+				p.sepChains = append(p.sepChains, string(h.name(prefixSEP, pp.name, proto, string(epBuf))))
+			}
+			pp.epEnd = len(p.eps)
+			n := pp.epEnd - pp.epStart
+			if n > 0 {
+				pp.svcChain = string(h.name(prefixSVC, pp.name, proto, ""))
+			}
+			p.ports = append(p.ports, pp)
+			size += 3*len(pp.name) + 400 + n*(3*len(pp.name)+400)
+		}
+	}
+	p.size = size
+	return p, nil
+}
+
+// checkEndpoints rejects a ready endpoint IP listed twice (its KUBE-SEP
+// chain would be declared twice) or one that is not IPv4.
+func checkEndpoints(s *workload.Service) error {
+	var seen map[netip.Addr]struct{}
+	if len(s.Endpoints) > 16 {
+		seen = make(map[netip.Addr]struct{}, len(s.Endpoints))
+	}
+	for k, e := range s.Endpoints {
+		if !e.Ready {
+			continue
+		}
+		if !e.IP.Is4() {
+			return fmt.Errorf("iptables: service %s/%s: endpoint %q: want IPv4", s.Namespace, s.Name, e.IP)
+		}
+		dup := false
+		if seen != nil {
+			_, dup = seen[e.IP]
+			seen[e.IP] = struct{}{}
+		} else {
+			for _, o := range s.Endpoints[:k] {
+				if o.Ready && o.IP == e.IP {
+					dup = true
+					break
+				}
+			}
+		}
+		if dup {
+			return fmt.Errorf("iptables: service %s/%s: endpoint %s listed twice", s.Namespace, s.Name, e.IP)
+		}
+	}
+	return nil
+}
+
+// chains returns the KUBE-SVC and KUBE-SEP chains the plan writes.
+func (p *plan) chains() []string {
+	out := make([]string, 0, len(p.ports)+len(p.sepChains))
+	for i := range p.ports {
+		if p.ports[i].svcChain != "" {
+			out = append(out, p.ports[i].svcChain)
+		}
+	}
+	return append(out, p.sepChains...)
+}
+
+// Render returns the iptables-restore input that programs services in
+// kube-proxy's iptables layout (v1.28+, ClusterIP services, Cluster traffic
+// policy, no session affinity), chain hashes included:
+//
+//	filter: KUBE-SERVICES (a REJECT rule per service port without ready
+//	        endpoints), KUBE-FORWARD (drop INVALID, accept marked and
+//	        RELATED,ESTABLISHED), KUBE-FIREWALL (block incoming localnet),
+//	        KUBE-EXTERNAL-SERVICES, KUBE-NODEPORTS, KUBE-PROXY-FIREWALL;
+//	nat:    KUBE-SERVICES (one rule per service port with ready endpoints,
+//	        in the order given, then the KUBE-NODEPORTS rule last),
+//	        KUBE-SVC-<hash> (masquerade from outside ClusterCIDR, then one
+//	        rule per ready endpoint with statistic probability 1/(n-i)),
+//	        KUBE-SEP-<hash> (hairpin masquerade and DNAT), KUBE-MARK-MASQ,
+//	        KUBE-POSTROUTING, KUBE-NODEPORTS.
+//
+// Only Ready endpoints are used. Above 1000 endpoints in total the
+// per-endpoint comments are left out, as kube-proxy's large cluster mode
+// does. Every chain is declared, so under --noflush the restore replaces
+// the chains' contents. It fails on a non-IPv4 address, an unknown
+// protocol, or an endpoint listed twice in one service.
+func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
+	p, err := newPlan(cfg, services)
+	if err != nil {
+		return nil, err
+	}
+	return p.write(nil), nil
+}
+
+var probabilities []string
+
+func init() {
+	probabilities = make([]string, 65)
+	for n := 1; n < len(probabilities); n++ {
+		probabilities[n] = computeProbability(n)
+	}
+}
+
+// computeProbability is kube-proxy's "%0.10f" of 1/n.
+func computeProbability(n int) string {
+	return strconv.FormatFloat(1/float64(n), 'f', 10, 64)
+}
+
+// write renders the plan; stale lists KUBE-SVC/KUBE-SEP chains to flush
+// and delete ("-X") in the same restore.
+func (p *plan) write(stale []string) *Ruleset {
+	rs := &Ruleset{}
+	b := make([]byte, 0, p.size+len(stale)*48)
+
+	// filter table.
+	b = append(b, "*filter\n"...)
+	for _, c := range []string{chainServices, chainExternalServices, chainForward, chainNodePorts, chainProxyFirewall, chainFirewall} {
+		b = appendChainLine(b, c)
+		rs.Chains++
+	}
+	b = append(b, `-A KUBE-FIREWALL -m comment --comment "block incoming localnet connections" -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`+"\n"...)
+	rs.FilterRules++
+	for i := range p.ports {
+		pp := &p.ports[i]
+		if pp.svcChain != "" {
+			continue
+		}
+		b = append(b, `-A KUBE-SERVICES -m comment --comment "`...)
+		b = append(b, pp.name...)
+		b = append(b, ` has no endpoints"`...)
+		b = pp.appendMatch(b)
+		b = append(b, " -j REJECT\n"...)
+		rs.FilterRules++
+	}
+	b = append(b, "-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP\n"+
+		`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark `+masqueradeMark+"/"+masqueradeMark+" -j ACCEPT\n"+
+		`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`+"\n"+
+		"COMMIT\n"...)
+	rs.FilterRules += 3
+
+	// nat table: chain declarations first (a jump needs its target).
+	b = append(b, "*nat\n"...)
+	for _, c := range []string{chainServices, chainNodePorts, chainPostrouting, chainMarkMasq} {
+		b = appendChainLine(b, c)
+		rs.Chains++
+	}
+	for i := range p.ports {
+		pp := &p.ports[i]
+		if pp.svcChain == "" {
+			continue
+		}
+		b = appendChainLine(b, pp.svcChain)
+		for _, c := range p.sepChains[pp.epStart:pp.epEnd] {
+			b = appendChainLine(b, c)
+		}
+		rs.Chains += 1 + pp.epEnd - pp.epStart
+	}
+	for _, c := range stale {
+		b = appendChainLine(b, c)
+	}
+	b = append(b, "-A KUBE-POSTROUTING -m mark ! --mark "+masqueradeMark+"/"+masqueradeMark+" -j RETURN\n"+
+		"-A KUBE-POSTROUTING -j MARK --xor-mark "+masqueradeMark+"\n"+
+		`-A KUBE-POSTROUTING -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`+"\n"+
+		"-A KUBE-MARK-MASQ -j MARK --or-mark "+masqueradeMark+"\n"...)
+	rs.NatRules += 4
+
+	var cidr string
+	if p.cfg.ClusterCIDR.IsValid() {
+		cidr = p.cfg.ClusterCIDR.Masked().String()
+	}
+	for i := range p.ports {
+		pp := &p.ports[i]
+		if pp.svcChain == "" {
+			continue
+		}
+		// KUBE-SERVICES -> KUBE-SVC.
+		b = append(b, "-A KUBE-SERVICES"...)
+		b = pp.appendClusterIPComment(b)
+		b = pp.appendMatch(b)
+		b = append(b, " -j "...)
+		b = append(b, pp.svcChain...)
+		b = append(b, '\n')
+		rs.NatRules++
+		// KUBE-SVC: masquerade off-cluster sources.
+		if cidr != "" {
+			b = append(b, "-A "...)
+			b = append(b, pp.svcChain...)
+			b = pp.appendClusterIPComment(b)
+			b = pp.appendMatch(b)
+			b = append(b, " ! -s "...)
+			b = append(b, cidr...)
+			b = append(b, " -j KUBE-MARK-MASQ\n"...)
+			rs.NatRules++
+		}
+		// KUBE-SVC: one rule per endpoint.
+		n := pp.epEnd - pp.epStart
+		for k := 0; k < n; k++ {
+			b = append(b, "-A "...)
+			b = append(b, pp.svcChain...)
+			if !p.large {
+				b = append(b, ` -m comment --comment "`...)
+				b = append(b, pp.name...)
+				b = append(b, " -> "...)
+				b = pp.appendEndpoint(b, p.eps[pp.epStart+k])
+				b = append(b, '"')
+			}
+			if k < n-1 {
+				b = append(b, " -m statistic --mode random --probability "...)
+				if m := n - k; m < len(probabilities) {
+					b = append(b, probabilities[m]...)
+				} else {
+					b = append(b, computeProbability(m)...)
+				}
+			}
+			b = append(b, " -j "...)
+			b = append(b, p.sepChains[pp.epStart+k]...)
+			b = append(b, '\n')
+		}
+		rs.NatRules += n
+		// KUBE-SEP: hairpin masquerade and DNAT.
+		for k := pp.epStart; k < pp.epEnd; k++ {
+			sep, ip := p.sepChains[k], p.eps[k]
+			b = append(b, "-A "...)
+			b = append(b, sep...)
+			if !p.large {
+				b = append(b, " -m comment --comment "...)
+				b = append(b, pp.name...)
+			}
+			b = append(b, " -s "...)
+			b = ip.AppendTo(b)
+			b = append(b, " -j KUBE-MARK-MASQ\n-A "...)
+			b = append(b, sep...)
+			if !p.large {
+				b = append(b, " -m comment --comment "...)
+				b = append(b, pp.name...)
+			}
+			b = append(b, " -m "...)
+			b = append(b, pp.proto...)
+			b = append(b, " -p "...)
+			b = append(b, pp.proto...)
+			b = append(b, " -j DNAT --to-destination "...)
+			b = pp.appendEndpoint(b, ip)
+			b = append(b, '\n')
+		}
+		rs.NatRules += 2 * n
+	}
+	for _, c := range stale {
+		b = append(b, "-X "...)
+		b = append(b, c...)
+		b = append(b, '\n')
+	}
+	b = append(b, `-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`+"\nCOMMIT\n"...)
+	rs.NatRules++
+	rs.Data = b
+	return rs
+}
+
+func appendChainLine(b []byte, chain string) []byte {
+	b = append(b, ':')
+	b = append(b, chain...)
+	return append(b, " - [0:0]\n"...)
+}
+
+// appendClusterIPComment appends ` -m comment --comment "ns/svc:port cluster IP"`.
+func (pp *portPlan) appendClusterIPComment(b []byte) []byte {
+	b = append(b, ` -m comment --comment "`...)
+	b = append(b, pp.name...)
+	return append(b, ` cluster IP"`...)
+}
+
+// appendMatch appends ` -m tcp -p tcp -d <clusterIP> --dport <port>`.
+func (pp *portPlan) appendMatch(b []byte) []byte {
+	b = append(b, " -m "...)
+	b = append(b, pp.proto...)
+	b = append(b, " -p "...)
+	b = append(b, pp.proto...)
+	b = append(b, " -d "...)
+	b = pp.svc.ClusterIP.AppendTo(b)
+	b = append(b, " --dport "...)
+	return strconv.AppendUint(b, uint64(pp.port.Port), 10)
+}
+
+// appendEndpoint appends "ip:targetPort".
+func (pp *portPlan) appendEndpoint(b []byte, ip netip.Addr) []byte {
+	b = ip.AppendTo(b)
+	b = append(b, ':')
+	return strconv.AppendUint(b, uint64(pp.port.TargetPort), 10)
+}
