@@ -1,0 +1,52 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// progress draws a bar per step on a terminal and plain lines otherwise
+// (CI logs, pipes). It writes to stderr so stdout carries only the report.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	bar   *progressbar.ProgressBar
+	step  string
+	start time.Time
+}
+
+func newProgress(quiet bool) *progress {
+	if quiet {
+		return &progress{w: io.Discard}
+	}
+	return &progress{w: os.Stderr, tty: term.IsTerminal(int(os.Stdout.Fd())) && term.IsTerminal(int(os.Stderr.Fd()))}
+}
+
+func (p *progress) Start(step string, total int) {
+	p.step, p.start = step, time.Now()
+	if p.tty {
+		p.bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(p.w), progressbar.OptionSetDescription(step),
+			progressbar.OptionShowCount(), progressbar.OptionSetElapsedTime(true), progressbar.OptionClearOnFinish())
+		return
+	}
+	fmt.Fprintf(p.w, "%s ...\n", step)
+}
+
+func (p *progress) Add(n int) {
+	if p.bar != nil {
+		_ = p.bar.Add(n)
+	}
+}
+
+func (p *progress) Done() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+		p.bar = nil
+	}
+	fmt.Fprintf(p.w, "%s: done in %.1fs\n", p.step, time.Since(p.start).Seconds())
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/proxybench/proxybench/internal/runner"
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/topology"
+)
+
+type runFlags struct {
+	modes    string
+	services int
+	output   string
+	seed     int64
+	quiet    bool
+}
+
+// loadScenario loads a scenario and applies run's overrides, then validates
+// again. Every failure is bad input.
+func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scenario, error) {
+	sc, err := scenarios.Load(arg)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	if f == nil {
+		return sc, nil
+	}
+	if cmd.Flags().Changed("modes") {
+		sc.Modes = strings.Split(f.modes, ",")
+	}
+	if cmd.Flags().Changed("services") {
+		sc.Services.Count = f.services
+	}
+	if cmd.Flags().Changed("seed") {
+		sc.Seed = f.seed
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, badInput(fmt.Errorf("after command-line overrides: %w", err))
+	}
+	return sc, nil
+}
+
+func newRunCmd() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run SCENARIO",
+		Short: "Run a scenario: build the testbed, sync each mode, drive traffic, report",
+		Long: `run loads SCENARIO (a file, or the name of a scenario shipped in the binary),
+builds the testbed namespaces, and for each mode measures sync.full,
+lookup.latency per service position and fairness. It writes a JSON result
+and prints a Markdown summary on stdout; progress goes to stderr. The
+testbed is removed at the end, on error and on SIGINT/SIGTERM; after a
+kill -9, run 'proxybench cleanup'. Needs root.`,
+		Example: `  proxybench run scenarios/10k-services.yaml
+  proxybench run 1k-services --modes none,iptables --services 2000 --seed 7 --output /tmp/r.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sc, err := loadScenario(cmd, args[0], f)
+			if err != nil {
+				return err
+			}
+			if err := runner.Preflight(sc, runner.Options{}); err != nil {
+				return badInput(err)
+			}
+			if left, _ := topology.Leftovers(); len(left) > 0 {
+				fmt.Fprintf(os.Stderr, "note: %d namespaces of earlier runs are still here (%s ...); 'proxybench cleanup' removes them\n", len(left), left[0])
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			runID := topology.NewRunID()
+			out := f.output
+			if out == "" {
+				out = filepath.Join("results", fmt.Sprintf("%s-%s.json", sc.Name, time.Now().UTC().Format("20060102T150405Z")))
+			}
+			res, err := runner.Run(ctx, sc, runner.Options{RunID: runID, Version: version, Progress: newProgress(f.quiet)})
+			if err != nil {
+				if runner.IsInput(err) {
+					return badInput(err)
+				}
+				if ctx.Err() != nil {
+					return &exitError{130, fmt.Errorf("interrupted; testbed %s removed: %w", runID, err)}
+				}
+				return &exitError{1, err}
+			}
+			if err := res.Write(out); err != nil {
+				return &exitError{1, fmt.Errorf("write result: %w", err)}
+			}
+			if err := reports.WriteMarkdown(os.Stdout, res); err != nil {
+				return &exitError{1, err}
+			}
+			fmt.Fprintf(os.Stdout, "\nresult: %s\n", out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes to run instead of the scenario's (none,iptables)")
+	cmd.Flags().IntVar(&f.services, "services", 0, "number of services instead of the scenario's services.count")
+	cmd.Flags().StringVar(&f.output, "output", "", "result JSON path (default results/<scenario>-<timestamp>.json)")
+	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed instead of the scenario's")
+	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
+	return cmd
+}
+
+func newValidateCmd() *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "validate SCENARIO",
+		Short: "Check a scenario and print it with defaults filled; creates nothing",
+		Example: `  proxybench validate scenarios/10k-services.yaml
+  proxybench validate my.yaml --services 20000`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sc, err := loadScenario(cmd, args[0], f)
+			if err != nil {
+				return err
+			}
+			b, err := sc.YAML()
+			if err != nil {
+				return &exitError{1, err}
+			}
+			fmt.Fprintf(os.Stdout, "# %s: valid\n%s", args[0], b)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes")
+	cmd.Flags().IntVar(&f.services, "services", 0, "number of services")
+	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed")
+	return cmd
+}
+
+func newCleanupCmd() *cobra.Command {
+	var runID string
+	cmd := &cobra.Command{
+		Use:   "cleanup",
+		Short: "Remove every leftover namespace (and with it every link, route and rule) of earlier runs",
+		Long: `cleanup deletes the network namespaces named pb-<runid>-* that earlier runs,
+killed or crashed, left behind. Links, routes and proxy rules live inside
+them and go with them; the root namespace is never touched.`,
+		Example: "  proxybench cleanup\n  proxybench cleanup --run 3fa9c1",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if os.Geteuid() != 0 {
+				return badInput(fmt.Errorf("cleanup needs root to delete network namespaces; fix: run it as root"))
+			}
+			done, err := topology.Cleanup(runID)
+			for _, n := range done {
+				fmt.Println("removed netns", n)
+			}
+			if err != nil {
+				return &exitError{1, err}
+			}
+			if len(done) == 0 {
+				fmt.Println("nothing to clean up")
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&runID, "run", "", "only this run ID")
+	return cmd
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "Print proxybench's version and result schema version",
+		Example: "  proxybench version",
+		Args:    cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			fmt.Printf("proxybench %s (result schema %d)\n", version, reports.SchemaVersion)
+		},
+	}
+}
+
+var _ = context.Background

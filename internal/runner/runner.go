@@ -1,0 +1,317 @@
+//go:build linux
+
+// Package runner carries one scenario through the data flow of
+// ARCHITECTURE.md: services from the scenario, a testbed, and for each mode
+// a proxier's full syncs and the traffic driver's phases, into a
+// reports.Result. The CLI only wires flags and output to it.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/iptables"
+	"github.com/proxybench/proxybench/proxymodes/none"
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/topology"
+	"github.com/proxybench/proxybench/workload"
+)
+
+// InputError is bad input or an unusable machine, found before anything is
+// created: the CLI prints it as one line and exits 2.
+type InputError struct{ Field, Msg, Fix string }
+
+func (e *InputError) Error() string {
+	s := e.Msg
+	if e.Field != "" {
+		s = e.Field + ": " + s
+	}
+	if e.Fix != "" {
+		s += "; fix: " + e.Fix
+	}
+	return s
+}
+
+// Progress reports long steps; the CLI draws bars or plain lines.
+type Progress interface {
+	// Start begins a step of total units; Add advances it; Done ends it.
+	Start(step string, total int)
+	Add(n int)
+	Done()
+}
+
+type noProgress struct{}
+
+func (noProgress) Start(string, int) {}
+func (noProgress) Add(int)           {}
+func (noProgress) Done()             {}
+
+// Options configure Run.
+type Options struct {
+	RunID    string // empty: a new one
+	Version  string
+	Progress Progress
+	// LookPath and Geteuid are os/exec.LookPath and os.Geteuid, replaceable in tests.
+	LookPath func(string) (string, error)
+	Geteuid  func() int
+}
+
+func (o *Options) defaults() {
+	if o.RunID == "" {
+		o.RunID = topology.NewRunID()
+	}
+	if o.Progress == nil {
+		o.Progress = noProgress{}
+	}
+	if o.LookPath == nil {
+		o.LookPath = exec.LookPath
+	}
+	if o.Geteuid == nil {
+		o.Geteuid = os.Geteuid
+	}
+}
+
+// Binaries returns the programs mode needs on PATH with sc's settings.
+func Binaries(sc *scenarios.Scenario, mode string) []string {
+	switch mode {
+	case "iptables":
+		b := sc.IPTables.Backend
+		return []string{"iptables-" + b, "iptables-" + b + "-restore", "iptables-" + b + "-save"}
+	}
+	return nil
+}
+
+// Preflight checks, before anything is created, that the scenario can run
+// here: root privileges, the network namespace directory, and each mode's
+// programs. Failures are *InputError.
+func Preflight(sc *scenarios.Scenario, o Options) error {
+	o.defaults()
+	if o.Geteuid() != 0 {
+		return &InputError{Msg: "proxybench run needs root: it creates network namespaces and programs their rules", Fix: "run it as root (sudo bin/proxybench run ...)"}
+	}
+	if sc.Services.Protocol != "TCP" {
+		return &InputError{Field: "services.protocol", Msg: fmt.Sprintf("%s services render, but the traffic driver only drives TCP in this version", sc.Services.Protocol), Fix: "use protocol: TCP"}
+	}
+	for _, m := range sc.Modes {
+		for _, b := range Binaries(sc, m) {
+			if _, err := o.LookPath(b); err != nil {
+				return &InputError{Field: "modes", Msg: fmt.Sprintf("mode %s needs %s, which is not on PATH", m, b), Fix: "run make setup (installs Debian's iptables package) or drop the mode"}
+			}
+		}
+	}
+	return nil
+}
+
+func newProxier(sc *scenarios.Scenario, mode string, node *topology.Netns) (proxymodes.Proxier, error) {
+	_, _, _, cluster := sc.Prefixes()
+	switch mode {
+	case "none":
+		return none.New(), nil
+	case "iptables":
+		return iptables.New(iptables.Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster}, node), nil
+	}
+	return nil, &InputError{Field: "modes", Msg: "unknown mode " + mode, Fix: "use one of none, iptables"}
+}
+
+// Run executes sc: Preflight, build the testbed, then for each mode
+// Repetitions full syncs (each from empty) and Repetitions rounds of
+// traffic at every position, then teardown. The testbed is torn down on
+// success, on error and on ctx cancellation (SIGINT/SIGTERM in the CLI).
+func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.Result, err error) {
+	o.defaults()
+	if err := Preflight(sc, o); err != nil {
+		return nil, err
+	}
+	services, err := workload.Services(sc)
+	if err != nil {
+		return nil, &InputError{Field: "services", Msg: err.Error()}
+	}
+	svcNet, podNet, nodeNet, _ := sc.Prefixes()
+	res = &reports.Result{
+		SchemaVersion: reports.SchemaVersion, Tool: "proxybench " + o.Version, RunID: o.RunID,
+		Engine: "real", Started: time.Now(), Machine: MachineInfo(), Scenario: sc,
+	}
+	o.Progress.Start("building testbed "+o.RunID, 1)
+	tb, err := topology.Build(ctx, topology.Spec{RunID: o.RunID, ClientPods: sc.Topology.ClientPods,
+		ServiceCIDR: svcNet, PodCIDR: podNet, NodeCIDR: nodeNet})
+	o.Progress.Done()
+	if err != nil {
+		return nil, fmt.Errorf("build testbed: %w", err)
+	}
+	defer func() {
+		if terr := tb.Teardown(); terr != nil && err == nil {
+			err = fmt.Errorf("teardown: %w", terr)
+		}
+	}()
+	echo, err := workload.StartEcho(tb.Backend, workload.TargetPorts(services))
+	if err != nil {
+		return nil, err
+	}
+	defer echo.Close()
+	for _, mode := range sc.Modes {
+		mr, err := runMode(ctx, sc, o, tb, services, mode)
+		if err != nil {
+			return nil, fmt.Errorf("mode %s: %w", mode, err)
+		}
+		res.Modes = append(res.Modes, *mr)
+	}
+	res.Finished = time.Now()
+	return res, nil
+}
+
+func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topology.Testbed, services []workload.Service, mode string) (mr *reports.ModeResult, err error) {
+	p, err := newProxier(sc, mode, tb.Node)
+	if err != nil {
+		return nil, err
+	}
+	mr = &reports.ModeResult{Mode: mode, Info: p.Info()}
+	defer func() {
+		if cerr := p.Cleanup(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+			err = fmt.Errorf("cleanup: %w", cerr)
+		}
+		_ = flushConntrack(tb.Node)
+	}()
+	o.Progress.Start(fmt.Sprintf("%s: sync.full × %d (%d services)", mode, sc.Repetitions, len(services)), sc.Repetitions)
+	var walls []int64
+	for rep := 0; rep < sc.Repetitions; rep++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if rep > 0 {
+			if err := p.Cleanup(ctx); err != nil {
+				return nil, fmt.Errorf("cleanup before repetition %d: %w", rep+1, err)
+			}
+		}
+		_ = flushConntrack(tb.Node)
+		st, err := p.Sync(ctx, services)
+		if err != nil {
+			return nil, fmt.Errorf("sync: %w", err)
+		}
+		mr.SyncFull = append(mr.SyncFull, st)
+		walls = append(walls, int64(st.Wall))
+		o.Progress.Add(1)
+	}
+	o.Progress.Done()
+	mr.SyncFullSummary = reports.Summarize(walls)
+
+	flat := workload.FlatTargets(services)
+	pos := map[string]*reports.PositionResult{}
+	hits := map[string]map[netip.Addr]int{}
+	var elapsed = map[string]time.Duration{}
+	o.Progress.Start(fmt.Sprintf("%s: traffic, %d positions × %d repetitions × %d connections", mode, len(sc.Traffic.Positions), sc.Repetitions, sc.Traffic.Connections), len(sc.Traffic.Positions)*sc.Repetitions)
+	for rep := 0; rep < sc.Repetitions; rep++ {
+		for i, position := range sc.Traffic.Positions {
+			dr, err := workload.Drive(ctx, workload.DriveSpec{
+				Clients: tb.Clients, Services: services, Direct: mode == "none", Position: position,
+				Connections: sc.Traffic.Connections, Warmup: sc.Traffic.Warmup, Concurrency: sc.Traffic.Concurrency,
+				Timeout: sc.Traffic.Timeout.Duration, Seed: sc.Seed + int64(rep*100+i),
+			})
+			if err != nil {
+				return nil, fmt.Errorf("traffic at %s: %w", position, err)
+			}
+			pr := pos[position]
+			if pr == nil {
+				pr = &reports.PositionResult{Position: position, Index: -1}
+				if position != workload.PosRandom {
+					t := dr.Target
+					svc := &services[t.Service]
+					pr.Service = svc.PortName(svc.Ports[t.Port])
+					pr.Index = flatIndex(flat, t)
+					hits[position] = map[netip.Addr]int{}
+				}
+				pos[position] = pr
+			}
+			pr.SamplesNs = append(pr.SamplesNs, dr.LatenciesNs...)
+			pr.Errors += dr.Errors
+			pr.Misses += dr.Misses
+			for _, e := range dr.ErrorSamples {
+				if len(pr.ErrorText) < 5 {
+					pr.ErrorText = append(pr.ErrorText, e)
+				}
+			}
+			elapsed[position] += dr.Elapsed
+			if h := hits[position]; h != nil {
+				for _, m := range dr.Hits {
+					for a, n := range m {
+						h[a] += n
+					}
+				}
+			}
+			o.Progress.Add(1)
+		}
+	}
+	o.Progress.Done()
+	var fs []reports.Fairness
+	for _, position := range sc.Traffic.Positions {
+		pr := pos[position]
+		pr.Latency = reports.Summarize(pr.SamplesNs)
+		if d := elapsed[position]; d > 0 {
+			pr.CPS = float64(len(pr.SamplesNs)) / d.Seconds()
+		}
+		if h := hits[position]; h != nil {
+			t, _ := workload.PositionTarget(flat, position)
+			svc := &services[t.Service]
+			pr.Hits = map[string]int{}
+			var obs, w []float64
+			for _, e := range svc.Endpoints {
+				if !e.Ready {
+					continue
+				}
+				pr.Hits[e.IP.String()] = h[e.IP]
+				obs = append(obs, float64(h[e.IP]))
+				w = append(w, float64(e.Weight))
+			}
+			f := reports.ComputeFairness(obs, w)
+			pr.Fairness = &f
+			fs = append(fs, f)
+		}
+		mr.Lookup = append(mr.Lookup, *pr)
+	}
+	mr.Fairness = reports.PoolFairness(fs)
+	return mr, nil
+}
+
+func flatIndex(flat []workload.Target, t workload.Target) int {
+	for i, x := range flat {
+		if x == t {
+			return i
+		}
+	}
+	return -1
+}
+
+// flushConntrack empties the node namespace's conntrack table (like
+// `conntrack -F` there), so no mode inherits another's NAT decisions.
+func flushConntrack(node *topology.Netns) error {
+	h, err := node.Netlink()
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return h.ConntrackTableFlush(netlink.ConntrackTable)
+}
+
+// MachineInfo describes this machine for the result.
+func MachineInfo() reports.Machine {
+	m := reports.Machine{KernelWhere: "host", CPUs: runtime.NumCPU(), GoVersion: runtime.Version()}
+	m.Hostname, _ = os.Hostname()
+	m.Kernel = kernelRelease()
+	m.CPUModel, m.MemoryBytes = cpuAndMemory()
+	return m
+}
+
+// IsInput reports whether err is bad input (exit code 2).
+func IsInput(err error) bool {
+	var ie *InputError
+	return errors.As(err, &ie)
+}

@@ -1,0 +1,145 @@
+package reports
+
+import (
+	"fmt"
+	"github.com/proxybench/proxybench/proxymodes"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// us formats nanoseconds as microseconds with one decimal.
+func us(ns int64) string { return fmt.Sprintf("%.1f", float64(ns)/1e3) }
+
+// dur formats a duration in seconds with 3 decimals.
+func dur(d time.Duration) string { return fmt.Sprintf("%.3f s", d.Seconds()) }
+
+// WriteMarkdown writes the run's summary tables: sync.full per mode,
+// lookup.latency per mode and position (with the ratio of each p50 to mode
+// none at the same position), and fairness per mode.
+func WriteMarkdown(w io.Writer, r *Result) error {
+	var b strings.Builder
+	sc := r.Scenario
+	fmt.Fprintf(&b, "## proxybench: %s\n\n", sc.Name)
+	fmt.Fprintf(&b, "run %s · %s · kernel %s (%s) · %d CPUs · %d services × %d ports · %d repetitions · %s\n\n",
+		r.RunID, r.Engine, r.Machine.Kernel, r.Machine.KernelWhere, r.Machine.CPUs, sc.Services.Count,
+		sc.Services.PortsPerService, sc.Repetitions, r.Started.UTC().Format(time.RFC3339))
+
+	b.WriteString("### sync.full: program every service from empty\n\n")
+	b.WriteString("| mode | back end | n | wall p50 | wall min | wall max | CPU p50 (self+children) | objects | bytes | phases (p50 run) |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	for _, m := range r.Modes {
+		s := m.SyncFullSummary
+		var cpu []int64
+		for _, x := range m.SyncFull {
+			cpu = append(cpu, int64(x.CPU))
+		}
+		c := Summarize(cpu)
+		objs, bytes, phases := 0, 0, ""
+		if len(m.SyncFull) > 0 {
+			med := medianSync(m)
+			objs, bytes = med.Objects, med.Bytes
+			phases = phaseText(med.Phases)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %d | %d | %s |\n", m.Mode, m.Info["backend"], s.Count,
+			dur(time.Duration(s.P50)), dur(time.Duration(s.Min)), dur(time.Duration(s.Max)), dur(time.Duration(c.P50)), objs, bytes, phases)
+	}
+
+	b.WriteString("\n### lookup.latency: TCP connect time through the ClusterIP (µs)\n\n")
+	fmt.Fprintf(&b, "Percentiles: %s. `vs none` is p50 over mode none's p50 at the same position.\n\n", Precision)
+	b.WriteString("| mode | position | index | n | p50 | p90 | p99 | p99.9 | vs none | conn/s | errors |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	base := map[string]int64{}
+	for _, m := range r.Modes {
+		if m.Mode == "none" {
+			for _, p := range m.Lookup {
+				base[p.Position] = p.Latency.P50
+			}
+		}
+	}
+	for _, m := range r.Modes {
+		for _, p := range m.Lookup {
+			l := p.Latency
+			vs := "-"
+			if bp := base[p.Position]; bp > 0 {
+				vs = fmt.Sprintf("%.2f×", float64(l.P50)/float64(bp))
+			}
+			idx := fmt.Sprint(p.Index)
+			if p.Index < 0 {
+				idx = "any"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %.0f | %d |\n", m.Mode, p.Position, idx, l.Count,
+				us(l.P50), us(l.P90), us(l.P99), us(l.P999), vs, p.CPS, p.Errors+p.Misses)
+		}
+	}
+	b.WriteString("\n")
+	for _, m := range r.Modes {
+		if f, l, ok := firstLast(m); ok {
+			fmt.Fprintf(&b, "- %s: p50 at the last service is %.2f× the first (%s → %s µs)\n", m.Mode, float64(l)/float64(f), us(f), us(l))
+		}
+	}
+
+	b.WriteString("\n### fairness: connections per endpoint at the fixed positions\n\n")
+	b.WriteString("| mode | services | samples | min Jain | max max/min | starved | χ² | dof | p-value |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, m := range r.Modes {
+		f := m.Fairness
+		fmt.Fprintf(&b, "| %s | %d | %d | %.4f | %.3f | %d | %.2f | %d | %.3g |\n", m.Mode, f.Services, f.Samples, f.MinJain, f.MaxMaxMin, f.Starved, f.ChiSquare, f.DoF, f.PValue)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// medianSync returns the sync.full sample with the median wall time.
+func medianSync(m ModeResult) (med syncSample) {
+	best := int64(-1)
+	target := m.SyncFullSummary.P50
+	for _, s := range m.SyncFull {
+		d := int64(s.Wall) - target
+		if d < 0 {
+			d = -d
+		}
+		if best < 0 || d < best {
+			best, med = d, s
+		}
+	}
+	return med
+}
+
+func phaseText(ph map[string]time.Duration) string {
+	var parts []string
+	for _, k := range []string{"render", "ensure", "restore", "apply"} {
+		if d, ok := ph[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.3f s", k, d.Seconds()))
+		}
+	}
+	var extra []string
+	for k := range ph {
+		switch k {
+		case "render", "ensure", "restore", "apply":
+		default:
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		parts = append(parts, fmt.Sprintf("%s %.3f s", k, ph[k].Seconds()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// firstLast returns the p50 at positions first and last.
+func firstLast(m ModeResult) (first, last int64, ok bool) {
+	for _, p := range m.Lookup {
+		switch p.Position {
+		case "first":
+			first = p.Latency.P50
+		case "last":
+			last = p.Latency.P50
+		}
+	}
+	return first, last, first > 0 && last > 0
+}
+
+type syncSample = proxymodes.SyncStats

@@ -1,0 +1,107 @@
+// Package reports owns the versioned result schema, the statistics that
+// summarise raw samples, and the renderers. It runs nothing.
+package reports
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/scenarios"
+)
+
+// SchemaVersion is the version of Result's JSON layout. It changes when a
+// field changes meaning or goes away; added fields keep it.
+const SchemaVersion = 1
+
+// Result is one run: the machine, the effective scenario, and per mode the
+// raw samples and their summaries.
+type Result struct {
+	SchemaVersion int                 `json:"schemaVersion"`
+	Tool          string              `json:"tool"` // "proxybench <version>"
+	RunID         string              `json:"runID"`
+	Engine        string              `json:"engine"` // "real"
+	Started       time.Time           `json:"started"`
+	Finished      time.Time           `json:"finished"`
+	Machine       Machine             `json:"machine"`
+	Scenario      *scenarios.Scenario `json:"scenario"`
+	Modes         []ModeResult        `json:"modes"`
+}
+
+// Machine identifies where a run happened; compare refuses to mix machines.
+type Machine struct {
+	Hostname    string `json:"hostname"`
+	Kernel      string `json:"kernel"`      // uname -r
+	KernelWhere string `json:"kernelWhere"` // "host"
+	CPUModel    string `json:"cpuModel"`
+	CPUs        int    `json:"cpus"`
+	MemoryBytes uint64 `json:"memoryBytes"`
+	GoVersion   string `json:"goVersion"`
+}
+
+// ModeResult holds one proxy mode's figures.
+type ModeResult struct {
+	Mode string            `json:"mode"`
+	Info map[string]string `json:"info,omitempty"` // back end, tool versions
+	// SyncFull are the raw samples of sync.full (one per repetition).
+	SyncFull []proxymodes.SyncStats `json:"syncFull"`
+	// SyncFullSummary summarises SyncFull wall times.
+	SyncFullSummary Summary `json:"syncFullSummary"`
+	// Lookup holds lookup.latency per service position.
+	Lookup []PositionResult `json:"lookup"`
+	// Fairness pools the fixed-position services' hits.
+	Fairness FairnessSummary `json:"fairness"`
+}
+
+// PositionResult is lookup.latency (and hits) at one service position.
+type PositionResult struct {
+	Position string `json:"position"`
+	// Service is "ns/name:port" of a fixed position; empty for random.
+	Service string `json:"service,omitempty"`
+	// Index is the ServicePort's position in render order (-1 for random).
+	Index     int      `json:"index"`
+	Latency   Summary  `json:"latency"`
+	Errors    int      `json:"errors"`
+	Misses    int      `json:"misses"`
+	ErrorText []string `json:"errorSamples,omitempty"`
+	// CPS is throughput.cps: recorded connections / elapsed, at the
+	// scenario's concurrency (closed loop).
+	CPS float64 `json:"cps"`
+	// Hits counts connections per endpoint IP of a fixed-position service.
+	Hits     map[string]int `json:"hits,omitempty"`
+	Fairness *Fairness      `json:"fairness,omitempty"`
+	// SamplesNs are the raw connect times in ns (all repetitions), kept so
+	// reports and comparisons can be recomputed without rerunning.
+	SamplesNs []int64 `json:"samplesNs"`
+}
+
+// Write stores r as indented JSON at path, creating its folder.
+func (r *Result) Write(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// Read loads a result written by Write. A result of a newer schema is an error.
+func Read(path string) (*Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: not a proxybench result: %w", path, err)
+	}
+	if r.SchemaVersion < 1 || r.SchemaVersion > SchemaVersion {
+		return nil, fmt.Errorf("%s: result schema version %d; this proxybench reads 1..%d", path, r.SchemaVersion, SchemaVersion)
+	}
+	return &r, nil
+}
