@@ -1,0 +1,42 @@
+# proxybench: see README.md. Every target runs on Debian 12 as root.
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+# System packages every mode and test needs (Debian 12 names).
+APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps user-mode-linux
+
+.PHONY: setup deps build test test-short bench lint clean
+
+## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench
+setup: deps build
+
+deps:
+	@if [ "$$(id -u)" != 0 ]; then echo "make setup needs root (apt-get); run: sudo make setup" >&2; exit 2; fi
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "system packages present: $(APT_PACKAGES)"; fi
+	$(GO) mod download
+
+## build: bin/proxybench
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/proxybench ./cmd/proxybench
+
+## test: the whole suite (kernel tests need root; PROXYBENCH_REQUIRE_KERNEL=1 turns their skips into failures)
+test:
+	$(GO) vet ./...
+	@f=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$f" ]; then echo "gofmt needed: $$f" >&2; exit 1; fi
+	$(GO) test -count=1 -timeout 15m ./...
+
+## test-short: the tests that need no root
+test-short:
+	$(GO) test -short -count=1 ./...
+
+## bench: render benchmarks at 1k/5k/10k and the 10k full sync against raw iptables-restore (root)
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 3x -benchmem ./...
+
+clean:
+	rm -rf bin results
