@@ -73,7 +73,7 @@ func yamlError(source string, err error) error {
 	}
 	errs := make([]error, len(msgs))
 	for i, m := range msgs {
-		fe := &FieldError{Source: source, Msg: m, Fix: "correct the YAML at that line (indentation, quoting, ':' after keys)"}
+		fe := &FieldError{Source: source, Msg: m, Fix: "correct the YAML at or just after that line (indentation, quoting, ': ' after keys)"}
 		if sub := lineRE.FindStringSubmatch(m); sub != nil {
 			fe.Line, _ = strconv.Atoi(sub[1])
 			fe.Msg = m[len(sub[0]):]
