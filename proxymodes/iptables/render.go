@@ -175,6 +175,7 @@ func newPlan(cfg Config, services []workload.Service) (*plan, error) {
 	var h hasher
 	epBuf := make([]byte, 0, 64)
 	size := 2048
+	var perPort [3]int // port bytes, endpoints, endpoint bytes with comments
 	for i := range services {
 		s := &services[i]
 		if !s.ClusterIP.Is4() {
@@ -206,8 +207,17 @@ func newPlan(cfg Config, services []workload.Service) (*plan, error) {
 				pp.svcChain = string(h.name(prefixSVC, pp.name, proto, ""))
 			}
 			p.ports = append(p.ports, pp)
-			size += 3*len(pp.name) + 400 + n*(3*len(pp.name)+400)
+			perPort[0] += 2*len(pp.name) + 320
+			perPort[1] += n
+			perPort[2] += n * (3*len(pp.name) + 360)
 		}
+	}
+	// Per endpoint: about 300 bytes, plus three comments below the large
+	// cluster threshold.
+	if p.large {
+		size += perPort[0] + 300*perPort[1]
+	} else {
+		size += perPort[0] + perPort[2]
 	}
 	p.size = size
 	return p, nil
