@@ -357,3 +357,21 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestDocExample keeps the full example in docs/scenario.md valid.
+func TestDocExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/scenario.md")
+	if err != nil {
+		t.Skip("docs/scenario.md not found:", err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no ```yaml block in docs/scenario.md")
+	}
+	sc, err := Parse([]byte(example), "skewed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertRoundTrip(t, sc)
+}
