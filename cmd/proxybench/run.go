@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/signal"
@@ -129,6 +128,9 @@ func newValidateCmd() *cobra.Command {
 				return &exitError{1, err}
 			}
 			fmt.Fprintf(os.Stdout, "# %s: valid\n%s", args[0], b)
+			if len(b) > 0 && b[len(b)-1] != '\n' {
+				fmt.Fprintln(os.Stdout)
+			}
 			return nil
 		},
 	}
@@ -180,5 +182,3 @@ func newVersionCmd() *cobra.Command {
 		},
 	}
 }
-
-var _ = context.Background

@@ -1,0 +1,271 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/proxybench/proxybench/internal/testenv"
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/topology"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "proxybench-bin")
+	if err != nil {
+		panic(err)
+	}
+	_ = os.Chmod(dir, 0o755) // readable by the unprivileged user of TestBadInput
+	bin = filepath.Join(dir, "proxybench")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run executes the binary and returns stdout, stderr and the exit code.
+func run(t *testing.T, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	return runCmd(t, exec.Command(bin, args...), env)
+}
+
+func runCmd(t *testing.T, cmd *exec.Cmd, env []string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Env = append(os.Environ(), env...)
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(filepath.Dir(p), 0o755)
+	return p
+}
+
+// TestBadInput: each kind of bad input gets one line naming the field or
+// the cause and the fix, exit code 2, and creates nothing.
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		name  string
+		yaml  string   // scenario body; empty: use args as given
+		args  []string // extra args
+		env   []string
+		asUID bool // run as an unprivileged user
+		want  []string
+	}{
+		{name: "malformed YAML", yaml: "services: [1,\n", want: []string{":1:", "YAML"}},
+		{name: "unknown field", yaml: "services:\n  count: 10\n  endpionts:\n    count: 3\n", want: []string{":3:", "services.endpionts", `"endpoints"`}},
+		{name: "invalid CIDR", yaml: "network:\n  serviceCIDR: 198.18.0.0/40\n", want: []string{"network.serviceCIDR", "fix:"}},
+		{name: "endpoints do not fit", yaml: "services:\n  count: 2000\n  endpoints:\n    count: 3\nnetwork:\n  podCIDR: 198.19.0.0/20\n", want: []string{"podCIDR", "fix:"}},
+		{name: "services do not fit", yaml: "services:\n  count: 300\nnetwork:\n  serviceCIDR: 198.18.0.0/24\n", want: []string{"services.count", "fix:"}},
+		{name: "overlapping CIDRs", yaml: "network:\n  serviceCIDR: 198.19.0.0/16\n", want: []string{"overlap", "fix:"}},
+		{name: "missing iptables binary", args: []string{"1k-services"}, env: []string{"PATH=/nonexistent"}, want: []string{"iptables-legacy", "make setup"}},
+		{name: "not root", args: []string{"1k-services"}, asUID: true, want: []string{"root", "fix:"}},
+		{name: "unknown scenario", args: []string{"no-such-scenario"}, want: []string{"no-such-scenario", "10k-services"}},
+		{name: "bad flag override", args: []string{"1k-services", "--modes", "none,bogus"}, want: []string{"modes", "bogus"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before, _ := topology.Leftovers()
+			args := c.args
+			if c.yaml != "" {
+				args = append([]string{writeFile(t, c.yaml)}, args...)
+			}
+			cmd := exec.Command(bin, append([]string{"run", "--quiet"}, args...)...)
+			if c.asUID {
+				if os.Geteuid() != 0 {
+					// Already unprivileged: the plain call is the case.
+				} else {
+					cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+				}
+			}
+			_, stderr, code := runCmd(t, cmd, c.env)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stderr: %s", code, stderr)
+			}
+			msg := strings.TrimSpace(stderr)
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not mention %q", msg, w)
+				}
+			}
+			after, _ := topology.Leftovers()
+			if ids := newRunIDs(before, after); len(ids) != 0 {
+				t.Errorf("bad input created namespaces: %v", after)
+			}
+			if c.yaml != "" && !c.asUID && c.env == nil {
+				// validate agrees with run.
+				if _, _, vcode := run(t, nil, "validate", args[0]); vcode != 2 {
+					t.Errorf("validate exit %d, want 2", vcode)
+				}
+			}
+		})
+	}
+}
+
+// TestRunEndToEnd runs a small scenario for real (both modes) and checks
+// the result, that the testbed is gone, and that the root namespace is
+// unchanged.
+func TestRunEndToEnd(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-legacy-restore")
+	rootBefore := testenv.RootSnapshot(t)
+	out := filepath.Join(t.TempDir(), "r.json")
+	stdout, stderr, code := run(t, nil, "run", "1k-services", "--services", "300", "--seed", "5", "--output", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "lookup.latency") || !strings.Contains(stdout, "| iptables | legacy |") {
+		t.Errorf("summary lacks tables:\n%s", stdout)
+	}
+	r, err := reports.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Scenario.Services.Count != 300 || r.Scenario.Seed != 5 || len(r.Modes) != 2 {
+		t.Fatalf("overrides not applied or modes missing: %+v", r.Scenario)
+	}
+	ipt := r.Modes[1]
+	// kube-proxy's layout: 11 nat rules per service with 3 endpoints, + 5 fixed.
+	if ipt.Mode != "iptables" || len(ipt.SyncFull) != 3 || ipt.SyncFull[0].Objects < 300*11+5 {
+		t.Errorf("iptables sync: %+v", ipt.SyncFull)
+	}
+	for _, m := range r.Modes {
+		for _, p := range m.Lookup {
+			if p.Errors != 0 || p.Misses != 0 || p.Latency.Count != 3*2000 || len(p.SamplesNs) != p.Latency.Count {
+				t.Errorf("%s %s: errors %d misses %d n %d: %v", m.Mode, p.Position, p.Errors, p.Misses, p.Latency.Count, p.ErrorText)
+			}
+		}
+		if m.Fairness.Services != 3 || m.Fairness.PValue < 1e-6 {
+			t.Errorf("%s fairness: %+v", m.Mode, m.Fairness)
+		}
+	}
+	b, _ := json.Marshal(r.Machine)
+	if r.Machine.Kernel == "" || r.Modes[1].Info["backend"] != "legacy" {
+		t.Errorf("machine/back end not recorded: %s %v", b, r.Modes[1].Info)
+	}
+	if left, _ := topology.Leftovers(); containsRun(left, r.RunID) {
+		t.Errorf("run %s left namespaces: %v", r.RunID, left)
+	}
+	testenv.CompareRoot(t, rootBefore, testenv.RootSnapshot(t))
+}
+
+func containsRun(names []string, runID string) bool {
+	for _, n := range names {
+		if strings.HasPrefix(n, topology.Prefix+runID+"-") {
+			return true
+		}
+	}
+	return false
+}
+
+// startRun starts a long run and waits until its testbed exists; it
+// returns the run ID (read off the namespaces that appeared).
+func startRun(t *testing.T) (*exec.Cmd, string) {
+	t.Helper()
+	before, _ := topology.Leftovers()
+	cmd := exec.Command(bin, "run", "10k-services", "--modes", "iptables", "--quiet", "--output", filepath.Join(t.TempDir(), "r.json"))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		now, _ := topology.Leftovers()
+		if ids := newRunIDs(before, now); len(ids) == 1 && countRun(now, ids[0]) >= 3 {
+			time.Sleep(300 * time.Millisecond) // into the sync
+			return cmd, ids[0]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	t.Fatal("run did not build its testbed within 20 s")
+	return nil, ""
+}
+
+// newRunIDs returns the run IDs of namespaces in now but not in before.
+func newRunIDs(before, now []string) []string {
+	old := map[string]bool{}
+	for _, n := range before {
+		old[n] = true
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range now {
+		if id := n[len(topology.Prefix) : len(topology.Prefix)+6]; !old[n] && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func countRun(names []string, runID string) int {
+	c := 0
+	for _, n := range names {
+		if strings.HasPrefix(n, topology.Prefix+runID+"-") {
+			c++
+		}
+	}
+	return c
+}
+
+// TestSignalTearsDown: SIGINT mid-run removes the testbed and exits 130.
+func TestSignalTearsDown(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-legacy-restore")
+	cmd, id := startRun(t)
+	_ = cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("exit after SIGINT: %v, want 130", err)
+	}
+	if left, _ := topology.Leftovers(); countRun(left, id) != 0 {
+		t.Errorf("SIGINT left namespaces of run %s: %v", id, left)
+	}
+}
+
+// TestCleanupAfterKill: a run killed with SIGKILL leaves its namespaces;
+// proxybench cleanup removes them all.
+func TestCleanupAfterKill(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-legacy-restore")
+	cmd, id := startRun(t)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if left, _ := topology.Leftovers(); countRun(left, id) < 3 {
+		t.Fatalf("expected the killed run %s's namespaces, found %v", id, left)
+	}
+	// --run keeps this test from removing other packages' test namespaces;
+	// without it cleanup removes every run's leftovers (same code path).
+	stdout, stderr, code := run(t, nil, "cleanup", "--run", id)
+	if code != 0 || strings.Count(stdout, "removed netns") < 3 {
+		t.Fatalf("cleanup exit %d: %s %s", code, stdout, stderr)
+	}
+	if left, _ := topology.Leftovers(); countRun(left, id) != 0 {
+		t.Errorf("cleanup left %v", left)
+	}
+}
