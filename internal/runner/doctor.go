@@ -28,7 +28,7 @@ const probeIPTables = `*nat
 :KUBE-POSTROUTING - [0:0]
 -A KUBE-SERVICES -m comment --comment "probe" -m tcp -p tcp -d 198.18.0.1 --dport 80 -j KUBE-SVC-PROBE
 -A KUBE-SERVICES -m addrtype --dst-type LOCAL -j RETURN
--A KUBE-SVC-PROBE -m statistic --mode random --probability 0.5000000000 -j DNAT --to-destination 198.19.0.1:8080
+-A KUBE-SVC-PROBE -m statistic --mode random --probability 0.5000000000 -m tcp -p tcp -j DNAT --to-destination 198.19.0.1:8080
 -A KUBE-POSTROUTING -m mark --mark 0x4000/0x4000 -j MASQUERADE --random-fully
 COMMIT
 `
@@ -68,7 +68,7 @@ func Doctor(ctx context.Context) []ModeStatus {
 	nft := ModeStatus{Mode: "nftables", Reason: "not implemented in this build"}
 	if _, err := exec.LookPath("nft"); err != nil {
 		nft.Reason = "nft not on PATH; not implemented in this build"
-	} else if _, err := ns.Run(ctx, []byte("table ip pbprobe { chain c { numgen random mod 2 vmap { 0 : accept, 1 : accept } } }\n"), "nft", "-f", "-"); err != nil {
+	} else if _, err := ns.Run(ctx, []byte("table ip pbprobe { chain c { numgen random mod 2 vmap { 0 : accept, 1 : accept }; }; }\n"), "nft", "-f", "-"); err != nil {
 		nft.Reason = "kernel rejected numgen vmap: " + firstLine(err.Error()) + "; not implemented in this build"
 	} else {
 		nft.Reason = "kernel has nf_tables with numgen; mode not implemented in this build"
