@@ -4,7 +4,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 # System packages every mode and test needs (Debian 12 names).
-APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps user-mode-linux
+APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod user-mode-linux
 
 .PHONY: setup deps build test test-short bench lint clean
 

@@ -13,8 +13,16 @@ import (
 )
 
 // KnownModes lists the proxy modes a scenario may name, in the order they
-// were implemented. Packages adding a mode append to it at init.
+// were implemented. proxymodes.Register adds each mode through RegisterMode.
 var KnownModes = []string{"none", "iptables"}
+
+// RegisterMode makes name a valid entry of modes (idempotent). Called by
+// proxymodes.Register at init, before any scenario is parsed.
+func RegisterMode(name string) {
+	if !slices.Contains(KnownModes, name) {
+		KnownModes = append(KnownModes, name)
+	}
+}
 
 // KnownPositions lists the service positions traffic.positions may name.
 var KnownPositions = []string{"first", "middle", "last", "random"}

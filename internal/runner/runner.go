@@ -14,13 +14,15 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/proxybench/proxybench/proxymodes"
-	"github.com/proxybench/proxybench/proxymodes/iptables"
-	"github.com/proxybench/proxybench/proxymodes/none"
+	// Each mode registers itself with proxymodes at init.
+	_ "github.com/proxybench/proxybench/proxymodes/iptables"
+	_ "github.com/proxybench/proxybench/proxymodes/none"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -81,16 +83,6 @@ func (o *Options) defaults() {
 	}
 }
 
-// Binaries returns the programs mode needs on PATH with sc's settings.
-func Binaries(sc *scenarios.Scenario, mode string) []string {
-	switch mode {
-	case "iptables":
-		b := sc.IPTables.Backend
-		return []string{"iptables-" + b, "iptables-" + b + "-restore", "iptables-" + b + "-save"}
-	}
-	return nil
-}
-
 // Preflight checks, before anything is created, that the scenario can run
 // here: root privileges, the network namespace directory, and each mode's
 // programs. Failures are *InputError.
@@ -103,24 +95,20 @@ func Preflight(sc *scenarios.Scenario, o Options) error {
 		return &InputError{Field: "services.protocol", Msg: fmt.Sprintf("%s services render, but the traffic driver only drives TCP in this version", sc.Services.Protocol), Fix: "use protocol: TCP"}
 	}
 	for _, m := range sc.Modes {
-		for _, b := range Binaries(sc, m) {
+		mode, err := proxymodes.Lookup(m)
+		if err != nil {
+			return &InputError{Field: "modes", Msg: err.Error(), Fix: "use one of " + strings.Join(proxymodes.Names(), ", ")}
+		}
+		if mode.Binaries == nil {
+			continue
+		}
+		for _, b := range mode.Binaries(sc) {
 			if _, err := o.LookPath(b); err != nil {
 				return &InputError{Field: "modes", Msg: fmt.Sprintf("mode %s needs %s, which is not on PATH", m, b), Fix: "run make setup (installs Debian's iptables package) or drop the mode"}
 			}
 		}
 	}
 	return nil
-}
-
-func newProxier(sc *scenarios.Scenario, mode string, node *topology.Netns) (proxymodes.Proxier, error) {
-	_, _, _, cluster := sc.Prefixes()
-	switch mode {
-	case "none":
-		return none.New(), nil
-	case "iptables":
-		return iptables.New(iptables.Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster}, node), nil
-	}
-	return nil, &InputError{Field: "modes", Msg: "unknown mode " + mode, Fix: "use one of none, iptables"}
 }
 
 // Run executes sc: Preflight, build the testbed, then for each mode
@@ -170,7 +158,11 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 }
 
 func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topology.Testbed, services []workload.Service, mode string) (mr *reports.ModeResult, err error) {
-	p, err := newProxier(sc, mode, tb.Node)
+	m, err := proxymodes.Lookup(mode)
+	if err != nil {
+		return nil, &InputError{Field: "modes", Msg: err.Error()}
+	}
+	p, err := m.New(sc, tb.Node)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +204,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	for rep := 0; rep < sc.Repetitions; rep++ {
 		for i, position := range sc.Traffic.Positions {
 			dr, err := workload.Drive(ctx, workload.DriveSpec{
-				Clients: tb.Clients, Services: services, Direct: mode == "none", Position: position,
+				Clients: tb.Clients, Services: services, Direct: m.Direct, Position: position,
 				Connections: sc.Traffic.Connections, Warmup: sc.Traffic.Warmup, Concurrency: sc.Traffic.Concurrency,
 				Timeout: sc.Traffic.Timeout.Duration, Seed: sc.Seed + int64(rep*100+i),
 			})
