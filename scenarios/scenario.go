@@ -24,11 +24,23 @@ type Scenario struct {
 	// (later userspace, ipvs, nftables).
 	Modes []string `yaml:"modes" json:"modes"`
 
+	// Kernel picks where the modes run: auto (default: host when the host
+	// kernel supports every requested mode, else uml), host, or uml (a
+	// user-mode-linux guest kernel with IP_VS, running this same binary).
+	Kernel string `yaml:"kernel" json:"kernel"`
+	// Fallback, when "iptables", reproduces kube-proxy's downgrade from
+	// ipvs to iptables where the kernel lacks IP_VS; the result records
+	// that it happened. Empty (default): never fall back.
+	Fallback string `yaml:"fallback,omitempty" json:"fallback,omitempty"`
+
 	Services ServicesSpec `yaml:"services" json:"services"`
 	Network  NetworkSpec  `yaml:"network" json:"network"`
 	Topology TopologySpec `yaml:"topology" json:"topology"`
 	Traffic  TrafficSpec  `yaml:"traffic" json:"traffic"`
 	IPTables IPTablesSpec `yaml:"iptables" json:"iptables"`
+	IPVS     IPVSSpec     `yaml:"ipvs" json:"ipvs"`
+	NFTables NFTablesSpec `yaml:"nftables" json:"nftables"`
+	UML      UMLSpec      `yaml:"uml" json:"uml"`
 
 	// source names the file the scenario came from (for error messages);
 	// lines maps each field path present in it ("services.count",
@@ -50,6 +62,11 @@ type ServicesSpec struct {
 	Port int `yaml:"port" json:"port"`
 	// TargetPort is the first endpoint port (default 8080); port j is TargetPort+j.
 	TargetPort int `yaml:"targetPort" json:"targetPort"`
+	// SessionAffinity is None (default) or ClientIP; with ClientIP a
+	// client's connections stick to one endpoint for
+	// SessionAffinityTimeout (default 10800s, Kubernetes' default).
+	SessionAffinity        string   `yaml:"sessionAffinity" json:"sessionAffinity"`
+	SessionAffinityTimeout Duration `yaml:"sessionAffinityTimeout" json:"sessionAffinityTimeout"`
 	// Endpoints sets how many endpoints each service has.
 	Endpoints EndpointsSpec `yaml:"endpoints" json:"endpoints"`
 }
@@ -108,11 +125,51 @@ type TrafficSpec struct {
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 }
 
+// IPVSSpec is KubeProxyConfiguration's ipvs block, spelt as kube-proxy
+// spells it.
+type IPVSSpec struct {
+	// Scheduler is the IPVS scheduler of every virtual server: rr
+	// (default), wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh.
+	Scheduler string `yaml:"scheduler" json:"scheduler"`
+	// ExcludeCIDRs are CIDRs whose IPVS virtual servers a sync must not
+	// remove (kube-proxy leaves foreign virtual servers there alone).
+	ExcludeCIDRs []string `yaml:"excludeCIDRs,omitempty" json:"excludeCIDRs,omitempty"`
+	// TCPTimeout, TCPFinTimeout, UDPTimeout set the IPVS connection
+	// timeouts (ipvsadm --set); 0 leaves the kernel's value.
+	TCPTimeout    Duration `yaml:"tcpTimeout" json:"tcpTimeout"`
+	TCPFinTimeout Duration `yaml:"tcpFinTimeout" json:"tcpFinTimeout"`
+	UDPTimeout    Duration `yaml:"udpTimeout" json:"udpTimeout"`
+	// SyncPeriod is the longest time between syncs (default 30s);
+	// MinSyncPeriod the shortest (default 0s: sync on every change).
+	SyncPeriod    Duration `yaml:"syncPeriod" json:"syncPeriod"`
+	MinSyncPeriod Duration `yaml:"minSyncPeriod" json:"minSyncPeriod"`
+}
+
+// NFTablesSpec is KubeProxyConfiguration's nftables block.
+type NFTablesSpec struct {
+	// SyncPeriod (default 30s) and MinSyncPeriod (default 1s), as kube-proxy.
+	SyncPeriod    Duration `yaml:"syncPeriod" json:"syncPeriod"`
+	MinSyncPeriod Duration `yaml:"minSyncPeriod" json:"minSyncPeriod"`
+}
+
+// UMLSpec bounds the user-mode-linux guest used when kernel is uml.
+type UMLSpec struct {
+	// MemoryMiB is the guest's memory (default 2048).
+	MemoryMiB int `yaml:"memoryMiB" json:"memoryMiB"`
+	// Timeout bounds the whole guest run (default 30m); a guest that
+	// exceeds it is killed and the run fails with a clear error.
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+}
+
 // IPTablesSpec configures mode iptables.
 type IPTablesSpec struct {
 	// Backend is legacy or nft (default legacy): the iptables-restore
 	// binary used (iptables-legacy-restore or iptables-nft-restore).
 	Backend string `yaml:"backend" json:"backend"`
+	// SyncPeriod (default 30s) and MinSyncPeriod (default 1s), as
+	// KubeProxyConfiguration's iptables block.
+	SyncPeriod    Duration `yaml:"syncPeriod" json:"syncPeriod"`
+	MinSyncPeriod Duration `yaml:"minSyncPeriod" json:"minSyncPeriod"`
 }
 
 // Duration is a time.Duration written as "2s", "150ms" in YAML and JSON.

@@ -114,6 +114,15 @@ func TestParseErrors(t *testing.T) {
 		{"name unusable", "name: a/b\nservices:\n  count: 1\n", "name", 1, "file names"},
 		{"clientPods negative", "services:\n  count: 1\ntopology:\n  clientPods: -1\n", "topology.clientPods", 4, "out of range"},
 		{"iptables backend", "services:\n  count: 1\niptables:\n  backend: nftables\n", "iptables.backend", 4, "use one of legacy, nft"},
+		{"unknown scheduler", "services:\n  count: 1\nipvs:\n  scheduler: wrrr\n", "ipvs.scheduler", 4, `did you mean "wrr"`},
+		{"bad excludeCIDR", "services:\n  count: 1\nipvs:\n  excludeCIDRs: [10.0.0.0/33]\n", "ipvs.excludeCIDRs[0]", 4, "not a CIDR"},
+		{"negative ipvs timeout", "services:\n  count: 1\nipvs:\n  tcpTimeout: -1s\n", "ipvs.tcpTimeout", 4, "zero or positive"},
+		{"zero syncPeriod", "services:\n  count: 1\niptables:\n  syncPeriod: 0s\n", "iptables.syncPeriod", 4, "positive"},
+		{"unknown kernel", "services:\n  count: 1\nkernel: kvm\n", "kernel", 3, "use one of auto, host, uml"},
+		{"unknown fallback", "services:\n  count: 1\nfallback: userspace\n", "fallback", 3, "iptables"},
+		{"session affinity", "services:\n  count: 1\n  sessionAffinity: clientip\n", "services.sessionAffinity", 3, `did you mean "ClientIP"`},
+		{"affinity timeout", "services:\n  count: 1\n  sessionAffinity: ClientIP\n  sessionAffinityTimeout: 100000s\n", "services.sessionAffinityTimeout", 4, "86400s"},
+		{"uml memory", "services:\n  count: 1\numl:\n  memoryMiB: 100\n", "uml.memoryMiB", 4, "256..16384"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -157,14 +166,19 @@ func TestDefaults(t *testing.T) {
 		Name:        "my-test",
 		Repetitions: 3,
 		Modes:       []string{"none", "iptables"},
+		Kernel:      "auto",
 		Services: ServicesSpec{Count: 10, PortsPerService: 1, Protocol: "TCP", Port: 80, TargetPort: 8080,
+			SessionAffinity: "None", SessionAffinityTimeout: Duration{10800 * time.Second},
 			Endpoints: EndpointsSpec{Distribution: "fixed", Count: 3}},
 		Network: NetworkSpec{ServiceCIDR: "198.18.0.0/16", PodCIDR: "198.19.0.0/17",
 			NodeCIDR: "198.19.255.0/24", ClusterCIDR: "198.19.0.0/16"},
 		Topology: TopologySpec{ClientPods: 1},
 		Traffic: TrafficSpec{Connections: 2000, Concurrency: 4, Positions: []string{"first", "middle", "last", "random"},
 			Warmup: 50, Timeout: Duration{2 * time.Second}},
-		IPTables: IPTablesSpec{Backend: "legacy"},
+		IPTables: IPTablesSpec{Backend: "legacy", SyncPeriod: Duration{30 * time.Second}, MinSyncPeriod: Duration{time.Second}},
+		IPVS:     IPVSSpec{Scheduler: "rr", SyncPeriod: Duration{30 * time.Second}},
+		NFTables: NFTablesSpec{SyncPeriod: Duration{30 * time.Second}, MinSyncPeriod: Duration{time.Second}},
+		UML:      UMLSpec{MemoryMiB: 2048, Timeout: Duration{30 * time.Minute}},
 	}
 	want.source, want.lines = sc.source, sc.lines
 	if !reflect.DeepEqual(*sc, want) {

@@ -105,7 +105,26 @@ func (s *Scenario) SetDefaults() {
 		t.Timeout.Duration = 2 * time.Second
 	}
 	setStr(&s.IPTables.Backend, "legacy")
+	setStr(&s.Kernel, "auto")
+	setStr(&sv.SessionAffinity, "None")
+	dur := func(path string, d *Duration, v time.Duration) {
+		if d.Duration == 0 && !s.has(path) {
+			d.Duration = v
+		}
+	}
+	dur("services.sessionAffinityTimeout", &sv.SessionAffinityTimeout, 10800*time.Second)
+	dur("iptables.syncPeriod", &s.IPTables.SyncPeriod, 30*time.Second)
+	dur("iptables.minSyncPeriod", &s.IPTables.MinSyncPeriod, time.Second)
+	setStr(&s.IPVS.Scheduler, "rr")
+	dur("ipvs.syncPeriod", &s.IPVS.SyncPeriod, 30*time.Second)
+	dur("nftables.syncPeriod", &s.NFTables.SyncPeriod, 30*time.Second)
+	dur("nftables.minSyncPeriod", &s.NFTables.MinSyncPeriod, time.Second)
+	setIf(&s.UML.MemoryMiB, 2048)
+	dur("uml.timeout", &s.UML.Timeout, 30*time.Minute)
 }
+
+// IPVSSchedulers are the IPVS schedulers the kernel ships (net/netfilter/ipvs/ip_vs_*.c).
+var IPVSSchedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh"}
 
 // nameOf is a source's base name without .yaml or .yml.
 func nameOf(source string) string {
@@ -272,6 +291,36 @@ func (s *Scenario) Validate() error {
 		add("traffic.timeout", fmt.Sprintf("%s is not positive", tr.Timeout.Duration), `use a positive duration such as "2s"`)
 	}
 	oneOf("iptables.backend", s.IPTables.Backend, []string{"legacy", "nft"})
+	oneOf("kernel", s.Kernel, []string{"auto", "host", "uml"})
+	if s.Fallback != "" {
+		oneOf("fallback", s.Fallback, []string{"iptables"})
+	}
+	oneOf("services.sessionAffinity", sv.SessionAffinity, []string{"None", "ClientIP"})
+	if sv.SessionAffinity == "ClientIP" {
+		if d := sv.SessionAffinityTimeout.Duration; d <= 0 || d > 86400*time.Second || d%time.Second != 0 {
+			add("services.sessionAffinityTimeout", fmt.Sprintf("%s is not a whole number of seconds in 1s..86400s", d), `use a value such as "10800s" (Kubernetes' limit is 86400s)`)
+		}
+	}
+	oneOf("ipvs.scheduler", s.IPVS.Scheduler, IPVSSchedulers)
+	for i, c := range s.IPVS.ExcludeCIDRs {
+		prefix(fmt.Sprintf("ipvs.excludeCIDRs[%d]", i), c)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+		pos   bool
+	}{
+		{"ipvs.tcpTimeout", s.IPVS.TCPTimeout.Duration, false}, {"ipvs.tcpFinTimeout", s.IPVS.TCPFinTimeout.Duration, false},
+		{"ipvs.udpTimeout", s.IPVS.UDPTimeout.Duration, false}, {"ipvs.minSyncPeriod", s.IPVS.MinSyncPeriod.Duration, false},
+		{"iptables.minSyncPeriod", s.IPTables.MinSyncPeriod.Duration, false}, {"nftables.minSyncPeriod", s.NFTables.MinSyncPeriod.Duration, false},
+		{"ipvs.syncPeriod", s.IPVS.SyncPeriod.Duration, true}, {"iptables.syncPeriod", s.IPTables.SyncPeriod.Duration, true},
+		{"nftables.syncPeriod", s.NFTables.SyncPeriod.Duration, true}, {"uml.timeout", s.UML.Timeout.Duration, true},
+	} {
+		if d.v < 0 || (d.pos && d.v == 0) {
+			add(d.field, fmt.Sprintf("%s is not %s", d.v, map[bool]string{true: "positive", false: "zero or positive"}[d.pos]), `use a duration such as "30s"`)
+		}
+	}
+	between("uml.memoryMiB", s.UML.MemoryMiB, 256, 16384)
 
 	if len(errs) == 1 {
 		return errs[0]
