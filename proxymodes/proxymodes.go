@@ -31,6 +31,16 @@ type SyncStats struct {
 }
 
 // Proxier is one proxy mode programming one node namespace.
+//
+// Sync contract (kube-proxy's): the first Sync after New or Cleanup is a
+// full sync (SyncStats.Kind "full") that programs every service from
+// empty. Later Syncs receive the whole desired service set and send the
+// kernel only what changed since the last successful Sync (Kind
+// "incremental"): iptables rewrites the chains of changed services, IPVS
+// and nftables send differences, userspace opens and closes changed
+// listeners. A failed Sync makes the next one full. A proxier that also
+// implements FullSyncer can be told to make its next Sync full (the sync
+// loop does so every syncPeriod).
 type Proxier interface {
 	// Mode is the mode's name as written in scenarios ("iptables").
 	Mode() string
@@ -42,4 +52,10 @@ type Proxier interface {
 	// Info describes the implementation for the result (back end, tool
 	// versions), for example {"backend": "legacy"}.
 	Info() map[string]string
+}
+
+// FullSyncer is implemented by proxiers whose next Sync can be forced to
+// be full (kube-proxy forces one every syncPeriod and after a failure).
+type FullSyncer interface {
+	ForceFullSync()
 }
