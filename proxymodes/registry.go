@@ -27,6 +27,11 @@ type Mode struct {
 	New func(sc *scenarios.Scenario, node Node) (Proxier, error)
 	// Binaries lists the programs the mode needs on PATH with sc's settings.
 	Binaries func(sc *scenarios.Scenario) []string
+	// Modules lists the kernel modules the mode needs with sc's settings,
+	// loaded by the user-mode-linux guest before a run (the host kernel has
+	// no loadable modules; built-in ones are skipped). Nil: none beyond
+	// uml.BaseModules.
+	Modules func(sc *scenarios.Scenario) []string
 	// Direct makes the traffic driver dial endpoints directly instead of
 	// ClusterIPs (mode none, the baseline).
 	Direct bool

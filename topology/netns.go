@@ -13,6 +13,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Netns is one named network namespace of the testbed (/run/netns/<Name>).
@@ -35,10 +36,11 @@ func OpenNetns(name string) (*Netns, error) {
 // Handle returns the namespace's file descriptor handle.
 func (n *Netns) Handle() netns.NsHandle { return n.handle }
 
-// Netlink returns a netlink handle bound to the namespace; the caller
-// closes it. Equivalent to `ip -n <Name> ...`.
+// Netlink returns a netlink handle bound to the namespace, for the route
+// and netfilter (conntrack) families only, so it works on kernels without
+// xfrm; the caller closes it. Equivalent to `ip -n <Name> ...`.
 func (n *Netns) Netlink() (*netlink.Handle, error) {
-	return netlink.NewHandleAt(n.handle)
+	return netlink.NewHandleAt(n.handle, unix.NETLINK_ROUTE, unix.NETLINK_NETFILTER)
 }
 
 // Do runs fn on a locked OS thread switched into the namespace. The thread

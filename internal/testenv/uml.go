@@ -1,0 +1,66 @@
+//go:build linux
+
+package testenv
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxybench/proxybench/internal/uml"
+)
+
+// InUML makes the calling kernel test run inside a user-mode-linux guest
+// when the host kernel lacks what it needs (hostOK false), as the IPVS
+// tests do on a host without IP_VS:
+//
+//	if testenv.InUML(t, hostHasIPVS(), modules...) { return }
+//
+// Inside the guest (or when hostOK), it returns false and the test body
+// runs here. Otherwise it boots a guest that runs this same test binary
+// with -test.run for this test only, with modules loaded, logs the guest's
+// output, fails the test when the guest's run failed, and returns true.
+// Without user-mode-linux it skips (a failure when kernel tests are
+// required).
+func InUML(t *testing.T, hostOK bool, modules ...string) bool {
+	t.Helper()
+	if hostOK || uml.InGuest() {
+		return false
+	}
+	if _, err := uml.Available(); err != nil {
+		Skip(t, "host kernel lacks the feature and "+err.Error())
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	_ = os.Chmod(dir, 0o755)
+	name := "^" + strings.ReplaceAll(t.Name(), "/", "$/^") + "$"
+	env := []string{}
+	if Required() {
+		env = append(env, "PROXYBENCH_REQUIRE_KERNEL=1")
+	}
+	res, err := uml.Run(context.Background(), uml.Guest{
+		MemoryMiB: 2048, Timeout: 8 * time.Minute,
+		Modules: append(append([]string{}, uml.BaseModules...), modules...),
+		Argv:    []string{exe, "-test.run", name, "-test.v", "-test.count=1", "-test.timeout=7m"},
+		Env:     env, WorkDir: filepath.Join(dir, "guest"),
+	})
+	if res != nil {
+		t.Logf("user-mode-linux guest (kernel %s, boot %v, run %v):\n%s", res.Release, res.Boot.Round(time.Millisecond), res.Elapsed.Round(time.Millisecond), res.Log)
+	}
+	if err != nil {
+		t.Fatalf("guest: %v", err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("test failed inside the user-mode-linux guest (exit %d)", res.ExitCode)
+	}
+	if strings.Contains(string(res.Log), "--- SKIP") {
+		t.Fatalf("test skipped inside the user-mode-linux guest")
+	}
+	return true
+}
