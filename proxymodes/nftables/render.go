@@ -1,0 +1,556 @@
+// Package nftables is the nftables proxy mode: kube-proxy's nftables
+// proxier (pkg/proxy/nftables, Kubernetes 1.31+, GA in 1.33) reproduced for
+// one node namespace with sigs.k8s.io/knftables.
+//
+// Render turns services into the desired contents of table "ip kube-proxy"
+// (a Ruleset). It is pure: no kernel, no root. A Ruleset writes itself into
+// a knftables Transaction either whole (Full) or as the difference from an
+// earlier Ruleset (Diff), which is what a Proxier sends to the kernel: a
+// full sync first, then only the changed chains and map elements, as
+// kube-proxy does after its first full sync.
+package nftables
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+
+	"github.com/proxybench/proxybench/workload"
+)
+
+// Table is the table kube-proxy programs (family ip, for IPv4).
+const (
+	Family = knftables.IPv4Family
+	Table  = "kube-proxy"
+)
+
+// Object names kube-proxy uses (pkg/proxy/nftables/proxier.go).
+const (
+	chainFilterInput          = "filter-input"
+	chainFilterForward        = "filter-forward"
+	chainFilterOutput         = "filter-output"
+	chainFilterOutputPostDNAT = "filter-output-post-dnat"
+	chainNatPrerouting        = "nat-prerouting"
+	chainNatOutput            = "nat-output"
+	chainNatPostrouting       = "nat-postrouting"
+
+	chainServices              = "services"
+	chainServiceEndpointsCheck = "service-endpoints-check"
+	chainClusterIPsCheck       = "cluster-ips-check"
+	chainMarkMasq              = "mark-for-masquerade"
+	chainMasquerading          = "masquerading"
+	chainReject                = "reject-chain"
+
+	// MapServiceIPs dispatches ClusterIP . protocol . port to a service chain.
+	MapServiceIPs = "service-ips"
+	// MapNoEndpointServices rejects ClusterIP . protocol . port of a service
+	// port without ready endpoints.
+	MapNoEndpointServices = "no-endpoint-services"
+	// SetClusterIPs holds every ClusterIP (traffic to one on an unknown
+	// port is rejected).
+	SetClusterIPs = "cluster-ips"
+
+	prefixService  = "service-"
+	prefixEndpoint = "endpoint-"
+
+	// masqueradeMark is kube-proxy's default masquerade bit 14.
+	masqueradeMark = "0x4000"
+
+	ipv4ServiceKeyType = "ipv4_addr . inet_proto . inet_service : verdict"
+)
+
+// Config selects what a Proxier renders.
+type Config struct {
+	// ClusterCIDR is kube-proxy's --cluster-cidr: traffic to a ClusterIP
+	// from outside it is marked for masquerade (the "ip saddr !=
+	// <clusterCIDR> jump mark-for-masquerade" rule of each service chain).
+	// The zero Prefix leaves that rule out, as kube-proxy does without a
+	// local traffic detector.
+	ClusterCIDR netip.Prefix
+}
+
+// Validate reports an invalid or non-IPv4 ClusterCIDR.
+func (c Config) Validate() error {
+	if c.ClusterCIDR != (netip.Prefix{}) && (!c.ClusterCIDR.IsValid() || !c.ClusterCIDR.Addr().Is4()) {
+		return fmt.Errorf("nftables: clusterCIDR %q: want an IPv4 prefix", c.ClusterCIDR)
+	}
+	return nil
+}
+
+// Chain is one chain of the table with its rules (nft rule text, as
+// knftables.Rule.Rule).
+type Chain struct {
+	Obj   knftables.Chain
+	Rules []string
+}
+
+// Element is one element of a map or set of the table.
+type Element struct {
+	Key     []string
+	Value   []string // nil in a set
+	Comment string   // "" for none
+}
+
+// Ruleset is the rendered contents of table "ip kube-proxy": every chain
+// (base chains, helper chains, one per service port with ready endpoints,
+// one per endpoint of such a port) and the elements of the service-ips and
+// no-endpoint-services verdict maps and the cluster-ips set. Chains and
+// elements are kept in the order rendered; lookups are by name and key.
+type Ruleset struct {
+	chainOrder []string
+	chains     map[string]*Chain
+	// elems holds, per map or set name, the elements by joined key, and
+	// elemOrder their order.
+	elems     map[string]map[string]*Element
+	elemOrder map[string][]string
+}
+
+// Counts of a Ruleset.
+type Counts struct {
+	// Chains counts every chain, base chains included.
+	Chains int
+	// Rules counts the rules of every chain.
+	Rules int
+	// Elements counts the elements of service-ips, no-endpoint-services
+	// and cluster-ips.
+	Elements int
+}
+
+// Objects is Chains + Rules + Elements: what a full sync sends.
+func (c Counts) Objects() int { return c.Chains + c.Rules + c.Elements }
+
+// Counts returns the ruleset's chain, rule and element counts.
+func (r *Ruleset) Counts() Counts {
+	c := Counts{Chains: len(r.chainOrder)}
+	for _, ch := range r.chains {
+		c.Rules += len(ch.Rules)
+	}
+	for _, m := range r.elems {
+		c.Elements += len(m)
+	}
+	return c
+}
+
+// Chain returns the named chain, or nil.
+func (r *Ruleset) Chain(name string) *Chain { return r.chains[name] }
+
+// ChainNames lists the chains in render order.
+func (r *Ruleset) ChainNames() []string { return r.chainOrder }
+
+// Elements lists the elements of the named map or set, in render order.
+func (r *Ruleset) Elements(name string) []*Element {
+	out := make([]*Element, 0, len(r.elemOrder[name]))
+	for _, k := range r.elemOrder[name] {
+		out = append(out, r.elems[name][k])
+	}
+	return out
+}
+
+func (r *Ruleset) addChain(c knftables.Chain, rules ...string) *Chain {
+	ch := &Chain{Obj: c, Rules: rules}
+	r.chains[c.Name] = ch
+	r.chainOrder = append(r.chainOrder, c.Name)
+	return ch
+}
+
+func (r *Ruleset) addElement(set string, e *Element) error {
+	k := strings.Join(e.Key, " . ")
+	m := r.elems[set]
+	if _, dup := m[k]; dup {
+		return fmt.Errorf("nftables: %s: key %q rendered twice", set, k)
+	}
+	m[k] = e
+	r.elemOrder[set] = append(r.elemOrder[set], k)
+	return nil
+}
+
+// hashAndTruncate is kube-proxy's chain-name base: the first 8 characters
+// of base32(sha256(name)), "-", name (truncated to 200 characters with
+// "..." should it be longer).
+func hashAndTruncate(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	var enc [56]byte
+	base32.StdEncoding.Encode(enc[:], sum[:])
+	out := string(enc[:8]) + "-" + name
+	if len(out) > 200 {
+		out = out[:197] + "..."
+	}
+	return out
+}
+
+// ServiceChainName is kube-proxy's chain of a service port:
+// "service-<hash>-namespace/name/protocol/portname", protocol lower-case,
+// <hash> the first 8 characters of base32(sha256("namespace/name/protocol/portname")).
+func ServiceChainName(namespace, name, protocol, portName string) string {
+	return prefixService + hashAndTruncate(namespace+"/"+name+"/"+protocol+"/"+portName)
+}
+
+// EndpointChainName is kube-proxy's chain of one endpoint of a service
+// port: "endpoint-<hash>-namespace/name/protocol/portname__ip/port", hashed
+// as ServiceChainName.
+func EndpointChainName(namespace, name, protocol, portName string, ip netip.Addr, port uint16) string {
+	return prefixEndpoint + hashAndTruncate(namespace+"/"+name+"/"+protocol+"/"+portName+"__"+ip.String()+"/"+strconv.Itoa(int(port)))
+}
+
+var protocols = map[string]string{"TCP": "tcp", "UDP": "udp", "SCTP": "sctp", "tcp": "tcp", "udp": "udp", "sctp": "sctp"}
+
+func ptr[T any](v T) *T { return &v }
+
+func baseChain(name string, typ knftables.BaseChainType, hook knftables.BaseChainHook, prio knftables.BaseChainPriority) knftables.Chain {
+	return knftables.Chain{Name: name, Type: ptr(typ), Hook: ptr(hook), Priority: ptr(prio)}
+}
+
+// Render returns the contents of table "ip kube-proxy" that program
+// services in kube-proxy's nftables layout (ClusterIP services, Cluster
+// traffic policy, no session affinity):
+//
+//	base chains filter-input, filter-forward, filter-output (filter, priority
+//	dstnat-10: "ct state new jump service-endpoints-check"; forward also
+//	jumps to cluster-ips-check), filter-output-post-dnat (dstnat+10,
+//	cluster-ips-check), nat-prerouting and nat-output (nat, dstnat: "jump
+//	services"), nat-postrouting (nat, srcnat: "jump masquerading");
+//	services: "ip daddr . meta l4proto . th dport vmap @service-ips";
+//	service-endpoints-check: the same lookup in @no-endpoint-services,
+//	whose elements "goto reject-chain" ("reject");
+//	cluster-ips-check: "ip daddr @cluster-ips reject";
+//	mark-for-masquerade: "mark set mark or 0x4000";
+//	masquerading: return unless marked, clear the mark, "masquerade fully-random";
+//	service-<hash>-ns/name/tcp/port per port with ready endpoints:
+//	"ip daddr <vip> tcp dport <port> ip saddr != <clusterCIDR> jump
+//	mark-for-masquerade" then "numgen random mod N vmap { 0 : goto
+//	endpoint-... , 1 : goto ... }";
+//	endpoint-<hash>-ns/name/tcp/port__ip/port: "ip saddr <ip> jump
+//	mark-for-masquerade", "meta l4proto tcp dnat to <ip>:<port>".
+//
+// Only Ready endpoints are used; a port without any goes to
+// no-endpoint-services instead of service-ips. It fails on a non-IPv4
+// address, an unknown protocol, an endpoint listed twice in one service or
+// a ClusterIP:port listed twice.
+func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	nch := 16
+	for i := range services {
+		nch += len(services[i].Ports) * (1 + len(services[i].Endpoints))
+	}
+	r := &Ruleset{
+		chains:     make(map[string]*Chain, nch),
+		chainOrder: make([]string, 0, nch),
+		elems: map[string]map[string]*Element{
+			MapServiceIPs: {}, MapNoEndpointServices: {}, SetClusterIPs: {},
+		},
+		elemOrder: map[string][]string{},
+	}
+	// Base chains and jumps (kube-proxy's nftablesBaseChains and
+	// nftablesJumpChains, without the node-port and firewall ones).
+	r.addChain(baseChain(chainFilterInput, knftables.FilterType, knftables.InputHook, knftables.DNATPriority+"-10"),
+		"ct state new jump "+chainServiceEndpointsCheck)
+	r.addChain(baseChain(chainFilterForward, knftables.FilterType, knftables.ForwardHook, knftables.DNATPriority+"-10"),
+		"ct state new jump "+chainServiceEndpointsCheck, "ct state new jump "+chainClusterIPsCheck)
+	r.addChain(baseChain(chainFilterOutput, knftables.FilterType, knftables.OutputHook, knftables.DNATPriority+"-10"),
+		"ct state new jump "+chainServiceEndpointsCheck)
+	r.addChain(baseChain(chainFilterOutputPostDNAT, knftables.FilterType, knftables.OutputHook, knftables.DNATPriority+"+10"),
+		"ct state new jump "+chainClusterIPsCheck)
+	r.addChain(baseChain(chainNatPrerouting, knftables.NATType, knftables.PreroutingHook, knftables.DNATPriority),
+		"jump "+chainServices)
+	r.addChain(baseChain(chainNatOutput, knftables.NATType, knftables.OutputHook, knftables.DNATPriority),
+		"jump "+chainServices)
+	r.addChain(baseChain(chainNatPostrouting, knftables.NATType, knftables.PostroutingHook, knftables.SNATPriority),
+		"jump "+chainMasquerading)
+	// Helper chains.
+	r.addChain(knftables.Chain{Name: chainServices}, "ip daddr . meta l4proto . th dport vmap @"+MapServiceIPs)
+	r.addChain(knftables.Chain{Name: chainServiceEndpointsCheck}, "ip daddr . meta l4proto . th dport vmap @"+MapNoEndpointServices)
+	r.addChain(knftables.Chain{Name: chainClusterIPsCheck}, "ip daddr @"+SetClusterIPs+" reject")
+	r.addChain(knftables.Chain{Name: chainMarkMasq}, "mark set mark or "+masqueradeMark)
+	r.addChain(knftables.Chain{Name: chainMasquerading},
+		"mark and "+masqueradeMark+" == 0 return",
+		"mark set mark xor "+masqueradeMark,
+		"masquerade fully-random")
+	r.addChain(knftables.Chain{Name: chainReject}, "reject")
+
+	var notLocal string
+	if cfg.ClusterCIDR.IsValid() {
+		notLocal = " ip saddr != " + cfg.ClusterCIDR.Masked().String()
+	}
+	var vmap strings.Builder
+	for i := range services {
+		s := &services[i]
+		if !s.ClusterIP.Is4() {
+			return nil, fmt.Errorf("nftables: service %s/%s: clusterIP %q: want IPv4", s.Namespace, s.Name, s.ClusterIP)
+		}
+		if err := checkEndpoints(s); err != nil {
+			return nil, err
+		}
+		vip := s.ClusterIP.String()
+		if err := r.addElement(SetClusterIPs, &Element{Key: []string{vip}}); err != nil {
+			return nil, err
+		}
+		for j := range s.Ports {
+			sp := &s.Ports[j]
+			proto, ok := protocols[sp.Protocol]
+			if !ok {
+				return nil, fmt.Errorf("nftables: service port %q: protocol %q: want TCP, UDP or SCTP", s.PortName(*sp), sp.Protocol)
+			}
+			portName := s.PortName(*sp)
+			port := strconv.Itoa(int(sp.Port))
+			key := []string{vip, proto, port}
+			var eps []string
+			for _, e := range s.Endpoints {
+				if !e.Ready {
+					continue
+				}
+				epChain := EndpointChainName(s.Namespace, s.Name, proto, sp.Name, e.IP, sp.TargetPort)
+				ip := e.IP.String()
+				r.addChain(knftables.Chain{Name: epChain},
+					"ip saddr "+ip+" jump "+chainMarkMasq,
+					"meta l4proto "+proto+" dnat to "+ip+":"+strconv.Itoa(int(sp.TargetPort)))
+				eps = append(eps, epChain)
+			}
+			if len(eps) == 0 {
+				if err := r.addElement(MapNoEndpointServices, &Element{Key: key, Value: []string{"goto " + chainReject}, Comment: portName}); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			svcChain := ServiceChainName(s.Namespace, s.Name, proto, sp.Name)
+			var rules []string
+			if notLocal != "" {
+				rules = append(rules, "ip daddr "+vip+" "+proto+" dport "+port+notLocal+" jump "+chainMarkMasq)
+			}
+			vmap.Reset()
+			vmap.WriteString("numgen random mod ")
+			vmap.WriteString(strconv.Itoa(len(eps)))
+			vmap.WriteString(" vmap { ")
+			for k, c := range eps {
+				if k > 0 {
+					vmap.WriteString(" , ")
+				}
+				vmap.WriteString(strconv.Itoa(k))
+				vmap.WriteString(" : goto ")
+				vmap.WriteString(c)
+			}
+			vmap.WriteString(" }")
+			r.addChain(knftables.Chain{Name: svcChain}, append(rules, vmap.String())...)
+			if err := r.addElement(MapServiceIPs, &Element{Key: key, Value: []string{"goto " + svcChain}, Comment: portName}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return r, nil
+}
+
+// checkEndpoints rejects a ready endpoint IP listed twice (its chain would
+// be declared twice) or one that is not IPv4.
+func checkEndpoints(s *workload.Service) error {
+	seen := make(map[netip.Addr]struct{}, len(s.Endpoints))
+	for _, e := range s.Endpoints {
+		if !e.Ready {
+			continue
+		}
+		if !e.IP.Is4() {
+			return fmt.Errorf("nftables: service %s/%s: endpoint %q: want IPv4", s.Namespace, s.Name, e.IP)
+		}
+		if _, dup := seen[e.IP]; dup {
+			return fmt.Errorf("nftables: service %s/%s: endpoint %s listed twice", s.Namespace, s.Name, e.IP)
+		}
+		seen[e.IP] = struct{}{}
+	}
+	return nil
+}
+
+func (r *Ruleset) addSetsAndMaps(tx *knftables.Transaction) {
+	tx.Add(&knftables.Set{Name: SetClusterIPs, Type: "ipv4_addr", Comment: ptr("Active ClusterIPs")})
+	tx.Add(&knftables.Map{Name: MapServiceIPs, Type: ipv4ServiceKeyType, Comment: ptr("ClusterIP, ExternalIP and LoadBalancer IP traffic")})
+	tx.Add(&knftables.Map{Name: MapNoEndpointServices, Type: ipv4ServiceKeyType, Comment: ptr("vmap to drop or reject packets to services with no endpoints")})
+}
+
+func addChain(tx *knftables.Transaction, ch *Chain) {
+	c := ch.Obj
+	tx.Add(&c)
+}
+
+func addRules(tx *knftables.Transaction, ch *Chain) {
+	for _, rule := range ch.Rules {
+		tx.Add(&knftables.Rule{Chain: ch.Obj.Name, Rule: rule})
+	}
+}
+
+func (r *Ruleset) writeElement(tx *knftables.Transaction, set string, e *Element, del bool) {
+	el := &knftables.Element{Key: e.Key, Value: e.Value}
+	if set == SetClusterIPs {
+		el.Set = set
+	} else {
+		el.Map = set
+	}
+	if e.Comment != "" && !del {
+		el.Comment = ptr(e.Comment)
+	}
+	if del {
+		tx.Delete(el)
+	} else {
+		tx.Add(el)
+	}
+}
+
+// FullChains writes the first part of a full sync into tx: it recreates
+// the table empty ("add table", "delete table", "add table"), then adds the
+// sets and maps (empty), every chain, then every rule (so a jump's target
+// always exists, as kube-proxy orders it).
+func (r *Ruleset) FullChains(tx *knftables.Transaction) {
+	tx.Add(&knftables.Table{})
+	tx.Delete(&knftables.Table{})
+	tx.Add(&knftables.Table{Comment: ptr("rules for kube-proxy")})
+	r.addSetsAndMaps(tx)
+	for _, name := range r.chainOrder {
+		addChain(tx, r.chains[name])
+	}
+	for _, name := range r.chainOrder {
+		addRules(tx, r.chains[name])
+	}
+}
+
+// FullElements writes the second part of a full sync into tx: every map
+// and set element (after FullChains, in the same or a later transaction).
+func (r *Ruleset) FullElements(tx *knftables.Transaction) {
+	for _, set := range []string{SetClusterIPs, MapNoEndpointServices, MapServiceIPs} {
+		for _, k := range r.elemOrder[set] {
+			r.writeElement(tx, set, r.elems[set][k], false)
+		}
+	}
+}
+
+// Full writes the whole table into tx: FullChains then FullElements.
+func (r *Ruleset) Full(tx *knftables.Transaction) {
+	r.FullChains(tx)
+	r.FullElements(tx)
+}
+
+// Diff describes the difference from an applied Ruleset to a desired one,
+// in the three steps kube-proxy's partial sync takes (in this order within
+// one transaction, or as three transactions).
+type Diff struct {
+	// ChainsAdded and ChainsChanged are chains to add or to flush and
+	// refill; ChainsDeleted are chains to delete (after Elements, which
+	// removes the map elements that refer to them).
+	ChainsAdded, ChainsChanged, ChainsDeleted []string
+	// ElementsAdded and ElementsDeleted count map and set elements.
+	ElementsAdded, ElementsDeleted int
+
+	from, to *Ruleset
+}
+
+// Empty reports whether the diff changes nothing.
+func (d *Diff) Empty() bool {
+	return len(d.ChainsAdded)+len(d.ChainsChanged)+len(d.ChainsDeleted)+d.ElementsAdded+d.ElementsDeleted == 0
+}
+
+// DiffFrom computes what turns the applied ruleset old into r.
+func (r *Ruleset) DiffFrom(old *Ruleset) *Diff {
+	d := &Diff{from: old, to: r}
+	for _, name := range r.chainOrder {
+		oc, ok := old.chains[name]
+		if !ok {
+			d.ChainsAdded = append(d.ChainsAdded, name)
+			continue
+		}
+		if !equalRules(oc.Rules, r.chains[name].Rules) {
+			d.ChainsChanged = append(d.ChainsChanged, name)
+		}
+	}
+	for _, name := range old.chainOrder {
+		if _, ok := r.chains[name]; !ok {
+			d.ChainsDeleted = append(d.ChainsDeleted, name)
+		}
+	}
+	for set, m := range r.elems {
+		om := old.elems[set]
+		for k, e := range m {
+			if oe, ok := om[k]; !ok || !equalRules(oe.Value, e.Value) {
+				d.ElementsAdded++
+				if ok {
+					d.ElementsDeleted++
+				}
+			}
+		}
+		for k := range om {
+			if _, ok := m[k]; !ok {
+				d.ElementsDeleted++
+			}
+		}
+	}
+	return d
+}
+
+func equalRules(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Chains writes the first step into tx: add new chains with their rules,
+// flush and refill changed ones. Returns the number of chains + rules sent.
+func (d *Diff) Chains(tx *knftables.Transaction) int {
+	n := 0
+	for _, name := range d.ChainsAdded {
+		addChain(tx, d.to.chains[name])
+	}
+	for _, name := range d.ChainsAdded {
+		ch := d.to.chains[name]
+		addRules(tx, ch)
+		n += 1 + len(ch.Rules)
+	}
+	for _, name := range d.ChainsChanged {
+		ch := d.to.chains[name]
+		tx.Flush(&knftables.Chain{Name: name})
+		addRules(tx, ch)
+		n += 1 + len(ch.Rules)
+	}
+	return n
+}
+
+// Elements writes the second step into tx: delete elements that are gone
+// or whose verdict changed, add new ones. Returns the number of elements sent.
+func (d *Diff) Elements(tx *knftables.Transaction) int {
+	n := 0
+	for _, set := range []string{SetClusterIPs, MapNoEndpointServices, MapServiceIPs} {
+		m, om := d.to.elems[set], d.from.elems[set]
+		for _, k := range d.from.elemOrder[set] {
+			if e, ok := m[k]; !ok || !equalRules(e.Value, om[k].Value) {
+				d.to.writeElement(tx, set, om[k], true)
+				n++
+			}
+		}
+		for _, k := range d.to.elemOrder[set] {
+			if oe, ok := om[k]; !ok || !equalRules(oe.Value, m[k].Value) {
+				d.to.writeElement(tx, set, m[k], false)
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Deletes writes the third step into tx: delete the chains no longer
+// wanted (their rules first, so no chain still jumps to another being
+// deleted). Returns the number of chains sent.
+func (d *Diff) Deletes(tx *knftables.Transaction) int {
+	for _, name := range d.ChainsDeleted {
+		tx.Flush(&knftables.Chain{Name: name})
+	}
+	for _, name := range d.ChainsDeleted {
+		tx.Delete(&knftables.Chain{Name: name})
+	}
+	return len(d.ChainsDeleted)
+}
