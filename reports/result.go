@@ -35,7 +35,13 @@ type Result struct {
 type Machine struct {
 	Hostname    string `json:"hostname"`
 	Kernel      string `json:"kernel"`      // uname -r
-	KernelWhere string `json:"kernelWhere"` // "host"
+	KernelWhere string `json:"kernelWhere"` // "host" or "uml"
+	// KernelWhy says how the kernel was chosen (auto's reasoning).
+	KernelWhy string `json:"kernelWhy,omitempty"`
+	// HostKernel is the host's release when the run happened in a guest.
+	HostKernel string `json:"hostKernel,omitempty"`
+	// GuestBootNs is the guest's boot time (start to program), in ns.
+	GuestBootNs int64  `json:"guestBootNs,omitempty"`
 	CPUModel    string `json:"cpuModel"`
 	CPUs        int    `json:"cpus"`
 	MemoryBytes uint64 `json:"memoryBytes"`
@@ -44,8 +50,11 @@ type Machine struct {
 
 // ModeResult holds one proxy mode's figures.
 type ModeResult struct {
-	Mode string            `json:"mode"`
-	Info map[string]string `json:"info,omitempty"` // back end, tool versions
+	Mode string `json:"mode"`
+	// FellBackFrom names the mode this one replaced under `fallback:
+	// iptables` (kube-proxy's downgrade when IP_VS is missing).
+	FellBackFrom string            `json:"fellBackFrom,omitempty"`
+	Info         map[string]string `json:"info,omitempty"` // back end, tool versions
 	// SyncFull are the raw samples of sync.full (one per repetition).
 	SyncFull []proxymodes.SyncStats `json:"syncFull"`
 	// SyncFullSummary summarises SyncFull wall times.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,12 +13,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/proxybench/proxybench/internal/runner"
+	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 )
 
 type runFlags struct {
+	kernel   string
+	runID    string
 	modes    string
 	services int
 	output   string
@@ -43,6 +47,9 @@ func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scena
 	}
 	if cmd.Flags().Changed("seed") {
 		sc.Seed = f.seed
+	}
+	if cmd.Flags().Changed("kernel") {
+		sc.Kernel = f.kernel
 	}
 	if err := sc.Validate(); err != nil {
 		return nil, badInput(fmt.Errorf("after command-line overrides: %w", err))
@@ -72,17 +79,50 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			if err := runner.Preflight(sc, runner.Options{}); err != nil {
 				return badInput(err)
 			}
-			if left, _ := topology.Leftovers(); len(left) > 0 {
+			if left, _ := topology.Leftovers(); len(left) > 0 && !uml.InGuest() {
 				fmt.Fprintf(os.Stderr, "note: %d namespaces of earlier runs are still here (%s ...); 'proxybench cleanup' removes them\n", len(left), left[0])
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			runID := topology.NewRunID()
+			kc, err := runner.ChooseKernel(ctx, sc)
+			if err != nil {
+				if runner.IsInput(err) {
+					return badInput(err)
+				}
+				return &exitError{1, err}
+			}
+			if !uml.InGuest() {
+				fmt.Fprintf(os.Stderr, "kernel: %s (%s)\n", kc.Where, kc.Why)
+			}
+			runID := f.runID
+			if runID == "" {
+				runID = topology.NewRunID()
+			}
 			out := f.output
 			if out == "" {
 				out = filepath.Join("results", fmt.Sprintf("%s-%s.json", sc.Name, time.Now().UTC().Format("20060102T150405Z")))
 			}
-			res, err := runner.Run(ctx, sc, runner.Options{RunID: runID, Version: version, Progress: newProgress(f.quiet)})
+			opts := runner.Options{RunID: runID, Version: version, Progress: newProgress(f.quiet)}
+			var res *reports.Result
+			if kc.Where == "uml" {
+				var console io.Writer = os.Stderr
+				if f.quiet {
+					console = nil
+				}
+				res, err = runner.RunInUML(ctx, sc, opts, console)
+			} else {
+				res, err = runner.Run(ctx, sc, opts)
+			}
+			if res != nil {
+				res.Machine.KernelWhy = kc.Why
+				for i := range res.Modes {
+					for from, to := range kc.FellBack {
+						if res.Modes[i].Mode == to {
+							res.Modes[i].FellBackFrom = from
+						}
+					}
+				}
+			}
 			if err != nil {
 				if runner.IsInput(err) {
 					return badInput(err)
@@ -107,6 +147,9 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 	cmd.Flags().StringVar(&f.output, "output", "", "result JSON path (default results/<scenario>-<timestamp>.json)")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed instead of the scenario's")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
+	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes run: auto (host if it supports every mode, else uml), host, uml")
+	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
+	_ = cmd.Flags().MarkHidden("run-id")
 	return cmd
 }
 

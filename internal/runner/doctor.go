@@ -23,27 +23,29 @@ type ModeStatus struct {
 	Reason    string
 }
 
-// Doctor probes, in a throwaway namespace pb-<runid>-doctor that it
-// removes afterwards, which modes this machine can run.
-//
-// Modes are probed with the default scenario's settings for binaries.
-func Doctor(ctx context.Context) []ModeStatus {
-	sc := &scenarios.Scenario{}
-	sc.SetDefaults()
+// ProbeHost probes modes (all registered when nil) on this kernel, in a
+// throwaway namespace pb-<runid>-probe that it removes afterwards, with
+// sc's settings for binaries. It needs root.
+func ProbeHost(ctx context.Context, sc *scenarios.Scenario, modes []string) ([]ModeStatus, error) {
 	if os.Geteuid() != 0 {
-		r := "needs root (network namespaces); run as root"
-		return []ModeStatus{{"none", false, r}, {"iptables", false, r}, {"ipvs", false, r}, {"nftables", false, r}, {"userspace", false, r}}
+		return nil, &InputError{Msg: "probing the kernel needs root (network namespaces)", Fix: "run as root"}
 	}
-	name := topology.NetnsName(topology.NewRunID(), "doctor")
+	if modes == nil {
+		modes = proxymodes.Names()
+	}
+	name := topology.NetnsName(topology.NewRunID(), "probe")
 	ns, err := topology.CreateNetns(name)
 	if err != nil {
-		r := "cannot create a network namespace: " + err.Error()
-		return []ModeStatus{{"none", false, r}, {"iptables", false, r}}
+		return nil, fmt.Errorf("cannot create a network namespace: %w", err)
 	}
 	defer func() { ns.Close(); _ = topology.DeleteNetns(name) }()
 	var out []ModeStatus
-	for _, name := range proxymodes.Names() {
-		m, _ := proxymodes.Lookup(name)
+	for _, name := range modes {
+		m, err := proxymodes.Lookup(name)
+		if err != nil {
+			out = append(out, ModeStatus{name, false, "not implemented in this build"})
+			continue
+		}
 		st := ModeStatus{Mode: name}
 		if m.Binaries != nil {
 			for _, b := range m.Binaries(sc) {
@@ -57,19 +59,24 @@ func Doctor(ctx context.Context) []ModeStatus {
 		}
 		out = append(out, st)
 	}
-	if !slices.Contains(proxymodes.Names(), "ipvs") {
-		why := "not implemented in this build"
-		if err := ns.Do(func() error { _, err := os.Stat("/proc/net/ip_vs"); return err }); err != nil {
-			why = fmt.Sprintf("host kernel %s has no IP_VS (CONFIG_IP_VS not set); %s", kernelRelease(), why)
+	return out, nil
+}
+
+// AllModes are the modes proxybench knows of, implemented in this build or not.
+var AllModes = []string{"none", "iptables", "ipvs", "nftables", "userspace"}
+
+// Doctor probes every mode on this kernel (see ProbeHost), with the
+// default scenario's settings.
+func Doctor(ctx context.Context) ([]ModeStatus, error) {
+	sc := &scenarios.Scenario{}
+	sc.SetDefaults()
+	names := append([]string{}, AllModes...)
+	for _, n := range proxymodes.Names() {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
 		}
-		out = append(out, ModeStatus{"ipvs", false, why})
 	}
-	for _, name := range []string{"nftables", "userspace"} {
-		if !slices.Contains(proxymodes.Names(), name) {
-			out = append(out, ModeStatus{name, false, "not implemented in this build"})
-		}
-	}
-	return out
+	return ProbeHost(ctx, sc, names)
 }
 
 func firstLine(s string) string {

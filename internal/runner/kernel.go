@@ -1,0 +1,162 @@
+//go:build linux
+
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/proxybench/proxybench/internal/uml"
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
+)
+
+// KernelChoice is where a run's modes execute.
+type KernelChoice struct {
+	// Where is "host" or "uml".
+	Where string
+	// Why says how auto decided, for the screen and the result.
+	Why string
+	// FellBack maps a mode replaced under `fallback: iptables` to its
+	// replacement (kube-proxy's downgrade from ipvs).
+	FellBack map[string]string
+}
+
+// ChooseKernel resolves sc.Kernel: host (every mode must work on this
+// kernel, else an *InputError naming the mode, the missing feature and
+// `--kernel uml` as the fix), uml (user-mode-linux must be installed) or
+// auto (host when it supports every mode, else uml). Inside a guest it is
+// always host. With `fallback: iptables`, on the host an ipvs mode the
+// kernel lacks is replaced by iptables in sc.Modes, and FellBack records
+// it. It probes in a throwaway namespace and leaves nothing behind.
+func ChooseKernel(ctx context.Context, sc *scenarios.Scenario) (KernelChoice, error) {
+	if uml.InGuest() {
+		return KernelChoice{Where: "host", Why: "inside the user-mode-linux guest"}, nil
+	}
+	st, err := ProbeHost(ctx, sc, sc.Modes)
+	if err != nil {
+		return KernelChoice{}, err
+	}
+	var missing []string
+	for _, s := range st {
+		if !s.Available {
+			missing = append(missing, s.Mode+": "+s.Reason)
+		}
+	}
+	switch sc.Kernel {
+	case "uml":
+		if _, err := uml.Available(); err != nil {
+			return KernelChoice{}, &InputError{Field: "kernel", Msg: "uml requested but " + err.Error()}
+		}
+		return KernelChoice{Where: "uml", Why: "kernel: uml requested"}, nil
+	case "host":
+		if len(missing) == 0 {
+			return KernelChoice{Where: "host", Why: "kernel: host requested"}, nil
+		}
+		if sc.Fallback == "iptables" {
+			return fallback(sc, st)
+		}
+		return KernelChoice{}, &InputError{Field: "modes", Msg: "this kernel cannot run " + strings.Join(missing, "; "), Fix: "run with --kernel uml (a user-mode-linux kernel with IP_VS), or drop the mode"}
+	}
+	// auto
+	if len(missing) == 0 {
+		return KernelChoice{Where: "host", Why: "auto: the host kernel supports every requested mode"}, nil
+	}
+	if _, err := uml.Available(); err != nil {
+		return KernelChoice{}, &InputError{Field: "kernel", Msg: "auto: the host kernel cannot run " + strings.Join(missing, "; ") + ", and " + err.Error()}
+	}
+	return KernelChoice{Where: "uml", Why: "auto: the host kernel lacks " + strings.Join(missing, "; ") + ", so every mode runs in user-mode-linux (figures compare with each other only, not with host runs)"}, nil
+}
+
+// fallback replaces each unavailable ipvs mode with iptables, as kube-proxy
+// does when IPVS is missing; any other unavailable mode is still an error.
+func fallback(sc *scenarios.Scenario, st []ModeStatus) (KernelChoice, error) {
+	kc := KernelChoice{Where: "host", FellBack: map[string]string{}}
+	var modes []string
+	for _, s := range st {
+		switch {
+		case s.Available:
+			modes = append(modes, s.Mode)
+		case s.Mode == "ipvs":
+			kc.FellBack["ipvs"] = "iptables"
+			if !slices.Contains(sc.Modes, "iptables") {
+				modes = append(modes, "iptables")
+			}
+		default:
+			return KernelChoice{}, &InputError{Field: "modes", Msg: "this kernel cannot run " + s.Mode + ": " + s.Reason, Fix: "run with --kernel uml, or drop the mode"}
+		}
+	}
+	sc.Modes = slices.Compact(modes)
+	kc.Why = "kernel: host; fallback: ipvs is missing, so it ran as iptables (kube-proxy's downgrade)"
+	return kc, nil
+}
+
+// GuestModules is every kernel module sc's modes need in the guest.
+func GuestModules(sc *scenarios.Scenario) []string {
+	mods := append([]string{}, uml.BaseModules...)
+	for _, name := range sc.Modes {
+		if m, err := proxymodes.Lookup(name); err == nil && m.Modules != nil {
+			for _, x := range m.Modules(sc) {
+				if !slices.Contains(mods, x) {
+					mods = append(mods, x)
+				}
+			}
+		}
+	}
+	return mods
+}
+
+// RunInUML runs sc inside a user-mode-linux guest: it writes the effective
+// scenario to a host folder mounted in the guest, boots the guest with
+// every module the modes need, runs this same binary's `run --kernel host`
+// there for all modes (so they share one kernel), streams the guest's
+// console to console, and reads back the result JSON. The result records
+// kernelWhere "uml", the guest's kernel and the host's.
+func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io.Writer) (*reports.Result, error) {
+	o.defaults()
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "proxybench-uml-"+o.RunID+"-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	_ = os.Chmod(dir, 0o755)
+	y, err := sc.YAML()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "scenario.yaml"), y, 0o644); err != nil {
+		return nil, err
+	}
+	o.Progress.Start(fmt.Sprintf("user-mode-linux guest: %s, %d MiB, timeout %s", strings.Join(sc.Modes, ", "), sc.UML.MemoryMiB, sc.UML.Timeout.Duration), 1)
+	res, err := uml.Run(ctx, uml.Guest{
+		MemoryMiB: sc.UML.MemoryMiB, Timeout: sc.UML.Timeout.Duration, Modules: GuestModules(sc),
+		Argv: []string{exe, "run", filepath.Join(uml.GuestMount, "scenario.yaml"), "--kernel", "host",
+			"--run-id", o.RunID, "--output", filepath.Join(uml.GuestMount, "result.json")},
+		WorkDir: dir, Console: console,
+	})
+	o.Progress.Done()
+	if err != nil {
+		return nil, err
+	}
+	if res.ExitCode != 0 {
+		return nil, fmt.Errorf("the run inside the user-mode-linux guest failed (exit %d); its console is above", res.ExitCode)
+	}
+	r, err := reports.Read(filepath.Join(dir, "result.json"))
+	if err != nil {
+		return nil, fmt.Errorf("guest result: %w", err)
+	}
+	r.Machine.KernelWhere = "uml"
+	r.Machine.HostKernel = kernelRelease()
+	r.Machine.GuestBootNs = int64(res.Boot)
+	return r, nil
+}
