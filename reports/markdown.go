@@ -42,7 +42,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 			objs, bytes = med.Objects, med.Bytes
 			phases = phaseText(med.Phases)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %d | %d | %s |\n", m.Mode, m.Info["backend"], s.Count,
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %d | %d | %s |\n", r.label(m), m.Info["backend"], s.Count,
 			dur(time.Duration(s.P50)), dur(time.Duration(s.Min)), dur(time.Duration(s.Max)), dur(time.Duration(c.P50)), objs, bytes, phases)
 	}
 
@@ -50,11 +50,11 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "Percentiles: %s. `vs none` is p50 over mode none's p50 at the same position.\n\n", Precision)
 	b.WriteString("| mode | position | index | n | p50 | p90 | p99 | p99.9 | vs none | conn/s | errors |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	base := map[string]int64{}
+	base := map[string]int64{} // "size/position" -> none's p50
 	for _, m := range r.Modes {
 		if m.Mode == "none" {
 			for _, p := range m.Lookup {
-				base[p.Position] = p.Latency.P50
+				base[fmt.Sprint(m.Services, "/", p.Position)] = p.Latency.P50
 			}
 		}
 	}
@@ -62,21 +62,21 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		for _, p := range m.Lookup {
 			l := p.Latency
 			vs := "-"
-			if bp := base[p.Position]; bp > 0 {
+			if bp := base[fmt.Sprint(m.Services, "/", p.Position)]; bp > 0 {
 				vs = fmt.Sprintf("%.2f×", float64(l.P50)/float64(bp))
 			}
 			idx := fmt.Sprint(p.Index)
 			if p.Index < 0 {
 				idx = "any"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %.0f | %d |\n", m.Mode, p.Position, idx, l.Count,
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %.0f | %d |\n", r.label(m), p.Position, idx, l.Count,
 				us(l.P50), us(l.P90), us(l.P99), us(l.P999), vs, p.CPS, p.Errors+p.Misses)
 		}
 	}
 	b.WriteString("\n")
 	for _, m := range r.Modes {
 		if f, l, ok := firstLast(m); ok {
-			fmt.Fprintf(&b, "- %s: p50 at the last service is %.2f× the first (%s → %s µs)\n", m.Mode, float64(l)/float64(f), us(f), us(l))
+			fmt.Fprintf(&b, "- %s: p50 at the last service is %.2f× the first (%s → %s µs)\n", r.label(m), float64(l)/float64(f), us(f), us(l))
 		}
 	}
 
@@ -85,10 +85,18 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, m := range r.Modes {
 		f := m.Fairness
-		fmt.Fprintf(&b, "| %s | %d | %d | %.4f | %.3f | %d | %.2f | %d | %.3g |\n", m.Mode, f.Services, f.Samples, f.MinJain, f.MaxMaxMin, f.Starved, f.ChiSquare, f.DoF, f.PValue)
+		fmt.Fprintf(&b, "| %s | %d | %d | %.4f | %.3f | %d | %.2f | %d | %.3g |\n", r.label(m), f.Services, f.Samples, f.MinJain, f.MaxMaxMin, f.Starved, f.ChiSquare, f.DoF, f.PValue)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// label names a ModeResult in tables: the mode, with its size in a sweep.
+func (r *Result) label(m ModeResult) string {
+	if len(r.Scenario.Sweep.Services) > 0 {
+		return fmt.Sprintf("%s @%d", m.Mode, m.Services)
+	}
+	return m.Mode
 }
 
 // medianSync returns the sync.full sample with the median wall time.

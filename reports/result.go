@@ -55,6 +55,9 @@ type ModeResult struct {
 	// iptables` (kube-proxy's downgrade when IP_VS is missing).
 	FellBackFrom string            `json:"fellBackFrom,omitempty"`
 	Info         map[string]string `json:"info,omitempty"` // back end, tool versions
+	// Services is the service count this result was measured at (one
+	// ModeResult per mode and sweep size).
+	Services int `json:"services"`
 	// SyncFull are the raw samples of sync.full (one per repetition).
 	SyncFull []proxymodes.SyncStats `json:"syncFull"`
 	// SyncFullSummary summarises SyncFull wall times.

@@ -34,6 +34,9 @@ type Scenario struct {
 	Fallback string `yaml:"fallback,omitempty" json:"fallback,omitempty"`
 
 	Services ServicesSpec `yaml:"services" json:"services"`
+	// Sweep, when set, runs every mode once per service count listed
+	// (capacity planning): services.count is replaced by each in turn.
+	Sweep SweepSpec `yaml:"sweep,omitempty" json:"sweep,omitempty"`
 	Network  NetworkSpec  `yaml:"network" json:"network"`
 	Topology TopologySpec `yaml:"topology" json:"topology"`
 	Traffic  TrafficSpec  `yaml:"traffic" json:"traffic"`
@@ -123,6 +126,29 @@ type TrafficSpec struct {
 	Warmup int `yaml:"warmup" json:"warmup"`
 	// Timeout bounds one connection attempt (default 2s).
 	Timeout Duration `yaml:"timeout" json:"timeout"`
+}
+
+// SweepSpec lists the sizes of a capacity sweep.
+type SweepSpec struct {
+	// Services are the service counts, each a point of the sweep.
+	Services []int `yaml:"services,omitempty" json:"services,omitempty"`
+}
+
+// Sizes returns the service counts to run: Sweep.Services, or
+// [Services.Count] when no sweep is set.
+func (s *Scenario) Sizes() []int {
+	if len(s.Sweep.Services) > 0 {
+		return s.Sweep.Services
+	}
+	return []int{s.Services.Count}
+}
+
+// AtSize returns a copy of s with Services.Count = n and no sweep.
+func (s *Scenario) AtSize(n int) *Scenario {
+	c := *s
+	c.Services.Count = n
+	c.Sweep = SweepSpec{}
+	return &c
 }
 
 // IPVSSpec is KubeProxyConfiguration's ipvs block, spelt as kube-proxy

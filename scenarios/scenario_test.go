@@ -122,6 +122,8 @@ func TestParseErrors(t *testing.T) {
 		{"unknown fallback", "services:\n  count: 1\nfallback: userspace\n", "fallback", 3, "iptables"},
 		{"session affinity", "services:\n  count: 1\n  sessionAffinity: clientip\n", "services.sessionAffinity", 3, `did you mean "ClientIP"`},
 		{"affinity timeout", "services:\n  count: 1\n  sessionAffinity: ClientIP\n  sessionAffinityTimeout: 100000s\n", "services.sessionAffinityTimeout", 4, "86400s"},
+		{"sweep too big", "services:\n  count: 1\nsweep:\n  services: [10, 70000]\n", "sweep.services", 0, "do not fit serviceCIDR"},
+		{"sweep duplicate", "services:\n  count: 1\nsweep:\n  services: [10, 10]\n", "sweep.services[1]", 4, "listed twice"},
 		{"uml memory", "services:\n  count: 1\numl:\n  memoryMiB: 100\n", "uml.memoryMiB", 4, "256..16384"},
 	}
 	for _, tt := range tests {
@@ -227,8 +229,25 @@ func assertRoundTrip(t *testing.T, sc *Scenario) {
 
 func TestShippedScenarios(t *testing.T) {
 	want := map[string]int{"1k-services": 1000, "5k-services": 5000, "10k-services": 10000}
-	if got := Names(); !slices.Equal(got, []string{"10k-services", "1k-services", "5k-services"}) {
-		t.Errorf("Names() = %v", got)
+	got := Names()
+	if !slices.IsSorted(got) {
+		t.Errorf("Names() = %v, not sorted", got)
+	}
+	for name := range want {
+		if !slices.Contains(got, name) {
+			t.Errorf("Names() = %v lacks %s", got, name)
+		}
+	}
+	// Every shipped scenario loads and validates. The binary registers the
+	// modes (proxymodes.Register); this package's tests register their names.
+	for _, m := range []string{"ipvs", "nftables", "userspace"} {
+		RegisterMode(m)
+	}
+	defer func(k []string) { KnownModes = k }(slices.Clone(KnownModes[:2]))
+	for _, name := range got {
+		if _, err := Load(name); err != nil {
+			t.Errorf("shipped scenario %s: %v", name, err)
+		}
 	}
 	for name, count := range want {
 		sc, err := Load(name)

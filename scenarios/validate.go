@@ -258,6 +258,33 @@ func (s *Scenario) Validate() error {
 			add("network."+o.a, fmt.Sprintf("%s overlaps %s %s", o.p, o.b, o.q), "pick a range disjoint from "+o.b)
 		}
 	}
+	for i, n := range s.Sweep.Services {
+		f := fmt.Sprintf("sweep.services[%d]", i)
+		if between(f, n, 1, MaxServices) {
+			if j := slices.Index(s.Sweep.Services, n); j < i {
+				add(f, fmt.Sprintf("%d is listed twice", n), "remove the duplicate")
+			}
+		}
+	}
+	if m := slices.Max(append([]int{sv.Count}, s.Sweep.Services...)); m != sv.Count && m >= 1 && m <= MaxServices {
+		// The address plan must hold the largest point of the sweep.
+		big := s.AtSize(m)
+		big.source, big.lines = s.source, s.lines
+		if svcOK && int64(m) > usable(svc) {
+			add("sweep.services", fmt.Sprintf("%d services do not fit serviceCIDR %s (%d usable addresses)", m, svc, usable(svc)),
+				fmt.Sprintf("use fewer services or a /%d or larger network.serviceCIDR", fitting(int64(m)+2)))
+		}
+		if podOK && distOK {
+			var need int64
+			for _, c := range big.EndpointCounts() {
+				need += int64(c)
+			}
+			if need > usable(pod) {
+				add("sweep.services", fmt.Sprintf("at %d services the endpoints need %d pod addresses but %s has %d usable", m, need, pod, usable(pod)),
+					"use a larger network.podCIDR or fewer services in the sweep")
+			}
+		}
+	}
 	if svcOK && countOK && int64(sv.Count) > usable(svc) {
 		add("services.count", fmt.Sprintf("%d services do not fit serviceCIDR %s (%d usable addresses)", sv.Count, svc, usable(svc)),
 			fmt.Sprintf("use fewer services or a /%d or larger network.serviceCIDR", fitting(int64(sv.Count)+2)))

@@ -115,14 +115,20 @@ func Preflight(sc *scenarios.Scenario, o Options) error {
 // Repetitions full syncs (each from empty) and Repetitions rounds of
 // traffic at every position, then teardown. The testbed is torn down on
 // success, on error and on ctx cancellation (SIGINT/SIGTERM in the CLI).
+//
+// With a sweep (sc.Sweep.Services), every mode runs once per size, and the
+// result holds one ModeResult per (size, mode), in that order.
 func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.Result, err error) {
 	o.defaults()
 	if err := Preflight(sc, o); err != nil {
 		return nil, err
 	}
-	services, err := workload.Services(sc)
-	if err != nil {
-		return nil, &InputError{Field: "services", Msg: err.Error()}
+	sizes := sc.Sizes()
+	perSize := make([][]workload.Service, len(sizes))
+	for i, n := range sizes {
+		if perSize[i], err = workload.Services(sc.AtSize(n)); err != nil {
+			return nil, &InputError{Field: "services", Msg: err.Error()}
+		}
 	}
 	svcNet, podNet, nodeNet, _ := sc.Prefixes()
 	res = &reports.Result{
@@ -141,17 +147,20 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			err = fmt.Errorf("teardown: %w", terr)
 		}
 	}()
-	echo, err := workload.StartEcho(tb.Backend, workload.TargetPorts(services))
+	echo, err := workload.StartEcho(tb.Backend, workload.TargetPorts(perSize[0]))
 	if err != nil {
 		return nil, err
 	}
 	defer echo.Close()
-	for _, mode := range sc.Modes {
-		mr, err := runMode(ctx, sc, o, tb, services, mode)
-		if err != nil {
-			return nil, fmt.Errorf("mode %s: %w", mode, err)
+	for i, n := range sizes {
+		for _, mode := range sc.Modes {
+			mr, err := runMode(ctx, sc.AtSize(n), o, tb, perSize[i], mode)
+			if err != nil {
+				return nil, fmt.Errorf("mode %s at %d services: %w", mode, n, err)
+			}
+			mr.Services = n
+			res.Modes = append(res.Modes, *mr)
 		}
-		res.Modes = append(res.Modes, *mr)
 	}
 	res.Finished = time.Now()
 	return res, nil
