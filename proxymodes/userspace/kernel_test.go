@@ -44,7 +44,9 @@ func testServices(t testing.TB, n, eps int) []workload.Service {
 }
 
 // testbed builds a topology with an echo server; both go when the test ends.
-func testbed(t *testing.T, svcs []workload.Service) *topology.Testbed {
+func testbed(t *testing.T, svcs []workload.Service) *topology.Testbed { return testbedB(t, svcs) }
+
+func testbedB(t testing.TB, svcs []workload.Service) *topology.Testbed {
 	t.Helper()
 	tb, err := topology.Build(context.Background(), topology.Spec{
 		RunID: topology.NewRunID(), ClientPods: 2, ServiceCIDR: serviceCIDR, PodCIDR: podCIDR, NodeCIDR: nodeCIDR,
@@ -126,7 +128,7 @@ func natSave(t *testing.T, tb *topology.Testbed) string {
 	return string(out)
 }
 
-func flushConntrack(t *testing.T, n *topology.Netns) {
+func flushConntrack(t testing.TB, n *topology.Netns) {
 	h, err := n.Netlink()
 	if err != nil {
 		t.Fatal(err)
