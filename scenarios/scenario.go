@@ -36,7 +36,7 @@ type Scenario struct {
 	Services ServicesSpec `yaml:"services" json:"services"`
 	// Sweep, when set, runs every mode once per service count listed
 	// (capacity planning): services.count is replaced by each in turn.
-	Sweep SweepSpec `yaml:"sweep,omitempty" json:"sweep,omitempty"`
+	Sweep    SweepSpec    `yaml:"sweep,omitempty" json:"sweep,omitempty"`
 	Network  NetworkSpec  `yaml:"network" json:"network"`
 	Topology TopologySpec `yaml:"topology" json:"topology"`
 	Traffic  TrafficSpec  `yaml:"traffic" json:"traffic"`
