@@ -1,0 +1,5 @@
+//go:build linux
+
+package runner
+
+import _ "github.com/proxybench/proxybench/proxymodes/nftables"
