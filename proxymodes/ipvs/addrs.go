@@ -1,0 +1,147 @@
+//go:build linux
+
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Addresses is the dummy interface kube-ipvs0 of one namespace and the
+// ClusterIPs bound to it (kube-proxy's NetLinkHandle of
+// pkg/proxy/ipvs/netlink.go). NetlinkAddresses is the kernel's,
+// FakeAddresses a fake.
+type Addresses interface {
+	// EnsureLink creates kube-ipvs0 (type dummy, left down as kube-proxy
+	// does: the kernel adds local routes for its addresses anyway) if it
+	// does not exist. Equivalent to: `ip link add kube-ipvs0 type dummy`.
+	EnsureLink() error
+	// List returns the IPv4 addresses bound to kube-ipvs0 (`ip -4 addr
+	// show dev kube-ipvs0`).
+	List() ([]netip.Addr, error)
+	// Add binds each address as /32 (`ip addr add A/32 dev kube-ipvs0`),
+	// stopping at the first failure (EEXIST if bound); it returns the
+	// netlink bytes sent.
+	Add(addrs []netip.Addr) (int, error)
+	// Del unbinds each address (EADDRNOTAVAIL if not bound).
+	Del(addrs []netip.Addr) (int, error)
+	// DeleteLink removes kube-ipvs0 and its addresses; a missing link is
+	// not an error. Equivalent to: `ip link del kube-ipvs0`.
+	DeleteLink() error
+	// Close releases the netlink socket.
+	Close()
+}
+
+// addrMsgLen is the size of one RTM_NEWADDR/RTM_DELADDR request for an
+// IPv4 /32: nlmsghdr (16) + ifaddrmsg (8) + IFA_LOCAL (8) + IFA_ADDRESS (8).
+const addrMsgLen = 40
+
+// NetlinkAddresses programs kube-ipvs0 through a netlink handle bound to
+// the node namespace (netlink.NewHandleAt).
+type NetlinkAddresses struct {
+	h    *netlink.Handle
+	link netlink.Link
+}
+
+// NewNetlinkAddresses takes ownership of h.
+func NewNetlinkAddresses(h *netlink.Handle) *NetlinkAddresses { return &NetlinkAddresses{h: h} }
+
+func (n *NetlinkAddresses) getLink() (netlink.Link, error) {
+	if n.link != nil {
+		return n.link, nil
+	}
+	l, err := n.h.LinkByName(DummyDevice)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: link %s: %w", DummyDevice, err)
+	}
+	n.link = l
+	return l, nil
+}
+
+// EnsureLink creates kube-ipvs0 if missing.
+func (n *NetlinkAddresses) EnsureLink() error {
+	n.link = nil
+	if _, err := n.getLink(); err == nil {
+		return nil
+	}
+	d := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: DummyDevice}}
+	if err := n.h.LinkAdd(d); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("ipvs: ip link add %s type dummy: %w (kernel without CONFIG_DUMMY?)", DummyDevice, err)
+	}
+	_, err := n.getLink()
+	return err
+}
+
+// List returns kube-ipvs0's IPv4 addresses.
+func (n *NetlinkAddresses) List() ([]netip.Addr, error) {
+	l, err := n.getLink()
+	if err != nil {
+		return nil, err
+	}
+	as, err := n.h.AddrList(l, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: list addresses of %s: %w", DummyDevice, err)
+	}
+	out := make([]netip.Addr, 0, len(as))
+	for _, a := range as {
+		out = append(out, addrOf(a.IP))
+	}
+	return out, nil
+}
+
+func addr32(a netip.Addr) *netlink.Addr {
+	return &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(32, 32)}}
+}
+
+// Add binds addrs, one netlink request each.
+func (n *NetlinkAddresses) Add(addrs []netip.Addr) (int, error) {
+	l, err := n.getLink()
+	if err != nil {
+		return 0, err
+	}
+	for i, a := range addrs {
+		if err := n.h.AddrAdd(l, addr32(a)); err != nil {
+			return i * addrMsgLen, fmt.Errorf("ipvs: ip addr add %s/32 dev %s: %w", a, DummyDevice, err)
+		}
+	}
+	return len(addrs) * addrMsgLen, nil
+}
+
+// Del unbinds addrs, one netlink request each.
+func (n *NetlinkAddresses) Del(addrs []netip.Addr) (int, error) {
+	l, err := n.getLink()
+	if err != nil {
+		return 0, err
+	}
+	for i, a := range addrs {
+		if err := n.h.AddrDel(l, addr32(a)); err != nil {
+			return i * addrMsgLen, fmt.Errorf("ipvs: ip addr del %s/32 dev %s: %w", a, DummyDevice, err)
+		}
+	}
+	return len(addrs) * addrMsgLen, nil
+}
+
+// DeleteLink removes kube-ipvs0.
+func (n *NetlinkAddresses) DeleteLink() error {
+	n.link = nil
+	l, err := n.h.LinkByName(DummyDevice)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil
+		}
+		return fmt.Errorf("ipvs: link %s: %w", DummyDevice, err)
+	}
+	if err := n.h.LinkDel(l); err != nil {
+		return fmt.Errorf("ipvs: ip link del %s: %w", DummyDevice, err)
+	}
+	return nil
+}
+
+// Close releases the handle.
+func (n *NetlinkAddresses) Close() { n.h.Close() }

@@ -1,0 +1,28 @@
+package ipvs
+
+// baseModules are the kernel modules the mode needs whatever the
+// scheduler: IPVS itself (net/netfilter/ipvs/ip_vs_core.c, which needs
+// conntrack for its NAT forwarding), the dummy interface kube-ipvs0, the
+// KUBE-CLUSTER-IP ipset (hash:ip,port) and the x_tables nat matches and
+// targets of kube-proxy's masquerade rules.
+var baseModules = []string{
+	"ip_vs", "nf_conntrack", "nf_defrag_ipv4", "nf_nat", "dummy",
+	"ip_set", "ip_set_hash_ipport",
+	"x_tables", "ip_tables", "iptable_nat", "xt_set", "xt_mark", "xt_comment", "xt_MASQUERADE",
+}
+
+// KernelModules lists, in load order, the kernel modules the mode needs
+// with scheduler (one of Schedulers): baseModules then ip_vs_<scheduler>.
+// An empty scheduler lists every scheduler's module. A launcher (the UML
+// guest) loads them with modprobe, which adds their dependencies; a module
+// built into the kernel is not an error there.
+func KernelModules(scheduler string) []string {
+	out := append([]string(nil), baseModules...)
+	if scheduler != "" {
+		return append(out, "ip_vs_"+scheduler)
+	}
+	for _, s := range Schedulers {
+		out = append(out, "ip_vs_"+s)
+	}
+	return out
+}

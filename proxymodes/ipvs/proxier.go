@@ -1,0 +1,651 @@
+//go:build linux
+
+package ipvs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/ipvs"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/workload"
+)
+
+// Binaries run inside the node namespace.
+const (
+	binIPSet   = "ipset"
+	binRestore = "iptables-legacy-restore"
+	binSave    = "iptables-legacy-save"
+)
+
+// ipsetMaxElem is the KUBE-CLUSTER-IP maxelem: fixed (a different value
+// would make "create -exist" of an existing set fail) and above the
+// largest ServicePort count a /16 service CIDR can hold.
+const ipsetMaxElem = 1 << 20
+
+// NamespaceHandle is implemented by nodes that expose their namespace
+// file descriptor (*topology.Netns); New needs it to bind netlink sockets
+// to the namespace.
+type NamespaceHandle interface {
+	Handle() netns.NsHandle
+}
+
+// Proxier programs one node namespace in kube-proxy's IPVS layout. It is
+// safe for concurrent use; calls are serialised.
+type Proxier struct {
+	cfg  Config
+	node proxymodes.Node
+	// open returns the IPVS and address handles of the namespace.
+	open func() (Handle, Addresses, error)
+	// sysctl writes a net.ipv4.vs sysctl inside the namespace.
+	sysctl func(key, value string) error
+
+	mu    sync.Mutex
+	h     Handle
+	addrs Addresses
+	full  bool
+	// synced maps each virtual server key to the real servers the last
+	// successful Sync wanted; entries holds its ipset members. Both are
+	// nil before the first successful Sync.
+	synced       map[string][]RealServer
+	entries      map[string]struct{}
+	iptablesDone bool
+}
+
+var (
+	_ proxymodes.Proxier    = (*Proxier)(nil)
+	_ proxymodes.FullSyncer = (*Proxier)(nil)
+)
+
+// New returns a Proxier for cfg programming node, which must implement
+// NamespaceHandle (as *topology.Netns does): IPVS and kube-ipvs0 are
+// programmed through netlink sockets opened in its namespace, ipset and
+// iptables-legacy-restore run in it with node.Run. Nothing happens until
+// Sync; an invalid cfg makes Sync fail.
+func New(cfg Config, node proxymodes.Node) *Proxier {
+	p := NewWithHandles(cfg, node, nil, nil)
+	p.open = func() (Handle, Addresses, error) { return openNamespace(node) }
+	p.sysctl = func(key, value string) error {
+		return node.Do(func() error {
+			path := "/proc/sys/net/ipv4/vs/" + key
+			if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+				return fmt.Errorf("ipvs: sysctl net.ipv4.vs.%s=%s: %w", key, value, err)
+			}
+			return nil
+		})
+	}
+	return p
+}
+
+// NewWithHandles returns a Proxier that programs IPVS through h and
+// kube-ipvs0 through a, and runs ipset and iptables with node.Run (for
+// tests with FakeHandle and FakeAddresses; the net.ipv4.vs sysctls are not
+// written).
+func NewWithHandles(cfg Config, node proxymodes.Node, h Handle, a Addresses) *Proxier {
+	return &Proxier{
+		cfg: cfg, node: node, full: true,
+		open:   func() (Handle, Addresses, error) { return h, a, nil },
+		sysctl: func(string, string) error { return nil },
+	}
+}
+
+// openNamespace opens an IPVS generic netlink socket and a rtnetlink
+// handle in node's namespace. It fails with a message naming --kernel uml
+// when the kernel has no IP_VS.
+func openNamespace(node proxymodes.Node) (Handle, Addresses, error) {
+	nh, ok := node.(NamespaceHandle)
+	if !ok {
+		return nil, nil, fmt.Errorf("ipvs: node %T exposes no namespace handle (want *topology.Netns)", node)
+	}
+	if ok, why := hasIPVS(node); !ok {
+		return nil, nil, errors.New("ipvs: " + why)
+	}
+	// moby/ipvs opens a namespace by path; /proc/self/fd/N names ours.
+	h, err := ipvs.New(fmt.Sprintf("/proc/self/fd/%d", int(nh.Handle())))
+	if err != nil {
+		return nil, nil, fmt.Errorf("ipvs: open IPVS netlink socket: %w", err)
+	}
+	nl, err := netlink.NewHandleAt(nh.Handle(), unix.NETLINK_ROUTE)
+	if err != nil {
+		h.Close()
+		return nil, nil, fmt.Errorf("ipvs: open rtnetlink handle: %w", err)
+	}
+	return h, NewNetlinkAddresses(nl), nil
+}
+
+// hasIPVS reports whether /proc/net/ip_vs exists in node's namespace
+// (the ip_vs module registers it in every namespace), and why not.
+func hasIPVS(node proxymodes.Node) (bool, string) {
+	var found bool
+	err := node.Do(func() error {
+		_, err := os.Stat("/proc/thread-self/net/ip_vs")
+		found = err == nil
+		return nil
+	})
+	if err != nil {
+		return false, err.Error()
+	}
+	if found {
+		return true, ""
+	}
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	rel := unix.ByteSliceToString(u.Release[:])
+	if os.Getenv("PROXYBENCH_IN_UML") == "1" {
+		return false, fmt.Sprintf("guest kernel %s has no IP_VS loaded (modprobe %s)", rel, strings.Join(KernelModules(""), " "))
+	}
+	return false, fmt.Sprintf("host kernel %s has no IP_VS (CONFIG_IP_VS not set); available with --kernel uml", rel)
+}
+
+// ipvsVersion returns the first line of /proc/net/ip_vs of the calling
+// thread's namespace ("IP Virtual Server version 1.2.1 (size=4096)").
+func ipvsVersion() string {
+	b, err := os.ReadFile("/proc/thread-self/net/ip_vs")
+	if err != nil {
+		return "unknown"
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line)
+}
+
+// Mode returns "ipvs".
+func (p *Proxier) Mode() string { return "ipvs" }
+
+// Info returns {"scheduler", "iptables": "legacy", "ipvs": the first line
+// of /proc/net/ip_vs, "ipset": ipset's version line}.
+func (p *Proxier) Info() map[string]string {
+	info := map[string]string{"scheduler": p.cfg.scheduler(), "iptables": "legacy"}
+	_ = p.node.Do(func() error {
+		info["ipvs"] = ipvsVersion()
+		return nil
+	})
+	if out, err := p.node.Run(context.Background(), nil, binIPSet, "version"); err == nil {
+		line, _, _ := strings.Cut(string(out), "\n")
+		info["ipset"] = strings.TrimSpace(line)
+	}
+	return info
+}
+
+// ForceFullSync makes the next Sync full: it re-ensures kube-ipvs0, the
+// sysctls, timeouts, ipset and iptables rules, and re-reads every
+// virtual server's real servers from the kernel.
+func (p *Proxier) ForceFullSync() {
+	p.mu.Lock()
+	p.full = true
+	p.mu.Unlock()
+}
+
+func (p *Proxier) handles() error {
+	if p.h != nil {
+		return nil
+	}
+	h, a, err := p.open()
+	if err != nil {
+		return err
+	}
+	if h == nil || a == nil {
+		return errors.New("ipvs: no IPVS or address handle")
+	}
+	p.h, p.addrs = h, a
+	return nil
+}
+
+// Sync programs services (see Render) into the namespace and returns what
+// it cost. Steps and SyncStats.Phases:
+//
+//   - "render": Render (pure).
+//   - "addresses": on a full sync ensure kube-ipvs0, the net.ipv4.vs
+//     sysctls kube-proxy sets (conntrack=1, expire_nodest_conn=1,
+//     expire_quiescent_template=1) and the non-zero timeouts (SetConfig);
+//     then list kube-ipvs0's addresses (one dump) and add the missing
+//     ClusterIPs and delete the others.
+//   - "ipvs": dump the virtual servers (one GetServices), compare each with
+//     the desired one, read the real servers of those that exist
+//     (GetDestinations: every one on a full sync, on an incremental sync
+//     only those whose desired real servers changed since the last
+//     successful Sync), then send only the differences: new, updated and
+//     deleted virtual and real servers. Virtual servers that are not
+//     desired are deleted unless their address is in ExcludeCIDRs.
+//     Removed endpoints are deleted at once (kube-proxy's graceful
+//     termination, weight 0 until connections drain, is not reproduced).
+//   - "ipset": `ipset -exist restore` of KUBE-CLUSTER-IP: create, flush and
+//     every entry on a full sync; only added and deleted entries later
+//     (none: no exec).
+//   - "iptables": on a full sync (or after a failed one) one
+//     iptables-legacy-restore --noflush of the nat chains, plus the jumps
+//     from OUTPUT, PREROUTING and POSTROUTING that iptables-legacy-save
+//     shows missing.
+//
+// SyncStats: Kind "full" for the first Sync, after Cleanup, after a
+// failure or ForceFullSync, else "incremental"; Objects = virtual servers
+// + real servers + addresses + ipset entries sent (added, updated or
+// deleted) + nat rules restored; Bytes = netlink request bytes (computed
+// from the message layout when a handle sends one request per object,
+// counted when it batches) + ipset and iptables-restore input bytes. A
+// failed Sync leaves the kernel partly updated and makes the next Sync
+// full.
+func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st proxymodes.SyncStats, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	start, cpu0 := time.Now(), proxymodes.CPUTime()
+	full := p.full || p.synced == nil
+	st = proxymodes.SyncStats{Kind: "incremental", Phases: map[string]time.Duration{}}
+	if full {
+		st.Kind = "full"
+	}
+	defer func() {
+		st.Wall = time.Since(start)
+		st.CPU = proxymodes.CPUTime() - cpu0
+		if err != nil {
+			p.full = true
+			p.iptablesDone = false
+		}
+	}()
+
+	t := time.Now()
+	rs, err := Render(p.cfg, services)
+	st.Phases["render"] = time.Since(t)
+	if err != nil {
+		return st, err
+	}
+	if err := p.handles(); err != nil {
+		return st, err
+	}
+
+	t = time.Now()
+	err = p.syncAddresses(rs, full, &st)
+	st.Phases["addresses"] = time.Since(t)
+	if err != nil {
+		return st, err
+	}
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+
+	t = time.Now()
+	err = p.syncIPVS(rs, full, &st)
+	st.Phases["ipvs"] = time.Since(t)
+	if err != nil {
+		return st, err
+	}
+
+	t = time.Now()
+	entries, err := p.syncIPSet(ctx, rs, full, &st)
+	st.Phases["ipset"] = time.Since(t)
+	if err != nil {
+		return st, err
+	}
+
+	t = time.Now()
+	if full || !p.iptablesDone {
+		err = p.syncIPTables(ctx, rs, &st)
+	}
+	st.Phases["iptables"] = time.Since(t)
+	if err != nil {
+		return st, err
+	}
+
+	synced := make(map[string][]RealServer, len(rs.Virtual))
+	for i := range rs.Virtual {
+		synced[rs.Virtual[i].Key()] = rs.Virtual[i].Reals
+	}
+	p.synced, p.entries, p.full, p.iptablesDone = synced, entries, false, true
+	return st, nil
+}
+
+func (p *Proxier) syncAddresses(rs *Ruleset, full bool, st *proxymodes.SyncStats) error {
+	if full {
+		if err := p.addrs.EnsureLink(); err != nil {
+			return err
+		}
+		for _, kv := range [][2]string{{"conntrack", "1"}, {"expire_nodest_conn", "1"}, {"expire_quiescent_template", "1"}} {
+			if err := p.sysctl(kv[0], kv[1]); err != nil {
+				return err
+			}
+		}
+		c := ipvs.Config{TimeoutTCP: p.cfg.TCPTimeout, TimeoutTCPFin: p.cfg.TCPFinTimeout, TimeoutUDP: p.cfg.UDPTimeout}
+		if c != (ipvs.Config{}) {
+			if err := p.h.SetConfig(&c); err != nil {
+				return fmt.Errorf("ipvs: set timeouts tcp %v tcpfin %v udp %v: %w", c.TimeoutTCP, c.TimeoutTCPFin, c.TimeoutUDP, err)
+			}
+		}
+	}
+	have, err := p.addrs.List()
+	if err != nil {
+		return err
+	}
+	add, del := diffAddrs(rs.Addresses, have)
+	n, err := p.addrs.Add(add)
+	st.Bytes += n
+	st.Objects += n / addrMsgLen
+	if err != nil {
+		return err
+	}
+	n, err = p.addrs.Del(del)
+	st.Bytes += n
+	st.Objects += n / addrMsgLen
+	return err
+}
+
+// diffAddrs returns the addresses of want missing from have, in want's
+// order, and those of have not wanted, sorted.
+func diffAddrs(want, have []netip.Addr) (add, del []netip.Addr) {
+	h := make(map[netip.Addr]struct{}, len(have))
+	for _, a := range have {
+		h[a] = struct{}{}
+	}
+	for _, a := range want {
+		if _, ok := h[a]; ok {
+			delete(h, a)
+			continue
+		}
+		add = append(add, a)
+	}
+	for a := range h {
+		del = append(del, a)
+	}
+	slices.SortFunc(del, netip.Addr.Compare)
+	return add, del
+}
+
+// Plan returns the IPVS changes that turn the kernel state read through h
+// into rs: see Sync's "ipvs" step. synced (nil on a full sync) maps each
+// virtual server key to the real servers last synced; a virtual server
+// whose desired real servers equal them is not re-read. Deterministic:
+// desired virtual servers in rs order, each followed by its real server
+// changes (deletions first), then deletions of unwanted virtual servers
+// sorted by key.
+func Plan(h Handle, cfg Config, rs *Ruleset, synced map[string][]RealServer) ([]Op, error) {
+	cur, err := h.GetServices()
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: list virtual servers: %w", err)
+	}
+	have := make(map[string]*ipvs.Service, len(cur))
+	for _, s := range cur {
+		if s.FWMark != 0 || s.AddressFamily != unix.AF_INET {
+			continue
+		}
+		have[serviceKey(s)] = s
+	}
+	ops := make([]Op, 0, 16)
+	if len(have) == 0 {
+		ops = make([]Op, 0, len(rs.Virtual)+rs.RealServers)
+	}
+	for i := range rs.Virtual {
+		v := &rs.Virtual[i]
+		want := toService(v)
+		k := v.Key()
+		hs, ok := have[k]
+		if !ok {
+			ops = append(ops, Op{Kind: OpNewService, Service: want})
+			for _, r := range v.Reals {
+				ops = append(ops, Op{Kind: OpNewDestination, Service: want, Dest: toDest(r)})
+			}
+			continue
+		}
+		delete(have, k)
+		if !serviceEqual(hs, want) {
+			ops = append(ops, Op{Kind: OpUpdateService, Service: want})
+		}
+		if prev, ok := synced[k]; ok && slices.Equal(prev, v.Reals) {
+			continue
+		}
+		ds, err := h.GetDestinations(want)
+		if err != nil {
+			return nil, fmt.Errorf("ipvs: list real servers of %s: %w", k, err)
+		}
+		haveD := make(map[string]*ipvs.Destination, len(ds))
+		for _, d := range ds {
+			haveD[destKey(addrOf(d.Address), d.Port)] = d
+		}
+		var adds []Op
+		for _, r := range v.Reals {
+			wd := toDest(r)
+			dk := destKey(r.Address, r.Port)
+			hd, ok := haveD[dk]
+			switch {
+			case !ok:
+				adds = append(adds, Op{Kind: OpNewDestination, Service: want, Dest: wd})
+			case !destEqual(hd, wd):
+				adds = append(adds, Op{Kind: OpUpdateDestination, Service: want, Dest: wd})
+			}
+			delete(haveD, dk)
+		}
+		stale := make([]string, 0, len(haveD))
+		for dk := range haveD {
+			stale = append(stale, dk)
+		}
+		sort.Strings(stale)
+		for _, dk := range stale {
+			ops = append(ops, Op{Kind: OpDelDestination, Service: want, Dest: haveD[dk]})
+		}
+		ops = append(ops, adds...)
+	}
+	stale := make([]string, 0, len(have))
+	for k, s := range have {
+		if !cfg.excluded(addrOf(s.Address)) {
+			stale = append(stale, k)
+		}
+	}
+	sort.Strings(stale)
+	for _, k := range stale {
+		ops = append(ops, Op{Kind: OpDelService, Service: have[k]})
+	}
+	return ops, nil
+}
+
+// describe names op's objects for an error: "TCP/198.18.0.1:80 -> 198.19.0.1:8080".
+func describe(op Op) string {
+	s := serviceKey(op.Service)
+	if op.Dest != nil {
+		s += " -> " + destKey(addrOf(op.Dest.Address), op.Dest.Port)
+	}
+	return s
+}
+
+// Apply sends ops through h: in batches when h implements Batcher, else one
+// call per op. It returns the netlink bytes sent and the first error.
+func Apply(h Handle, ops []Op) (int, error) {
+	if b, ok := h.(Batcher); ok {
+		return b.Apply(ops)
+	}
+	n := 0
+	for _, op := range ops {
+		if err := applyOne(h, op); err != nil {
+			return n, fmt.Errorf("ipvs: %s %s: %w", op.Kind, describe(op), err)
+		}
+		n += opBytes(op)
+	}
+	return n, nil
+}
+
+func (p *Proxier) syncIPVS(rs *Ruleset, full bool, st *proxymodes.SyncStats) error {
+	synced := p.synced
+	if full {
+		synced = nil
+	}
+	ops, err := Plan(p.h, p.cfg, rs, synced)
+	if err != nil {
+		return err
+	}
+	n, err := Apply(p.h, ops)
+	st.Bytes += n
+	st.Objects += len(ops)
+	return err
+}
+
+func (p *Proxier) syncIPSet(ctx context.Context, rs *Ruleset, full bool, st *proxymodes.SyncStats) (map[string]struct{}, error) {
+	want := make(map[string]struct{}, len(rs.SetEntries))
+	for _, e := range rs.SetEntries {
+		want[e] = struct{}{}
+	}
+	var b bytes.Buffer
+	n := 0
+	if full || p.entries == nil {
+		b.Grow(64 + len(rs.SetEntries)*(len(ClusterIPSet)+26))
+		fmt.Fprintf(&b, "create %s hash:ip,port family inet hashsize 1024 maxelem %d\nflush %s\n", ClusterIPSet, ipsetMaxElem, ClusterIPSet)
+		for _, e := range rs.SetEntries {
+			b.WriteString("add " + ClusterIPSet + " " + e + "\n")
+		}
+		n = len(rs.SetEntries)
+	} else {
+		for _, e := range rs.SetEntries {
+			if _, ok := p.entries[e]; !ok {
+				b.WriteString("add " + ClusterIPSet + " " + e + "\n")
+				n++
+			}
+		}
+		var del []string
+		for e := range p.entries {
+			if _, ok := want[e]; !ok {
+				del = append(del, e)
+			}
+		}
+		sort.Strings(del)
+		for _, e := range del {
+			b.WriteString("del " + ClusterIPSet + " " + e + "\n")
+			n++
+		}
+	}
+	if b.Len() == 0 {
+		return want, nil
+	}
+	if _, err := p.node.Run(ctx, b.Bytes(), binIPSet, "-exist", "restore"); err != nil {
+		return nil, fmt.Errorf("ipvs: ipset restore of %s (%d entries): %w", ClusterIPSet, n, err)
+	}
+	st.Bytes += b.Len()
+	st.Objects += n
+	return want, nil
+}
+
+// natInput returns rs.NAT with "-I <chain> 1 <jump>" for every jump rule
+// that save (iptables-save -t nat output) lacks, before COMMIT.
+func natInput(nat, save []byte) ([]byte, int) {
+	var jumps []string
+	for _, j := range jumpRules {
+		if !bytes.Contains(save, []byte("-A "+j.chain+" "+j.spec+"\n")) {
+			jumps = append(jumps, "-I "+j.chain+" 1 "+j.spec+"\n")
+		}
+	}
+	body := bytes.TrimSuffix(nat, []byte("COMMIT\n"))
+	out := make([]byte, 0, len(nat)+256)
+	out = append(out, body...)
+	for _, j := range jumps {
+		out = append(out, j...)
+	}
+	return append(out, "COMMIT\n"...), len(jumps)
+}
+
+func (p *Proxier) syncIPTables(ctx context.Context, rs *Ruleset, st *proxymodes.SyncStats) error {
+	save, err := p.node.Run(ctx, nil, binSave, "-t", "nat")
+	if err != nil {
+		return fmt.Errorf("ipvs: %w", err)
+	}
+	in, jumps := natInput(rs.NAT, save)
+	if _, err := p.node.Run(ctx, in, binRestore, "--noflush"); err != nil {
+		return fmt.Errorf("ipvs: restore nat rules: %w", err)
+	}
+	st.Bytes += len(in)
+	st.Objects += rs.NATRules + jumps
+	return nil
+}
+
+// Cleanup removes what the Proxier (or kube-proxy in IPVS mode) programmed
+// in the namespace, as kube-proxy's CleanupLeftovers: the jump rules and
+// the KUBE-SERVICES, KUBE-POSTROUTING and KUBE-MARK-MASQ nat chains, the
+// KUBE-CLUSTER-IP ipset, every IPVS virtual server outside ExcludeCIDRs and
+// kube-ipvs0. It closes the netlink sockets (a later Sync reopens them and
+// is full).
+func (p *Proxier) Cleanup(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.full, p.synced, p.entries, p.iptablesDone = true, nil, nil, false
+	var errs []error
+	save, err := p.node.Run(ctx, nil, binSave, "-t", "nat")
+	if err != nil {
+		errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
+	} else if in := cleanupInput(save); in != nil {
+		if _, err := p.node.Run(ctx, in, binRestore, "--noflush"); err != nil {
+			errs = append(errs, fmt.Errorf("ipvs: cleanup nat rules: %w", err))
+		}
+	}
+	if out, err := p.node.Run(ctx, nil, binIPSet, "list", "-n"); err == nil && slices.Contains(strings.Fields(string(out)), ClusterIPSet) {
+		if _, err := p.node.Run(ctx, nil, binIPSet, "destroy", ClusterIPSet); err != nil {
+			errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
+		}
+	}
+	if err := p.handles(); err != nil {
+		errs = append(errs, err)
+		return errors.Join(errs...)
+	}
+	if svcs, err := p.h.GetServices(); err != nil {
+		errs = append(errs, fmt.Errorf("ipvs: cleanup: list virtual servers: %w", err))
+	} else {
+		for _, s := range svcs {
+			if p.cfg.excluded(addrOf(s.Address)) {
+				continue
+			}
+			if err := p.h.DelService(s); err != nil {
+				errs = append(errs, fmt.Errorf("ipvs: cleanup: delete %s: %w", serviceKey(s), err))
+			}
+		}
+	}
+	if err := p.addrs.DeleteLink(); err != nil {
+		errs = append(errs, err)
+	}
+	p.close()
+	return errors.Join(errs...)
+}
+
+// close releases the netlink sockets of handles New opened.
+func (p *Proxier) close() {
+	if c, ok := p.h.(interface{ Close() }); ok {
+		c.Close()
+	}
+	if p.addrs != nil {
+		p.addrs.Close()
+	}
+	p.h, p.addrs = nil, nil
+}
+
+// cleanupInput turns iptables-save -t nat output into restore input that
+// deletes the IPVS jump rules present and flushes and deletes the
+// kube-proxy chains present, or nil when there is none.
+func cleanupInput(save []byte) []byte {
+	var b bytes.Buffer
+	for _, j := range jumpRules {
+		line := "-A " + j.chain + " " + j.spec + "\n"
+		if bytes.Contains(save, []byte(line)) {
+			b.WriteString("-D " + line[3:])
+		}
+	}
+	var chains []string
+	for _, c := range []string{chainServices, chainPostrouting, chainMarkMasq} {
+		if bytes.Contains(save, []byte("\n:"+c+" ")) {
+			chains = append(chains, c)
+		}
+	}
+	for _, c := range chains {
+		b.WriteString(":" + c + " - [0:0]\n")
+	}
+	for _, c := range chains {
+		b.WriteString("-X " + c + "\n")
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	return append(append([]byte("*nat\n"), b.Bytes()...), "COMMIT\n"...)
+}
