@@ -85,7 +85,18 @@ type Proxier struct {
 	mu      sync.Mutex
 	cmd     iptablesCmd
 	ensured bool     // jump rules known to be in place
-	written []string // KUBE-SVC/KUBE-SEP chains the last Sync wrote
+	written []string // KUBE-SVC/KUBE-SEP chains in the kernel after the last Sync
+	// applied holds each port's fingerprint as of the last successful
+	// Sync; nil forces the next Sync to be full.
+	applied map[string]uint64
+}
+
+// ForceFullSync makes the next Sync rewrite every chain (kube-proxy forces
+// one every syncPeriod).
+func (p *Proxier) ForceFullSync() {
+	p.mu.Lock()
+	p.applied = nil
+	p.mu.Unlock()
 }
 
 // New returns a Proxier for cfg that programs ns. Nothing runs until Sync;
@@ -200,16 +211,19 @@ func cpuNow() time.Duration {
 	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
 }
 
-// Sync programs services in kube-proxy's layout (see Render) as a full
-// sync: it ensures the jump rules from the built-in chains (nat
-// PREROUTING/OUTPUT -> KUBE-SERVICES, POSTROUTING -> KUBE-POSTROUTING,
-// filter INPUT/FORWARD/OUTPUT jumps) with iptables, then runs exactly one
-// iptables-<backend>-restore --noflush of the rendered rules. The restore
-// replaces every kube-proxy chain's contents and flushes and deletes the
-// KUBE-SVC/KUBE-SEP chains the previous Sync wrote that are no longer
-// wanted (a new Proxier assumes none). SyncStats: Kind "full", Objects =
-// nat + filter rules, Bytes = restore input size, Phases "render",
-// "ensure", "restore".
+// Sync programs services in kube-proxy's layout (see Render): it ensures
+// the jump rules from the built-in chains (nat PREROUTING/OUTPUT ->
+// KUBE-SERVICES, POSTROUTING -> KUBE-POSTROUTING, filter
+// INPUT/FORWARD/OUTPUT jumps) with iptables when they may be missing, then
+// runs exactly one iptables-<backend>-restore --noflush. The first Sync
+// after New, Cleanup, a failure or ForceFullSync is full (Kind "full"):
+// every chain is declared and rewritten. Later Syncs are partial, as
+// kube-proxy ≥ 1.28's (Kind "incremental"): KUBE-SERVICES and the fixed
+// chains are rewritten whole, but only the KUBE-SVC/KUBE-SEP chains of
+// service ports whose rules changed are declared and written. Either way
+// the chains no longer wanted are flushed and deleted in the same restore.
+// SyncStats: Objects = rules written, Bytes = restore input size, Phases
+// "render", "ensure", "restore".
 func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxymodes.SyncStats, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -231,7 +245,17 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	}
 	current := pl.chains()
 	stale := staleChains(p.written, current)
-	rs := pl.write(stale)
+	fps := pl.fingerprints()
+	var unchanged []bool
+	if p.applied != nil {
+		st.Kind = "incremental"
+		unchanged = make([]bool, len(pl.ports))
+		for i := range pl.ports {
+			old, ok := p.applied[pl.ports[i].name]
+			unchanged[i] = ok && old == fps[pl.ports[i].name]
+		}
+	}
+	rs := pl.write(stale, unchanged)
 	st.Phases["render"] = time.Since(t)
 	st.Objects = rs.NatRules + rs.FilterRules
 	st.Bytes = len(rs.Data)
@@ -257,9 +281,11 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 		// the jumps too, as kube-proxy forces a full sync after a failure.
 		p.written = append(p.written, current...)
 		p.ensured = false
+		p.applied = nil
 		return st, fmt.Errorf("iptables: sync %d services: %w", len(services), err)
 	}
 	p.written = current
+	p.applied = fps
 	return st, nil
 }
 
@@ -327,6 +353,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 		}
 	}
 	p.written = nil
+	p.applied = nil
 	return nil
 }
 

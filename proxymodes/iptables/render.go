@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"strconv"
 
@@ -292,7 +293,33 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.write(nil), nil
+	return p.write(nil, nil), nil
+}
+
+// fingerprints returns, per port of the plan, a hash of everything its
+// KUBE-SVC and KUBE-SEP chains contain (ClusterIP, port, protocol, the
+// masquerade CIDR, comment mode, and the endpoint chain names, which hash
+// each endpoint's ip:port), so a partial sync can tell changed ports.
+func (p *plan) fingerprints() map[string]uint64 {
+	out := make(map[string]uint64, len(p.ports))
+	h := fnv.New64a()
+	var buf []byte
+	for i := range p.ports {
+		pp := &p.ports[i]
+		h.Reset()
+		buf = append(buf[:0], pp.svcChain...)
+		buf = pp.appendMatch(buf)
+		buf = append(buf, p.cfg.ClusterCIDR.String()...)
+		if p.large {
+			buf = append(buf, 'L')
+		}
+		for _, c := range p.sepChains[pp.epStart:pp.epEnd] {
+			buf = append(buf, c...)
+		}
+		h.Write(buf)
+		out[pp.name] = h.Sum64()
+	}
+	return out
 }
 
 var probabilities []string
@@ -310,8 +337,12 @@ func computeProbability(n int) string {
 }
 
 // write renders the plan; stale lists KUBE-SVC/KUBE-SEP chains to flush
-// and delete ("-X") in the same restore.
-func (p *plan) write(stale []string) *Ruleset {
+// and delete ("-X") in the same restore. When unchanged is not nil, the
+// KUBE-SVC and KUBE-SEP chains of port i with unchanged[i] set are neither
+// declared nor written (kube-proxy's partial sync: under --noflush they
+// keep their rules); KUBE-SERVICES and the fixed chains are always written
+// whole.
+func (p *plan) write(stale []string, unchanged []bool) *Ruleset {
 	rs := &Ruleset{}
 	b := make([]byte, 0, p.size+len(stale)*48)
 
@@ -349,7 +380,7 @@ func (p *plan) write(stale []string) *Ruleset {
 	}
 	for i := range p.ports {
 		pp := &p.ports[i]
-		if pp.svcChain == "" {
+		if pp.svcChain == "" || (unchanged != nil && unchanged[i]) {
 			continue
 		}
 		b = appendChainLine(b, pp.svcChain)
@@ -384,6 +415,9 @@ func (p *plan) write(stale []string) *Ruleset {
 		b = append(b, pp.svcChain...)
 		b = append(b, '\n')
 		rs.NatRules++
+		if unchanged != nil && unchanged[i] {
+			continue
+		}
 		// KUBE-SVC: masquerade off-cluster sources.
 		if cidr != "" {
 			b = append(b, "-A "...)
