@@ -1,0 +1,193 @@
+// Package syncloop reproduces kube-proxy's sync loop: changes are batched;
+// a sync runs no more often than minSyncPeriod (a token bucket of burst 2,
+// as kube-proxy's BoundedFrequencyRunner, pkg/util/async) and at least
+// every syncPeriod; a failed sync is retried and forces the next sync to be
+// full. The decisions live in State, a pure state machine driven by the
+// caller's clock, so tests (fake clock) and the sim engine (simulated time)
+// replay exactly what Runner does in real time.
+package syncloop
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+)
+
+// DefaultBurst is kube-proxy's burstSyncs: two syncs may run back to back
+// before minSyncPeriod applies.
+const DefaultBurst = 2
+
+// State decides when syncs run and whether they are full.
+type State struct {
+	// MinSyncPeriod is the shortest average interval between sync starts
+	// (0: sync on every change). SyncPeriod is the longest interval
+	// between syncs; a sync that runs because SyncPeriod elapsed, or the
+	// first one after SyncPeriod since the last full sync, is full.
+	MinSyncPeriod, SyncPeriod time.Duration
+	// Burst is the token bucket size (DefaultBurst when 0).
+	Burst int
+
+	tokens   float64
+	refilled time.Time
+	lastSync time.Time // start of the last sync
+	lastFull time.Time
+	started  bool
+	pending  bool // changes not yet synced
+	needFull bool
+}
+
+// New returns a State whose first sync (due at once) is full.
+func New(minSyncPeriod, syncPeriod time.Duration) *State {
+	return &State{MinSyncPeriod: minSyncPeriod, SyncPeriod: syncPeriod, pending: true, needFull: true}
+}
+
+func (s *State) burst() float64 {
+	if s.Burst <= 0 {
+		return DefaultBurst
+	}
+	return float64(s.Burst)
+}
+
+// refill brings the token bucket to now.
+func (s *State) refill(now time.Time) {
+	if !s.started && s.refilled.IsZero() {
+		s.tokens, s.refilled = s.burst(), now
+		return
+	}
+	if s.MinSyncPeriod > 0 && now.After(s.refilled) {
+		s.tokens = math.Min(s.burst(), s.tokens+float64(now.Sub(s.refilled))/float64(s.MinSyncPeriod))
+	}
+	s.refilled = now
+}
+
+// Change records that the desired state changed at now.
+func (s *State) Change(now time.Time) { s.pending = true }
+
+// Pending reports whether changes wait for a sync.
+func (s *State) Pending() bool { return s.pending }
+
+// NextRun returns when the next sync is due, as seen at now (never before
+// now): for pending changes, as soon as the token bucket holds a token;
+// otherwise SyncPeriod after the last sync started.
+func (s *State) NextRun(now time.Time) time.Time {
+	s.refill(now)
+	periodic := s.lastSync.Add(s.SyncPeriod)
+	if !s.started {
+		periodic = now
+	}
+	if !s.pending {
+		if periodic.Before(now) {
+			return now
+		}
+		return periodic
+	}
+	at := now
+	if s.MinSyncPeriod > 0 && s.tokens < 1 {
+		at = now.Add(time.Duration((1 - s.tokens) * float64(s.MinSyncPeriod)))
+	}
+	if periodic.Before(at) && s.started {
+		at = maxTime(periodic, now)
+	}
+	return at
+}
+
+// Due reports whether a sync should start at now.
+func (s *State) Due(now time.Time) bool { return !s.NextRun(now).After(now) }
+
+// Start records that a sync starts at now (taking a token) and returns
+// whether it must be full: the first sync, after a failure, or when
+// SyncPeriod has passed since the last full sync. Changes recorded before
+// now are covered by this sync.
+func (s *State) Start(now time.Time) (full bool) {
+	s.refill(now)
+	if s.MinSyncPeriod > 0 {
+		s.tokens = math.Max(0, s.tokens-1)
+	}
+	full = s.needFull || !s.started || now.Sub(s.lastFull) >= s.SyncPeriod
+	s.started, s.lastSync, s.pending = true, now, false
+	if full {
+		s.lastFull = now
+	}
+	s.needFull = false
+	return full
+}
+
+// Done records the outcome of the sync started last. A failure forces the
+// next sync to be full; like kube-proxy's RetryAfter(syncPeriod), it is
+// retried by the periodic sync SyncPeriod after the failed one, or sooner
+// when a new change arrives.
+func (s *State) Done(err error) {
+	if err != nil {
+		s.needFull = true
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// SyncFunc performs one sync of the latest desired state; full says
+// whether it must be a full sync.
+type SyncFunc func(ctx context.Context, full bool) error
+
+// Runner drives a State in real time: Changed wakes it, and it calls
+// sync whenever the State says a sync is due, one at a time.
+type Runner struct {
+	mu    sync.Mutex
+	st    *State
+	wake  chan struct{}
+	sync  SyncFunc
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
+}
+
+// NewRunner returns a Runner over st calling fn.
+func NewRunner(st *State, fn SyncFunc) *Runner {
+	return &Runner{st: st, wake: make(chan struct{}, 1), sync: fn, now: time.Now, after: time.After}
+}
+
+// Changed records a change now and wakes the loop.
+func (r *Runner) Changed() {
+	r.mu.Lock()
+	r.st.Change(r.now())
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run loops until ctx ends, running syncs as the State decides.
+func (r *Runner) Run(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		now := r.now()
+		next := r.st.NextRun(now)
+		due := !next.After(now)
+		var full bool
+		if due {
+			full = r.st.Start(now)
+		}
+		r.mu.Unlock()
+		if due {
+			err := r.sync(ctx, full)
+			r.mu.Lock()
+			r.st.Done(err)
+			r.mu.Unlock()
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-r.after(next.Sub(now)):
+		}
+	}
+}

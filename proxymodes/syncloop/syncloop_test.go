@@ -1,0 +1,162 @@
+package syncloop
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+// sim replays changes at the given offsets against a State, running each
+// sync as soon as it is due (taking no time), and returns the offsets of
+// sync starts and which were full. fail makes the sync at that index fail.
+func sim(st *State, changes []time.Duration, until time.Duration, fail map[int]bool) (starts []time.Duration, fulls []bool) {
+	now := t0
+	ci := 0
+	for now.Before(at(until)) {
+		next := st.NextRun(now)
+		if ci < len(changes) && !at(changes[ci]).After(next) {
+			now = at(changes[ci])
+			st.Change(now)
+			ci++
+			continue
+		}
+		if next.After(at(until)) {
+			break
+		}
+		now = next
+		full := st.Start(now)
+		starts = append(starts, now.Sub(t0))
+		fulls = append(fulls, full)
+		var err error
+		if fail[len(starts)-1] {
+			err = errors.New("injected")
+		}
+		st.Done(err)
+	}
+	return starts, fulls
+}
+
+func TestFirstSyncIsFullAndImmediate(t *testing.T) {
+	st := New(time.Second, 30*time.Second)
+	if !st.Due(t0) || !st.Start(t0) {
+		t.Fatal("first sync must be due at once and full")
+	}
+	st.Done(nil)
+	if st.Due(t0.Add(time.Millisecond)) {
+		t.Error("a sync is due without a change")
+	}
+	if got := st.NextRun(t0); !got.Equal(at(30 * time.Second)) {
+		t.Errorf("periodic sync at %v, want +30s", got.Sub(t0))
+	}
+}
+
+// TestBatchingWithMinSyncPeriod: with minSyncPeriod 1s and burst 2, after
+// the initial sync a change syncs at once (second token), and 10 changes
+// in the next 800 ms are batched into one sync when a token is back.
+func TestBatchingWithMinSyncPeriod(t *testing.T) {
+	st := New(time.Second, 30*time.Second)
+	var changes []time.Duration
+	changes = append(changes, 100*time.Millisecond)
+	for i := 0; i < 10; i++ {
+		changes = append(changes, 200*time.Millisecond+time.Duration(i)*80*time.Millisecond)
+	}
+	starts, fulls := sim(st, changes, 5*time.Second, nil)
+	want := []time.Duration{0, 100 * time.Millisecond, time.Second}
+	if len(starts) != len(want) {
+		t.Fatalf("syncs at %v, want %v", starts, want)
+	}
+	for i := range want {
+		if starts[i] != want[i] {
+			t.Errorf("sync %d at %v, want %v", i, starts[i], want[i])
+		}
+	}
+	if !fulls[0] || fulls[1] || fulls[2] {
+		t.Errorf("full flags %v, want only the first full", fulls)
+	}
+}
+
+// TestMinSyncPeriodZeroSyncsEveryChange: no batching without minSyncPeriod.
+func TestMinSyncPeriodZeroSyncsEveryChange(t *testing.T) {
+	st := New(0, 30*time.Second)
+	changes := []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond}
+	starts, _ := sim(st, changes, time.Second, nil)
+	if len(starts) != 4 {
+		t.Errorf("syncs at %v, want the initial one and one per change", starts)
+	}
+}
+
+// TestSyncPeriodForcesPeriodicFullSync: with no change, a sync runs every
+// syncPeriod, and it is full.
+func TestSyncPeriodForcesPeriodicFullSync(t *testing.T) {
+	st := New(time.Second, 10*time.Second)
+	starts, fulls := sim(st, []time.Duration{3 * time.Second}, 25*time.Second, nil)
+	want := []time.Duration{0, 3 * time.Second, 13 * time.Second, 23 * time.Second}
+	if len(starts) != len(want) {
+		t.Fatalf("syncs at %v, want %v", starts, want)
+	}
+	for i := range want {
+		if starts[i] != want[i] {
+			t.Errorf("sync %d at %v, want %v", i, starts[i], want[i])
+		}
+	}
+	if fulls[1] || !fulls[2] || !fulls[3] {
+		t.Errorf("full flags %v: the change sync is partial, the periodic ones full", fulls)
+	}
+}
+
+// TestFailureForcesFullSync: the sync after a failed one is full, even
+// when it runs for a change long before syncPeriod.
+func TestFailureForcesFullSync(t *testing.T) {
+	st := New(time.Second, 30*time.Second)
+	changes := []time.Duration{2 * time.Second, 5 * time.Second, 8 * time.Second}
+	starts, fulls := sim(st, changes, 10*time.Second, map[int]bool{1: true})
+	if len(starts) != 4 {
+		t.Fatalf("syncs at %v", starts)
+	}
+	if fulls[1] || !fulls[2] || fulls[3] {
+		t.Errorf("full flags %v: want [true false true false] (failure at sync 1 forces sync 2 full)", fulls)
+	}
+	// Without a change, a failed sync is retried after syncPeriod.
+	st = New(time.Second, 30*time.Second)
+	starts, fulls = sim(st, nil, 40*time.Second, map[int]bool{0: true})
+	if len(starts) != 2 || starts[1] != 30*time.Second || !fulls[1] {
+		t.Errorf("retry after failure: %v %v, want a full sync at 30s", starts, fulls)
+	}
+}
+
+// TestRunnerRealTime drives Runner with real time: a burst of changes is
+// batched, and ctx cancellation stops it.
+func TestRunnerRealTime(t *testing.T) {
+	var mu sync.Mutex
+	var syncs []bool
+	r := NewRunner(New(100*time.Millisecond, time.Hour), func(ctx context.Context, full bool) error {
+		mu.Lock()
+		syncs = append(syncs, full)
+		mu.Unlock()
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	time.Sleep(20 * time.Millisecond)
+	for i := 0; i < 20; i++ {
+		r.Changed()
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(250 * time.Millisecond)
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	// Initial full sync, the burst token at the first change, then the
+	// remaining changes batched behind minSyncPeriod: far fewer than 21.
+	if len(syncs) < 2 || len(syncs) > 4 || !syncs[0] {
+		t.Errorf("syncs %v: want 2..4 syncs, the first full", syncs)
+	}
+}
