@@ -104,7 +104,8 @@ func (p *Proxier) run(ctx context.Context, nft knftables.Interface, tx *knftable
 //
 // A full sync (the first, after ForceFullSync, Cleanup or a failed Sync)
 // sends two transactions: "chains" recreates table ip kube-proxy empty and
-// adds its sets, maps, chains and rules; "elements" then adds every map and
+// adds its sets, maps, chains and rules (in several transactions when
+// Config.ChainsPerTransaction is set); "elements" then adds every map and
 // set element, so SyncStats.Phases show where the time goes (at scale
 // almost all of it is the kernel adding rules, see the package benchmarks).
 // Between the two, ClusterIPs are not dispatched (as when the table is
@@ -145,15 +146,18 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 		return st, err
 	}
 	if old == nil {
-		chains := nft.NewTransaction()
-		rs.FullChains(chains)
+		chains := rs.FullChainsSplit(nft.NewTransaction, p.cfg.ChainsPerTransaction)
 		elems := nft.NewTransaction()
 		rs.FullElements(elems)
-		txs = []*knftables.Transaction{chains, elems}
+		txs = append(chains, elems)
 		c := rs.Counts()
 		st.Objects = c.Objects()
 		t = time.Now()
-		err = p.run(ctx, nft, chains)
+		for _, tx := range chains {
+			if err = p.run(ctx, nft, tx); err != nil {
+				break
+			}
+		}
 		st.Phases["chains"] = time.Since(t)
 		if err == nil {
 			t = time.Now()

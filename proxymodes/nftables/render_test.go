@@ -362,3 +362,24 @@ func TestDiffIncremental(t *testing.T) {
 		t.Errorf("service without endpoints: verdict %q", v)
 	}
 }
+
+func TestFullChainsSplit(t *testing.T) {
+	svcs := genServices(100, 3)
+	want, _ := applyFake(t, testCfg, svcs)
+	rs, _ := Render(testCfg, svcs)
+	fake := knftables.NewFake(Family, Table)
+	txs := rs.FullChainsSplit(fake.NewTransaction, 64)
+	if len(txs) != 1+(13+400+63)/64 {
+		t.Errorf("%d transactions", len(txs))
+	}
+	el := fake.NewTransaction()
+	rs.FullElements(el)
+	for _, tx := range append(txs, el) {
+		if err := fake.Run(context.Background(), tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fake.Dump() != want.Dump() {
+		t.Error("split full sync differs from a single one")
+	}
+}
