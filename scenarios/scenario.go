@@ -34,6 +34,10 @@ type Scenario struct {
 	Fallback string `yaml:"fallback,omitempty" json:"fallback,omitempty"`
 
 	Services ServicesSpec `yaml:"services" json:"services"`
+	// Churn, when Rate > 0, changes endpoints and services at Rate per
+	// second for Duration after each mode's traffic phases, with the mode's
+	// sync loop running, and measures programming latency.
+	Churn ChurnSpec `yaml:"churn,omitempty" json:"churn,omitempty"`
 	// Sweep, when set, runs every mode once per service count listed
 	// (capacity planning): services.count is replaced by each in turn.
 	Sweep    SweepSpec    `yaml:"sweep,omitempty" json:"sweep,omitempty"`
@@ -44,6 +48,9 @@ type Scenario struct {
 	IPVS     IPVSSpec     `yaml:"ipvs" json:"ipvs"`
 	NFTables NFTablesSpec `yaml:"nftables" json:"nftables"`
 	UML      UMLSpec      `yaml:"uml" json:"uml"`
+	// Gates are pass/fail checks `run` evaluates after measuring (exit 1
+	// when one fails); see Gate.
+	Gates []Gate `yaml:"gates,omitempty" json:"gates,omitempty"`
 
 	// source names the file the scenario came from (for error messages);
 	// lines maps each field path present in it ("services.count",
@@ -132,6 +139,37 @@ type TrafficSpec struct {
 type SweepSpec struct {
 	// Services are the service counts, each a point of the sweep.
 	Services []int `yaml:"services,omitempty" json:"services,omitempty"`
+	// MinSyncPeriod lists minSyncPeriod values for the churn phase: it is
+	// repeated once per value, overriding every mode's minSyncPeriod.
+	MinSyncPeriod []Duration `yaml:"minSyncPeriod,omitempty" json:"minSyncPeriod,omitempty"`
+}
+
+// ChurnSpec is the open-loop churn generator (workload.Churn).
+type ChurnSpec struct {
+	// Rate is changes per second (0, the default, disables churn).
+	Rate float64 `yaml:"rate,omitempty" json:"rate,omitempty"`
+	// Duration is how long changes are generated (default 60s).
+	Duration Duration `yaml:"duration,omitempty" json:"duration,omitempty"`
+	// Arrival is poisson (default: exponential gaps, mean 1/Rate) or
+	// constant (gaps of exactly 1/Rate).
+	Arrival string `yaml:"arrival,omitempty" json:"arrival,omitempty"`
+	// Mix weighs the kinds of change (default: endpoint add, remove and
+	// readiness flip 1 each, service create and delete 0).
+	Mix ChurnMix `yaml:"mix,omitempty" json:"mix,omitempty"`
+	// Probes is the number of probe workers observing the data plane (default 2).
+	Probes int `yaml:"probes,omitempty" json:"probes,omitempty"`
+	// Grace is how long, after the last change, unobserved changes are
+	// still probed before they count as unobserved (default 30s).
+	Grace Duration `yaml:"grace,omitempty" json:"grace,omitempty"`
+}
+
+// ChurnMix weighs the kinds of change; weights are relative, >= 0.
+type ChurnMix struct {
+	EndpointAdd    float64 `yaml:"endpointAdd" json:"endpointAdd"`
+	EndpointRemove float64 `yaml:"endpointRemove" json:"endpointRemove"`
+	ReadinessFlip  float64 `yaml:"readinessFlip" json:"readinessFlip"`
+	ServiceCreate  float64 `yaml:"serviceCreate" json:"serviceCreate"`
+	ServiceDelete  float64 `yaml:"serviceDelete" json:"serviceDelete"`
 }
 
 // Sizes returns the service counts to run: Sweep.Services, or
@@ -143,11 +181,11 @@ func (s *Scenario) Sizes() []int {
 	return []int{s.Services.Count}
 }
 
-// AtSize returns a copy of s with Services.Count = n and no sweep.
+// AtSize returns a copy of s with Services.Count = n and no size sweep.
 func (s *Scenario) AtSize(n int) *Scenario {
 	c := *s
 	c.Services.Count = n
-	c.Sweep = SweepSpec{}
+	c.Sweep.Services = nil
 	return &c
 }
 

@@ -120,6 +120,15 @@ func (s *Scenario) SetDefaults() {
 	dur("nftables.syncPeriod", &s.NFTables.SyncPeriod, 30*time.Second)
 	dur("nftables.minSyncPeriod", &s.NFTables.MinSyncPeriod, time.Second)
 	setIf(&s.UML.MemoryMiB, 2048)
+	if c := &s.Churn; c.Rate > 0 {
+		dur("churn.duration", &c.Duration, 60*time.Second)
+		dur("churn.grace", &c.Grace, 30*time.Second)
+		setStr(&c.Arrival, "poisson")
+		setIf(&c.Probes, 2)
+		if c.Mix == (ChurnMix{}) && !s.has("churn.mix") {
+			c.Mix = ChurnMix{EndpointAdd: 1, EndpointRemove: 1, ReadinessFlip: 1}
+		}
+	}
 	dur("uml.timeout", &s.UML.Timeout, 30*time.Minute)
 }
 
@@ -348,6 +357,33 @@ func (s *Scenario) Validate() error {
 		}
 	}
 	between("uml.memoryMiB", s.UML.MemoryMiB, 256, 16384)
+	if c := s.Churn; c.Rate != 0 || s.has("churn") {
+		if !(c.Rate > 0 && c.Rate <= 10000) {
+			add("churn.rate", fmt.Sprintf("%v is not in (0, 10000] changes per second", c.Rate), "use a rate such as 10")
+		}
+		if c.Duration.Duration <= 0 {
+			add("churn.duration", fmt.Sprintf("%s is not positive", c.Duration.Duration), `use a duration such as "60s"`)
+		}
+		if c.Grace.Duration < 0 {
+			add("churn.grace", fmt.Sprintf("%s is negative", c.Grace.Duration), `use a duration such as "30s"`)
+		}
+		oneOf("churn.arrival", c.Arrival, []string{"poisson", "constant"})
+		between("churn.probes", c.Probes, 1, 64)
+		m := c.Mix
+		if m.EndpointAdd < 0 || m.EndpointRemove < 0 || m.ReadinessFlip < 0 || m.ServiceCreate < 0 || m.ServiceDelete < 0 ||
+			m.EndpointAdd+m.EndpointRemove+m.ReadinessFlip+m.ServiceCreate+m.ServiceDelete <= 0 {
+			add("churn.mix", "weights must be >= 0 and not all zero", "set for example endpointAdd: 1, endpointRemove: 1, readinessFlip: 1")
+		}
+	}
+	for i, d := range s.Sweep.MinSyncPeriod {
+		if d.Duration < 0 {
+			add(fmt.Sprintf("sweep.minSyncPeriod[%d]", i), fmt.Sprintf("%s is negative", d.Duration), `use values such as "0s", "1s", "10s"`)
+		}
+	}
+	if len(s.Sweep.MinSyncPeriod) > 0 && s.Churn.Rate == 0 {
+		add("sweep.minSyncPeriod", "has no effect without churn", "set churn.rate (the minSyncPeriod sweep repeats the churn phase)")
+	}
+	s.validateGates(add)
 
 	if len(errs) == 1 {
 		return errs[0]

@@ -214,31 +214,46 @@ func dialOnce(spec DriveSpec, t Target, rng *rand.Rand) sample {
 		dst, dport = eps[rng.Intn(len(eps))].IP, port.TargetPort
 	}
 	s := sample{svc: t.Service}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	landed, _, lat, err := DialEcho(dst, dport, spec.Timeout)
+	s.lat = int64(lat)
 	if err != nil {
-		s.err = fmt.Errorf("socket: %w", err)
+		s.err = err
 		return s
 	}
+	s.landed = landed.Addr()
+	s.miss = landed.Port() != port.TargetPort || !isEndpoint(svc, landed.Addr())
+	return s
+}
+
+// DialEcho makes one TCP connection to dst:port from the calling thread,
+// which must be locked into a client namespace: a blocking connect(2)
+// (timed: latency is from the SYN being sent to the handshake completing),
+// a read of the echo server's line (the endpoint address the connection
+// landed on), and a close with SO_LINGER 0 (RST, no TIME_WAIT). start is
+// when the connect began. Errors name the address and the step.
+func DialEcho(dst netip.Addr, port uint16, timeout time.Duration) (landed netip.AddrPort, start time.Time, latency time.Duration, err error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return landed, time.Now(), 0, fmt.Errorf("socket: %w", err)
+	}
 	defer unix.Close(fd) // with SO_LINGER 0: sends RST, leaves no TIME_WAIT
-	tv := unix.NsecToTimeval(spec.Timeout.Nanoseconds())
+	tv := unix.NsecToTimeval(timeout.Nanoseconds())
 	_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	sa := &unix.SockaddrInet4{Port: int(dport), Addr: dst.As4()}
-	t0 := time.Now()
+	sa := &unix.SockaddrInet4{Port: int(port), Addr: dst.As4()}
+	start = time.Now()
 	err = unix.Connect(fd, sa)
-	s.lat = int64(time.Since(t0))
+	latency = time.Since(start)
 	if err != nil {
-		s.err = fmt.Errorf("connect %s:%d: %w", dst, dport, err)
-		return s
+		return landed, start, latency, fmt.Errorf("connect %s:%d: %w", dst, port, err)
 	}
 	var buf [64]byte
 	n := 0
 	for n < len(buf) {
 		m, err := unix.Read(fd, buf[n:])
 		if err != nil || m == 0 {
-			s.err = fmt.Errorf("read echo from %s:%d: %v", dst, dport, err)
-			return s
+			return landed, start, latency, fmt.Errorf("read echo from %s:%d: %v", dst, port, err)
 		}
 		n += m
 		if bytes.IndexByte(buf[:n], '\n') >= 0 {
@@ -246,14 +261,11 @@ func dialOnce(spec DriveSpec, t Target, rng *rand.Rand) sample {
 		}
 	}
 	line := string(bytes.TrimSpace(buf[:n]))
-	ap, err := netip.ParseAddrPort(line)
+	landed, err = netip.ParseAddrPort(line)
 	if err != nil {
-		s.err = fmt.Errorf("bad echo %q from %s:%d", line, dst, dport)
-		return s
+		return landed, start, latency, fmt.Errorf("bad echo %q from %s:%d", line, dst, port)
 	}
-	s.landed = ap.Addr()
-	s.miss = ap.Port() != port.TargetPort || !isEndpoint(svc, ap.Addr())
-	return s
+	return landed, start, latency, nil
 }
 
 func readyEndpoints(s *Service) []Endpoint {

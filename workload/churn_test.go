@@ -1,0 +1,115 @@
+package workload
+
+import (
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/proxybench/proxybench/scenarios"
+)
+
+func churnScenario(t *testing.T, n int) (*scenarios.Scenario, []Service) {
+	t.Helper()
+	sc, err := scenarios.Parse([]byte("services:\n  count: 50\n"), "churn.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Services.Count = n
+	svcs, err := Services(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc, svcs
+}
+
+func TestArrivals(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	if got := Arrivals(10, 60*time.Second, "constant", rng); len(got) != 599 || got[0] != 100*time.Millisecond {
+		t.Errorf("constant: %d arrivals, first %v; want 599 (t < 60 s), first 100ms", len(got), got[0])
+	}
+	// Poisson: the count over 600 s at 10/s has mean 6000, sd ~77.
+	got := Arrivals(10, 600*time.Second, "poisson", rng)
+	if len(got) < 6000-400 || len(got) > 6000+400 {
+		t.Errorf("poisson: %d arrivals over 600 s at 10/s", len(got))
+	}
+	for i := 1; i < len(got); i++ {
+		if got[i] < got[i-1] {
+			t.Fatal("arrivals not increasing")
+		}
+	}
+}
+
+// TestClusterChangesKeepServicesReachable applies many changes and checks
+// each against the state: every live service keeps a ready endpoint, the
+// changed endpoint is where the change says, busy services are not
+// changed again until released, and deleted services leave the snapshot.
+func TestClusterChangesKeepServicesReachable(t *testing.T) {
+	sc, svcs := churnScenario(t, 20)
+	c := NewCluster(sc, svcs)
+	rng := rand.New(rand.NewSource(7))
+	mix := scenarios.ChurnMix{EndpointAdd: 1, EndpointRemove: 1, ReadinessFlip: 1, ServiceCreate: 0.3, ServiceDelete: 0.3}
+	kinds := map[string]int{}
+	seen := map[string]bool{}
+	for _, s := range svcs {
+		for _, e := range s.Endpoints {
+			seen[e.IP.String()] = true
+		}
+	}
+	for i := 0; i < 500; i++ {
+		before := append([]bool(nil), c.busy...)
+		ch, ok := c.Next(rng, mix)
+		if !ok {
+			continue
+		}
+		kinds[ch.Kind]++
+		if ch.Service < len(before) && before[ch.Service] {
+			t.Fatalf("change %d hit busy service %d", i, ch.Service)
+		}
+		s := c.Services[ch.Service]
+		has := func(ready bool) bool {
+			for _, e := range s.Endpoints {
+				if e.IP == ch.Endpoint && e.Ready == ready {
+					return true
+				}
+			}
+			return false
+		}
+		switch ch.Kind {
+		case EndpointAdd:
+			if !has(true) || seen[ch.Endpoint.String()] {
+				t.Fatalf("add: %v not a fresh ready endpoint of %s", ch.Endpoint, s.Name)
+			}
+			seen[ch.Endpoint.String()] = true
+		case EndpointRemove:
+			if has(true) || has(false) {
+				t.Fatalf("remove: %v still in %s", ch.Endpoint, s.Name)
+			}
+		case EndpointUnready:
+			if !has(false) {
+				t.Fatalf("unready: %v not unready", ch.Endpoint)
+			}
+		case EndpointReady:
+			if !has(true) {
+				t.Fatalf("ready: %v not ready", ch.Endpoint)
+			}
+		}
+		if Appears(ch.Kind) != (ch.Kind == EndpointAdd || ch.Kind == EndpointReady || ch.Kind == ServiceCreate) {
+			t.Fatal("Appears")
+		}
+		for _, live := range c.Snapshot() {
+			if ready(&live) == 0 {
+				t.Fatalf("service %s has no ready endpoint after %s", live.Name, ch.Kind)
+			}
+		}
+		c.Release(ch.Service)
+	}
+	for _, k := range []string{EndpointAdd, EndpointRemove, EndpointUnready, EndpointReady, ServiceCreate, ServiceDelete} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s in 500 changes: %v", k, kinds)
+		}
+	}
+	live := c.Snapshot()
+	if len(live) != len(c.Services)-kinds[ServiceDelete] {
+		t.Errorf("snapshot has %d services, want %d", len(live), len(c.Services)-kinds[ServiceDelete])
+	}
+}
