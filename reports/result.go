@@ -62,10 +62,28 @@ type ModeResult struct {
 	SyncFull []proxymodes.SyncStats `json:"syncFull"`
 	// SyncFullSummary summarises SyncFull wall times.
 	SyncFullSummary Summary `json:"syncFullSummary"`
+	// SyncIncremental are the raw samples of sync.incremental: a Sync
+	// after one endpoint change at Services services (one per repetition).
+	SyncIncremental        []proxymodes.SyncStats `json:"syncIncremental,omitempty"`
+	SyncIncrementalSummary Summary                `json:"syncIncrementalSummary"`
+	// Churn holds the churn phases (one per minSyncPeriod of a sweep).
+	Churn []ChurnResult `json:"churn,omitempty"`
 	// Lookup holds lookup.latency per service position.
 	Lookup []PositionResult `json:"lookup"`
 	// Fairness pools the fixed-position services' hits.
 	Fairness FairnessSummary `json:"fairness"`
+	// Programming is programming.latency (endpoint change to the first
+	// connection reaching the new endpoint), when the run measured it.
+	Programming *Programming `json:"programming,omitempty"`
+}
+
+// Programming holds programming.latency samples: from an endpoint change
+// to the first connection through the VIP that lands on the new endpoint.
+type Programming struct {
+	// SamplesNs are the raw latencies in ns.
+	SamplesNs []int64 `json:"samplesNs"`
+	// Latency summarises SamplesNs.
+	Latency Summary `json:"latency"`
 }
 
 // PositionResult is lookup.latency (and hits) at one service position.

@@ -205,6 +205,24 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	o.Progress.Done()
 	mr.SyncFullSummary = reports.Summarize(walls)
 
+	// sync.incremental: one endpoint moves to a fresh pod IP, Sync, and
+	// back (the way back is not recorded).
+	if !m.Direct {
+		var incs []int64
+		for rep := 0; rep < sc.Repetitions; rep++ {
+			st, err := p.Sync(ctx, moveOneEndpoint(services, rep))
+			if err != nil {
+				return nil, fmt.Errorf("incremental sync: %w", err)
+			}
+			mr.SyncIncremental = append(mr.SyncIncremental, st)
+			incs = append(incs, int64(st.Wall))
+			if _, err := p.Sync(ctx, services); err != nil {
+				return nil, fmt.Errorf("sync back after the incremental sync: %w", err)
+			}
+		}
+		mr.SyncIncrementalSummary = reports.Summarize(incs)
+	}
+
 	flat := workload.FlatTargets(services)
 	pos := map[string]*reports.PositionResult{}
 	hits := map[string]map[netip.Addr]int{}
@@ -279,7 +297,50 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		mr.Lookup = append(mr.Lookup, *pr)
 	}
 	mr.Fairness = reports.PoolFairness(fs)
+
+	if sc.Churn.Rate > 0 && !m.Direct {
+		minSync, period := syncPeriods(sc, mode)
+		values := []time.Duration{minSync}
+		if len(sc.Sweep.MinSyncPeriod) > 0 {
+			values = values[:0]
+			for _, d := range sc.Sweep.MinSyncPeriod {
+				values = append(values, d.Duration)
+			}
+		}
+		for _, ms := range values {
+			if _, err := p.Sync(ctx, services); err != nil {
+				return nil, fmt.Errorf("sync before churn: %w", err)
+			}
+			cr, err := runChurn(ctx, sc, tb, p, services, ms, period, o.Progress)
+			if err != nil {
+				return nil, err
+			}
+			mr.Churn = append(mr.Churn, *cr)
+		}
+	}
 	return mr, nil
+}
+
+// moveOneEndpoint returns services with the first endpoint of one service
+// (chosen by rep, spread over the list) moved to a pod IP no service uses.
+func moveOneEndpoint(services []workload.Service, rep int) []workload.Service {
+	out := append([]workload.Service(nil), services...)
+	i := (rep*7919 + len(services)/2) % len(services)
+	var maxIP netip.Addr
+	for _, s := range services {
+		for _, e := range s.Endpoints {
+			if !maxIP.IsValid() || maxIP.Less(e.IP) {
+				maxIP = e.IP
+			}
+		}
+	}
+	if len(out[i].Endpoints) == 0 || !maxIP.IsValid() {
+		return out
+	}
+	eps := append([]workload.Endpoint(nil), out[i].Endpoints...)
+	eps[0].IP = maxIP.Next()
+	out[i].Endpoints = eps
+	return out
 }
 
 func flatIndex(flat []workload.Target, t workload.Target) int {
