@@ -1,7 +1,8 @@
 // Command proxybench measures Kubernetes Service proxy modes on real network
 // namespaces: rule-sync time, lookup latency and scheduler fairness.
 //
-// Exit codes: 0 success, 1 a run failed (or, later, a gate failed), 2 bad
+// Exit codes: 0 success, 1 a run failed or a gate failed (or compare
+// --fail-on-regression found a regression), 2 bad
 // input or an unusable machine (nothing was created).
 package main
 
@@ -39,7 +40,7 @@ latency per service position and fairness across endpoints.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newValidateCmd(), newCleanupCmd(), newDoctorCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newValidateCmd(), newCleanupCmd(), newDoctorCmd(), newVersionCmd(), newReportCmd(), newCompareCmd())
 	return root
 }
 

@@ -1,0 +1,259 @@
+package reports
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"gonum.org/v1/gonum/stat"
+)
+
+// CompareOptions configures Compare.
+type CompareOptions struct {
+	// Tolerance is the relative change below which nothing is flagged
+	// (0.10 = 10%).
+	Tolerance float64
+	// Confidence is the level of the bootstrap interval (default 0.95).
+	Confidence float64
+	// Resamples is the number of bootstrap resamples (default 2000).
+	Resamples int
+	// Seed seeds the resampling, so a comparison is reproducible (default 1).
+	Seed uint64
+	// MinSamples is the fewest raw samples per side for a figure to be
+	// judged significant (default 5); fewer gives a change without a verdict.
+	MinSamples int
+}
+
+func (o CompareOptions) withDefaults() CompareOptions {
+	if o.Confidence == 0 {
+		o.Confidence = 0.95
+	}
+	if o.Resamples == 0 {
+		o.Resamples = 2000
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.MinSamples == 0 {
+		o.MinSamples = 5
+	}
+	return o
+}
+
+// Change is one figure's change from a base run to a new run.
+type Change struct {
+	Figure   string `json:"figure"`
+	Mode     string `json:"mode"`
+	Services int    `json:"services"`
+	Position string `json:"position,omitempty"`
+	// Base and New are the statistic (ns) of each run's raw samples.
+	Base float64 `json:"base"`
+	New  float64 `json:"new"`
+	// Ratio is New/Base; Lo and Hi bound it at the chosen confidence
+	// (percentile bootstrap, each run resampled independently).
+	Ratio float64 `json:"ratio"`
+	Lo    float64 `json:"lo"`
+	Hi    float64 `json:"hi"`
+	// NBase and NNew are the raw sample counts.
+	NBase int `json:"nBase"`
+	NNew  int `json:"nNew"`
+	// Significant is true when the interval excludes 1.
+	Significant bool `json:"significant"`
+	// Verdict is "regression", "improvement" (both: larger than the
+	// tolerance and significant), "" (no flag) or "too few samples".
+	Verdict string `json:"verdict"`
+}
+
+// Regression reports whether the change is a flagged regression.
+func (c Change) Regression() bool { return c.Verdict == "regression" }
+
+// SameMachine returns nil when a and b ran on the same machine and
+// kernel (hostname, kernel release, host or uml, CPU model), else an error
+// naming every difference.
+func SameMachine(a, b *Result) error {
+	var diffs []string
+	for _, d := range []struct{ what, x, y string }{
+		{"hostname", a.Machine.Hostname, b.Machine.Hostname},
+		{"kernel", a.Machine.Kernel, b.Machine.Kernel},
+		{"kernelWhere", a.Machine.KernelWhere, b.Machine.KernelWhere},
+		{"CPU model", a.Machine.CPUModel, b.Machine.CPUModel},
+	} {
+		if d.x != d.y {
+			diffs = append(diffs, fmt.Sprintf("%s %q vs %q", d.what, d.x, d.y))
+		}
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return errors.New("runs come from different machines or kernels (" + strings.Join(diffs, "; ") + "), so their figures are not comparable")
+}
+
+type sampleSet struct {
+	figure, mode, position string
+	services               int
+	q                      float64 // quantile compared
+	samples                []int64
+}
+
+// sampleSets lists the figures Compare judges, with their raw samples:
+// lookup.latency.p50 and .p99 per mode, size and position (SamplesNs), and
+// sync.full (median of SyncFull walls).
+func sampleSets(r *Result) []sampleSet {
+	var out []sampleSet
+	for _, m := range r.Modes {
+		size := modeSize(r, m)
+		if len(m.SyncFull) > 0 {
+			out = append(out, sampleSet{"sync.full", m.Mode, "", size, 0.5, syncWalls(m)})
+		}
+		for _, p := range m.Lookup {
+			if len(p.SamplesNs) == 0 {
+				continue
+			}
+			out = append(out, sampleSet{"lookup.latency.p50", m.Mode, p.Position, size, 0.5, p.SamplesNs},
+				sampleSet{"lookup.latency.p99", m.Mode, p.Position, size, 0.99, p.SamplesNs})
+		}
+	}
+	return out
+}
+
+// Compare judges every figure present in both runs: the ratio new/base of
+// the figure's quantile (median for p50 and sync.full, 0.99 for p99), with
+// a percentile-bootstrap confidence interval from the raw samples (quantiles
+// by gonum's stat.Quantile, Empirical). A change is flagged when it is both
+// larger than the tolerance and significant (the interval excludes 1);
+// higher is worse for every figure compared. Figures are matched by name,
+// mode, size and position; those in one run only are skipped.
+func Compare(base, cur *Result, opt CompareOptions) []Change {
+	opt = opt.withDefaults()
+	rng := rand.New(rand.NewPCG(opt.Seed, 0x9e3779b97f4a7c15))
+	idx := map[string]sampleSet{}
+	for _, s := range sampleSets(base) {
+		idx[fmt.Sprint(s.figure, s.mode, s.position, s.services)] = s
+	}
+	var out []Change
+	for _, n := range sampleSets(cur) {
+		b, ok := idx[fmt.Sprint(n.figure, n.mode, n.position, n.services)]
+		if !ok {
+			continue
+		}
+		c := Change{Figure: n.figure, Mode: n.mode, Services: n.services, Position: n.position, NBase: len(b.samples), NNew: len(n.samples)}
+		bs, ns := sortedFloats(b.samples), sortedFloats(n.samples)
+		c.Base = stat.Quantile(n.q, stat.Empirical, bs, nil)
+		c.New = stat.Quantile(n.q, stat.Empirical, ns, nil)
+		c.Ratio = c.New / c.Base
+		if c.Base == 0 {
+			c.Ratio = math.NaN()
+		}
+		ratios := make([]float64, 0, opt.Resamples)
+		counts := make([]int, max(len(bs), len(ns)))
+		for range opt.Resamples {
+			rb := resampledQuantile(rng, bs, n.q, counts)
+			rn := resampledQuantile(rng, ns, n.q, counts)
+			if rb > 0 {
+				ratios = append(ratios, rn/rb)
+			}
+		}
+		slices.Sort(ratios)
+		alpha := (1 - opt.Confidence) / 2
+		if len(ratios) > 0 {
+			c.Lo = stat.Quantile(alpha, stat.Empirical, ratios, nil)
+			c.Hi = stat.Quantile(1-alpha, stat.Empirical, ratios, nil)
+		} else {
+			c.Lo, c.Hi = math.NaN(), math.NaN()
+		}
+		c.Significant = c.Lo > 1 || c.Hi < 1
+		switch {
+		case c.NBase < opt.MinSamples || c.NNew < opt.MinSamples:
+			c.Significant = false
+			c.Verdict = "too few samples"
+		case c.Significant && c.Ratio > 1+opt.Tolerance:
+			c.Verdict = "regression"
+		case c.Significant && c.Ratio < 1-opt.Tolerance:
+			c.Verdict = "improvement"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func sortedFloats(xs []int64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// resampledQuantile draws len(sorted) values with replacement and returns
+// their empirical q-quantile (the smallest value whose cumulative share
+// reaches q, as stat.Empirical), counting draws per rank instead of
+// sorting the resample. counts is scratch space of at least len(sorted).
+func resampledQuantile(rng *rand.Rand, sorted []float64, q float64, counts []int) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return math.NaN()
+	}
+	clear(counts[:n])
+	for range n {
+		counts[rng.IntN(n)]++
+	}
+	need := int(math.Ceil(q * float64(n)))
+	need = max(need, 1)
+	cum := 0
+	for i, c := range counts[:n] {
+		cum += c
+		if cum >= need {
+			return sorted[i]
+		}
+	}
+	return sorted[n-1]
+}
+
+// WriteComparison prints a table of changes and a verdict line.
+func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
+	opt = opt.withDefaults()
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "figure\tmode\tservices\tposition\tbase\tnew\tchange\t%.0f%% CI\tn\tverdict\n", opt.Confidence*100)
+	regs, imps := 0, 0
+	for _, c := range cs {
+		pos := c.Position
+		if pos == "" {
+			pos = "-"
+		}
+		v := c.Verdict
+		switch v {
+		case "":
+			v = "~"
+			if c.Significant {
+				v = "~ (within tolerance)"
+			}
+		case "regression":
+			regs++
+			v = "REGRESSION"
+		case "improvement":
+			imps++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t[%s, %s]\t%d/%d\t%s\n", c.Figure, c.Mode, c.Services, pos,
+			FormatNs(c.Base), FormatNs(c.New), pct(c.Ratio), pct(c.Lo), pct(c.Hi), c.NBase, c.NNew, v)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\n%d figures compared: %d regressions, %d improvements (flagged when |change| > %.0f%% and the %.0f%% interval excludes 0%%; bootstrap, %d resamples, seed %d)\n",
+		len(cs), regs, imps, opt.Tolerance*100, opt.Confidence*100, opt.Resamples, opt.Seed)
+	return err
+}
+
+// pct writes a ratio as a signed percentage change: 1.3 -> "+30.0%".
+func pct(r float64) string {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f%%", (r-1)*100)
+}

@@ -1,0 +1,176 @@
+package reports
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/proxybench/proxybench/scenarios"
+)
+
+// Figure is one measured number of a result, named as gates name it
+// (scenarios.GateFigures). Every Figure is recomputed from the raw samples
+// of a saved result (SamplesNs, SyncFull) where they exist, so reports,
+// gates and comparisons of a saved run agree with the run itself.
+type Figure struct {
+	// Name is a scenarios.GateFigures key, such as "lookup.latency.p99".
+	Name string `json:"figure"`
+	Mode string `json:"mode"`
+	// Services is the size the figure was measured at.
+	Services int `json:"services"`
+	// Position is the service position of lookup.* and throughput.cps
+	// figures; empty for the others.
+	Position string `json:"position,omitempty"`
+	// Value is in Unit: ns for durations.
+	Value float64 `json:"value"`
+	// Unit is "ns", "ratio", "count", "conn/s", "index" or "p".
+	Unit string `json:"unit"`
+	// N is the number of raw samples behind Value.
+	N int `json:"n"`
+}
+
+// Key identifies a figure within a result: "name{mode=…,position=…,services=…}".
+func (f Figure) Key() string {
+	sel := []string{"mode=" + f.Mode}
+	if f.Position != "" {
+		sel = append(sel, "position="+f.Position)
+	}
+	sel = append(sel, fmt.Sprintf("services=%d", f.Services))
+	return f.Name + "{" + strings.Join(sel, ",") + "}"
+}
+
+// Text formats Value with its unit: durations in µs, ms or s, ratios
+// with ×, counts whole.
+func (f Figure) Text() string { return FormatValue(f.Name, f.Value) }
+
+// FormatValue formats v (in the unit of figure name) for people.
+func FormatValue(name string, v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	if scenarios.GateFigures[name].Duration {
+		return FormatNs(v)
+	}
+	switch unitOf(name) {
+	case "ratio":
+		return fmt.Sprintf("%.3g×", v)
+	case "count":
+		return fmt.Sprintf("%.0f", v)
+	case "conn/s":
+		return fmt.Sprintf("%.0f conn/s", v)
+	}
+	return fmt.Sprintf("%.4g", v)
+}
+
+// FormatNs formats nanoseconds as µs below 1 ms, ms below 1 s, else s.
+func FormatNs(ns float64) string {
+	switch a := math.Abs(ns); {
+	case a < 1e6:
+		return fmt.Sprintf("%.1f µs", ns/1e3)
+	case a < 1e9:
+		return fmt.Sprintf("%.2f ms", ns/1e6)
+	}
+	return fmt.Sprintf("%.3f s", ns/1e9)
+}
+
+func unitOf(name string) string {
+	switch {
+	case scenarios.GateFigures[name].Duration:
+		return "ns"
+	case strings.HasPrefix(name, "lookup.vsnone."):
+		return "ratio"
+	case name == "lookup.errors":
+		return "count"
+	case name == "throughput.cps":
+		return "conn/s"
+	case name == "fairness.pvalue":
+		return "p"
+	}
+	return "index"
+}
+
+// lookupSummary recomputes a position's latency summary from its raw
+// samples, falling back to the stored summary when they were not kept.
+func lookupSummary(p PositionResult) Summary {
+	if len(p.SamplesNs) > 0 {
+		return Summarize(p.SamplesNs)
+	}
+	return p.Latency
+}
+
+// syncWalls returns the wall times (ns) of a mode's full syncs.
+func syncWalls(m ModeResult) []int64 {
+	out := make([]int64, len(m.SyncFull))
+	for i, s := range m.SyncFull {
+		out[i] = int64(s.Wall)
+	}
+	return out
+}
+
+// Figures lists every figure of r, in mode order: sync.full, sync.full.max,
+// sync.full.cpu, then per position lookup.latency.{p50,p90,p99,p999,max},
+// lookup.vsnone.{p50,p99} (when mode none ran at that size and position),
+// lookup.errors and throughput.cps, then fairness.{jain,maxmin,pvalue}.
+func Figures(r *Result) []Figure {
+	var out []Figure
+	base := map[string]Summary{} // "size/position" -> none's latency
+	for _, m := range r.Modes {
+		if m.Mode == "none" {
+			for _, p := range m.Lookup {
+				base[fmt.Sprint(m.Services, "/", p.Position)] = lookupSummary(p)
+			}
+		}
+	}
+	for _, m := range r.Modes {
+		size := modeSize(r, m)
+		add := func(name, pos string, v float64, n int) {
+			out = append(out, Figure{Name: name, Mode: m.Mode, Services: size, Position: pos, Value: v, Unit: unitOf(name), N: n})
+		}
+		if len(m.SyncFull) > 0 {
+			w := Summarize(syncWalls(m))
+			var cpu []int64
+			for _, s := range m.SyncFull {
+				cpu = append(cpu, int64(s.CPU))
+			}
+			c := Summarize(cpu)
+			add("sync.full", "", float64(w.P50), w.Count)
+			add("sync.full.max", "", float64(w.Max), w.Count)
+			add("sync.full.cpu", "", float64(c.P50), c.Count)
+		}
+		for _, p := range m.Lookup {
+			l := lookupSummary(p)
+			if l.Count > 0 {
+				add("lookup.latency.p50", p.Position, float64(l.P50), l.Count)
+				add("lookup.latency.p90", p.Position, float64(l.P90), l.Count)
+				add("lookup.latency.p99", p.Position, float64(l.P99), l.Count)
+				add("lookup.latency.p999", p.Position, float64(l.P999), l.Count)
+				add("lookup.latency.max", p.Position, float64(l.Max), l.Count)
+				if b, ok := base[fmt.Sprint(m.Services, "/", p.Position)]; ok && b.P50 > 0 && b.P99 > 0 {
+					add("lookup.vsnone.p50", p.Position, float64(l.P50)/float64(b.P50), l.Count)
+					add("lookup.vsnone.p99", p.Position, float64(l.P99)/float64(b.P99), l.Count)
+				}
+			}
+			add("lookup.errors", p.Position, float64(p.Errors+p.Misses), l.Count+p.Errors+p.Misses)
+			add("throughput.cps", p.Position, p.CPS, l.Count)
+		}
+		if f := m.Fairness; f.Services > 0 {
+			add("fairness.jain", "", f.MinJain, f.Samples)
+			add("fairness.maxmin", "", f.MaxMaxMin, f.Samples)
+			add("fairness.pvalue", "", f.PValue, f.Samples)
+		}
+	}
+	return out
+}
+
+// modeSize is the size a ModeResult was measured at (results written
+// before ModeResult.Services existed carry only services.count).
+func modeSize(r *Result, m ModeResult) int {
+	if m.Services > 0 || r.Scenario == nil {
+		return m.Services
+	}
+	return r.Scenario.Services.Count
+}
+
+// nsDur converts float ns to a Duration.
+func nsDur(ns float64) time.Duration { return time.Duration(ns) }

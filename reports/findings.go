@@ -1,0 +1,107 @@
+package reports
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Findings returns one sentence per mode saying what the run found,
+// computed from its figures at the largest size measured: how p50 connect
+// latency changes from the first to the last service (with the cause for
+// modes whose lookup is a linear walk), the overhead over mode none at
+// the last service, the median full sync with its object count, and
+// whether the spread over endpoints is consistent with even shares
+// (pooled chi-square p ≥ 0.01).
+func Findings(r *Result) []string {
+	sizes := Sizes(r)
+	if len(sizes) == 0 {
+		return nil
+	}
+	top := sizes[len(sizes)-1]
+	var none *ModeResult
+	for i, m := range r.Modes {
+		if m.Mode == "none" && modeSize(r, m) == top {
+			none = &r.Modes[i]
+		}
+	}
+	var out []string
+	for _, m := range r.Modes {
+		if modeSize(r, m) != top {
+			continue
+		}
+		var parts []string
+		first, last := posSummary(m, "first"), posSummary(m, "last")
+		if first.Count > 0 && last.Count > 0 && first.P50 > 0 {
+			ratio := float64(last.P50) / float64(first.P50)
+			switch {
+			case ratio >= 1.2:
+				s := fmt.Sprintf("p50 connect latency rises %.2g× from the first to the last of %s services (%s → %s)", ratio, thousands(top), FormatNs(float64(first.P50)), FormatNs(float64(last.P50)))
+				if why := linearWhy[m.Mode]; why != "" {
+					s += " (" + why + ")"
+				}
+				parts = append(parts, s)
+			case ratio <= 1/1.2:
+				parts = append(parts, fmt.Sprintf("p50 connect latency falls %.2g× from the first to the last of %s services (%s → %s)", 1/ratio, thousands(top), FormatNs(float64(first.P50)), FormatNs(float64(last.P50))))
+			default:
+				parts = append(parts, fmt.Sprintf("p50 connect latency is flat across %s services (first %s, last %s)", thousands(top), FormatNs(float64(first.P50)), FormatNs(float64(last.P50))))
+			}
+			if none != nil && m.Mode != "none" {
+				if b := posSummary(*none, "last"); b.P50 > 0 {
+					parts = append(parts, fmt.Sprintf("%+.0f%% over direct-to-pod at the last service", (float64(last.P50)/float64(b.P50)-1)*100))
+				}
+			}
+		}
+		if len(m.SyncFull) > 0 {
+			w := Summarize(syncWalls(m))
+			med := medianSync(m)
+			what := "objects"
+			if m.Mode == "iptables" {
+				what = "rules"
+			}
+			if med.Objects > 0 {
+				parts = append(parts, fmt.Sprintf("full sync %s for %s %s", FormatNs(float64(w.P50)), thousands(med.Objects), what))
+			} else {
+				parts = append(parts, fmt.Sprintf("full sync %s (nothing to program)", FormatNs(float64(w.P50))))
+			}
+		}
+		if f := m.Fairness; f.Services > 0 {
+			verdict := "consistent with even shares"
+			if f.PValue < 0.01 {
+				verdict = "uneven"
+			}
+			if f.Starved > 0 {
+				verdict = fmt.Sprintf("uneven, %d endpoints starved", f.Starved)
+			}
+			parts = append(parts, fmt.Sprintf("endpoint spread %s (min Jain %.4f, χ² p = %.2g)", verdict, f.MinJain, f.PValue))
+		}
+		if m.Programming != nil && len(m.Programming.SamplesNs) > 0 {
+			s := Summarize(m.Programming.SamplesNs)
+			parts = append(parts, fmt.Sprintf("programming latency p50 %s, p99 %s", FormatNs(float64(s.P50)), FormatNs(float64(s.P99))))
+		}
+		label := m.Mode
+		if sc := m.Info["scheduler"]; sc != "" {
+			label += " (" + sc + ")"
+		}
+		if len(parts) == 0 {
+			parts = append(parts, "no figures were measured")
+		}
+		out = append(out, label+": "+strings.Join(parts, "; ")+".")
+	}
+	return out
+}
+
+// linearWhy names the cause of a latency that grows with the service's
+// position, for modes whose lookup walks a list.
+var linearWhy = map[string]string{
+	"iptables": "linear KUBE-SERVICES walk",
+}
+
+// posSummary is the recomputed latency summary at one position.
+func posSummary(m ModeResult, pos string) Summary {
+	for _, p := range m.Lookup {
+		if p.Position == pos {
+			return lookupSummary(p)
+		}
+	}
+	return Summary{}
+}
