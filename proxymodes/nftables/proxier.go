@@ -52,9 +52,10 @@ var (
 // Mode returns "nftables".
 func (p *Proxier) Mode() string { return "nftables" }
 
-// Info returns {"nft": "<nft --version output>", "table": "ip kube-proxy"}.
+// Info returns {"backend": "knftables", "nft": "<nft --version output>",
+// "table": "ip kube-proxy"}.
 func (p *Proxier) Info() map[string]string {
-	info := map[string]string{"table": string(Family) + " " + Table}
+	info := map[string]string{"backend": "knftables", "table": string(Family) + " " + Table}
 	out, err := p.ns.Run(context.Background(), nil, "nft", "--version")
 	if err != nil {
 		info["nft"] = "unknown: " + err.Error()
