@@ -9,6 +9,7 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,14 +43,50 @@ type Addresses interface {
 const addrMsgLen = 40
 
 // NetlinkAddresses programs kube-ipvs0 through a netlink handle bound to
-// the node namespace (netlink.NewHandleAt).
+// the node namespace (netlink.NewHandleAt), and, when opened with
+// batching, sends address changes in batches on a second rtnetlink socket
+// (see batchSocket).
 type NetlinkAddresses struct {
 	h    *netlink.Handle
+	b    *batchSocket // nil: one netlink.AddrAdd/AddrDel round trip per address
 	link netlink.Link
 }
 
-// NewNetlinkAddresses takes ownership of h.
+// NewNetlinkAddresses takes ownership of h; addresses change one request
+// (and round trip) at a time, as kube-proxy does.
 func NewNetlinkAddresses(h *netlink.Handle) *NetlinkAddresses { return &NetlinkAddresses{h: h} }
+
+// OpenNetlinkAddresses opens an rtnetlink handle in ns and, with batch,
+// a second socket that sends address changes in batches.
+func OpenNetlinkAddresses(ns netns.NsHandle, batch bool) (*NetlinkAddresses, error) {
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: open rtnetlink handle: %w", err)
+	}
+	n := NewNetlinkAddresses(h)
+	if batch {
+		if n.b, err = newBatchSocket(ns, unix.NETLINK_ROUTE); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("ipvs: open rtnetlink socket: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// sendBatch adds or deletes addrs in batches.
+func (n *NetlinkAddresses) sendBatch(typ uint16, verb string, l netlink.Link, addrs []netip.Addr) (int, error) {
+	idx := l.Attrs().Index
+	sent, failed, err := n.b.send(len(addrs), func(buf []byte, i int) []byte {
+		return appendAddrMsg(buf, typ, idx, addrs[i])
+	})
+	if err != nil {
+		if failed >= 0 && failed < len(addrs) {
+			return sent, fmt.Errorf("ipvs: ip addr %s %s/32 dev %s: %w", verb, addrs[failed], DummyDevice, err)
+		}
+		return sent, fmt.Errorf("ipvs: ip addr %s: %w", verb, err)
+	}
+	return sent, nil
+}
 
 func (n *NetlinkAddresses) getLink() (netlink.Link, error) {
 	if n.link != nil {
@@ -104,6 +141,9 @@ func (n *NetlinkAddresses) Add(addrs []netip.Addr) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if n.b != nil && len(addrs) > 0 {
+		return n.sendBatch(unix.RTM_NEWADDR, "add", l, addrs)
+	}
 	for i, a := range addrs {
 		if err := n.h.AddrAdd(l, addr32(a)); err != nil {
 			return i * addrMsgLen, fmt.Errorf("ipvs: ip addr add %s/32 dev %s: %w", a, DummyDevice, err)
@@ -117,6 +157,9 @@ func (n *NetlinkAddresses) Del(addrs []netip.Addr) (int, error) {
 	l, err := n.getLink()
 	if err != nil {
 		return 0, err
+	}
+	if n.b != nil && len(addrs) > 0 {
+		return n.sendBatch(unix.RTM_DELADDR, "del", l, addrs)
 	}
 	for i, a := range addrs {
 		if err := n.h.AddrDel(l, addr32(a)); err != nil {
@@ -143,5 +186,10 @@ func (n *NetlinkAddresses) DeleteLink() error {
 	return nil
 }
 
-// Close releases the handle.
-func (n *NetlinkAddresses) Close() { n.h.Close() }
+// Close releases the handle and the batch socket.
+func (n *NetlinkAddresses) Close() {
+	n.h.Close()
+	if n.b != nil {
+		n.b.close()
+	}
+}

@@ -4,6 +4,7 @@ package ipvs
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -422,3 +423,25 @@ func BenchmarkFakeFullSync(b *testing.B) {
 		})
 	}
 }
+
+// TestBatchMessageBytes: the batched requests have the size moby/ipvs's
+// would (opBytes, used for SyncStats.Bytes with per-object handles).
+func TestBatchMessageBytes(t *testing.T) {
+	rs, err := Render(Config{Scheduler: "lblcr", SessionAffinity: true, AffinityTimeout: time.Hour}, fixture())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &rs.Virtual[1]
+	s := toService(v)
+	for _, op := range []Op{{Kind: OpNewService, Service: s}, {Kind: OpDelService, Service: s}, {Kind: OpNewDestination, Service: s, Dest: toDest(v.Reals[0])}} {
+		b := appendIPVSMsg(nil, 0x20, op)
+		if len(b) != opBytes(op) || int(nativeU32(b)) != len(b) {
+			t.Errorf("%s: %d bytes, header says %d, opBytes %d", op.Kind, len(b), nativeU32(b), opBytes(op))
+		}
+	}
+	if b := appendAddrMsg(nil, unix.RTM_NEWADDR, 7, netip.MustParseAddr("198.18.0.1")); len(b) != addrMsgLen {
+		t.Errorf("address request %d bytes, want %d", len(b), addrMsgLen)
+	}
+}
+
+func nativeU32(b []byte) uint32 { return binary.NativeEndian.Uint32(b) }

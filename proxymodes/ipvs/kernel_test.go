@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -391,4 +392,67 @@ func TestKernelSchedulers(t *testing.T) {
 			t.Errorf("mh: only %d of %d unaffected sources kept their real server", stayed, kept)
 		}
 	})
+}
+
+// TestKernelProbe: without IP_VS the probe names --kernel uml; with it,
+// every scheduler the guest loaded is listed.
+func TestKernelProbe(t *testing.T) {
+	testenv.RequireKernel(t)
+	ns := testenv.NewNetns(t, "ipvsprobe")
+	ok, why := Probe(context.Background(), ns)
+	t.Logf("probe: %v %s", ok, why)
+	if _, err := os.Stat("/proc/thread-self/net/ip_vs"); err != nil {
+		if ok || !strings.Contains(why, "has no IP_VS") || !strings.Contains(why, "--kernel uml") {
+			t.Errorf("probe without IP_VS: %v %q", ok, why)
+		}
+		return
+	}
+	if !ok || !strings.Contains(why, "schedulers "+strings.Join(Schedulers, " ")) {
+		t.Errorf("probe with IP_VS and every scheduler module loaded: %v %q", ok, why)
+	}
+}
+
+// TestKernelBatchMatchesPerObject: batched requests program exactly what
+// moby/ipvs's one-request-per-object calls program, and a failure inside a
+// batch is reported with the object that failed.
+func TestKernelBatchMatchesPerObject(t *testing.T) {
+	requireIPVS(t)
+	ctx := context.Background()
+	svcs := genServices(300, 3)
+	svcs[3].Endpoints[1].Weight = 7
+	cfg := testCfg
+	cfg.Scheduler, cfg.SessionAffinity, cfg.AffinityTimeout = "wlc", true, 30*time.Second
+	var dumps [2]string
+	for i, perObject := range []bool{false, true} {
+		ns := testenv.NewNetns(t, "ipvsb"+strconv.Itoa(i))
+		p := New(cfg, ns)
+		p.perObject = perObject
+		if _, err := p.Sync(ctx, svcs); err != nil {
+			t.Fatal(err)
+		}
+		out, err := ns.Run(ctx, nil, "ipvsadm", "-S", "-n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs, _ := ns.Run(ctx, nil, "ip", "-4", "-o", "addr", "show", "dev", DummyDevice)
+		dumps[i] = string(out) + strings.ReplaceAll(string(addrs), "\n", "")
+		if perObject {
+			break
+		}
+		// A duplicate in the middle of a batch: the error names it.
+		rs, _ := Render(cfg, svcs[:1])
+		dup := Op{Kind: OpNewService, Service: toService(&rs.Virtual[0])}
+		okOp := Op{Kind: OpNewService, Service: toService(&VirtualServer{Address: netip.MustParseAddr("198.18.99.1"), Protocol: "TCP", Port: 80, Scheduler: "rr"})}
+		_, err = Apply(p.h, []Op{okOp, dup})
+		if err == nil || !strings.Contains(err.Error(), "new-service TCP/198.18.0.1:80") || !strings.Contains(err.Error(), "exists") {
+			t.Errorf("duplicate in batch: %v", err)
+		}
+	}
+	if !strings.Contains(dumps[0], "198.19.0.11:8080 -m -w 7") || strings.Count(dumps[0], "-A -t") != 300 {
+		t.Errorf("batched table:\n%.400s", dumps[0])
+	}
+	// The batch test's extra virtual server is the only difference.
+	if d := strings.Replace(dumps[0], "-A -t 198.18.99.1:80 -s rr\n", "", 1); d != dumps[1] {
+		t.Errorf("batched and per-object tables differ:\n%.500s\n---\n%.500s", d, dumps[1])
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/moby/ipvs"
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
@@ -53,6 +52,11 @@ type Proxier struct {
 	// sysctl writes a net.ipv4.vs sysctl inside the namespace.
 	sysctl func(key, value string) error
 
+	// perObject sends one netlink request per object and waits for its
+	// answer (kube-proxy's and moby/ipvs's way) instead of batches; for
+	// comparison benchmarks.
+	perObject bool
+
 	mu    sync.Mutex
 	h     Handle
 	addrs Addresses
@@ -77,7 +81,7 @@ var (
 // Sync; an invalid cfg makes Sync fail.
 func New(cfg Config, node proxymodes.Node) *Proxier {
 	p := NewWithHandles(cfg, node, nil, nil)
-	p.open = func() (Handle, Addresses, error) { return openNamespace(node) }
+	p.open = func() (Handle, Addresses, error) { return openNamespace(node, !p.perObject) }
 	p.sysctl = func(key, value string) error {
 		return node.Do(func() error {
 			path := "/proc/sys/net/ipv4/vs/" + key
@@ -102,10 +106,11 @@ func NewWithHandles(cfg Config, node proxymodes.Node, h Handle, a Addresses) *Pr
 	}
 }
 
-// openNamespace opens an IPVS generic netlink socket and a rtnetlink
-// handle in node's namespace. It fails with a message naming --kernel uml
-// when the kernel has no IP_VS.
-func openNamespace(node proxymodes.Node) (Handle, Addresses, error) {
+// openNamespace opens IPVS generic netlink and rtnetlink sockets in node's
+// namespace, with batch sending changes in batches (BatchHandle,
+// OpenNetlinkAddresses). It fails with a message naming --kernel uml when
+// the kernel has no IP_VS.
+func openNamespace(node proxymodes.Node, batch bool) (Handle, Addresses, error) {
 	nh, ok := node.(NamespaceHandle)
 	if !ok {
 		return nil, nil, fmt.Errorf("ipvs: node %T exposes no namespace handle (want *topology.Netns)", node)
@@ -113,17 +118,29 @@ func openNamespace(node proxymodes.Node) (Handle, Addresses, error) {
 	if ok, why := hasIPVS(node); !ok {
 		return nil, nil, errors.New("ipvs: " + why)
 	}
-	// moby/ipvs opens a namespace by path; /proc/self/fd/N names ours.
-	h, err := ipvs.New(fmt.Sprintf("/proc/self/fd/%d", int(nh.Handle())))
-	if err != nil {
-		return nil, nil, fmt.Errorf("ipvs: open IPVS netlink socket: %w", err)
+	var h Handle
+	if batch {
+		b, err := NewBatchHandle(nh.Handle())
+		if err != nil {
+			return nil, nil, fmt.Errorf("ipvs: open IPVS netlink socket: %w", err)
+		}
+		h = b
+	} else {
+		// moby/ipvs opens a namespace by path; /proc/self/fd/N names ours.
+		m, err := ipvs.New(fmt.Sprintf("/proc/self/fd/%d", int(nh.Handle())))
+		if err != nil {
+			return nil, nil, fmt.Errorf("ipvs: open IPVS netlink socket: %w", err)
+		}
+		h = m
 	}
-	nl, err := netlink.NewHandleAt(nh.Handle(), unix.NETLINK_ROUTE)
+	a, err := OpenNetlinkAddresses(nh.Handle(), batch)
 	if err != nil {
-		h.Close()
-		return nil, nil, fmt.Errorf("ipvs: open rtnetlink handle: %w", err)
+		if c, ok := h.(interface{ Close() }); ok {
+			c.Close()
+		}
+		return nil, nil, err
 	}
-	return h, NewNetlinkAddresses(nl), nil
+	return h, a, nil
 }
 
 // hasIPVS reports whether /proc/net/ip_vs exists in node's namespace

@@ -4,8 +4,15 @@ package ipvs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/moby/ipvs"
+	"golang.org/x/sys/unix"
 
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/scenarios"
@@ -22,6 +29,7 @@ func init() {
 			return New(cfg, node), nil
 		},
 		Binaries: func(*scenarios.Scenario) []string { return []string{binIPSet, binRestore, binSave} },
+		Modules:  func(sc *scenarios.Scenario) []string { return KernelModules(sc.IPVS.Scheduler) },
 		Probe:    Probe,
 	})
 }
@@ -52,7 +60,11 @@ func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 
 // Probe reports whether node's kernel has IP_VS (/proc/net/ip_vs exists in
 // the namespace), for example "host kernel 6.18.0 has no IP_VS
-// (CONFIG_IP_VS not set); available with --kernel uml".
+// (CONFIG_IP_VS not set); available with --kernel uml", and, when node
+// exposes its namespace (NamespaceHandle), which schedulers work (see
+// ProbeSchedulers): "IP Virtual Server version 1.2.1 (size=4096);
+// schedulers rr wrr lc ...; missing: mh (module ip_vs_mh not loaded)".
+// It is ok when IP_VS and at least rr (kube-proxy's default) work.
 func Probe(ctx context.Context, node proxymodes.Node) (bool, string) {
 	if ok, why := hasIPVS(node); !ok {
 		return false, why
@@ -62,5 +74,47 @@ func Probe(ctx context.Context, node proxymodes.Node) (bool, string) {
 		line = ipvsVersion()
 		return nil
 	})
-	return true, "kernel has IP_VS (" + line + "); schedulers load as ip_vs_<name> modules"
+	nh, ok := node.(NamespaceHandle)
+	if !ok {
+		return true, line
+	}
+	avail, missing, err := ProbeSchedulers(nh)
+	if err != nil {
+		return false, line + "; " + err.Error()
+	}
+	why := line + "; schedulers " + strings.Join(avail, " ")
+	if len(missing) > 0 {
+		why += "; missing: " + strings.Join(missing, " ") + " (modules ip_vs_<name> not loaded)"
+	}
+	return slices.Contains(avail, "rr"), why
+}
+
+// ProbeSchedulers creates and deletes one virtual server per scheduler of
+// Schedulers in ns (which must be a throwaway namespace: it uses
+// 127.255.255.254:1..11) and returns the schedulers the kernel accepted and
+// those it rejected (ENOENT: module ip_vs_<name> not loaded or not built).
+func ProbeSchedulers(ns NamespaceHandle) (avail, missing []string, err error) {
+	h, err := ipvs.New(fmt.Sprintf("/proc/self/fd/%d", int(ns.Handle())))
+	if err != nil {
+		return nil, nil, fmt.Errorf("open IPVS netlink socket: %w", err)
+	}
+	defer h.Close()
+	for i, s := range Schedulers {
+		svc := &ipvs.Service{
+			Address: net.IPv4(127, 255, 255, 254).To4(), Protocol: unix.IPPROTO_TCP, Port: uint16(i + 1),
+			SchedName: s, AddressFamily: unix.AF_INET, Netmask: 0xffffffff,
+		}
+		if err := h.NewService(svc); err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				return avail, missing, fmt.Errorf("virtual server with scheduler %s: %w", s, err)
+			}
+			missing = append(missing, s)
+			continue
+		}
+		avail = append(avail, s)
+		if err := h.DelService(svc); err != nil {
+			return avail, missing, fmt.Errorf("delete probe virtual server: %w", err)
+		}
+	}
+	return avail, missing, nil
 }
