@@ -59,3 +59,10 @@ type Proxier interface {
 type FullSyncer interface {
 	ForceFullSync()
 }
+
+// Usager is implemented by modes whose data path runs in this process
+// (userspace): the process's CPU time since the last Sync, and its
+// resident set size in bytes (/proc/self/status VmRSS).
+type Usager interface {
+	Usage() (cpu time.Duration, rssBytes uint64)
+}

@@ -68,6 +68,15 @@ type ModeResult struct {
 	SyncIncrementalSummary Summary                `json:"syncIncrementalSummary"`
 	// Churn holds the churn phases (one per minSyncPeriod of a sweep).
 	Churn []ChurnResult `json:"churn,omitempty"`
+	// TrafficCPUNs is the CPU time (user+sys, self+children) of the whole
+	// traffic phase, TrafficConns its connections: their ratio is CPU per
+	// connection, driver and echo server included, so the difference to
+	// mode none is the proxy's own cost.
+	TrafficCPUNs int64 `json:"trafficCpuNs"`
+	TrafficConns int   `json:"trafficConns"`
+	// ProxyRSSBytes is the proxy process's resident memory after the
+	// traffic phase, for modes whose data path is in this process.
+	ProxyRSSBytes uint64 `json:"proxyRssBytes,omitempty"`
 	// Lookup holds lookup.latency per service position.
 	Lookup []PositionResult `json:"lookup"`
 	// Fairness pools the fixed-position services' hits.

@@ -34,6 +34,10 @@ type Scenario struct {
 	Fallback string `yaml:"fallback,omitempty" json:"fallback,omitempty"`
 
 	Services ServicesSpec `yaml:"services" json:"services"`
+	// Failure makes endpoints dead for the whole run: their pod IPs answer
+	// TCP with RST (mode reset) or not at all (drop), as a pod whose
+	// container died before its endpoint was removed.
+	Failure FailureSpec `yaml:"failure,omitempty" json:"failure,omitempty"`
 	// Churn, when Rate > 0, changes endpoints and services at Rate per
 	// second for Duration after each mode's traffic phases, with the mode's
 	// sync loop running, and measures programming latency.
@@ -142,6 +146,16 @@ type SweepSpec struct {
 	// MinSyncPeriod lists minSyncPeriod values for the churn phase: it is
 	// repeated once per value, overriding every mode's minSyncPeriod.
 	MinSyncPeriod []Duration `yaml:"minSyncPeriod,omitempty" json:"minSyncPeriod,omitempty"`
+}
+
+// FailureSpec injects dead endpoints (scenarios/endpoint-failure.yaml).
+type FailureSpec struct {
+	// DownEndpointsPerService: the first N endpoints of every service are
+	// down (0, the default: none).
+	DownEndpointsPerService int `yaml:"downEndpointsPerService,omitempty" json:"downEndpointsPerService,omitempty"`
+	// Mode is reset (default: REJECT --reject-with tcp-reset in the
+	// backend host) or drop (no answer: connects time out).
+	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
 }
 
 // ChurnSpec is the open-loop churn generator (workload.Churn).

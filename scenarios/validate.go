@@ -120,6 +120,9 @@ func (s *Scenario) SetDefaults() {
 	dur("nftables.syncPeriod", &s.NFTables.SyncPeriod, 30*time.Second)
 	dur("nftables.minSyncPeriod", &s.NFTables.MinSyncPeriod, time.Second)
 	setIf(&s.UML.MemoryMiB, 2048)
+	if s.Failure.DownEndpointsPerService > 0 {
+		setStr(&s.Failure.Mode, "reset")
+	}
 	if c := &s.Churn; c.Rate > 0 {
 		dur("churn.duration", &c.Duration, 60*time.Second)
 		dur("churn.grace", &c.Grace, 30*time.Second)
@@ -373,6 +376,22 @@ func (s *Scenario) Validate() error {
 		if m.EndpointAdd < 0 || m.EndpointRemove < 0 || m.ReadinessFlip < 0 || m.ServiceCreate < 0 || m.ServiceDelete < 0 ||
 			m.EndpointAdd+m.EndpointRemove+m.ReadinessFlip+m.ServiceCreate+m.ServiceDelete <= 0 {
 			add("churn.mix", "weights must be >= 0 and not all zero", "set for example endpointAdd: 1, endpointRemove: 1, readinessFlip: 1")
+		}
+	}
+	if f := s.Failure; f.DownEndpointsPerService != 0 || f.Mode != "" {
+		smallest := sv.Endpoints.Count
+		switch sv.Endpoints.Distribution {
+		case "uniform":
+			smallest = sv.Endpoints.Min
+		case "zipf":
+			smallest = 1
+		}
+		if f.DownEndpointsPerService < 0 || f.DownEndpointsPerService >= smallest {
+			add("failure.downEndpointsPerService", fmt.Sprintf("%d is not in 0..%d (services may have only %d endpoints; one must stay up)", f.DownEndpointsPerService, max(smallest-1, 0), smallest),
+				"use fewer down endpoints than the smallest endpoint count")
+		}
+		if oneOf("failure.mode", f.Mode, []string{"reset", "drop"}) && f.Mode == "drop" && s.Traffic.Timeout.Duration <= 250*time.Millisecond {
+			add("traffic.timeout", fmt.Sprintf("%s is too short for failure mode drop: the userspace proxy's first retry waits 250ms", s.Traffic.Timeout.Duration), `use "2s"`)
 		}
 	}
 	for i, d := range s.Sweep.MinSyncPeriod {

@@ -23,6 +23,7 @@ import (
 	// Each mode registers itself with proxymodes at init.
 	_ "github.com/proxybench/proxybench/proxymodes/iptables"
 	_ "github.com/proxybench/proxybench/proxymodes/none"
+	"github.com/proxybench/proxybench/proxymodes/userspace"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -152,6 +153,19 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 		return nil, err
 	}
 	defer echo.Close()
+	if n := sc.Failure.DownEndpointsPerService; n > 0 {
+		var down []netip.Addr
+		for _, s := range perSize[len(perSize)-1] {
+			for _, e := range s.Endpoints[:min(n, len(s.Endpoints))] {
+				down = append(down, e.IP)
+			}
+		}
+		undo, err := userspace.DownEndpoints(ctx, tb.Backend, down, sc.Failure.Mode)
+		if err != nil {
+			return nil, fmt.Errorf("failure injection: %w", err)
+		}
+		defer undo()
+	}
 	for i, n := range sizes {
 		for _, mode := range sc.Modes {
 			mr, err := runMode(ctx, sc.AtSize(n), o, tb, perSize[i], mode)
@@ -227,6 +241,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	pos := map[string]*reports.PositionResult{}
 	hits := map[string]map[netip.Addr]int{}
 	var elapsed = map[string]time.Duration{}
+	cpu0 := proxymodes.CPUTime()
 	o.Progress.Start(fmt.Sprintf("%s: traffic, %d positions × %d repetitions × %d connections", mode, len(sc.Traffic.Positions), sc.Repetitions, sc.Traffic.Connections), len(sc.Traffic.Positions)*sc.Repetitions)
 	for rep := 0; rep < sc.Repetitions; rep++ {
 		for i, position := range sc.Traffic.Positions {
@@ -259,6 +274,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 				}
 			}
 			elapsed[position] += dr.Elapsed
+			mr.TrafficConns += len(dr.LatenciesNs) + dr.Errors + dr.Misses
 			if h := hits[position]; h != nil {
 				for _, m := range dr.Hits {
 					for a, n := range m {
@@ -270,6 +286,10 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		}
 	}
 	o.Progress.Done()
+	mr.TrafficCPUNs = int64(proxymodes.CPUTime() - cpu0)
+	if u, ok := p.(proxymodes.Usager); ok {
+		_, mr.ProxyRSSBytes = u.Usage()
+	}
 	var fs []reports.Fairness
 	for _, position := range sc.Traffic.Positions {
 		pr := pos[position]
@@ -282,9 +302,9 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 			svc := &services[t.Service]
 			pr.Hits = map[string]int{}
 			var obs, w []float64
-			for _, e := range svc.Endpoints {
-				if !e.Ready {
-					continue
+			for k, e := range svc.Endpoints {
+				if !e.Ready || k < sc.Failure.DownEndpointsPerService {
+					continue // fairness is over the live endpoints
 				}
 				pr.Hits[e.IP.String()] = h[e.IP]
 				obs = append(obs, float64(h[e.IP]))

@@ -1,0 +1,43 @@
+package reports
+
+import (
+	"fmt"
+	"strings"
+)
+
+// writeCostMarkdown appends what the traffic cost per mode (CPU per
+// connection against mode none, proxy memory) and, when some connections
+// failed (for example with dead endpoints), the failure rate per mode.
+func writeCostMarkdown(b *strings.Builder, r *Result) {
+	base := map[int]float64{}
+	for _, m := range r.Modes {
+		if m.Mode == "none" && m.TrafficConns > 0 {
+			base[m.Services] = float64(m.TrafficCPUNs) / float64(m.TrafficConns)
+		}
+	}
+	b.WriteString("\n### cost of the traffic phase\n\n")
+	b.WriteString("| mode | connections | failed | failure rate | CPU µs/conn (driver+echo+proxy) | vs none | proxy RSS |\n|---|--:|--:|--:|--:|--:|--:|\n")
+	for _, m := range r.Modes {
+		if m.TrafficConns == 0 {
+			continue
+		}
+		failed := 0
+		for _, p := range m.Lookup {
+			failed += p.Errors + p.Misses
+		}
+		per := float64(m.TrafficCPUNs) / float64(m.TrafficConns)
+		vs := "-"
+		if bp := base[m.Services]; bp > 0 {
+			vs = fmt.Sprintf("%.2f×", per/bp)
+		}
+		rss := "-"
+		if m.ProxyRSSBytes > 0 {
+			rss = fmt.Sprintf("%.1f MiB", float64(m.ProxyRSSBytes)/(1<<20))
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %.2f%% | %.1f | %s | %s |\n", r.label(m), m.TrafficConns, failed,
+			100*float64(failed)/float64(m.TrafficConns), per/1e3, vs, rss)
+	}
+	if f := r.Scenario.Failure; f.DownEndpointsPerService > 0 {
+		fmt.Fprintf(b, "\n%d endpoint(s) per service down (%s): a failed connection is one a mode sent to a dead endpoint without retrying elsewhere.\n", f.DownEndpointsPerService, f.Mode)
+	}
+}
