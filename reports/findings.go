@@ -35,11 +35,11 @@ func Findings(r *Result) []string {
 			ratio := float64(last.P50) / float64(first.P50)
 			switch {
 			case ratio >= 1.2:
-				s := fmt.Sprintf("p50 connect latency rises %.2g× from the first to the last of %s services (%s → %s)", ratio, thousands(top), FormatNs(float64(first.P50)), FormatNs(float64(last.P50)))
-				if why := linearWhy[m.Mode]; why != "" {
-					s += " (" + why + ")"
+				why := ""
+				if w := linearWhy[m.Mode]; w != "" {
+					why = "; " + w
 				}
-				parts = append(parts, s)
+				parts = append(parts, fmt.Sprintf("p50 connect latency rises %.2g× from the first to the last of %s services (%s → %s%s)", ratio, thousands(top), FormatNs(float64(first.P50)), FormatNs(float64(last.P50)), why))
 			case ratio <= 1/1.2:
 				parts = append(parts, fmt.Sprintf("p50 connect latency falls %.2g× from the first to the last of %s services (%s → %s)", 1/ratio, thousands(top), FormatNs(float64(first.P50)), FormatNs(float64(last.P50))))
 			default:

@@ -27,6 +27,7 @@ type runFlags struct {
 	output   string
 	seed     int64
 	quiet    bool
+	junit    string
 }
 
 // loadScenario loads a scenario and applies run's overrides, then validates
@@ -139,7 +140,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 				return &exitError{1, err}
 			}
 			fmt.Fprintf(os.Stdout, "\nresult: %s\n", out)
-			return nil
+			return evaluateGates(res, sc, f.junit)
 		},
 	}
 	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes to run instead of the scenario's (none,iptables)")
@@ -150,7 +151,40 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes run: auto (host if it supports every mode, else uml), host, uml")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
 	_ = cmd.Flags().MarkHidden("run-id")
+	cmd.Flags().StringVar(&f.junit, "junit", "", "write the scenario's gates (or, without gates, every figure) as JUnit XML to this file")
 	return cmd
+}
+
+// evaluateGates checks the scenario's gates against res, prints each
+// check with its measured value, writes JUnit XML when junit is set, and
+// returns exit 1 when a gate failed.
+func evaluateGates(res *reports.Result, sc *scenarios.Scenario, junit string) error {
+	gates := reports.EvaluateGates(res, sc.Gates)
+	if len(sc.Gates) > 0 {
+		fmt.Fprintln(os.Stdout)
+		if err := reports.WriteGates(os.Stdout, gates); err != nil {
+			return &exitError{1, err}
+		}
+	}
+	if junit != "" {
+		opt := reports.ReportOptions{}
+		if len(sc.Gates) > 0 {
+			opt.Gates = gates
+		}
+		if err := writeTo(junit, func(w io.Writer) error { return reports.WriteFormat(w, res, "junit", opt) }); err != nil {
+			return err
+		}
+	}
+	if !reports.GatesPassed(gates) {
+		n := 0
+		for _, g := range gates {
+			if !g.Pass {
+				n++
+			}
+		}
+		return &exitError{1, fmt.Errorf("%d of %d gates failed", n, len(gates))}
+	}
+	return nil
 }
 
 func newValidateCmd() *cobra.Command {
