@@ -44,7 +44,7 @@ func newFixture() *Result {
 	sc.Traffic.Connections = 200
 	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	r := &Result{SchemaVersion: SchemaVersion, Tool: "proxybench test", RunID: "f1x7ur", Engine: "real", Started: t0, Finished: t0.Add(90 * time.Second),
-		Machine: Machine{Hostname: "fixture-host", Kernel: "6.1.0-test", KernelWhere: "host", CPUModel: "Test CPU", CPUs: 4, MemoryBytes: 8 << 30, GoVersion: "go1.test"},
+		Machine:  Machine{Hostname: "fixture-host", Kernel: "6.1.0-test", KernelWhere: "host", CPUModel: "Test CPU", CPUs: 4, MemoryBytes: 8 << 30, GoVersion: "go1.test"},
 		Scenario: sc}
 	for _, n := range sizes {
 		for _, mode := range sc.Modes {
