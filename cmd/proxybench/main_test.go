@@ -136,7 +136,7 @@ func TestRunEndToEnd(t *testing.T) {
 	testenv.RequireKernel(t, "iptables-legacy-restore")
 	rootBefore := testenv.RootSnapshot(t)
 	out := filepath.Join(t.TempDir(), "r.json")
-	stdout, stderr, code := run(t, nil, "run", "1k-services", "--services", "300", "--seed", "5", "--output", out)
+	stdout, stderr, code := run(t, nil, "run", "1k-services", "--modes", "none,iptables", "--services", "300", "--seed", "5", "--output", out)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
