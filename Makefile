@@ -3,8 +3,9 @@ SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
-# System packages every mode and test needs (Debian 12 names).
-APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod user-mode-linux
+# System packages every mode and test needs (Debian 12 names; chromium
+# renders the HTML report in the screenshot test).
+APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod user-mode-linux chromium
 
 .PHONY: setup deps build test test-short bench lint clean
 

@@ -1,0 +1,92 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/proxybench/proxybench/internal/testenv"
+)
+
+const fixture = "../../reports/testdata/fixture.json"
+
+// TestReportFormats renders the stored fixture through the binary.
+func TestReportFormats(t *testing.T) {
+	for _, c := range []struct{ format, want string }{
+		{"md", "### capacity"}, {"csv", "mode,services,position,figure,value,unit,n"},
+		{"junit", "<testsuites>"}, {"gobench", "BenchmarkLookup/mode=iptables/pos=last/services=10000"}, {"html", "<svg class=\"plot\""},
+	} {
+		out := filepath.Join(t.TempDir(), "r."+c.format)
+		_, stderr, code := run(t, nil, "report", fixture, "--format", c.format, "--output", out, "--budget-p99", "1ms")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.format, code, stderr)
+		}
+		b, _ := os.ReadFile(out)
+		if !strings.Contains(string(b), c.want) {
+			t.Errorf("%s output lacks %q", c.format, c.want)
+		}
+	}
+	if _, stderr, code := run(t, nil, "report", fixture, "--format", "pdf"); code != 2 || !strings.Contains(stderr, "md, html") {
+		t.Errorf("unknown format: exit %d, %s", code, stderr)
+	}
+}
+
+// TestCompareRefusesOtherMachine: a different kernel is refused (exit 2,
+// naming the difference) unless --force; the same file compares clean.
+func TestCompareRefusesOtherMachine(t *testing.T) {
+	stdout, stderr, code := run(t, nil, "compare", fixture, fixture, "--fail-on-regression")
+	if code != 0 || !strings.Contains(stdout, "0 regressions") {
+		t.Fatalf("self-compare: exit %d\n%s%s", code, stdout, stderr)
+	}
+	b, _ := os.ReadFile(fixture)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["machine"].(map[string]any)["kernel"] = "6.12.0-other"
+	other := filepath.Join(t.TempDir(), "other.json")
+	b, _ = json.Marshal(m)
+	_ = os.WriteFile(other, b, 0o644)
+	_, stderr, code = run(t, nil, "compare", fixture, other)
+	if code != 2 || !strings.Contains(stderr, `kernel "6.1.0-test" vs "6.12.0-other"`) || !strings.Contains(stderr, "--force") {
+		t.Errorf("other kernel: exit %d: %s", code, stderr)
+	}
+	if _, stderr, code = run(t, nil, "compare", fixture, other, "--force"); code != 0 {
+		t.Errorf("--force: exit %d: %s", code, stderr)
+	}
+}
+
+// TestGateFails runs a tiny scenario whose gate cannot pass: exit 1, the
+// failing check printed with its measured value, and a JUnit failure.
+func TestGateFails(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-legacy-restore")
+	sc := writeFile(t, `services:
+  count: 50
+repetitions: 1
+modes: [none, iptables]
+traffic:
+  connections: 100
+  positions: [first, last]
+gates:
+  - {figure: lookup.latency.p50, mode: iptables, position: last, op: "<", value: 1ns}
+  - {figure: sync.full, op: "<", value: 1m}
+`)
+	dir := t.TempDir()
+	junit := filepath.Join(dir, "gates.xml")
+	stdout, stderr, code := run(t, nil, "run", sc, "--quiet", "--kernel", "host", "--output", filepath.Join(dir, "r.json"), "--junit", junit)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "FAIL lookup.latency.p50{mode=iptables,position=last,services=50} = ") ||
+		!strings.Contains(stdout, "PASS sync.full{mode=iptables,services=50}") || !strings.Contains(stderr, "1 of 2 gates failed") {
+		t.Errorf("gate output:\n%s\nstderr: %s", stdout, stderr)
+	}
+	x, err := os.ReadFile(junit)
+	if err != nil || !strings.Contains(string(x), `failures="1"`) || !strings.Contains(string(x), "<failure message=\"measured ") {
+		t.Errorf("junit (%v):\n%s", err, x)
+	}
+}
