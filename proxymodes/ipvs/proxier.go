@@ -47,8 +47,9 @@ type NamespaceHandle interface {
 type Proxier struct {
 	cfg  Config
 	node proxymodes.Node
-	// open returns the IPVS and address handles of the namespace.
-	open func() (Handle, Addresses, error)
+	// open returns the IPVS and address handles of the namespace, and the
+	// ipset netlink socket (nil: ipset restore only).
+	open func() (Handle, Addresses, *ipsetNetlink, error)
 	// sysctl writes a net.ipv4.vs sysctl inside the namespace.
 	sysctl func(key, value string) error
 
@@ -60,6 +61,7 @@ type Proxier struct {
 	mu    sync.Mutex
 	h     Handle
 	addrs Addresses
+	set   *ipsetNetlink
 	full  bool
 	// synced maps each virtual server key to the real servers the last
 	// successful Sync wanted; entries holds its ipset members. Both are
@@ -81,7 +83,7 @@ var (
 // Sync; an invalid cfg makes Sync fail.
 func New(cfg Config, node proxymodes.Node) *Proxier {
 	p := NewWithHandles(cfg, node, nil, nil)
-	p.open = func() (Handle, Addresses, error) { return openNamespace(node, !p.perObject) }
+	p.open = func() (Handle, Addresses, *ipsetNetlink, error) { return openNamespace(node, !p.perObject) }
 	p.sysctl = func(key, value string) error {
 		return node.Do(func() error {
 			path := "/proc/sys/net/ipv4/vs/" + key
@@ -101,46 +103,59 @@ func New(cfg Config, node proxymodes.Node) *Proxier {
 func NewWithHandles(cfg Config, node proxymodes.Node, h Handle, a Addresses) *Proxier {
 	return &Proxier{
 		cfg: cfg, node: node, full: true,
-		open:   func() (Handle, Addresses, error) { return h, a, nil },
+		open:   func() (Handle, Addresses, *ipsetNetlink, error) { return h, a, nil, nil },
 		sysctl: func(string, string) error { return nil },
 	}
 }
 
 // openNamespace opens IPVS generic netlink and rtnetlink sockets in node's
-// namespace, with batch sending changes in batches (BatchHandle,
-// OpenNetlinkAddresses). It fails with a message naming --kernel uml when
-// the kernel has no IP_VS.
-func openNamespace(node proxymodes.Node, batch bool) (Handle, Addresses, error) {
+// namespace; with batch, changes go in batches (BatchHandle,
+// OpenNetlinkAddresses) and ipset members over nfnetlink (ipsetNetlink).
+// It fails with a message naming --kernel uml when the kernel has no
+// IP_VS.
+func openNamespace(node proxymodes.Node, batch bool) (Handle, Addresses, *ipsetNetlink, error) {
 	nh, ok := node.(NamespaceHandle)
 	if !ok {
-		return nil, nil, fmt.Errorf("ipvs: node %T exposes no namespace handle (want *topology.Netns)", node)
+		return nil, nil, nil, fmt.Errorf("ipvs: node %T exposes no namespace handle (want *topology.Netns)", node)
 	}
 	if ok, why := hasIPVS(node); !ok {
-		return nil, nil, errors.New("ipvs: " + why)
+		return nil, nil, nil, errors.New("ipvs: " + why)
 	}
 	var h Handle
 	if batch {
 		b, err := NewBatchHandle(nh.Handle())
 		if err != nil {
-			return nil, nil, fmt.Errorf("ipvs: open IPVS netlink socket: %w", err)
+			return nil, nil, nil, fmt.Errorf("ipvs: open IPVS netlink socket: %w", err)
 		}
 		h = b
 	} else {
 		// moby/ipvs opens a namespace by path; /proc/self/fd/N names ours.
 		m, err := ipvs.New(fmt.Sprintf("/proc/self/fd/%d", int(nh.Handle())))
 		if err != nil {
-			return nil, nil, fmt.Errorf("ipvs: open IPVS netlink socket: %w", err)
+			return nil, nil, nil, fmt.Errorf("ipvs: open IPVS netlink socket: %w", err)
 		}
 		h = m
 	}
-	a, err := OpenNetlinkAddresses(nh.Handle(), batch)
-	if err != nil {
+	closeH := func() {
 		if c, ok := h.(interface{ Close() }); ok {
 			c.Close()
 		}
-		return nil, nil, err
 	}
-	return h, a, nil
+	a, err := OpenNetlinkAddresses(nh.Handle(), batch)
+	if err != nil {
+		closeH()
+		return nil, nil, nil, err
+	}
+	if !batch {
+		return h, a, nil, nil
+	}
+	set, err := openIPSetNetlink(nh.Handle())
+	if err != nil {
+		closeH()
+		a.Close()
+		return nil, nil, nil, err
+	}
+	return h, a, set, nil
 }
 
 // hasIPVS reports whether /proc/net/ip_vs exists in node's namespace
@@ -209,14 +224,14 @@ func (p *Proxier) handles() error {
 	if p.h != nil {
 		return nil
 	}
-	h, a, err := p.open()
+	h, a, set, err := p.open()
 	if err != nil {
 		return err
 	}
 	if h == nil || a == nil {
 		return errors.New("ipvs: no IPVS or address handle")
 	}
-	p.h, p.addrs = h, a
+	p.h, p.addrs, p.set = h, a, set
 	return nil
 }
 
@@ -238,9 +253,12 @@ func (p *Proxier) handles() error {
 //     desired are deleted unless their address is in ExcludeCIDRs.
 //     Removed endpoints are deleted at once (kube-proxy's graceful
 //     termination, weight 0 until connections drain, is not reproduced).
-//   - "ipset": `ipset -exist restore` of KUBE-CLUSTER-IP: create, flush and
-//     every entry on a full sync; only added and deleted entries later
-//     (none: no exec).
+//   - "ipset": KUBE-CLUSTER-IP: on a full sync `ipset -exist restore` of
+//     create and flush, then every entry; later only added and deleted
+//     entries. Entries go over nfnetlink, up to 1000 per message and many
+//     messages per sendmsg (New's default), or as `ipset restore` lines
+//     (NewWithHandles and per-object mode, as kube-proxy), which the ipset
+//     tool sends one netlink round trip each.
 //   - "iptables": on a full sync (or after a failed one) one
 //     iptables-legacy-restore --noflush of the nat chains, plus the jumps
 //     from OUTPUT, PREROUTING and POSTROUTING that iptables-legacy-save
@@ -509,42 +527,58 @@ func (p *Proxier) syncIPSet(ctx context.Context, rs *Ruleset, full bool, st *pro
 	for _, e := range rs.SetEntries {
 		want[e] = struct{}{}
 	}
-	var b bytes.Buffer
-	n := 0
-	if full || p.entries == nil {
-		b.Grow(64 + len(rs.SetEntries)*(len(ClusterIPSet)+26))
-		fmt.Fprintf(&b, "create %s hash:ip,port family inet hashsize 1024 maxelem %d\nflush %s\n", ClusterIPSet, ipsetMaxElem, ClusterIPSet)
-		for _, e := range rs.SetEntries {
-			b.WriteString("add " + ClusterIPSet + " " + e + "\n")
-		}
-		n = len(rs.SetEntries)
+	var add, del []string
+	full = full || p.entries == nil
+	if full {
+		add = rs.SetEntries
 	} else {
 		for _, e := range rs.SetEntries {
 			if _, ok := p.entries[e]; !ok {
-				b.WriteString("add " + ClusterIPSet + " " + e + "\n")
-				n++
+				add = append(add, e)
 			}
 		}
-		var del []string
 		for e := range p.entries {
 			if _, ok := want[e]; !ok {
 				del = append(del, e)
 			}
 		}
 		sort.Strings(del)
+	}
+	var b bytes.Buffer
+	if full {
+		fmt.Fprintf(&b, "create %s hash:ip,port family inet hashsize 1024 maxelem %d\nflush %s\n", ClusterIPSet, ipsetMaxElem, ClusterIPSet)
+	}
+	if p.set == nil {
+		b.Grow((len(add) + len(del)) * (len(ClusterIPSet) + 30))
+		for _, e := range add {
+			b.WriteString("add " + ClusterIPSet + " " + e + "\n")
+		}
 		for _, e := range del {
 			b.WriteString("del " + ClusterIPSet + " " + e + "\n")
-			n++
 		}
 	}
-	if b.Len() == 0 {
-		return want, nil
+	if b.Len() > 0 {
+		if _, err := p.node.Run(ctx, b.Bytes(), binIPSet, "-exist", "restore"); err != nil {
+			return nil, fmt.Errorf("ipvs: ipset restore of %s: %w", ClusterIPSet, err)
+		}
+		st.Bytes += b.Len()
 	}
-	if _, err := p.node.Run(ctx, b.Bytes(), binIPSet, "-exist", "restore"); err != nil {
-		return nil, fmt.Errorf("ipvs: ipset restore of %s (%d entries): %w", ClusterIPSet, n, err)
+	if p.set != nil {
+		for _, c := range []struct {
+			del     bool
+			entries []string
+		}{{true, del}, {false, add}} {
+			if len(c.entries) == 0 {
+				continue
+			}
+			n, err := p.set.change(ClusterIPSet, c.del, c.entries)
+			st.Bytes += n
+			if err != nil {
+				return nil, err
+			}
+		}
 	}
-	st.Bytes += b.Len()
-	st.Objects += n
+	st.Objects += len(add) + len(del)
 	return want, nil
 }
 
@@ -635,7 +669,10 @@ func (p *Proxier) close() {
 	if p.addrs != nil {
 		p.addrs.Close()
 	}
-	p.h, p.addrs = nil, nil
+	if p.set != nil {
+		p.set.close()
+	}
+	p.h, p.addrs, p.set = nil, nil, nil
 }
 
 // cleanupInput turns iptables-save -t nat output into restore input that
