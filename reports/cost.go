@@ -37,6 +37,17 @@ func writeCostMarkdown(b *strings.Builder, r *Result) {
 		fmt.Fprintf(b, "| %s | %d | %d | %.2f%% | %.1f | %s | %s |\n", r.label(m), m.TrafficConns, failed,
 			100*float64(failed)/float64(m.TrafficConns), per/1e3, vs, rss)
 	}
+	b.WriteString("\n### time to first byte: connect + the echo line (µs)\n\n")
+	b.WriteString("It includes the proxy's own connection to the endpoint in mode userspace, whose listener completes the client's handshake locally.\n\n")
+	b.WriteString("| mode | position | n | connect p50 | TTFB p50 | TTFB p90 | TTFB p99 |\n|---|---|--:|--:|--:|--:|--:|\n")
+	for _, m := range r.Modes {
+		for _, p := range m.Lookup {
+			if p.TTFB.Count == 0 {
+				continue
+			}
+			fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s |\n", r.label(m), p.Position, p.TTFB.Count, us(p.Latency.P50), us(p.TTFB.P50), us(p.TTFB.P90), us(p.TTFB.P99))
+		}
+	}
 	if f := r.Scenario.Failure; f.DownEndpointsPerService > 0 {
 		fmt.Fprintf(b, "\n%d endpoint(s) per service down (%s): a failed connection is one a mode sent to a dead endpoint without retrying elsewhere.\n", f.DownEndpointsPerService, f.Mode)
 	}

@@ -101,8 +101,11 @@ type PositionResult struct {
 	// Service is "ns/name:port" of a fixed position; empty for random.
 	Service string `json:"service,omitempty"`
 	// Index is the ServicePort's position in render order (-1 for random).
-	Index     int      `json:"index"`
-	Latency   Summary  `json:"latency"`
+	Index   int     `json:"index"`
+	Latency Summary `json:"latency"`
+	// TTFB is the time to first byte (connect + the echo line), which for
+	// the userspace mode includes the proxy's dial to the endpoint.
+	TTFB      Summary  `json:"ttfb"`
 	Errors    int      `json:"errors"`
 	Misses    int      `json:"misses"`
 	ErrorText []string `json:"errorSamples,omitempty"`
@@ -115,6 +118,8 @@ type PositionResult struct {
 	// SamplesNs are the raw connect times in ns (all repetitions), kept so
 	// reports and comparisons can be recomputed without rerunning.
 	SamplesNs []int64 `json:"samplesNs"`
+	// TTFBSamplesNs are the raw times to first byte, in ns.
+	TTFBSamplesNs []int64 `json:"ttfbSamplesNs,omitempty"`
 }
 
 // Write stores r as indented JSON at path, creating its folder.

@@ -60,6 +60,11 @@ type DriveResult struct {
 	// nanoseconds: from the SYN being sent to the handshake completing,
 	// through the node's rules (or directly, in Direct mode).
 	LatenciesNs []int64
+	// TTFBNs are the times to first byte of the same connections, in ns:
+	// from the SYN to the echo line read and the socket closed. For the
+	// userspace mode, whose listener completes the handshake locally, this
+	// includes the proxy's own connection to the endpoint.
+	TTFBNs []int64
 	// Hits counts, per service index, the connections that landed on each
 	// endpoint, as reported by the echo server.
 	Hits map[int]map[netip.Addr]int
@@ -103,6 +108,7 @@ func PositionTarget(flat []Target, pos string) (Target, error) {
 
 type sample struct {
 	lat    int64
+	ttfb   int64
 	svc    int
 	landed netip.Addr
 	err    error
@@ -189,6 +195,7 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 				res.Misses++
 			default:
 				res.LatenciesNs = append(res.LatenciesNs, s.lat)
+				res.TTFBNs = append(res.TTFBNs, s.ttfb)
 				h := res.Hits[s.svc]
 				if h == nil {
 					h = map[netip.Addr]int{}
@@ -214,8 +221,9 @@ func dialOnce(spec DriveSpec, t Target, rng *rand.Rand) sample {
 		dst, dport = eps[rng.Intn(len(eps))].IP, port.TargetPort
 	}
 	s := sample{svc: t.Service}
-	landed, _, lat, err := DialEcho(dst, dport, spec.Timeout)
+	landed, start, lat, err := DialEcho(dst, dport, spec.Timeout)
 	s.lat = int64(lat)
+	s.ttfb = int64(time.Since(start))
 	if err != nil {
 		s.err = err
 		return s

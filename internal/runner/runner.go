@@ -266,6 +266,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 				pos[position] = pr
 			}
 			pr.SamplesNs = append(pr.SamplesNs, dr.LatenciesNs...)
+			pr.TTFBSamplesNs = append(pr.TTFBSamplesNs, dr.TTFBNs...)
 			pr.Errors += dr.Errors
 			pr.Misses += dr.Misses
 			for _, e := range dr.ErrorSamples {
@@ -294,6 +295,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	for _, position := range sc.Traffic.Positions {
 		pr := pos[position]
 		pr.Latency = reports.Summarize(pr.SamplesNs)
+		pr.TTFB = reports.Summarize(pr.TTFBSamplesNs)
 		if d := elapsed[position]; d > 0 {
 			pr.CPS = float64(len(pr.SamplesNs)) / d.Seconds()
 		}
