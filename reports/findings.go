@@ -74,8 +74,8 @@ func Findings(r *Result) []string {
 			}
 			parts = append(parts, fmt.Sprintf("endpoint spread %s (min Jain %.4f, χ² p = %.2g)", verdict, f.MinJain, f.PValue))
 		}
-		if m.Programming != nil && len(m.Programming.SamplesNs) > 0 {
-			s := Summarize(m.Programming.SamplesNs)
+		if ps := programmingSamples(m); len(ps) > 0 {
+			s := Summarize(ps)
 			parts = append(parts, fmt.Sprintf("programming latency p50 %s, p99 %s", FormatNs(float64(s.P50)), FormatNs(float64(s.P99))))
 		}
 		label := m.Mode

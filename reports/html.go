@@ -109,7 +109,7 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 
 	pr := htmlSection{ID: "programming", Title: "programming.latency: endpoint change to the first connection on the new endpoint"}
 	for _, m := range r.Modes {
-		if modeSize(r, m) != top || m.Programming == nil || len(m.Programming.SamplesNs) == 0 {
+		if modeSize(r, m) != top || len(programmingSamples(m)) == 0 {
 			continue
 		}
 		p, err := programmingPlot(m, pal)
@@ -390,8 +390,9 @@ func fairnessPlot(m ModeResult) (*plot.Plot, error) {
 // programmingPlot is a histogram of programming.latency (ms).
 func programmingPlot(m ModeResult, pal map[string]color.Color) (*plot.Plot, error) {
 	p := newPlot("programming latency: "+m.Mode, "ms", "changes")
-	vals := make(plotter.Values, len(m.Programming.SamplesNs))
-	for i, v := range m.Programming.SamplesNs {
+	ns := programmingSamples(m)
+	vals := make(plotter.Values, len(ns))
+	for i, v := range ns {
 		vals[i] = float64(v) / 1e6
 	}
 	h, err := plotter.NewHist(vals, 30)
@@ -547,3 +548,20 @@ th { background: #eee; } td:first-child, td:nth-child(2) { text-align: left; }
 </body>
 </html>
 `))
+
+// programmingSamples are a mode's programming.latency samples (ns): the
+// Programming field's, else the observed changes of its churn phases.
+func programmingSamples(m ModeResult) []int64 {
+	if m.Programming != nil && len(m.Programming.SamplesNs) > 0 {
+		return m.Programming.SamplesNs
+	}
+	var out []int64
+	for _, c := range m.Churn {
+		for _, s := range c.Samples {
+			if s.LatencyNs >= 0 {
+				out = append(out, s.LatencyNs)
+			}
+		}
+	}
+	return out
+}
