@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/proxybench/proxybench/proxymodes"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -76,7 +77,20 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	b.WriteString("\n")
 	for _, m := range r.Modes {
 		if f, l, ok := firstLast(m); ok {
-			fmt.Fprintf(&b, "- %s: p50 at the last service is %.2f× the first (%s → %s µs)\n", r.label(m), float64(l)/float64(f), us(f), us(l))
+			fmt.Fprintf(&b, "- %s: p50 at the last service is %.2f× the first (%s → %s µs", r.label(m), float64(l)/float64(f), us(f), us(l))
+			var fs, ls []int64
+			for _, p := range m.Lookup {
+				switch p.Position {
+				case "first":
+					fs = p.SamplesNs
+				case "last":
+					ls = p.SamplesNs
+				}
+			}
+			if d, lo, hi := MedianDiffCI(fs, ls, 0.95, 1000, 1); !math.IsNaN(d) {
+				fmt.Fprintf(&b, "; difference %+.1f µs, 95%% bootstrap CI %+.1f..%+.1f µs", d/1e3, lo/1e3, hi/1e3)
+			}
+			b.WriteString(")\n")
 		}
 	}
 
