@@ -4,6 +4,7 @@
 package scenarios
 
 import (
+	"math/rand"
 	"net/netip"
 	"time"
 )
@@ -98,7 +99,25 @@ type EndpointsSpec struct {
 	// a service gets 1 + Zipf(S, V, Max-1) endpoints.
 	S float64 `yaml:"s,omitempty" json:"s,omitempty"`
 	V float64 `yaml:"v,omitempty" json:"v,omitempty"`
+	// Weights sets each endpoint's weight (workload.Endpoint.Weight, the
+	// IPVS real server weight); nil: every endpoint weighs 1.
+	Weights *WeightsSpec `yaml:"weights,omitempty" json:"weights,omitempty"`
 }
+
+// WeightsSpec gives endpoint weights either as a fixed list (endpoint k of
+// every service weighs List[k mod len(List)]) or drawn per endpoint,
+// uniformly from [Min, Max], with the scenario's seed. Weights are 1..256
+// (IPVS accepts 0..65535; 0 would drain the endpoint).
+type WeightsSpec struct {
+	List []int `yaml:"list,omitempty" json:"list,omitempty"`
+	// Distribution is "uniform" (with Min and Max); empty with List.
+	Distribution string `yaml:"distribution,omitempty" json:"distribution,omitempty"`
+	Min          int    `yaml:"min,omitempty" json:"min,omitempty"`
+	Max          int    `yaml:"max,omitempty" json:"max,omitempty"`
+}
+
+// Set reports whether any weight setting is present.
+func (w *WeightsSpec) Set() bool { return w != nil && (len(w.List) > 0 || w.Distribution != "") }
 
 // NetworkSpec is the address plan. Defaults come from 198.18.0.0/15
 // (RFC 2544 benchmarking range).
@@ -115,12 +134,31 @@ type NetworkSpec struct {
 	// outside it is masqueraded (default 198.19.0.0/16, which holds both
 	// pods and client pods).
 	ClusterCIDR string `yaml:"clusterCIDR" json:"clusterCIDR"`
+	// ClientCIDR holds the extra source addresses of client pods when
+	// topology.clientAddresses > 1 (default 198.19.192.0/19): client pod i
+	// owns the i-th aligned block of the next power of two >= clientAddresses.
+	ClientCIDR string `yaml:"clientCIDR,omitempty" json:"clientCIDR,omitempty"`
 }
 
 // TopologySpec sizes the testbed.
 type TopologySpec struct {
 	// ClientPods is the number of client pod namespaces driving traffic (default 1).
 	ClientPods int `yaml:"clientPods" json:"clientPods"`
+	// Nodes is the number of node namespaces (default 1), each running its
+	// own proxier over the same services; with more than one they share a
+	// bridge in a fabric namespace and client pod i sits on node i mod Nodes.
+	Nodes int `yaml:"nodes,omitempty" json:"nodes,omitempty"`
+	// EndpointOrder is the endpoint order each node's proxier is given:
+	// sorted (default: as the API returns them, the same on every node) or
+	// shuffled (a different seeded permutation per node and service).
+	EndpointOrder string `yaml:"endpointOrder,omitempty" json:"endpointOrder,omitempty"`
+	// Pods is shared (default: one backend host answers every pod IP
+	// through an AnyIP route) or isolated (one namespace + veth per backend
+	// pod, on node k mod Nodes; for a few thousand pods).
+	Pods string `yaml:"pods,omitempty" json:"pods,omitempty"`
+	// ClientAddresses is the number of source addresses of each client pod
+	// (default 1: its link address); connections bind to them in turn.
+	ClientAddresses int `yaml:"clientAddresses,omitempty" json:"clientAddresses,omitempty"`
 }
 
 // TrafficSpec configures the closed-loop traffic driver.
@@ -137,6 +175,65 @@ type TrafficSpec struct {
 	Warmup int `yaml:"warmup" json:"warmup"`
 	// Timeout bounds one connection attempt (default 2s).
 	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// PerService is the number of connections made to every service in
+	// the fairness phase, spread over every client pod and source address
+	// (0, the default: no fairness phase).
+	PerService int `yaml:"perService,omitempty" json:"perService,omitempty"`
+	// LongLived, when Connections > 0, opens that many connections per
+	// service and holds them all open for Hold, then counts the active
+	// connections per endpoint (the load lc, wlc, sed and nq balance).
+	LongLived LongLivedSpec `yaml:"longLived,omitempty" json:"longLived,omitempty"`
+}
+
+// NodeCount is Nodes, or 1 when unset.
+func (t TopologySpec) NodeCount() int { return max(t.Nodes, 1) }
+
+// Order is EndpointOrder, or "sorted" when unset.
+func (t TopologySpec) Order() string {
+	if t.EndpointOrder == "" {
+		return "sorted"
+	}
+	return t.EndpointOrder
+}
+
+// PodModel is Pods, or "shared" when unset.
+func (t TopologySpec) PodModel() string {
+	if t.Pods == "" {
+		return "shared"
+	}
+	return t.Pods
+}
+
+// Addresses is ClientAddresses, or 1 when unset.
+func (t TopologySpec) Addresses() int { return max(t.ClientAddresses, 1) }
+
+// ClientPrefix is network.clientCIDR parsed, or its default
+// 198.19.192.0/19 when unset. Valid only on a validated Scenario.
+func (s *Scenario) ClientPrefix() netip.Prefix {
+	if s.Network.ClientCIDR == "" {
+		return netip.MustParsePrefix(DefaultClientCIDR)
+	}
+	return netip.MustParsePrefix(s.Network.ClientCIDR)
+}
+
+// DefaultClientCIDR is network.clientCIDR's default: inside the default
+// clusterCIDR, disjoint from the default pod, node and service CIDRs.
+const DefaultClientCIDR = "198.19.192.0/19"
+
+// HoldFor is LongLived.Hold, or 1s when unset.
+func (l LongLivedSpec) HoldFor() time.Duration {
+	if l.Hold.Duration == 0 {
+		return time.Second
+	}
+	return l.Hold.Duration
+}
+
+// LongLivedSpec configures the long-lived connection phase.
+type LongLivedSpec struct {
+	// Connections held open at once, per service (0: no phase).
+	Connections int `yaml:"connections,omitempty" json:"connections,omitempty"`
+	// Hold is how long they stay open after the last one opened (default 1s).
+	Hold Duration `yaml:"hold,omitempty" json:"hold,omitempty"`
 }
 
 // SweepSpec lists the sizes of a capacity sweep.
@@ -146,6 +243,9 @@ type SweepSpec struct {
 	// MinSyncPeriod lists minSyncPeriod values for the churn phase: it is
 	// repeated once per value, overriding every mode's minSyncPeriod.
 	MinSyncPeriod []Duration `yaml:"minSyncPeriod,omitempty" json:"minSyncPeriod,omitempty"`
+	// Schedulers runs mode ipvs once per IPVS scheduler listed, each
+	// overriding ipvs.scheduler (other modes run once).
+	Schedulers []string `yaml:"schedulers,omitempty" json:"schedulers,omitempty"`
 }
 
 // FailureSpec injects dead endpoints (scenarios/endpoint-failure.yaml).
@@ -252,6 +352,34 @@ type IPTablesSpec struct {
 
 // Duration is a time.Duration written as "2s", "150ms" in YAML and JSON.
 type Duration struct{ time.Duration }
+
+// EndpointWeights returns the weight of every endpoint of every service
+// (out[i][k] for endpoint k of service i, counts as EndpointCounts), from
+// Services.Endpoints.Weights: List cycled, or uniform draws on [Min, Max]
+// from a generator seeded by Seed+1; all 1 when unset.
+func (s *Scenario) EndpointWeights() [][]int {
+	counts := s.EndpointCounts()
+	w := s.Services.Endpoints.Weights
+	if w == nil {
+		w = &WeightsSpec{}
+	}
+	rng := rand.New(rand.NewSource(s.Seed + 1))
+	out := make([][]int, len(counts))
+	for i, c := range counts {
+		out[i] = make([]int, c)
+		for k := range out[i] {
+			switch {
+			case len(w.List) > 0:
+				out[i][k] = w.List[k%len(w.List)]
+			case w.Distribution == "uniform" && w.Max >= w.Min && w.Min >= 1:
+				out[i][k] = w.Min + rng.Intn(w.Max-w.Min+1)
+			default:
+				out[i][k] = 1
+			}
+		}
+	}
+	return out
+}
 
 // Prefixes returns the parsed address plan. It is valid only on a Scenario
 // returned by Load or Parse.

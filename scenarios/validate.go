@@ -314,12 +314,14 @@ func (s *Scenario) Validate() error {
 			add("network.podCIDR", fmt.Sprintf("services.endpoints need %d pod addresses but %s has %d usable", need, pod, usable(pod)), fix)
 		}
 	}
-	if between("topology.clientPods", s.Topology.ClientPods, 1, math.MaxInt32) && nodeOK {
+	if between("topology.clientPods", s.Topology.ClientPods, 1, math.MaxInt32) && nodeOK && s.Topology.Nodes <= 1 {
 		if links := int64(s.Topology.ClientPods) + 1; links*4 > size(node) {
 			add("network.nodeCIDR", fmt.Sprintf("%d /30 links (clientPods+1) need %d addresses but %s has %d", links, links*4, node, size(node)),
 				fmt.Sprintf("use a /%d or larger nodeCIDR, or fewer topology.clientPods", fitting(links*4)))
 		}
 	}
+
+	s.validateFairness(add, between, oneOf, prefix, node, nodeOK)
 
 	tr := s.Traffic
 	between("traffic.connections", tr.Connections, 1, math.MaxInt32)
@@ -469,4 +471,137 @@ func fitting(n int64) int {
 		}
 	}
 	return -1
+}
+
+// validateFairness checks the fields of scheduler-fairness runs:
+// topology.nodes (1..64; the fabric block plus one /30 per client pod must
+// fit nodeCIDR), endpointOrder, pods (isolated: at most MaxIsolatedPods
+// endpoints, no failure injection or churn), clientAddresses (1..4096;
+// the blocks must fit network.clientCIDR, disjoint from the other CIDRs),
+// services.endpoints.weights, traffic.perService, traffic.longLived and
+// sweep.schedulers.
+func (s *Scenario) validateFairness(add func(field, msg, fix string), between func(string, int, int, int) bool,
+	oneOf func(string, string, []string) bool, prefix func(string, string) (netip.Prefix, bool), node netip.Prefix, nodeOK bool) {
+	t := s.Topology
+	if s.has("topology.nodes") || t.Nodes != 0 {
+		if between("topology.nodes", t.Nodes, 1, 64) && nodeOK && t.Nodes > 1 {
+			if need := FabricSize(t.Nodes) + 4*int64(t.ClientPods); need > size(node) {
+				add("network.nodeCIDR", fmt.Sprintf("%d nodes and %d client pods need %d addresses (a /%d fabric block and one /30 per client pod) but %s has %d",
+					t.Nodes, t.ClientPods, need, 32-bitsFor(FabricSize(t.Nodes)), node, size(node)),
+					fmt.Sprintf("use a /%d or larger nodeCIDR, or fewer nodes or client pods", fitting(need)))
+			}
+		}
+	}
+	if t.EndpointOrder != "" {
+		oneOf("topology.endpointOrder", t.EndpointOrder, []string{"sorted", "shuffled"})
+	}
+	if t.Pods != "" && oneOf("topology.pods", t.Pods, []string{"shared", "isolated"}) && t.Pods == "isolated" {
+		var n int64
+		if s.Services.Count >= 1 && s.Services.Count <= MaxServices {
+			for _, c := range s.EndpointCounts() {
+				n += int64(c)
+			}
+		}
+		if n > MaxIsolatedPods {
+			add("topology.pods", fmt.Sprintf("isolated gives each of the %d endpoints a namespace and veth; at most %d are supported", n, MaxIsolatedPods),
+				"use pods: shared (AnyIP) for this many endpoints, or fewer services or endpoints")
+		}
+		if s.Failure.DownEndpointsPerService > 0 {
+			add("failure.downEndpointsPerService", "failure injection needs pods: shared (it acts in the backend host)", "remove failure or use pods: shared")
+		}
+		if s.Churn.Rate > 0 {
+			add("churn.rate", "churn adds endpoints at new pod IPs, which need pods: shared (AnyIP)", "remove churn or use pods: shared")
+		}
+	}
+	if s.has("topology.clientAddresses") || t.ClientAddresses != 0 {
+		if between("topology.clientAddresses", t.ClientAddresses, 1, 4096) && t.ClientAddresses > 1 {
+			if c, ok := prefix("network.clientCIDR", s.ClientPrefixString()); ok {
+				need := int64(nextPow2(t.ClientAddresses)) * int64(t.ClientPods)
+				if need > size(c) {
+					add("network.clientCIDR", fmt.Sprintf("%d client pods × %d addresses (blocks of %d) need %d addresses but %s has %d",
+						t.ClientPods, t.ClientAddresses, nextPow2(t.ClientAddresses), need, c, size(c)),
+						fmt.Sprintf("use a /%d or larger clientCIDR, or fewer addresses", fitting(need)))
+				}
+				for _, o := range []struct{ name, v string }{{"serviceCIDR", s.Network.ServiceCIDR}, {"podCIDR", s.Network.PodCIDR}, {"nodeCIDR", s.Network.NodeCIDR}} {
+					if q, err := netip.ParsePrefix(o.v); err == nil && q.Overlaps(c) {
+						add("network.clientCIDR", fmt.Sprintf("%s overlaps %s %s", c, o.name, q), "pick a range disjoint from "+o.name)
+					}
+				}
+			}
+		}
+	} else if s.Network.ClientCIDR != "" {
+		prefix("network.clientCIDR", s.Network.ClientCIDR)
+	}
+	if w := s.Services.Endpoints.Weights; w != nil {
+		const f = "services.endpoints.weights"
+		switch {
+		case !w.Set():
+			add(f, "is empty", "set list: [1, 2, 3] or distribution: uniform with min and max")
+		case len(w.List) > 0 && (w.Distribution != "" || w.Min != 0 || w.Max != 0):
+			add(f, "sets both list and a distribution", "keep either list or distribution/min/max")
+		case len(w.List) > 0:
+			for i, v := range w.List {
+				between(fmt.Sprintf("%s.list[%d]", f, i), v, 1, 256)
+			}
+		default:
+			if oneOf(f+".distribution", w.Distribution, []string{"uniform"}) {
+				if between(f+".min", w.Min, 1, 256) && between(f+".max", w.Max, 1, 256) && w.Max < w.Min {
+					add(f+".max", fmt.Sprintf("%d is below min %d", w.Max, w.Min), "use max >= min")
+				}
+			}
+		}
+	}
+	between("traffic.perService", s.Traffic.PerService, 0, 1<<24)
+	if l := s.Traffic.LongLived; l.Connections != 0 || l.Hold.Duration != 0 {
+		between("traffic.longLived.connections", l.Connections, 1, 4096)
+		if l.Hold.Duration < 0 {
+			add("traffic.longLived.hold", fmt.Sprintf("%s is negative", l.Hold.Duration), `use a duration such as "2s"`)
+		}
+	}
+	for i, sch := range s.Sweep.Schedulers {
+		f := fmt.Sprintf("sweep.schedulers[%d]", i)
+		if j := slices.Index(s.Sweep.Schedulers, sch); j < i {
+			add(f, fmt.Sprintf("%q is listed twice", sch), "remove the duplicate")
+		} else {
+			oneOf(f, sch, IPVSSchedulers)
+		}
+	}
+	if len(s.Sweep.Schedulers) > 0 && !slices.Contains(s.Modes, "ipvs") {
+		add("sweep.schedulers", "has no effect without mode ipvs", "add ipvs to modes or remove sweep.schedulers")
+	}
+}
+
+// MaxIsolatedPods bounds the endpoints of a pods: isolated testbed (one
+// namespace and veth each).
+const MaxIsolatedPods = 8192
+
+// ClientPrefixString is network.clientCIDR or its default.
+func (s *Scenario) ClientPrefixString() string {
+	if s.Network.ClientCIDR == "" {
+		return DefaultClientCIDR
+	}
+	return s.Network.ClientCIDR
+}
+
+// FabricSize is the number of nodeCIDR addresses of the fabric block for n
+// nodes: the smallest power of two >= n+3 (network, n nodes, the backend
+// host, broadcast), at least 4. With one node it is the /30 node-backend
+// link; client pod links (/30 each) follow it.
+func FabricSize(n int) int64 { return int64(nextPow2(max(n+3, 4))) }
+
+func nextPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+// bitsFor is log2 of a power of two.
+func bitsFor(n int64) int {
+	b := 0
+	for int64(1)<<b < n {
+		b++
+	}
+	return b
 }

@@ -1,0 +1,498 @@
+package reports
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Fairness-phase defaults: the significance level of every verdict, the
+// power and the effect size of the sample-size (power) analysis.
+const (
+	// FairnessAlpha is the level at which a chi-square test rejects "the
+	// hits follow the expected shares".
+	FairnessAlpha = 0.001
+	// FairnessPower is the probability of detecting a deviation of
+	// FairnessEffect that the needed sample size guarantees.
+	FairnessPower = 0.8
+	// FairnessEffect is the deviation to detect, as Cohen's effect size
+	// w = sqrt(Σ (p1−p0)²/p0): every endpoint's share 5% (relative) off its
+	// expected share, alternately up and down, gives exactly w = 0.05.
+	FairnessEffect = 0.05
+)
+
+// Units a scheduler balances, and so what the fairness figures count.
+const (
+	// UnitConnection: every new connection is one draw (rr, wrr, iptables'
+	// statistic random, nftables' numgen, userspace round robin).
+	UnitConnection = "connection"
+	// UnitSource: a hash of the client address picks the endpoint (sh, mh,
+	// and any scheduler under ClientIP affinity); each source address is one
+	// draw, counted on the endpoint most of its connections reached.
+	UnitSource = "source"
+	// UnitDestination: a hash or locality table of the destination (the
+	// ClusterIP) picks the endpoint (dh, lblc, lblcr): every connection of a
+	// service should reach one endpoint; the figure is that stickiness.
+	UnitDestination = "destination"
+	// UnitActive: active (long-lived) connections per endpoint (lc, wlc,
+	// sed, nq balance them).
+	UnitActive = "active"
+)
+
+// Expectation is what a scheduler's kernel definition promises.
+type Expectation struct {
+	// Unit is one of the Unit* constants.
+	Unit string `json:"unit"`
+	// Weighted: expected shares are proportional to endpoint weights;
+	// otherwise equal over endpoints of non-zero weight.
+	Weighted bool `json:"weighted"`
+	// Source names the definition (kernel file or kube-proxy behaviour).
+	Source string `json:"source"`
+}
+
+// ExpectationFor returns the expectation of mode with its IPVS scheduler
+// (ignored for other modes) and session affinity:
+//
+//   - iptables: `-m statistic --mode random --probability 1/(n-i)`, equal
+//     shares, weights ignored (kube-proxy pkg/proxy/iptables);
+//   - nftables: `numgen random mod n` vmap, equal shares;
+//   - userspace: round robin over a shuffled list, equal shares;
+//   - ipvs rr: equal (ip_vs_rr.c skips weight-0 servers only); wrr:
+//     weighted (ip_vs_wrr.c); lc: equal active connections (ip_vs_lc.c);
+//     wlc, sed, nq: active connections proportional to weight
+//     (ip_vs_wlc.c, ip_vs_sed.c, ip_vs_nq.c); sh, mh: source-address hash,
+//     buckets proportional to weight (ip_vs_sh.c puts a server weight times
+//     in the table; ip_vs_mh.c weights its permutation turns); dh, lblc,
+//     lblcr: destination hash/locality, one server per ClusterIP
+//     (ip_vs_dh.c, ip_vs_lblc.c, ip_vs_lblcr.c).
+//
+// Under ClientIP affinity (iptables' recent match, IPVS persistence,
+// nftables' affinity sets, userspace sessions) every unit but destination
+// becomes source: a client address is pinned to its first pick.
+func ExpectationFor(mode, scheduler string, affinity bool) Expectation {
+	e := Expectation{Unit: UnitConnection}
+	switch mode {
+	case "iptables":
+		e.Source = "kube-proxy iptables: statistic random 1/(n-i), weights ignored"
+	case "nftables":
+		e.Source = "kube-proxy nftables: numgen random mod n, weights ignored"
+	case "userspace":
+		e.Source = "legacy userspace proxy: round robin over a shuffled list"
+	case "ipvs":
+		switch scheduler {
+		case "", "rr":
+			e.Source = "ip_vs_rr.c: rotation, weights ignored (0 skips)"
+		case "wrr":
+			e.Weighted, e.Source = true, "ip_vs_wrr.c: interleaved weighted rotation"
+		case "lc":
+			e.Unit, e.Source = UnitActive, "ip_vs_lc.c: fewest active (×256) + inactive connections"
+		case "wlc":
+			e.Unit, e.Weighted, e.Source = UnitActive, true, "ip_vs_wlc.c: fewest (active×256+inactive)/weight"
+		case "sed":
+			e.Unit, e.Weighted, e.Source = UnitActive, true, "ip_vs_sed.c: fewest (active+1)/weight"
+		case "nq":
+			e.Unit, e.Weighted, e.Source = UnitActive, true, "ip_vs_nq.c: an idle server first, else fewest (active+1)/weight"
+		case "sh":
+			e.Unit, e.Weighted, e.Source = UnitSource, true, "ip_vs_sh.c: source hash over 256 buckets, weight buckets per server"
+		case "mh":
+			e.Unit, e.Weighted, e.Source = UnitSource, true, "ip_vs_mh.c: Maglev hash of the source, weighted turns"
+		case "dh":
+			e.Unit, e.Source = UnitDestination, "ip_vs_dh.c: destination hash over 256 buckets"
+		case "lblc":
+			e.Unit, e.Source = UnitDestination, "ip_vs_lblc.c: one server per destination until overloaded"
+		case "lblcr":
+			e.Unit, e.Source = UnitDestination, "ip_vs_lblcr.c: a server set per destination"
+		}
+	default:
+		e.Source = mode
+	}
+	if affinity && e.Unit != UnitDestination {
+		e.Unit = UnitSource
+		e.Source += "; ClientIP affinity pins each client address"
+	}
+	return e
+}
+
+// ServiceObs is the raw observation of one service (one ServicePort) on
+// one node: Counts[s][k] connections from source address Sources[s] of
+// the run landed on endpoint Endpoints[k].
+type ServiceObs struct {
+	Node      int       `json:"node"`
+	Service   string    `json:"service"` // "ns/name:port"
+	Endpoints []string  `json:"endpoints"`
+	Weights   []float64 `json:"weights"`
+	Counts    [][]int   `json:"counts"`
+	// Active[k] counts connections held open on endpoint k at the end of
+	// the long-lived phase (nil without one).
+	Active []int `json:"active,omitempty"`
+	// FirstPick is the endpoint index the node's very first connection to
+	// the service reached after a fresh sync (-1: none).
+	FirstPick int `json:"firstPick"`
+}
+
+// ServiceFairness is the figures of one service, cluster-wide.
+type ServiceFairness struct {
+	Service string `json:"service"`
+	// Hits per endpoint IP, in the unit of the expectation.
+	Hits map[string]int `json:"hits"`
+	Fairness
+	// Stickiness is the share of a source address's connections that
+	// reached its most-used endpoint, over all its sources (1: sticky).
+	Stickiness float64 `json:"stickiness"`
+	// Needed is the sample size (in the unit) that detects a FairnessEffect
+	// deviation at FairnessAlpha with FairnessPower.
+	Needed int `json:"needed"`
+}
+
+// FairnessAggregate pools per-service figures.
+type FairnessAggregate struct {
+	Services int     `json:"services"`
+	Samples  int     `json:"samples"`
+	MeanJain float64 `json:"meanJain"`
+	MinJain  float64 `json:"minJain"`
+	// MaxMaxMin is the worst max/min ratio (0 when an endpoint starved).
+	MaxMaxMin float64 `json:"maxMaxMin"`
+	MeanCV    float64 `json:"meanCV"`
+	Starved   int     `json:"starved"`
+	// ChiSquare and DoF are the sums over services (independent tests),
+	// PValue the pooled test's upper tail.
+	ChiSquare float64 `json:"chiSquare"`
+	DoF       int     `json:"dof"`
+	PValue    float64 `json:"pValue"`
+	// Rejected counts services whose own test rejects at FairnessAlpha
+	// (about Services×FairnessAlpha are expected by chance).
+	Rejected int `json:"rejected"`
+	// Needed is the total sample size the pooled test needs to detect a
+	// FairnessEffect deviation; Underpowered is Samples < Needed.
+	Needed       int  `json:"needed"`
+	Underpowered bool `json:"underpowered"`
+	// Stickiness is Σ(connections on each source's top endpoint) / Σ
+	// connections, over every service and source.
+	Stickiness float64 `json:"stickiness"`
+}
+
+// FairnessRun is the fairness phase of one mode (and IPVS scheduler): raw
+// observations and every figure computed from them.
+type FairnessRun struct {
+	Mode      string      `json:"mode"`
+	Scheduler string      `json:"scheduler,omitempty"`
+	Affinity  bool        `json:"affinity,omitempty"`
+	Expect    Expectation `json:"expectation"`
+	Nodes     int         `json:"nodes"`
+	Order     string      `json:"endpointOrder"`
+	Pods      string      `json:"pods"`
+	// Sources are the client source addresses, indexing ServiceObs.Counts.
+	Sources []string     `json:"sources"`
+	Obs     []ServiceObs `json:"obs"`
+
+	// PerService is cluster-wide, one row per service.
+	PerService []ServiceFairness `json:"perService"`
+	// PerNode pools each node's services (index = node).
+	PerNode []FairnessAggregate `json:"perNode"`
+	// Cluster pools PerService.
+	Cluster FairnessAggregate `json:"cluster"`
+	// LongLived pools active connections per endpoint (when measured).
+	LongLived *FairnessAggregate `json:"longLived,omitempty"`
+	// FirstPickMaxShare is, averaged over services, the largest share of
+	// nodes whose first connection reached the same endpoint (1: every
+	// node picked the same one, the rollout hot spot).
+	FirstPickMaxShare float64 `json:"firstPickMaxShare"`
+	// Verdict is "fair", "UNFAIR" or "fair?" (not rejected, but fewer
+	// samples than Needed); for destination units "sticky" or "NOT STICKY".
+	Verdict string `json:"verdict"`
+	Why     string `json:"why"`
+}
+
+// Analyze computes every figure of r from r.Obs (so a saved result can be
+// recomputed): per-service and per-node figures in r.Expect's unit, the
+// long-lived figures from Active, the first-pick spread, and the verdict.
+func (r *FairnessRun) Analyze() {
+	r.PerService, r.PerNode, r.LongLived = nil, nil, nil
+	type acc struct {
+		counts [][]int
+		w      []float64
+		eps    []string
+		active []int
+	}
+	bySvc := map[string]*acc{}
+	var order []string
+	byNode := map[int][]ServiceFairness{}
+	firstPicks := map[string][]int{}
+	for _, o := range r.Obs {
+		a := bySvc[o.Service]
+		if a == nil {
+			a = &acc{eps: o.Endpoints, w: o.Weights}
+			bySvc[o.Service] = a
+			order = append(order, o.Service)
+		}
+		a.counts = append(a.counts, o.Counts...)
+		if o.Active != nil {
+			if a.active == nil {
+				a.active = make([]int, len(o.Active))
+			}
+			for k, v := range o.Active {
+				a.active[k] += v
+			}
+		}
+		if o.FirstPick >= 0 {
+			firstPicks[o.Service] = append(firstPicks[o.Service], o.FirstPick)
+		}
+		byNode[o.Node] = append(byNode[o.Node], r.serviceFigures(o.Service, o.Endpoints, o.Weights, o.Counts))
+	}
+	var longs []ServiceFairness
+	for _, name := range order {
+		a := bySvc[name]
+		r.PerService = append(r.PerService, r.serviceFigures(name, a.eps, a.w, a.counts))
+		if a.active != nil {
+			longs = append(longs, figures(name, a.eps, a.w, toFloat(a.active), r.Expect.Weighted))
+		}
+	}
+	for n := 0; n < r.Nodes; n++ {
+		r.PerNode = append(r.PerNode, Aggregate(byNode[n]))
+	}
+	r.Cluster = Aggregate(r.PerService)
+	if len(longs) > 0 {
+		l := Aggregate(longs)
+		r.LongLived = &l
+	}
+	var fp float64
+	for _, picks := range firstPicks {
+		c := map[int]int{}
+		top := 0
+		for _, p := range picks {
+			c[p]++
+			top = max(top, c[p])
+		}
+		fp += float64(top) / float64(len(picks))
+	}
+	if len(firstPicks) > 0 {
+		r.FirstPickMaxShare = fp / float64(len(firstPicks))
+	}
+	r.Verdict, r.Why = r.verdict()
+}
+
+func (r *FairnessRun) verdict() (string, string) {
+	if r.Expect.Unit == UnitDestination {
+		if r.Cluster.Stickiness >= 0.99 {
+			return "sticky", fmt.Sprintf("%.1f%% of each ClusterIP's connections reached one endpoint (%s)", 100*r.Cluster.Stickiness, r.Expect.Source)
+		}
+		return "NOT STICKY", fmt.Sprintf("only %.1f%% of each ClusterIP's connections reached one endpoint; %s promises one", 100*r.Cluster.Stickiness, r.Expect.Source)
+	}
+	a := r.Cluster
+	if r.Expect.Unit == UnitActive && r.LongLived != nil {
+		a = *r.LongLived
+	}
+	return Verdict(a, r.Expect)
+}
+
+// Verdict judges a pooled test: "UNFAIR" when the pooled chi-square
+// rejects at FairnessAlpha, else "fair" with enough samples (Needed) or
+// "fair?" without.
+func Verdict(a FairnessAggregate, e Expectation) (string, string) {
+	shares := "equal shares"
+	if e.Weighted {
+		shares = "weight-proportional shares"
+	}
+	switch {
+	case a.Samples == 0:
+		return "n/a", "no samples"
+	case a.PValue < FairnessAlpha:
+		return "UNFAIR", fmt.Sprintf("pooled χ²=%.1f on %d dof rejects %s (p=%.3g < %g); %d of %d services reject alone", a.ChiSquare, a.DoF, shares, a.PValue, FairnessAlpha, a.Rejected, a.Services)
+	case a.Underpowered:
+		return "fair?", fmt.Sprintf("%s not rejected (p=%.3g), but %d %ss are fewer than the %d needed to detect a %.0f%% deviation", shares, a.PValue, a.Samples, e.Unit, a.Needed, 100*FairnessEffect)
+	}
+	return "fair", fmt.Sprintf("%s not rejected (p=%.3g) with %d %ss (>= %d needed to detect a %.0f%% deviation)", shares, a.PValue, a.Samples, e.Unit, a.Needed, 100*FairnessEffect)
+}
+
+// serviceFigures reduces a service's source × endpoint counts to the
+// expectation's unit and computes its figures.
+func (r *FairnessRun) serviceFigures(name string, eps []string, w []float64, counts [][]int) ServiceFairness {
+	hits := make([]float64, len(eps))
+	var top, all int
+	for _, row := range counts {
+		best, sum := 0, 0
+		for k, v := range row {
+			sum += v
+			if v > row[best] {
+				best = k
+			}
+		}
+		if sum == 0 {
+			continue
+		}
+		top += row[best]
+		all += sum
+		if r.Expect.Unit == UnitSource {
+			hits[best]++
+			continue
+		}
+		for k, v := range row {
+			hits[k] += float64(v)
+		}
+	}
+	if r.Expect.Unit == UnitDestination {
+		// Stickiness per ClusterIP: the top endpoint over all sources.
+		top = 0
+		for _, h := range hits {
+			top = max(top, int(h))
+		}
+	}
+	sf := figures(name, eps, w, hits, r.Expect.Weighted)
+	if all > 0 {
+		sf.Stickiness = float64(top) / float64(all)
+	}
+	return sf
+}
+
+func figures(name string, eps []string, w, hits []float64, weighted bool) ServiceFairness {
+	ew := make([]float64, len(eps))
+	for k := range ew {
+		ew[k] = 1
+		if weighted && k < len(w) {
+			ew[k] = w[k]
+		}
+	}
+	// Endpoints of weight 0 take nothing by definition; leave them out.
+	var h, ww []float64
+	hm := map[string]int{}
+	for k, e := range eps {
+		hm[e] = int(hits[k])
+		if k < len(w) && w[k] <= 0 {
+			continue
+		}
+		h, ww = append(h, hits[k]), append(ww, ew[k])
+	}
+	f := ComputeFairness(h, ww)
+	return ServiceFairness{Service: name, Hits: hm, Fairness: f, Needed: SamplesToDetect(f.DoF, FairnessEffect, FairnessAlpha, FairnessPower)}
+}
+
+// Aggregate pools per-service figures: sums of chi-square statistics and
+// degrees of freedom (independent services), mean and minimum Jain, worst
+// max/min, mean CV, services rejected alone, and the pooled test's
+// needed sample size.
+func Aggregate(fs []ServiceFairness) FairnessAggregate {
+	a := FairnessAggregate{MinJain: 1, PValue: 1}
+	var top, all float64
+	for _, f := range fs {
+		if f.Samples == 0 {
+			continue
+		}
+		a.Services++
+		a.Samples += f.Samples
+		a.MeanJain += f.Jain
+		a.MinJain = min(a.MinJain, f.Jain)
+		a.MeanCV += f.CV
+		a.Starved += f.Starved
+		a.ChiSquare += f.ChiSquare
+		a.DoF += f.DoF
+		if f.MaxMin == 0 && f.Endpoints > 1 {
+			a.MaxMaxMin = math.Inf(1)
+		} else if !math.IsInf(a.MaxMaxMin, 1) {
+			a.MaxMaxMin = max(a.MaxMaxMin, f.MaxMin)
+		}
+		if f.DoF > 0 && f.PValue < FairnessAlpha {
+			a.Rejected++
+		}
+		top += f.Stickiness * float64(f.Samples)
+		all += float64(f.Samples)
+	}
+	if a.Services == 0 {
+		a.MinJain = 0
+		return a
+	}
+	a.MeanJain /= float64(a.Services)
+	a.MeanCV /= float64(a.Services)
+	if a.DoF > 0 {
+		a.PValue = distuv.ChiSquared{K: float64(a.DoF)}.Survival(a.ChiSquare)
+	}
+	a.Needed = SamplesToDetect(a.DoF, FairnessEffect, FairnessAlpha, FairnessPower)
+	a.Underpowered = a.DoF > 0 && a.Samples < a.Needed
+	if all > 0 {
+		a.Stickiness = top / all
+	}
+	return a
+}
+
+func toFloat(xs []int) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// NoncentralChiSquaredSurvival is P(X > x) for X noncentral chi-squared
+// with k degrees of freedom and noncentrality lambda, as the Poisson
+// mixture Σ_j Pois(j; λ/2)·Q_{k+2j}(x) (Johnson, Kotz & Balakrishnan,
+// Continuous Univariate Distributions vol. 2, eq. 29.2), with gonum's
+// Poisson and central chi-squared distributions; the sum runs to
+// λ/2 + 12√(λ/2) + 30 terms, past which the Poisson weights are negligible.
+func NoncentralChiSquaredSurvival(x, k, lambda float64) float64 {
+	if lambda <= 0 {
+		return distuv.ChiSquared{K: k}.Survival(x)
+	}
+	m := lambda / 2
+	pois := distuv.Poisson{Lambda: m}
+	var s float64
+	for j := 0; j <= int(m+12*math.Sqrt(m)+30); j++ {
+		s += pois.Prob(float64(j)) * distuv.ChiSquared{K: k + 2*float64(j)}.Survival(x)
+	}
+	return min(s, 1)
+}
+
+// SamplesToDetect returns the smallest total sample size N at which
+// Pearson's chi-square goodness-of-fit test with dof degrees of freedom,
+// at level alpha, rejects with probability >= power when the true shares
+// deviate from the expected ones by Cohen's effect size w. Method (Cohen
+// 1988, ch. 7): under the alternative the statistic is noncentral
+// chi-squared with noncentrality λ = N·w²; λ is found by bisection so that
+// NoncentralChiSquaredSurvival(crit, dof, λ) = power, where crit is the
+// central chi-squared quantile 1−alpha (gonum), and N = ⌈λ/w²⌉. It returns
+// 0 for dof < 1.
+func SamplesToDetect(dof int, w, alpha, power float64) int {
+	if dof < 1 || w <= 0 {
+		return 0
+	}
+	key := [4]float64{float64(dof), w, alpha, power}
+	neededMu.Lock()
+	defer neededMu.Unlock()
+	if n, ok := neededMemo[key]; ok {
+		return n
+	}
+	n := samplesToDetect(dof, w, alpha, power)
+	neededMemo[key] = n
+	return n
+}
+
+var (
+	neededMu   sync.Mutex
+	neededMemo = map[[4]float64]int{}
+)
+
+func samplesToDetect(dof int, w, alpha, power float64) int {
+	k := float64(dof)
+	crit := distuv.ChiSquared{K: k}.Quantile(1 - alpha)
+	lo, hi := 0.0, 1.0
+	for NoncentralChiSquaredSurvival(crit, k, hi) < power {
+		hi *= 2
+	}
+	for i := 0; i < 60 && hi-lo > 1e-6*hi; i++ {
+		mid := (lo + hi) / 2
+		if NoncentralChiSquaredSurvival(crit, k, mid) < power {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return int(math.Ceil(hi / (w * w)))
+}
+
+// SortedServices returns the PerService rows with the lowest p-values first.
+func (r *FairnessRun) SortedServices() []ServiceFairness {
+	out := append([]ServiceFairness(nil), r.PerService...)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].PValue < out[j].PValue })
+	return out
+}
