@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/moby/ipvs"
+	"github.com/sirupsen/logrus"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -240,7 +242,7 @@ func NewBatchHandle(ns netns.NsHandle) (*BatchHandle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generic netlink family IPVS: %w", err)
 	}
-	h, err := ipvs.New(fmt.Sprintf("/proc/self/fd/%d", int(ns)))
+	h, err := newMobyHandle(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -266,6 +268,23 @@ func (h *BatchHandle) Apply(ops []Op) (int, error) {
 		return sent, fmt.Errorf("ipvs: %w", err)
 	}
 	return sent, nil
+}
+
+// quietOnce lowers logrus (used only by moby/ipvs) to errors before the
+// first moby/ipvs handle: moby/ipvs runs `modprobe ip_vs` once per process
+// and logs a warning when that fails, as it does wherever the modules are
+// not under /lib/modules (the UML guest loads them itself).
+var quietOnce sync.Once
+
+// newMobyHandle opens a moby/ipvs handle in ns (moby/ipvs opens a
+// namespace by path; /proc/self/fd/N names ours).
+func newMobyHandle(ns netns.NsHandle) (*ipvs.Handle, error) {
+	quietOnce.Do(func() {
+		if logrus.GetLevel() > logrus.ErrorLevel {
+			logrus.SetLevel(logrus.ErrorLevel)
+		}
+	})
+	return ipvs.New(fmt.Sprintf("/proc/self/fd/%d", int(ns)))
 }
 
 // Close closes both sockets.

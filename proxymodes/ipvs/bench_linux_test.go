@@ -5,6 +5,7 @@ package ipvs
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -63,4 +64,44 @@ func benchFullSync(b *testing.B, n int, perObject bool) {
 			b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 		}
 	}
+}
+
+// BenchmarkKernelIncrementalSync measures a Sync after one endpoint change
+// at 10k services x 3 endpoints (kube-proxy's sync.incremental): one
+// virtual server dump, one real-server read, one delete and one add.
+func BenchmarkKernelIncrementalSync(b *testing.B) {
+	testenv.RequireKernel(b, binIPSet, binRestore, binSave)
+	ns := testenv.NewNetns(b, "ipvsinc")
+	if ok, why := hasIPVS(ns); !ok {
+		testenv.Skip(b, why)
+	}
+	svcs := genServices(10000, 3)
+	p := New(testCfg, ns)
+	ctx := context.Background()
+	if _, err := p.Sync(ctx, svcs); err != nil {
+		b.Fatal(err)
+	}
+	phases := map[string]time.Duration{}
+	orig := svcs[5000].Endpoints[0].IP
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 {
+			svcs[5000].Endpoints[0].IP = netip.MustParseAddr("198.19.250.1")
+		} else {
+			svcs[5000].Endpoints[0].IP = orig
+		}
+		st, err := p.Sync(ctx, svcs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st.Kind != "incremental" || st.Objects != 2 {
+			b.Fatalf("stats %+v", st)
+		}
+		for k, v := range st.Phases {
+			phases[k] += v
+		}
+	}
+	for k, v := range phases {
+		b.ReportMetric(v.Seconds()/float64(b.N), k+"-s/op")
+	}
+	_ = p.Cleanup(ctx)
 }

@@ -68,6 +68,7 @@ type Proxier struct {
 	// nil before the first successful Sync.
 	synced       map[string][]RealServer
 	entries      map[string]struct{}
+	addrsSynced  []netip.Addr // rs.Addresses of the last successful Sync
 	iptablesDone bool
 }
 
@@ -129,8 +130,7 @@ func openNamespace(node proxymodes.Node, batch bool) (Handle, Addresses, *ipsetN
 		}
 		h = b
 	} else {
-		// moby/ipvs opens a namespace by path; /proc/self/fd/N names ours.
-		m, err := ipvs.New(fmt.Sprintf("/proc/self/fd/%d", int(nh.Handle())))
+		m, err := newMobyHandle(nh.Handle())
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("ipvs: open IPVS netlink socket: %w", err)
 		}
@@ -243,7 +243,8 @@ func (p *Proxier) handles() error {
 //     sysctls kube-proxy sets (conntrack=1, expire_nodest_conn=1,
 //     expire_quiescent_template=1) and the non-zero timeouts (SetConfig);
 //     then list kube-ipvs0's addresses (one dump) and add the missing
-//     ClusterIPs and delete the others.
+//     ClusterIPs and delete the others. An incremental sync whose
+//     ClusterIPs equal the last successful sync's skips this step.
 //   - "ipvs": dump the virtual servers (one GetServices), compare each with
 //     the desired one, read the real servers of those that exist
 //     (GetDestinations: every one on a full sync, on an incremental sync
@@ -338,6 +339,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 		synced[rs.Virtual[i].Key()] = rs.Virtual[i].Reals
 	}
 	p.synced, p.entries, p.full, p.iptablesDone = synced, entries, false, true
+	p.addrsSynced = rs.Addresses
 	return st, nil
 }
 
@@ -357,6 +359,9 @@ func (p *Proxier) syncAddresses(rs *Ruleset, full bool, st *proxymodes.SyncStats
 				return fmt.Errorf("ipvs: set timeouts tcp %v tcpfin %v udp %v: %w", c.TimeoutTCP, c.TimeoutTCPFin, c.TimeoutUDP, err)
 			}
 		}
+	}
+	if !full && p.addrsSynced != nil && slices.Equal(p.addrsSynced, rs.Addresses) {
+		return nil // unchanged since the last successful sync: not re-read
 	}
 	have, err := p.addrs.List()
 	if err != nil {
@@ -623,7 +628,7 @@ func (p *Proxier) syncIPTables(ctx context.Context, rs *Ruleset, st *proxymodes.
 func (p *Proxier) Cleanup(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.full, p.synced, p.entries, p.iptablesDone = true, nil, nil, false
+	p.full, p.synced, p.entries, p.iptablesDone, p.addrsSynced = true, nil, nil, false, nil
 	var errs []error
 	save, err := p.node.Run(ctx, nil, binSave, "-t", "nat")
 	if err != nil {
@@ -645,13 +650,14 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	if svcs, err := p.h.GetServices(); err != nil {
 		errs = append(errs, fmt.Errorf("ipvs: cleanup: list virtual servers: %w", err))
 	} else {
+		var ops []Op
 		for _, s := range svcs {
-			if p.cfg.excluded(addrOf(s.Address)) {
-				continue
+			if !p.cfg.excluded(addrOf(s.Address)) {
+				ops = append(ops, Op{Kind: OpDelService, Service: s})
 			}
-			if err := p.h.DelService(s); err != nil {
-				errs = append(errs, fmt.Errorf("ipvs: cleanup: delete %s: %w", serviceKey(s), err))
-			}
+		}
+		if _, err := Apply(p.h, ops); err != nil {
+			errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
 		}
 	}
 	if err := p.addrs.DeleteLink(); err != nil {

@@ -29,9 +29,18 @@ func init() {
 			return New(cfg, node), nil
 		},
 		Binaries: func(*scenarios.Scenario) []string { return []string{binIPSet, binRestore, binSave} },
-		Modules:  func(sc *scenarios.Scenario) []string { return KernelModules(sc.IPVS.Scheduler) },
+		Modules:  modules,
 		Probe:    Probe,
 	})
+}
+
+// modules lists the kernel modules of sc's scheduler, or of every
+// scheduler when sc is nil (doctor).
+func modules(sc *scenarios.Scenario) []string {
+	if sc == nil {
+		return KernelModules("")
+	}
+	return KernelModules(sc.IPVS.Scheduler)
 }
 
 // ConfigFromScenario maps a validated scenario to a Config: the ipvs
@@ -94,7 +103,7 @@ func Probe(ctx context.Context, node proxymodes.Node) (bool, string) {
 // 127.255.255.254:1..11) and returns the schedulers the kernel accepted and
 // those it rejected (ENOENT: module ip_vs_<name> not loaded or not built).
 func ProbeSchedulers(ns NamespaceHandle) (avail, missing []string, err error) {
-	h, err := ipvs.New(fmt.Sprintf("/proc/self/fd/%d", int(ns.Handle())))
+	h, err := newMobyHandle(ns.Handle())
 	if err != nil {
 		return nil, nil, fmt.Errorf("open IPVS netlink socket: %w", err)
 	}
