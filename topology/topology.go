@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -50,20 +51,58 @@ type Spec struct {
 	ClientPods  int          // >= 1
 	ServiceCIDR netip.Prefix // routed from clients to the node
 	PodCIDR     netip.Prefix // answered by the backend host (AnyIP)
-	NodeCIDR    netip.Prefix // carved into /30 links: link 0 node-backend, link i+1 node-client i
+	// NodeCIDR is carved into a fabric block (FabricSize(Nodes) addresses:
+	// with one node the /30 node-backend link, else the bridge subnet of
+	// every node and the backend host) followed by one /30 link per client pod.
+	NodeCIDR netip.Prefix
+
+	// Nodes is the number of node namespaces (0 or 1: one, joined to the
+	// backend host by a veth; more: joined by a bridge in a fabric
+	// namespace). Client pod i sits on node i mod Nodes.
+	Nodes int
+	// IsolatedPods, when not empty, replaces the AnyIP backend host by one
+	// namespace per pod address (pods: isolated): pod k sits on node
+	// k mod Nodes behind its own veth.
+	IsolatedPods []netip.Addr
+	// ClientAddresses (> 1) gives each client pod that many source
+	// addresses from ClientCIDR (client i owns the i-th aligned block of
+	// the next power of two), besides its link address.
+	ClientAddresses int
+	ClientCIDR      netip.Prefix
 }
 
 // Testbed is a built topology. Addresses are those of the /30 links.
 type Testbed struct {
-	RunID   string
-	Node    *Netns
+	RunID string
+	// Node is Nodes[0].
+	Node  *Netns
+	Nodes []*Netns
+	// Fabric holds the bridge joining the nodes (nil with one node).
+	Fabric *Netns
+	// Backend is the AnyIP backend host (nil with isolated pods).
 	Backend *Netns
 	Clients []*Netns
+	// ClientNode[i] is the index of client pod i's node.
+	ClientNode []int
 	// NodeBackendAddr is the node's address on the backend link (the
 	// source address of masqueraded traffic).
 	NodeBackendAddr netip.Addr
+	// NodeAddrs[n] is node n's address toward the backend (fabric).
+	NodeAddrs []netip.Addr
 	// ClientAddrs[i] is client pod i's address.
 	ClientAddrs []netip.Addr
+	// ClientSources[i] lists client pod i's source addresses: its link
+	// address alone, or the ClientAddresses of its block.
+	ClientSources [][]netip.Addr
+	// Pods are the isolated pod namespaces, PodAddrs their addresses and
+	// PodNode their nodes (empty with the shared backend host).
+	Pods     []*Netns
+	PodAddrs []netip.Addr
+	PodNode  []int
+	// PodBuild is the wall time spent building the isolated pods, and
+	// PodMemBytes the drop of MemAvailable (/proc/meminfo) across it.
+	PodBuild    time.Duration
+	PodMemBytes int64
 	names       []string
 }
 
@@ -84,6 +123,9 @@ func linkAddrs(nodeCIDR netip.Prefix, i int) (near, far netip.Addr) {
 // of spec. On any error it removes what it created and returns the error;
 // ctx cancellation is checked between steps.
 func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
+	if spec.Nodes > 1 || len(spec.IsolatedPods) > 0 || spec.ClientAddresses > 1 {
+		return buildCluster(ctx, spec)
+	}
 	if spec.ClientPods < 1 {
 		return nil, fmt.Errorf("topology: clientPods must be >= 1, got %d", spec.ClientPods)
 	}
@@ -109,6 +151,7 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 	if tb.Node, err = create("node0"); err != nil {
 		return tb, err
 	}
+	tb.Nodes = []*Netns{tb.Node}
 	if tb.Backend, err = create("backend"); err != nil {
 		return tb, err
 	}
@@ -119,6 +162,7 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 	}
 	nodeB, backB := linkAddrs(spec.NodeCIDR, 0)
 	tb.NodeBackendAddr = nodeB
+	tb.NodeAddrs = []netip.Addr{nodeB}
 	bl := fmt.Sprintf("pb%s-b", spec.RunID)
 	if err = veth(tb.Node, bl, tb.Backend, "eth0", nodeB, backB); err != nil {
 		return tb, err
@@ -173,6 +217,8 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 			return tb, err
 		}
 		tb.ClientAddrs = append(tb.ClientAddrs, cli)
+		tb.ClientSources = append(tb.ClientSources, []netip.Addr{cli})
+		tb.ClientNode = append(tb.ClientNode, 0)
 	}
 	return tb, nil
 }
@@ -253,7 +299,9 @@ func (tb *Testbed) Teardown() error {
 		return nil
 	}
 	var errs []error
-	for _, n := range append([]*Netns{tb.Node, tb.Backend}, tb.Clients...) {
+	all := append([]*Netns{tb.Fabric, tb.Backend}, tb.Nodes...)
+	all = append(append(all, tb.Clients...), tb.Pods...)
+	for _, n := range all {
 		if n != nil {
 			n.Close()
 		}

@@ -27,7 +27,23 @@ type EchoServer struct {
 
 // StartEcho listens on 0.0.0.0:port for each port inside ns. Stop it with Close.
 func StartEcho(ns *topology.Netns, ports []uint16) (*EchoServer, error) {
+	return StartEchoIn([]*topology.Netns{ns}, ports)
+}
+
+// StartEchoIn listens on 0.0.0.0:port for each port inside every namespace
+// of nss (the isolated pods: one listener per pod and port). Stop it with Close.
+func StartEchoIn(nss []*topology.Netns, ports []uint16) (*EchoServer, error) {
 	s := &EchoServer{}
+	for _, ns := range nss {
+		if err := s.listen(ns, ports); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *EchoServer) listen(ns *topology.Netns, ports []uint16) error {
 	for _, p := range ports {
 		var l net.Listener
 		err := ns.Do(func() error {
@@ -37,14 +53,13 @@ func StartEcho(ns *topology.Netns, ports []uint16) (*EchoServer, error) {
 			return err
 		})
 		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("echo server on port %d in netns %q: %w", p, ns.Name, err)
+			return fmt.Errorf("echo server on port %d in netns %q: %w", p, ns.Name, err)
 		}
 		s.listeners = append(s.listeners, l)
 		s.wg.Add(1)
 		go s.serve(l)
 	}
-	return s, nil
+	return nil
 }
 
 func (s *EchoServer) serve(l net.Listener) {

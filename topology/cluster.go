@@ -1,0 +1,435 @@
+//go:build linux
+
+package topology
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// FabricSize is the number of NodeCIDR addresses of the fabric block for n
+// nodes: the smallest power of two >= n+3 (network, n nodes, backend host,
+// broadcast), at least 4 (with one node: the /30 node-backend link).
+// Client pod i's /30 link starts at offset FabricSize + 4i. It matches
+// scenarios.FabricSize.
+func FabricSize(n int) int {
+	p := 4
+	for p < n+3 {
+		p <<= 1
+	}
+	return p
+}
+
+// podGateway is the link-local next hop of every isolated pod, as in
+// Calico; every node holds it on lo and so answers ARP for it.
+var podGateway = netip.MustParseAddr("169.254.1.1")
+
+// addrAt returns p's base address plus off.
+func addrAt(p netip.Prefix, off int) netip.Addr {
+	b := p.Masked().Addr().As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	v += uint32(off)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// ClientBlock returns client pod i's block of ClientCIDR for n source
+// addresses: the i-th aligned block of the next power of two >= n.
+func ClientBlock(clientCIDR netip.Prefix, i, n int) netip.Prefix {
+	size := 1
+	for size < n {
+		size <<= 1
+	}
+	bits := 32
+	for s := size; s > 1; s >>= 1 {
+		bits--
+	}
+	return netip.PrefixFrom(addrAt(clientCIDR, i*size), bits)
+}
+
+// buildCluster builds the general testbed: Nodes node namespaces (joined
+// by a bridge "br0" in namespace pb-<id>-fabric when more than one), the
+// AnyIP backend host on the fabric or one namespace per isolated pod, and
+// client pods spread over the nodes with their source addresses. Routes:
+// clients send the service and pod CIDRs to their node; a node sends pod
+// addresses to the backend host (shared) or to the pod's veth or node
+// (isolated), and other nodes' clients to those nodes; the backend host
+// and pods send client addresses back through the client's node, so the
+// node that translated a connection sees its replies. No namespace gets a
+// default route.
+func buildCluster(ctx context.Context, spec Spec) (tb *Testbed, err error) {
+	nodes := max(spec.Nodes, 1)
+	if spec.ClientPods < 1 {
+		return nil, fmt.Errorf("topology: clientPods must be >= 1, got %d", spec.ClientPods)
+	}
+	fab := FabricSize(nodes)
+	if need := fab + 4*spec.ClientPods; 1<<(32-spec.NodeCIDR.Bits()) < need {
+		return nil, fmt.Errorf("topology: nodeCIDR %s has fewer than the %d addresses %d nodes and %d client pods need", spec.NodeCIDR, need, nodes, spec.ClientPods)
+	}
+	if spec.ClientAddresses > 1 && !spec.ClientCIDR.IsValid() {
+		return nil, fmt.Errorf("topology: %d client addresses need a ClientCIDR", spec.ClientAddresses)
+	}
+	tb = &Testbed{RunID: spec.RunID}
+	defer func() {
+		if err != nil {
+			_ = tb.Teardown()
+			tb = nil
+		}
+	}()
+	create := func(role string) (*Netns, error) {
+		name := NetnsName(spec.RunID, role)
+		tb.names = append(tb.names, name)
+		return CreateNetns(name)
+	}
+	fabricPrefix := netip.PrefixFrom(spec.NodeCIDR.Masked().Addr(), 32-log2(fab))
+	shared := len(spec.IsolatedPods) == 0
+	for n := 0; n < nodes; n++ {
+		nd, err := create(fmt.Sprintf("node%d", n))
+		if err != nil {
+			return tb, err
+		}
+		tb.Nodes = append(tb.Nodes, nd)
+		if err = nd.Sysctl("net/ipv4/ip_forward", "1"); err != nil {
+			return tb, err
+		}
+	}
+	tb.Node = tb.Nodes[0]
+	backendAddr := addrAt(spec.NodeCIDR, 1+nodes)
+	if nodes == 1 {
+		near, far := linkAddrs(spec.NodeCIDR, 0)
+		tb.NodeAddrs = []netip.Addr{near}
+		backendAddr = far
+		if shared {
+			if tb.Backend, err = create("backend"); err != nil {
+				return tb, err
+			}
+			if err = veth(tb.Node, fmt.Sprintf("pb%s-b", spec.RunID), tb.Backend, "eth0", near, far); err != nil {
+				return tb, err
+			}
+		}
+	} else {
+		if tb.Fabric, err = create("fabric"); err != nil {
+			return tb, err
+		}
+		if err = tb.Fabric.withNetlink(func(h *netlink.Handle) error {
+			la := netlink.NewLinkAttrs()
+			la.Name = "br0"
+			if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil {
+				return fmt.Errorf("ip link add br0 type bridge (module bridge): %w", err)
+			}
+			br, err := h.LinkByName("br0")
+			if err != nil {
+				return err
+			}
+			return h.LinkSetUp(br)
+		}); err != nil {
+			return tb, fmt.Errorf("netns %q: %w", tb.Fabric.Name, err)
+		}
+		for n, nd := range tb.Nodes {
+			a := addrAt(spec.NodeCIDR, 1+n)
+			tb.NodeAddrs = append(tb.NodeAddrs, a)
+			if err = fabricPort(tb.Fabric, fmt.Sprintf("pb%s-f%d", spec.RunID, n), nd, "fab0", netip.PrefixFrom(a, fabricPrefix.Bits())); err != nil {
+				return tb, err
+			}
+		}
+		if shared {
+			if tb.Backend, err = create("backend"); err != nil {
+				return tb, err
+			}
+			if err = fabricPort(tb.Fabric, fmt.Sprintf("pb%s-fb", spec.RunID), tb.Backend, "eth0", netip.PrefixFrom(backendAddr, fabricPrefix.Bits())); err != nil {
+				return tb, err
+			}
+		}
+	}
+	tb.NodeBackendAddr = tb.NodeAddrs[0]
+
+	// Client pods: link /30 at fab+4i on node i mod nodes.
+	type clientRoute struct {
+		dst  netip.Prefix
+		node int
+	}
+	var clientRoutes []clientRoute
+	for i := 0; i < spec.ClientPods; i++ {
+		if err = ctx.Err(); err != nil {
+			return tb, err
+		}
+		c, err := create(fmt.Sprintf("client%d", i))
+		if err != nil {
+			return tb, err
+		}
+		n := i % nodes
+		tb.Clients = append(tb.Clients, c)
+		tb.ClientNode = append(tb.ClientNode, n)
+		nodeC := addrAt(spec.NodeCIDR, fab+4*i+1)
+		cli := nodeC.Next()
+		if err = veth(tb.Nodes[n], fmt.Sprintf("pb%s-c%d", spec.RunID, i), c, "eth0", nodeC, cli); err != nil {
+			return tb, err
+		}
+		srcs := []netip.Addr{cli}
+		clientRoutes = append(clientRoutes, clientRoute{netip.PrefixFrom(nodeC, 30).Masked(), n})
+		var block netip.Prefix
+		if spec.ClientAddresses > 1 {
+			block = ClientBlock(spec.ClientCIDR, i, spec.ClientAddresses)
+			srcs = srcs[:0]
+			for k := 0; k < spec.ClientAddresses; k++ {
+				srcs = append(srcs, addrAt(block, k))
+			}
+			clientRoutes = append(clientRoutes, clientRoute{block, n})
+		}
+		if err = c.withNetlink(func(h *netlink.Handle) error {
+			eth, err := h.LinkByName("eth0")
+			if err != nil {
+				return err
+			}
+			if spec.ClientAddresses > 1 {
+				for _, a := range srcs {
+					if err := h.AddrAdd(eth, &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(a, 32))}); err != nil {
+						return fmt.Errorf("ip addr add %s/32 dev eth0: %w", a, err)
+					}
+				}
+			}
+			for _, dst := range []netip.Prefix{spec.ServiceCIDR, spec.PodCIDR} {
+				if err := h.RouteAdd(&netlink.Route{Dst: ipnet(dst), Gw: net.IP(nodeC.AsSlice())}); err != nil {
+					return fmt.Errorf("route %s: %w", dst, err)
+				}
+			}
+			return nil
+		}); err != nil {
+			return tb, fmt.Errorf("netns %q: %w", c.Name, err)
+		}
+		if block.IsValid() {
+			if err = tb.Nodes[n].withNetlink(func(h *netlink.Handle) error {
+				return h.RouteAdd(&netlink.Route{Dst: ipnet(block), Gw: net.IP(cli.AsSlice())})
+			}); err != nil {
+				return tb, fmt.Errorf("netns %q: route %s via %s: %w", tb.Nodes[n].Name, block, cli, err)
+			}
+		}
+		if err = c.Sysctl("net/ipv4/ip_local_port_range", "1024 65535"); err != nil {
+			return tb, err
+		}
+		tb.ClientAddrs = append(tb.ClientAddrs, cli)
+		tb.ClientSources = append(tb.ClientSources, srcs)
+	}
+	// Every node reaches the clients of the other nodes through them
+	// (replies from pods on another node).
+	if nodes > 1 {
+		for n, nd := range tb.Nodes {
+			if err = nd.withNetlink(func(h *netlink.Handle) error {
+				for _, r := range clientRoutes {
+					if r.node == n {
+						continue
+					}
+					if err := h.RouteAdd(&netlink.Route{Dst: ipnet(r.dst), Gw: net.IP(tb.NodeAddrs[r.node].AsSlice())}); err != nil {
+						return fmt.Errorf("route %s via node%d: %w", r.dst, r.node, err)
+					}
+				}
+				return nil
+			}); err != nil {
+				return tb, fmt.Errorf("netns %q: %w", nd.Name, err)
+			}
+		}
+	}
+
+	if shared {
+		if err = tb.Backend.withNetlink(func(h *netlink.Handle) error {
+			lo, err := h.LinkByName("lo")
+			if err != nil {
+				return err
+			}
+			if err := h.RouteAdd(&netlink.Route{
+				LinkIndex: lo.Attrs().Index, Dst: ipnet(spec.PodCIDR), Type: unix.RTN_LOCAL,
+				Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST,
+			}); err != nil {
+				return fmt.Errorf("AnyIP route local %s dev lo: %w", spec.PodCIDR, err)
+			}
+			for _, r := range clientRoutes {
+				if err := h.RouteAdd(&netlink.Route{Dst: ipnet(r.dst), Gw: net.IP(tb.NodeAddrs[r.node].AsSlice())}); err != nil {
+					return fmt.Errorf("route %s via node%d: %w", r.dst, r.node, err)
+				}
+			}
+			return nil
+		}); err != nil {
+			return tb, fmt.Errorf("netns %q: %w", tb.Backend.Name, err)
+		}
+		for _, nd := range tb.Nodes {
+			if err = nd.withNetlink(func(h *netlink.Handle) error {
+				return h.RouteAdd(&netlink.Route{Dst: ipnet(spec.PodCIDR), Gw: net.IP(backendAddr.AsSlice())})
+			}); err != nil {
+				return tb, fmt.Errorf("netns %q: route %s: %w", nd.Name, spec.PodCIDR, err)
+			}
+		}
+		return tb, nil
+	}
+	back := []netip.Prefix{spec.NodeCIDR}
+	if spec.ClientCIDR.IsValid() {
+		back = append(back, spec.ClientCIDR)
+	}
+	if err = tb.buildPods(ctx, spec, nodes, back); err != nil {
+		return tb, err
+	}
+	return tb, nil
+}
+
+// buildPods creates one namespace per isolated pod address: pod k on node
+// k mod nodes, "eth0" with the pod address /32 and routes to back (node
+// and client addresses) via 169.254.1.1 (held on the node's lo), the node
+// side "pb<id>-p<k>" with a /32 route to the pod; the other nodes route the pod via
+// its node's fabric address. It records the build time and memory.
+func (tb *Testbed) buildPods(ctx context.Context, spec Spec, nodes int, back []netip.Prefix) error {
+	mem0 := memAvailable()
+	t0 := time.Now()
+	handles := make([]*netlink.Handle, nodes)
+	for n, nd := range tb.Nodes {
+		h, err := nd.Netlink()
+		if err != nil {
+			return fmt.Errorf("netlink handle in %q: %w", nd.Name, err)
+		}
+		defer h.Close()
+		handles[n] = h
+		// The pods' gateway is a local address of the node (on lo): with
+		// arp_ignore 0 the node answers ARP for it on every pod veth.
+		lo, err := h.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		if err := h.AddrAdd(lo, &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(podGateway, 32))}); err != nil {
+			return fmt.Errorf("netns %q: ip addr add %s/32 dev lo: %w", nd.Name, podGateway, err)
+		}
+	}
+	for k, ip := range spec.IsolatedPods {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := k % nodes
+		name := NetnsName(spec.RunID, fmt.Sprintf("pod%d", k))
+		tb.names = append(tb.names, name)
+		pod, err := CreateNetns(name)
+		if err != nil {
+			return err
+		}
+		tb.Pods = append(tb.Pods, pod)
+		tb.PodAddrs = append(tb.PodAddrs, ip)
+		tb.PodNode = append(tb.PodNode, n)
+		host := fmt.Sprintf("pb%s-p%d", spec.RunID, k)
+		h := handles[n]
+		la := netlink.NewLinkAttrs()
+		la.Name = host
+		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: "eth0", PeerNamespace: netlink.NsFd(pod.handle)}); err != nil {
+			return fmt.Errorf("netns %q: ip link add %s type veth peer eth0 netns %s: %w", tb.Nodes[n].Name, host, name, err)
+		}
+		hl, err := h.LinkByName(host)
+		if err != nil {
+			return err
+		}
+		if err := h.LinkSetUp(hl); err != nil {
+			return err
+		}
+		if err := h.RouteAdd(&netlink.Route{LinkIndex: hl.Attrs().Index, Dst: ipnet(netip.PrefixFrom(ip, 32)), Scope: netlink.SCOPE_LINK}); err != nil {
+			return fmt.Errorf("netns %q: route %s dev %s: %w", tb.Nodes[n].Name, ip, host, err)
+		}
+		for m, hm := range handles {
+			if m == n {
+				continue
+			}
+			if err := hm.RouteAdd(&netlink.Route{Dst: ipnet(netip.PrefixFrom(ip, 32)), Gw: net.IP(tb.NodeAddrs[n].AsSlice())}); err != nil {
+				return fmt.Errorf("netns %q: route %s via node%d: %w", tb.Nodes[m].Name, ip, n, err)
+			}
+		}
+		if err := pod.withNetlink(func(ph *netlink.Handle) error {
+			eth, err := ph.LinkByName("eth0")
+			if err != nil {
+				return err
+			}
+			if err := ph.AddrAdd(eth, &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(ip, 32))}); err != nil {
+				return fmt.Errorf("ip addr add %s/32 dev eth0: %w", ip, err)
+			}
+			if err := ph.LinkSetUp(eth); err != nil {
+				return err
+			}
+			if err := ph.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: ipnet(netip.PrefixFrom(podGateway, 32)), Scope: netlink.SCOPE_LINK}); err != nil {
+				return fmt.Errorf("route %s dev eth0: %w", podGateway, err)
+			}
+			for _, dst := range back {
+				if err := ph.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: ipnet(dst), Gw: net.IP(podGateway.AsSlice())}); err != nil {
+					return fmt.Errorf("route %s via %s: %w", dst, podGateway, err)
+				}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("netns %q: %w", name, err)
+		}
+	}
+	tb.PodBuild = time.Since(t0)
+	tb.PodMemBytes = mem0 - memAvailable()
+	return nil
+}
+
+// fabricPort joins ns to the fabric bridge: a veth "port" (in the fabric
+// namespace, enslaved to br0) to "inner" in ns with address a.
+func fabricPort(fabric *Netns, port string, ns *Netns, inner string, a netip.Prefix) error {
+	if err := fabric.withNetlink(func(h *netlink.Handle) error {
+		la := netlink.NewLinkAttrs()
+		la.Name = port
+		if err := h.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: inner, PeerNamespace: netlink.NsFd(ns.handle)}); err != nil {
+			return fmt.Errorf("ip link add %s type veth peer %s netns %s: %w", port, inner, ns.Name, err)
+		}
+		br, err := h.LinkByName("br0")
+		if err != nil {
+			return err
+		}
+		l, err := h.LinkByName(port)
+		if err != nil {
+			return err
+		}
+		if err := h.LinkSetMaster(l, br); err != nil {
+			return fmt.Errorf("ip link set %s master br0: %w", port, err)
+		}
+		return h.LinkSetUp(l)
+	}); err != nil {
+		return fmt.Errorf("netns %q: %w", fabric.Name, err)
+	}
+	return ns.withNetlink(func(h *netlink.Handle) error {
+		l, err := h.LinkByName(inner)
+		if err != nil {
+			return err
+		}
+		if err := h.AddrAdd(l, &netlink.Addr{IPNet: ipnet(a)}); err != nil {
+			return fmt.Errorf("netns %q: ip addr add %s dev %s: %w", ns.Name, a, inner, err)
+		}
+		return h.LinkSetUp(l)
+	})
+}
+
+func log2(n int) int {
+	b := 0
+	for 1<<b < n {
+		b++
+	}
+	return b
+}
+
+// memAvailable is MemAvailable of /proc/meminfo in bytes (0 if unknown).
+func memAvailable() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
