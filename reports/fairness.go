@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"sync"
+	"time"
 
 	"gonum.org/v1/gonum/stat/distuv"
 )
@@ -117,14 +119,16 @@ func ExpectationFor(mode, scheduler string, affinity bool) Expectation {
 }
 
 // ServiceObs is the raw observation of one service (one ServicePort) on
-// one node: Counts[s][k] connections from source address Sources[s] of
-// the run landed on endpoint Endpoints[k].
+// one node: Counts[s][k] connections from the run's source address
+// Sources[s] landed on endpoint Endpoints[k].
 type ServiceObs struct {
 	Node      int       `json:"node"`
 	Service   string    `json:"service"` // "ns/name:port"
 	Endpoints []string  `json:"endpoints"`
 	Weights   []float64 `json:"weights"`
-	Counts    [][]int   `json:"counts"`
+	// Sources[s] indexes FairnessRun.Sources: the source address of row s.
+	Sources []int   `json:"sources"`
+	Counts  [][]int `json:"counts"`
 	// Active[k] counts connections held open on endpoint k at the end of
 	// the long-lived phase (nil without one).
 	Active []int `json:"active,omitempty"`
@@ -153,7 +157,8 @@ type FairnessAggregate struct {
 	Samples  int     `json:"samples"`
 	MeanJain float64 `json:"meanJain"`
 	MinJain  float64 `json:"minJain"`
-	// MaxMaxMin is the worst max/min ratio (0 when an endpoint starved).
+	// MaxMaxMin is the worst max/min ratio over services where no endpoint
+	// starved (see Starved).
 	MaxMaxMin float64 `json:"maxMaxMin"`
 	MeanCV    float64 `json:"meanCV"`
 	Starved   int     `json:"starved"`
@@ -184,6 +189,16 @@ type FairnessRun struct {
 	Nodes     int         `json:"nodes"`
 	Order     string      `json:"endpointOrder"`
 	Pods      string      `json:"pods"`
+	// PodCount isolated pods were built in PodBuild (ns), lowering
+	// MemAvailable by PodMemBytes (0 with the shared backend host).
+	PodCount    int           `json:"podCount,omitempty"`
+	PodBuild    time.Duration `json:"podBuildNs,omitempty"`
+	PodMemBytes int64         `json:"podMemBytes,omitempty"`
+	// Errors and Misses count failed connections and answers from a
+	// non-endpoint, over every fairness connection.
+	Errors    int      `json:"errors"`
+	Misses    int      `json:"misses"`
+	ErrorText []string `json:"errorSamples,omitempty"`
 	// Sources are the client source addresses, indexing ServiceObs.Counts.
 	Sources []string     `json:"sources"`
 	Obs     []ServiceObs `json:"obs"`
@@ -388,11 +403,7 @@ func Aggregate(fs []ServiceFairness) FairnessAggregate {
 		a.Starved += f.Starved
 		a.ChiSquare += f.ChiSquare
 		a.DoF += f.DoF
-		if f.MaxMin == 0 && f.Endpoints > 1 {
-			a.MaxMaxMin = math.Inf(1)
-		} else if !math.IsInf(a.MaxMaxMin, 1) {
-			a.MaxMaxMin = max(a.MaxMaxMin, f.MaxMin)
-		}
+		a.MaxMaxMin = max(a.MaxMaxMin, f.MaxMin) // starved services (MaxMin 0) count in Starved
 		if f.DoF > 0 && f.PValue < FairnessAlpha {
 			a.Rejected++
 		}
@@ -495,4 +506,82 @@ func (r *FairnessRun) SortedServices() []ServiceFairness {
 	out := append([]ServiceFairness(nil), r.PerService...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].PValue < out[j].PValue })
 	return out
+}
+
+// writeFairnessMarkdown writes the fairness phase: one row per mode and
+// scheduler with its verdict and sample size, per-node rows when there is
+// more than one node, the isolated pods' cost, and a warning line for
+// every underpowered run.
+func writeFairnessMarkdown(b *strings.Builder, r *Result) {
+	var runs []*FairnessRun
+	for i := range r.Modes {
+		if f := r.Modes[i].FairnessRun; f != nil {
+			runs = append(runs, f)
+		}
+	}
+	if len(runs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n### fairness per mode and scheduler (every service, every client pod and source address)\n\n")
+	fmt.Fprintf(b, "Verdicts: pooled Pearson χ² over services against the expected shares at α = %g; `needed` is the sample size (in the unit) at which that test detects a %.0f%% deviation (Cohen's w = %.2f) with power %.0f%% (noncentral χ², gonum); `fair?` means not rejected but fewer samples than needed. Jain is on weight-normalised shares. `1st-pick` is the mean largest share of nodes whose first connection after a sync reached the same endpoint (1 = all nodes pick the same).\n\n",
+		FairnessAlpha, 100*FairnessEffect, FairnessEffect, 100*FairnessPower)
+	b.WriteString("| mode | scheduler | unit | shares | nodes | order | pods | services | samples | needed | mean Jain | min Jain | max max/min | mean CV | χ² | dof | p-value | svc rejected | stickiness | 1st-pick | long-lived active (p) | errors | verdict |\n")
+	b.WriteString("|---|---|---|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|---|\n")
+	for _, f := range runs {
+		a := f.Cluster
+		shares := "equal"
+		if f.Expect.Weighted {
+			shares = "weighted"
+		}
+		sched := f.Scheduler
+		if sched == "" {
+			sched = "-"
+		}
+		if f.Affinity {
+			sched += " +ClientIP"
+		}
+		ll := "-"
+		if f.LongLived != nil {
+			ll = fmt.Sprintf("Jain %.3f, max/min %s (p=%.3g, n=%d)", f.LongLived.MeanJain, ratio(*f.LongLived), f.LongLived.PValue, f.LongLived.Samples)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %s | %s | %d | %d | %d | %.4f | %.4f | %s | %.4f | %.1f | %d | %.3g | %d | %.3f | %.2f | %s | %d | **%s** |\n",
+			f.Mode, sched, f.Expect.Unit, shares, f.Nodes, f.Order, f.Pods, a.Services, a.Samples, a.Needed, a.MeanJain, a.MinJain,
+			ratio(a), a.MeanCV, a.ChiSquare, a.DoF, a.PValue, a.Rejected, a.Stickiness, f.FirstPickMaxShare, ll, f.Errors+f.Misses, f.Verdict)
+	}
+	b.WriteString("\n")
+	for _, f := range runs {
+		fmt.Fprintf(b, "- %s%s: %s. %s\n", f.Mode, schedName(f), f.Verdict, f.Why)
+	}
+	for _, f := range runs {
+		if f.Nodes < 2 {
+			continue
+		}
+		fmt.Fprintf(b, "\n%s%s per node: ", f.Mode, schedName(f))
+		var parts []string
+		for n, a := range f.PerNode {
+			parts = append(parts, fmt.Sprintf("node%d n=%d Jain %.3f p=%.3g", n, a.Samples, a.MeanJain, a.PValue))
+		}
+		b.WriteString(strings.Join(parts, "; ") + "\n")
+	}
+	for _, f := range runs {
+		if f.PodCount > 0 {
+			fmt.Fprintf(b, "\n- isolated pods: %d pod namespaces + veths built in %.2f s (%.2f ms and %.0f KiB of MemAvailable per pod)\n",
+				f.PodCount, f.PodBuild.Seconds(), f.PodBuild.Seconds()*1e3/float64(f.PodCount), float64(f.PodMemBytes)/1024/float64(f.PodCount))
+			break
+		}
+	}
+}
+
+func schedName(f *FairnessRun) string {
+	if f.Scheduler == "" {
+		return ""
+	}
+	return "/" + f.Scheduler
+}
+
+func ratio(a FairnessAggregate) string {
+	if a.Starved > 0 {
+		return fmt.Sprintf("%.3f (%d starved)", a.MaxMaxMin, a.Starved)
+	}
+	return fmt.Sprintf("%.3f", a.MaxMaxMin)
 }

@@ -101,6 +101,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		f := m.Fairness
 		fmt.Fprintf(&b, "| %s | %d | %d | %.4f | %.3f | %d | %.2f | %d | %.3g |\n", r.label(m), f.Services, f.Samples, f.MinJain, f.MaxMaxMin, f.Starved, f.ChiSquare, f.DoF, f.PValue)
 	}
+	writeFairnessMarkdown(&b, r)
 	writeCostMarkdown(&b, r)
 	writeChurnMarkdown(&b, r)
 	_, err := io.WriteString(w, b.String())

@@ -81,6 +81,9 @@ type ModeResult struct {
 	Lookup []PositionResult `json:"lookup"`
 	// Fairness pools the fixed-position services' hits.
 	Fairness FairnessSummary `json:"fairness"`
+	// FairnessRun is the fairness phase (traffic.perService > 0): every
+	// service on every node, see FairnessRun.
+	FairnessRun *FairnessRun `json:"fairnessRun,omitempty"`
 	// Programming is programming.latency (endpoint change to the first
 	// connection reaching the new endpoint), when the run measured it.
 	Programming *Programming `json:"programming,omitempty"`

@@ -115,6 +115,8 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 		return
 	}
 	switch t.Kind() {
+	case reflect.Pointer: // an optional block (services.endpoints.weights)
+		w.walk(n, t.Elem(), path)
 	case reflect.Struct:
 		w.mapping(n, t, path)
 	case reflect.Slice:

@@ -100,6 +100,12 @@ func fallback(sc *scenarios.Scenario, st []ModeStatus) (KernelChoice, error) {
 // GuestModules is every kernel module sc's modes need in the guest.
 func GuestModules(sc *scenarios.Scenario) []string {
 	mods := append([]string{}, uml.BaseModules...)
+	if sc.Topology.NodeCount() > 1 {
+		mods = append(mods, "bridge") // the fabric joining the nodes
+	}
+	for _, s := range sc.Sweep.Schedulers {
+		mods = append(mods, "ip_vs_"+s)
+	}
 	for _, name := range sc.Modes {
 		if m, err := proxymodes.Lookup(name); err == nil && m.Modules != nil {
 			for _, x := range m.Modules(sc) {

@@ -130,15 +130,14 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 		if perSize[i], err = workload.Services(sc.AtSize(n)); err != nil {
 			return nil, &InputError{Field: "services", Msg: err.Error()}
 		}
+		applyWeights(sc.AtSize(n), perSize[i])
 	}
-	svcNet, podNet, nodeNet, _ := sc.Prefixes()
 	res = &reports.Result{
 		SchemaVersion: reports.SchemaVersion, Tool: "proxybench " + o.Version, RunID: o.RunID,
 		Engine: "real", Started: time.Now(), Machine: MachineInfo(), Scenario: sc,
 	}
 	o.Progress.Start("building testbed "+o.RunID, 1)
-	tb, err := topology.Build(ctx, topology.Spec{RunID: o.RunID, ClientPods: sc.Topology.ClientPods,
-		ServiceCIDR: svcNet, PodCIDR: podNet, NodeCIDR: nodeNet})
+	tb, err := topology.Build(ctx, topologySpec(sc, o.RunID, perSize[len(perSize)-1]))
 	o.Progress.Done()
 	if err != nil {
 		return nil, fmt.Errorf("build testbed: %w", err)
@@ -148,7 +147,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			err = fmt.Errorf("teardown: %w", terr)
 		}
 	}()
-	echo, err := workload.StartEcho(tb.Backend, workload.TargetPorts(perSize[0]))
+	echo, err := startEcho(tb, perSize[0])
 	if err != nil {
 		return nil, err
 	}
@@ -168,12 +167,14 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 	}
 	for i, n := range sizes {
 		for _, mode := range sc.Modes {
-			mr, err := runMode(ctx, sc.AtSize(n), o, tb, perSize[i], mode)
-			if err != nil {
-				return nil, fmt.Errorf("mode %s at %d services: %w", mode, n, err)
+			for _, vsc := range modeVariants(sc.AtSize(n), mode) {
+				mr, err := runMode(ctx, vsc, o, tb, perSize[i], mode)
+				if err != nil {
+					return nil, fmt.Errorf("mode %s%s at %d services: %w", mode, schedSuffix(vsc.IPVS.Scheduler), n, err)
+				}
+				mr.Services = n
+				res.Modes = append(res.Modes, *mr)
 			}
-			mr.Services = n
-			res.Modes = append(res.Modes, *mr)
 		}
 	}
 	res.Finished = time.Now()
@@ -235,6 +236,20 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 			}
 		}
 		mr.SyncIncrementalSummary = reports.Summarize(incs)
+	}
+	// Every other node runs its own proxier over the same services.
+	nodeProxiers := []proxymodes.Proxier{p}
+	if !m.Direct && len(tb.Nodes) > 1 {
+		extra, serr := startNodes(ctx, m, sc, tb, services)
+		defer func() {
+			if cerr := stopNodes(ctx, tb, extra); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+		if serr != nil {
+			return nil, serr
+		}
+		nodeProxiers = append(nodeProxiers, extra...)
 	}
 
 	flat := workload.FlatTargets(services)
@@ -319,6 +334,13 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		mr.Lookup = append(mr.Lookup, *pr)
 	}
 	mr.Fairness = reports.PoolFairness(fs)
+	if sc.Traffic.PerService > 0 && !m.Direct {
+		fr, ferr := runFairness(ctx, sc, tb, nodeProxiers, services, mode, o)
+		if ferr != nil {
+			return nil, fmt.Errorf("fairness: %w", ferr)
+		}
+		mr.FairnessRun = fr
+	}
 
 	if sc.Churn.Rate > 0 && !m.Direct {
 		minSync, period := syncPeriods(sc, mode)
