@@ -138,7 +138,7 @@ func initScript(g Guest, release string) string {
 	b.WriteString("echo \"uml: modules loaded in $(( ($(date +%s%N) - t0) / 1000000 )) ms\"\n")
 	b.WriteString("ip link set lo up\n")
 	b.WriteString("ulimit -n 1048576 2>/dev/null || ulimit -n 65536\n")
-	b.WriteString("export TMPDIR=/run/tmp HOME=/run/tmp " + InGuestEnv + "=1\n")
+	b.WriteString("export TMPDIR=/run/tmp HOME=/run/tmp " + InGuestEnv + "=1 MODPROBE_OPTIONS='-d /run/mods'\n")
 	for _, e := range g.Env {
 		b.WriteString("export " + shellQuote(e) + "\n")
 	}

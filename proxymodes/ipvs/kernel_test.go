@@ -19,17 +19,17 @@ import (
 	"github.com/proxybench/proxybench/workload"
 )
 
-// requireIPVS skips (or, with PROXYBENCH_REQUIRE_KERNEL=1, fails) unless
-// the test runs as root with ipset and iptables-legacy on PATH in a kernel
-// with IP_VS. The host kernel here has none: these tests run in the
-// user-mode-linux guest (--kernel uml).
-func requireIPVS(t *testing.T) {
+// requireIPVS runs the calling test where IP_VS exists: on the host when
+// its kernel has it, else inside a user-mode-linux guest with every IPVS
+// module loaded (testenv.InUML), which reports back here. It returns true
+// when the test ran in the guest and the caller must return. Without root
+// or without user-mode-linux it skips (fails with PROXYBENCH_REQUIRE_KERNEL=1).
+func requireIPVS(t *testing.T) (delegated bool) {
 	t.Helper()
 	testenv.RequireKernel(t, binIPSet, binRestore, binSave)
 	ns := testenv.NewNetns(t, "ipvsprobe")
-	if ok, why := hasIPVS(ns); !ok {
-		testenv.Skip(t, why+" (run these tests in the UML guest: --kernel uml)")
-	}
+	ok, _ := hasIPVS(ns)
+	return testenv.InUML(t, ok, KernelModules("")...)
 }
 
 func countPrefix(out []byte, prefix string) int {
@@ -47,7 +47,9 @@ func countPrefix(out []byte, prefix string) int {
 // changes one endpoint (one real server out, one in), shrinks, and cleans
 // up.
 func TestKernelSync(t *testing.T) {
-	requireIPVS(t)
+	if requireIPVS(t) {
+		return
+	}
 	ns := testenv.NewNetns(t, "ipvs")
 	ctx := context.Background()
 	p := New(testCfg, ns)
@@ -158,7 +160,9 @@ func testbed(t *testing.T, clients int, svcs []workload.Service) *topology.Testb
 // connection to a VIP lands on an endpoint of that service and, with rr,
 // every endpoint of the first and last service is reached equally.
 func TestKernelTrafficReachesEveryEndpoint(t *testing.T) {
-	requireIPVS(t)
+	if requireIPVS(t) {
+		return
+	}
 	svcs := genServices(200, 3)
 	tb := testbed(t, 2, svcs)
 	p := New(testCfg, tb.Node)
@@ -274,7 +278,9 @@ func sequence(t *testing.T, ns *topology.Netns, svc workload.Service, n int) []i
 // TestKernelSchedulers checks each scheduler's choices on a known sequence
 // against its definition in net/netfilter/ipvs/ip_vs_<name>.c.
 func TestKernelSchedulers(t *testing.T) {
-	requireIPVS(t)
+	if requireIPVS(t) {
+		return
+	}
 
 	// ip_vs_rr.c: strict rotation over the real servers.
 	t.Run("rr", func(t *testing.T) {
@@ -416,7 +422,9 @@ func TestKernelProbe(t *testing.T) {
 // moby/ipvs's one-request-per-object calls program, and a failure inside a
 // batch is reported with the object that failed.
 func TestKernelBatchMatchesPerObject(t *testing.T) {
-	requireIPVS(t)
+	if requireIPVS(t) {
+		return
+	}
 	ctx := context.Background()
 	svcs := genServices(300, 3)
 	svcs[3].Endpoints[1].Weight = 7
