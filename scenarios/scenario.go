@@ -33,6 +33,13 @@ type Scenario struct {
 	// ipvs to iptables where the kernel lacks IP_VS; the result records
 	// that it happened. Empty (default): never fall back.
 	Fallback string `yaml:"fallback,omitempty" json:"fallback,omitempty"`
+	// Engine is real (default, also when empty: network namespaces, the modes' real rules
+	// and real traffic; needs root) or sim (package sim: the same figures
+	// from models of the rendered rulesets, calibrated on a real kernel;
+	// no root, any scale).
+	Engine string `yaml:"engine" json:"engine,omitempty"`
+	// Sim configures the sim engine (ignored by the real one).
+	Sim SimSpec `yaml:"sim,omitempty" json:"sim,omitempty"`
 
 	Services ServicesSpec `yaml:"services" json:"services"`
 	// Failure makes endpoints dead for the whole run: their pod IPs answer
@@ -275,6 +282,19 @@ type ChurnSpec struct {
 	// Grace is how long, after the last change, unobserved changes are
 	// still probed before they count as unobserved (default 30s).
 	Grace Duration `yaml:"grace,omitempty" json:"grace,omitempty"`
+}
+
+// SimSpec configures the sim engine.
+type SimSpec struct {
+	// Nodes is the number of simulated nodes, each running its own
+	// kube-proxy sync loop over the same services (0 or unset: 1; 1..100000).
+	Nodes int `yaml:"nodes" json:"nodes"`
+	// Calibration is a file written by `proxybench calibrate`; empty uses
+	// the calibration shipped in the binary (marked default in results).
+	Calibration string `yaml:"calibration,omitempty" json:"calibration,omitempty"`
+	// WatchDelay is the mean delay (exponential, one draw per node) with
+	// which a node sees a change: informer watch jitter (default 0s).
+	WatchDelay Duration `yaml:"watchDelay,omitempty" json:"watchDelay,omitempty"`
 }
 
 // ChurnMix weighs the kinds of change; weights are relative, >= 0.

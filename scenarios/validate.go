@@ -333,6 +333,18 @@ func (s *Scenario) Validate() error {
 	}
 	oneOf("iptables.backend", s.IPTables.Backend, []string{"legacy", "nft"})
 	oneOf("kernel", s.Kernel, []string{"auto", "host", "uml"})
+	// engine and sim.nodes stay unset by default: "" is real, 0 is 1 node.
+	if s.Engine == "" || oneOf("engine", s.Engine, []string{"real", "sim"}) {
+		if s.Engine != "sim" && s.Sim.Nodes > 1 {
+			add("sim.nodes", fmt.Sprintf("%d nodes need the sim engine (a real run has one node)", s.Sim.Nodes), "set engine: sim, or sim.nodes: 1")
+		}
+	}
+	if s.Sim.Nodes != 0 || s.has("sim.nodes") {
+		between("sim.nodes", s.Sim.Nodes, 1, 100000)
+	}
+	if s.Sim.WatchDelay.Duration < 0 {
+		add("sim.watchDelay", fmt.Sprintf("%s is negative", s.Sim.WatchDelay.Duration), `use a duration such as "0s" or "100ms"`)
+	}
 	if s.Fallback != "" {
 		oneOf("fallback", s.Fallback, []string{"iptables"})
 	}

@@ -40,7 +40,8 @@ latency per service position and fairness across endpoints.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCmd(), newValidateCmd(), newCleanupCmd(), newDoctorCmd(), newVersionCmd(), newReportCmd(), newCompareCmd())
+	root.AddCommand(newRunCmd(), newValidateCmd(), newCleanupCmd(), newDoctorCmd(), newVersionCmd(), newReportCmd(), newCompareCmd(),
+		newSimCmd(), newCalibrateCmd())
 	return root
 }
 

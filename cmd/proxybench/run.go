@@ -28,6 +28,9 @@ type runFlags struct {
 	seed     int64
 	quiet    bool
 	junit    string
+	// engine and calibration select the sim engine (sim.go).
+	engine      string
+	calibration string
 }
 
 // loadScenario loads a scenario and applies run's overrides, then validates
@@ -51,6 +54,9 @@ func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scena
 	}
 	if cmd.Flags().Changed("kernel") {
 		sc.Kernel = f.kernel
+	}
+	if cmd.Flags().Lookup("engine") != nil && cmd.Flags().Changed("engine") {
+		sc.Engine = f.engine
 	}
 	if err := sc.Validate(); err != nil {
 		return nil, badInput(fmt.Errorf("after command-line overrides: %w", err))
@@ -76,6 +82,10 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			sc, err := loadScenario(cmd, args[0], f)
 			if err != nil {
 				return err
+			}
+			if sc.Engine == "sim" {
+				// No root, namespaces or kernel: the sim engine (sim.go).
+				return runSim(cmd, sc, f.output, f.calibration, f.quiet, f.junit)
 			}
 			if err := runner.Preflight(sc, runner.Options{}); err != nil {
 				return badInput(err)
@@ -151,6 +161,8 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes run: auto (host if it supports every mode, else uml), host, uml")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
 	_ = cmd.Flags().MarkHidden("run-id")
+	cmd.Flags().StringVar(&f.engine, "engine", "", "real (network namespaces, needs root) or sim (models calibrated on a real kernel; no root)")
+	cmd.Flags().StringVar(&f.calibration, "calibration", "", "with --engine sim: a calibration file from 'proxybench calibrate' (default: the shipped one)")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "write the scenario's gates (or, without gates, every figure) as JUnit XML to this file")
 	return cmd
 }

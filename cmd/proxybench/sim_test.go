@@ -1,0 +1,64 @@
+//go:build linux
+
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/topology"
+)
+
+// TestRunSimWithoutRoot: run --engine sim works as an unprivileged user
+// (uid 65534 when the test runs as root), creates no namespace, and
+// writes a result of the same schema with engine sim and the default
+// calibration named.
+func TestRunSimWithoutRoot(t *testing.T) {
+	dir, err := os.MkdirTemp("", "proxybench-sim") // reachable by uid 65534, unlike t.TempDir's parent
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	_ = os.Chmod(dir, 0o777)
+	out := filepath.Join(dir, "sim.json")
+	before, _ := topology.Leftovers()
+	cmd := exec.Command(bin, "run", "1k-services", "--engine", "sim", "--modes", "none,iptables,nftables,ipvs,userspace", "--output", out, "--quiet")
+	cmd.Dir = dir
+	if os.Geteuid() == 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
+	stdout, stderr, code := runCmd(t, cmd, nil)
+	if code != 0 {
+		t.Fatalf("exit %d\nstderr: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "engine: sim") || !strings.Contains(stdout, "default: true") {
+		t.Fatalf("stdout does not name the engine and calibration:\n%s", stdout)
+	}
+	r, err := reports.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Engine != "sim" || r.Machine.KernelWhere != "sim" || len(r.Modes) != 5 {
+		t.Fatalf("engine %q, kernelWhere %q, %d modes", r.Engine, r.Machine.KernelWhere, len(r.Modes))
+	}
+	for _, m := range r.Modes {
+		if m.Info["calibration.default"] != "true" || len(m.Lookup) != 4 || m.SyncFullSummary.Count != 3 {
+			t.Fatalf("mode %s: info %v, %d positions, %d full syncs", m.Mode, m.Info, len(m.Lookup), m.SyncFullSummary.Count)
+		}
+	}
+	after, _ := topology.Leftovers()
+	if len(after) > len(before) {
+		t.Fatalf("sim created namespaces: %v", after)
+	}
+	// Every report format renders it.
+	for _, f := range []string{"md", "html", "csv", "junit", "gobench"} {
+		if _, stderr, code := run(t, nil, "report", out, "--format", f, "--output", filepath.Join(dir, "r."+f)); code != 0 {
+			t.Fatalf("report --format %s: exit %d: %s", f, code, stderr)
+		}
+	}
+}
