@@ -199,17 +199,22 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	}()
 	o.Progress.Start(fmt.Sprintf("%s: sync.full × %d (%d services)", mode, sc.Repetitions, len(services)), sc.Repetitions)
 	var walls []int64
+	// Every repetition programs a kernel namespace that has never held this
+	// mode's state: the first ones a fresh scratch namespace each (a
+	// proxier's Cleanup leaves kernel state behind that slows a re-sync,
+	// e.g. IPVS keeps deleted real servers in its trash list for minutes),
+	// the last one the node itself, which then carries the traffic.
 	for rep := 0; rep < sc.Repetitions; rep++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if rep > 0 {
-			if err := p.Cleanup(ctx); err != nil {
-				return nil, fmt.Errorf("cleanup before repetition %d: %w", rep+1, err)
-			}
+		var st proxymodes.SyncStats
+		if rep < sc.Repetitions-1 {
+			st, err = scratchSync(ctx, sc, m, topology.NetnsName(tb.RunID, fmt.Sprintf("sync%d", rep)), services)
+		} else {
+			_ = flushConntrack(tb.Node)
+			st, err = p.Sync(ctx, services)
 		}
-		_ = flushConntrack(tb.Node)
-		st, err := p.Sync(ctx, services)
 		if err != nil {
 			return nil, fmt.Errorf("sync: %w", err)
 		}
@@ -363,6 +368,30 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		}
 	}
 	return mr, nil
+}
+
+// scratchSync measures one full sync of services by a new proxier of mode
+// m in a fresh namespace called name, then cleans up and deletes it.
+func scratchSync(ctx context.Context, sc *scenarios.Scenario, m proxymodes.Mode, name string, services []workload.Service) (st proxymodes.SyncStats, err error) {
+	ns, err := topology.CreateNetns(name)
+	if err != nil {
+		return st, err
+	}
+	defer func() {
+		ns.Close()
+		if derr := topology.DeleteNetns(name); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	p, err := m.New(sc, ns)
+	if err != nil {
+		return st, err
+	}
+	st, err = p.Sync(ctx, services)
+	if cerr := p.Cleanup(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+		err = fmt.Errorf("cleanup of %s: %w", name, cerr)
+	}
+	return st, err
 }
 
 // moveOneEndpoint returns services with the first endpoint of one service
