@@ -16,6 +16,7 @@ import (
 	"hash/fnv"
 	"net/netip"
 	"strconv"
+	"time"
 
 	"github.com/proxybench/proxybench/workload"
 )
@@ -60,6 +61,13 @@ type Config struct {
 	// -j KUBE-MARK-MASQ" rule of each KUBE-SVC chain). The zero Prefix
 	// disables that rule, as kube-proxy does without a local detector.
 	ClusterCIDR netip.Prefix
+	// AffinityTimeout, when > 0, gives every service sessionAffinity
+	// ClientIP with that timeout (whole seconds), as kube-proxy renders it:
+	// each KUBE-SEP's DNAT rule records the client in the recent list
+	// named after the chain (-m recent --name KUBE-SEP-X --set), and
+	// KUBE-SVC first sends a client seen within the timeout back to its
+	// endpoint (-m recent --name KUBE-SEP-X --rcheck --seconds T --reap).
+	AffinityTimeout time.Duration
 }
 
 // Validate reports a Config error: an unknown back end or an invalid or
@@ -270,7 +278,8 @@ func (p *plan) chains() []string {
 
 // Render returns the iptables-restore input that programs services in
 // kube-proxy's iptables layout (v1.28+, ClusterIP services, Cluster traffic
-// policy, no session affinity), chain hashes included:
+// policy, sessionAffinity ClientIP when Config.AffinityTimeout > 0), chain
+// hashes included:
 //
 //	filter: KUBE-SERVICES (a REJECT rule per service port without ready
 //	        endpoints), KUBE-FORWARD (drop INVALID, accept marked and
@@ -431,6 +440,28 @@ func (p *plan) write(stale []string, unchanged []bool) *Ruleset {
 		}
 		// KUBE-SVC: one rule per endpoint.
 		n := pp.epEnd - pp.epStart
+		if secs := int64(p.cfg.AffinityTimeout / time.Second); secs > 0 {
+			// Session affinity first (kube-proxy's writeServiceToEndpointRules).
+			for k := 0; k < n; k++ {
+				b = append(b, "-A "...)
+				b = append(b, pp.svcChain...)
+				if !p.large {
+					b = append(b, ` -m comment --comment "`...)
+					b = append(b, pp.name...)
+					b = append(b, " -> "...)
+					b = pp.appendEndpoint(b, p.eps[pp.epStart+k])
+					b = append(b, '"')
+				}
+				b = append(b, " -m recent --name "...)
+				b = append(b, p.sepChains[pp.epStart+k]...)
+				b = append(b, " --rcheck --seconds "...)
+				b = strconv.AppendInt(b, secs, 10)
+				b = append(b, " --reap -j "...)
+				b = append(b, p.sepChains[pp.epStart+k]...)
+				b = append(b, '\n')
+			}
+			rs.NatRules += n
+		}
 		for k := 0; k < n; k++ {
 			b = append(b, "-A "...)
 			b = append(b, pp.svcChain...)
@@ -470,6 +501,11 @@ func (p *plan) write(stale []string, unchanged []bool) *Ruleset {
 			if !p.large {
 				b = append(b, " -m comment --comment "...)
 				b = append(b, pp.name...)
+			}
+			if p.cfg.AffinityTimeout >= time.Second {
+				b = append(b, " -m recent --name "...)
+				b = append(b, sep...)
+				b = append(b, " --set"...)
 			}
 			b = append(b, " -m "...)
 			b = append(b, pp.proto...)
