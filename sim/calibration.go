@@ -100,15 +100,32 @@ type ModeCost struct {
 // (stat.LinearRegression of y/x on x: a cost per object that grows with
 // the table, as nft transactions do). RMSRel is the root mean square of
 // the relative residuals at the calibration points.
+//
+// Points, when it holds two or more sizes, are the median y per
+// calibration x, and At interpolates between them on log-log axes (a
+// power law per segment, the end segments extended): full sync costs
+// grow superlinearly and unevenly (nft transactions), which neither
+// regression form follows across 1k..10k services. A, B and RMSRel then
+// still describe the best regression, for reading.
 type Fit struct {
-	Form   string  `json:"form"`
-	A      float64 `json:"a"`
-	B      float64 `json:"b"`
-	RMSRel float64 `json:"rmsRel"`
+	Form   string       `json:"form"`
+	A      float64      `json:"a"`
+	B      float64      `json:"b"`
+	RMSRel float64      `json:"rmsRel"`
+	Points [][2]float64 `json:"points,omitempty"`
 }
 
 // At evaluates the fit at x (never below 0).
 func (f Fit) At(x float64) float64 {
+	if p := f.Points; len(p) >= 2 && x > 0 {
+		i := sort.Search(len(p), func(i int) bool { return p[i][0] >= x })
+		i = min(max(i, 1), len(p)-1)
+		x0, y0, x1, y1 := p[i-1][0], p[i-1][1], p[i][0], p[i][1]
+		if x0 > 0 && y0 > 0 && y1 > 0 {
+			k := math.Log(y1/y0) / math.Log(x1/x0)
+			return y0 * math.Exp(k*math.Log(x/x0))
+		}
+	}
 	var y float64
 	if f.Form == "quadratic" {
 		y = x * (f.A + f.B*x)
@@ -156,10 +173,27 @@ func FitCurve(xs, ys []float64) Fit {
 	qa, qb := stat.LinearRegression(xs, per, nil, false)
 	quad := Fit{Form: "quadratic", A: qa, B: qb}
 	quad.RMSRel = rmsRel(quad, xs, ys)
+	best := lin
 	if quad.RMSRel < lin.RMSRel {
-		return quad
+		best = quad
 	}
-	return lin
+	best.Points = medians(xs, ys)
+	return best
+}
+
+// medians returns (x, median y) per distinct x, ascending.
+func medians(xs, ys []float64) [][2]float64 {
+	by := map[float64][]float64{}
+	for i, x := range xs {
+		by[x] = append(by[x], ys[i])
+	}
+	var out [][2]float64
+	for x, v := range by {
+		sort.Float64s(v)
+		out = append(out, [2]float64{x, stat.Quantile(0.5, stat.LinInterp, v, nil)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
 }
 
 func rmsRel(f Fit, xs, ys []float64) float64 {
@@ -363,8 +397,8 @@ func FitCalibration(results []*reports.Result) (*Calibration, error) {
 				}
 				y := float64(reports.Summarize(p.SamplesNs).P50 - b)
 				x := float64(size)
-				if m.Mode == "iptables" {
-					x = float64(p.Index + 1)
+				if m.Mode == "iptables" || m.Mode == "userspace" {
+					x = float64(p.Index + 1) // rules walked (KUBE-SERVICES, KUBE-PORTALS-CONTAINER)
 				}
 				look[m.Mode] = append(look[m.Mode], pt{x, y})
 			}
@@ -427,7 +461,7 @@ func FitCalibration(results []*reports.Result) (*Calibration, error) {
 				a, b = stat.LinearRegression(xs, ys, nil, false)
 			}
 			mc.LookupOverheadNs = math.Max(a, 0)
-			if mode == "iptables" {
+			if mode == "iptables" || mode == "userspace" {
 				mc.PerRuleNs = math.Max(b, 0)
 			} else {
 				mc.PerServiceNs = math.Max(b, 0)
@@ -438,16 +472,6 @@ func FitCalibration(results []*reports.Result) (*Calibration, error) {
 			_, mc.PerByteNs = stat.LinearRegression(xs, ys, nil, false)
 		}
 		mc.Incremental = FitCurve(split(inc[mode]))
-		if mc.Incremental.Form == "quadratic" {
-			// Keep the incremental curve linear in the table size: an
-			// incremental sync re-reads the table, it does not rebuild it.
-			xs, ys := split(inc[mode])
-			if len(xs) > 1 && !allSame(xs) {
-				a, b := stat.LinearRegression(xs, ys, nil, false)
-				mc.Incremental = Fit{Form: "linear", A: a, B: b}
-				mc.Incremental.RMSRel = rmsRel(mc.Incremental, xs, ys)
-			}
-		}
 		if len(opc[mode]) > 0 {
 			mc.ObjectsPerChange = stat.Mean(opc[mode], nil)
 		}

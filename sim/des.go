@@ -136,20 +136,18 @@ type nodeAcc struct {
 }
 
 func newAcc() *nodeAcc {
-	return &nodeAcc{lat: hdrhistogram.New(1, int64(3600e9), 3), buckets: make([]int, len(programmingBounds)),
+	return &nodeAcc{lat: hdrhistogram.New(1, int64(3600e9), 3), buckets: make([]int, len(programmingBounds)+1),
 		syncH: map[string]*hdrhistogram.Histogram{}, syncB: map[string][]int{}, syncs: map[string]int{}}
 }
 
 var programmingBounds = reports.ProgrammingBuckets()
 var syncBounds = reports.SyncBucketBounds()
 
-// count adds v (ns) to cumulative bucket counts over bounds (seconds).
+// count adds v (ns) to the bucket of the first bound (seconds) >= v;
+// b has len(bounds)+1 entries, the last for values above every bound.
+// toBuckets makes the counts cumulative.
 func count(b []int, bounds []float64, v int64) {
-	s := float64(v) / 1e9
-	i := sort.SearchFloat64s(bounds, s) // first bound >= s
-	for ; i < len(bounds); i++ {
-		b[i]++
-	}
+	b[sort.SearchFloat64s(bounds, float64(v)/1e9)]++
 }
 
 // SimulateCluster runs every node (in parallel, each on its own random
@@ -225,7 +223,7 @@ func SimulateCluster(spec ClusterSpec) *ClusterResult {
 					if h == nil {
 						h = hdrhistogram.New(1, int64(3600e9), 3)
 						acc.syncH[kind] = h
-						acc.syncB[kind] = make([]int, len(syncBounds))
+						acc.syncB[kind] = make([]int, len(syncBounds)+1)
 					}
 					_ = h.RecordValue(max(1, min(int64(s.Wall), int64(3600e9))))
 					count(acc.syncB[kind], syncBounds, int64(s.Wall))
@@ -248,7 +246,7 @@ func SimulateCluster(spec ClusterSpec) *ClusterResult {
 	wg.Wait()
 
 	lat := hdrhistogram.New(1, int64(3600e9), 3)
-	buckets := make([]int, len(programmingBounds))
+	buckets := make([]int, len(programmingBounds)+1)
 	var sum, sq float64
 	n := 0
 	syncH := map[string]*hdrhistogram.Histogram{}
@@ -265,7 +263,7 @@ func SimulateCluster(spec ClusterSpec) *ClusterResult {
 		for k, h := range a.syncH {
 			if syncH[k] == nil {
 				syncH[k] = hdrhistogram.New(1, int64(3600e9), 3)
-				syncB[k] = make([]int, len(syncBounds))
+				syncB[k] = make([]int, len(syncBounds)+1)
 			}
 			syncH[k].Merge(h)
 			for i, c := range a.syncB[k] {
@@ -308,10 +306,13 @@ func withStd(s reports.Summary, sd float64) reports.Summary {
 	return s
 }
 
+// toBuckets turns per-bucket counts into cumulative Prometheus buckets.
 func toBuckets(counts []int, bounds []float64, total int) []reports.Bucket {
 	out := reports.BucketCounts(nil, bounds)
+	c := 0
 	for i := range bounds {
-		out[i].Count = counts[i]
+		c += counts[i]
+		out[i].Count = c
 	}
 	out[len(bounds)].Count = total
 	return out

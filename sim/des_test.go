@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/proxymodes/syncloop"
+	"github.com/proxybench/proxybench/reports"
 )
 
 func zeroCost(bool, int) (time.Duration, time.Duration) { return 0, 0 }
@@ -124,3 +125,20 @@ func TestClusterNodesShareChanges(t *testing.T) {
 		t.Fatalf("identical nodes differ in CPU: %+v", r.SyncCPUPerNode)
 	}
 }
+
+// TestBuckets: the pooled buckets are cumulative and agree with
+// reports.BucketCounts over the same samples.
+func TestBuckets(t *testing.T) {
+	samples := []int64{1e8, 3e8, 7e8, 2e9, 2e9, 400e9}
+	counts := make([]int, len(programmingBounds)+1)
+	for _, s := range samples {
+		count(counts, programmingBounds, s)
+	}
+	got := toBuckets(counts, programmingBounds, len(samples))
+	want := reportsBuckets(samples)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("buckets\n%v\nwant\n%v", got, want)
+	}
+}
+
+func reportsBuckets(s []int64) any { return reports.BucketCounts(s, programmingBounds) }

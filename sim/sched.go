@@ -94,7 +94,7 @@ func KernelOrder(added []*Dest) []*Dest {
 // the list head. The cursor starts at the head.
 type rrSched struct{ cur int } // -1 = list head
 
-func (s *rrSched) Name() string        { return "rr" }
+func (s *rrSched) Name() string { return "rr" }
 func (s *rrSched) Update(dests []*Dest) {
 	if s.cur >= len(dests) {
 		s.cur = -1 // the cursor's destination went away
@@ -207,7 +207,7 @@ func (s *wrrSched) Schedule(dests []*Dest, _ Conn) int {
 // overhead (active<<8 + inactive); ties keep the first in list order.
 type lcSched struct{}
 
-func (lcSched) Name() string  { return "lc" }
+func (lcSched) Name() string   { return "lc" }
 func (lcSched) Update([]*Dest) {}
 func (lcSched) Schedule(dests []*Dest, _ Conn) int {
 	least := -1
@@ -254,7 +254,7 @@ func leastWeighted(dests []*Dest, oh func(*Dest) int64) int {
 // wlcSched is ip_vs_wlc.c: least overhead/weight.
 type wlcSched struct{}
 
-func (wlcSched) Name() string  { return "wlc" }
+func (wlcSched) Name() string   { return "wlc" }
 func (wlcSched) Update([]*Dest) {}
 func (wlcSched) Schedule(dests []*Dest, _ Conn) int {
 	return leastWeighted(dests, (*Dest).overhead)
@@ -263,7 +263,7 @@ func (wlcSched) Schedule(dests []*Dest, _ Conn) int {
 // sedSched is ip_vs_sed.c: shortest expected delay, (active+1)/weight.
 type sedSched struct{}
 
-func (sedSched) Name() string  { return "sed" }
+func (sedSched) Name() string   { return "sed" }
 func (sedSched) Update([]*Dest) {}
 func (sedSched) Schedule(dests []*Dest, _ Conn) int {
 	return leastWeighted(dests, func(d *Dest) int64 { return int64(d.Active) + 1 })
@@ -273,7 +273,7 @@ func (sedSched) Schedule(dests []*Dest, _ Conn) int {
 // once, else shortest expected delay.
 type nqSched struct{}
 
-func (nqSched) Name() string  { return "nq" }
+func (nqSched) Name() string   { return "nq" }
 func (nqSched) Update([]*Dest) {}
 func (nqSched) Schedule(dests []*Dest, _ Conn) int {
 	least := -1
@@ -345,7 +345,7 @@ func unavailable(d *Dest) bool { return d.Weight <= 0 || d.Overloaded }
 // address hashes (hash_32 over 8 bits) into 256 buckets filled by weight.
 type shSched struct{ buckets []int }
 
-func (s *shSched) Name() string        { return "sh" }
+func (s *shSched) Name() string         { return "sh" }
 func (s *shSched) Update(dests []*Dest) { s.buckets = fillBuckets(dests, 1<<shTabBits, true) }
 func (s *shSched) Schedule(dests []*Dest, c Conn) int {
 	i := s.buckets[hash32(addrU32(c.Src), shTabBits)&(1<<shTabBits-1)]
@@ -359,7 +359,7 @@ func (s *shSched) Schedule(dests []*Dest, c Conn) int {
 // server per service) hashes as addr·2654435761 & mask into 256 buckets.
 type dhSched struct{ buckets []int }
 
-func (s *dhSched) Name() string        { return "dh" }
+func (s *dhSched) Name() string         { return "dh" }
 func (s *dhSched) Update(dests []*Dest) { s.buckets = fillBuckets(dests, 1<<dhTabBits, false) }
 func (s *dhSched) Schedule(dests []*Dest, c Conn) int {
 	i := s.buckets[(addrU32(c.Dst)*2654435761)&(1<<dhTabBits-1)]
@@ -387,7 +387,7 @@ func lblcOverloaded(d *Dest, dests []*Dest) bool {
 // a benchmark.)
 type lblcSched struct{ cache map[netip.Addr]int }
 
-func (s *lblcSched) Name() string        { return "lblc" }
+func (s *lblcSched) Name() string         { return "lblc" }
 func (s *lblcSched) Update(dests []*Dest) { clear(s.cache) }
 func (s *lblcSched) Schedule(dests []*Dest, c Conn) int {
 	if i, ok := s.cache[c.Dst]; ok && i < len(dests) {
@@ -409,7 +409,7 @@ func (s *lblcSched) Schedule(dests []*Dest, c Conn) int {
 // lblcr_expiration, 24 h, so never within a benchmark.)
 type lblcrSched struct{ sets map[netip.Addr][]int }
 
-func (s *lblcrSched) Name() string        { return "lblcr" }
+func (s *lblcrSched) Name() string         { return "lblcr" }
 func (s *lblcrSched) Update(dests []*Dest) { clear(s.sets) }
 func (s *lblcrSched) Schedule(dests []*Dest, c Conn) int {
 	set, ok := s.sets[c.Dst]

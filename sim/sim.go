@@ -123,6 +123,7 @@ type model struct {
 	objects  int
 	bytes    int
 	walker   *IPTablesWalker
+	portBase []int // first flat index of each service's ports (userspace portals)
 	services []workload.Service
 	flat     []workload.Target
 	sc       *scenarios.Scenario
@@ -181,6 +182,12 @@ func newModel(sc *scenarios.Scenario, cal *Calibration, services []workload.Serv
 			return nil, err
 		}
 		m.objects, m.bytes = len(portals)+rs.Rules, len(rs.Data)
+		m.portBase = make([]int, len(services))
+		k := 0
+		for i := range services {
+			m.portBase[i] = k
+			k += len(services[i].Ports)
+		}
 	default:
 		return nil, fmt.Errorf("the sim engine has no model of mode %q (models: %v)", mode, Modes)
 	}
@@ -329,13 +336,21 @@ func (m *model) latencyNs(t workload.Target, rng *rand.Rand) float64 {
 		return v
 	}
 	v += cal.LookupOverheadNs + cal.PerServiceNs*float64(len(m.services))
-	if m.walker != nil {
+	switch {
+	case m.walker != nil:
 		s := &m.services[t.Service]
 		rules, _ := m.walker.RulesWalked(s.ClusterIP, s.Ports[t.Port].Port)
 		v += cal.PerRuleNs * float64(rules)
+	case m.mode == "userspace":
+		// The portal rules of KUBE-PORTALS-CONTAINER are walked in render
+		// order (one REDIRECT per ServicePort) before the proxy's listener.
+		v += cal.PerRuleNs * float64(m.portIndex(t)+1)
 	}
 	return v
 }
+
+// portIndex is t's position in render order (its portal rule's index).
+func (m *model) portIndex(t workload.Target) int { return m.portBase[t.Service] + t.Port }
 
 // baseAt is the calibration's base (mode none) connect time at u.
 func (m *model) baseAt(u float64) float64 { return m.cal.baseAt(u) }
