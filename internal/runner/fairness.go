@@ -302,3 +302,11 @@ func modeVariants(sc *scenarios.Scenario, mode string) []*scenarios.Scenario {
 	}
 	return out
 }
+
+// modeLabel names a mode in messages: "ipvs/wrr" for ipvs, else the mode.
+func modeLabel(mode string, sc *scenarios.Scenario) string {
+	if mode != "ipvs" {
+		return mode
+	}
+	return mode + schedSuffix(sc.IPVS.Scheduler)
+}

@@ -170,7 +170,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			for _, vsc := range modeVariants(sc.AtSize(n), mode) {
 				mr, err := runMode(ctx, vsc, o, tb, perSize[i], mode)
 				if err != nil {
-					return nil, fmt.Errorf("mode %s%s at %d services: %w", mode, schedSuffix(vsc.IPVS.Scheduler), n, err)
+					return nil, fmt.Errorf("mode %s at %d services: %w", modeLabel(mode, vsc), n, err)
 				}
 				mr.Services = n
 				res.Modes = append(res.Modes, *mr)
