@@ -54,7 +54,7 @@ where --kernel uml runs them.`,
 			sc := &scenarios.Scenario{Modes: runner.AllModes}
 			sc.SetDefaults()
 			res, err := uml.Run(cmd.Context(), uml.Guest{MemoryMiB: 1024, Timeout: sc.UML.Timeout.Duration,
-				Modules: runner.GuestModules(sc), Argv: []string{exe, "doctor"}, WorkDir: filepath.Join(dir, "g")})
+				Modules: append(runner.GuestModules(sc), schedulerModules()...), Argv: []string{exe, "doctor"}, WorkDir: filepath.Join(dir, "g")})
 			fmt.Println()
 			if err != nil {
 				return &exitError{1, err}
@@ -92,4 +92,14 @@ func guestOutput(log []byte) []byte {
 		}
 	}
 	return []byte(b.String())
+}
+
+// schedulerModules are the kernel modules of every IPVS scheduler, so the
+// guest's doctor can list each as available.
+func schedulerModules() []string {
+	var out []string
+	for _, s := range scenarios.IPVSSchedulers {
+		out = append(out, "ip_vs_"+s)
+	}
+	return out
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/proxybench/proxybench/internal/uml"
 )
 
 // progress draws a bar per step on a terminal and plain lines otherwise
@@ -24,7 +26,10 @@ func newProgress(quiet bool) *progress {
 	if quiet {
 		return &progress{w: io.Discard}
 	}
-	return &progress{w: os.Stderr, tty: term.IsTerminal(int(os.Stdout.Fd())) && term.IsTerminal(int(os.Stderr.Fd()))}
+	// Inside the user-mode-linux guest the console is streamed to the
+	// host's stderr: plain lines there.
+	tty := !uml.InGuest() && term.IsTerminal(int(os.Stdout.Fd())) && term.IsTerminal(int(os.Stderr.Fd()))
+	return &progress{w: os.Stderr, tty: tty}
 }
 
 func (p *progress) Start(step string, total int) {
