@@ -51,7 +51,7 @@ func BenchmarkSim100kServices(b *testing.B) {
 engine: sim
 modes: [%s]
 services: {count: 100000, endpoints: {count: 3}}
-network: {serviceCIDR: 10.96.0.0/15, podCIDR: 10.0.0.0/14, nodeCIDR: 198.19.255.0/24, clusterCIDR: 10.0.0.0/14}
+network: {serviceCIDR: 10.96.0.0/15, podCIDR: 10.0.0.0/13, nodeCIDR: 198.19.255.0/24, clusterCIDR: 10.0.0.0/13}
 `, mode)))
 		})
 	}
