@@ -107,15 +107,19 @@ func sampleSets(r *Result) []sampleSet {
 	var out []sampleSet
 	for _, m := range r.Modes {
 		size := modeSize(r, m)
+		mode := m.Mode
+		if m.Kernel == "uml" {
+			mode += " (uml)" // a guest figure never matches a host one
+		}
 		if len(m.SyncFull) > 0 {
-			out = append(out, sampleSet{"sync.full", m.Mode, "", size, 0.5, syncWalls(m)})
+			out = append(out, sampleSet{"sync.full", mode, "", size, 0.5, syncWalls(m)})
 		}
 		for _, p := range m.Lookup {
 			if len(p.SamplesNs) == 0 {
 				continue
 			}
-			out = append(out, sampleSet{"lookup.latency.p50", m.Mode, p.Position, size, 0.5, p.SamplesNs},
-				sampleSet{"lookup.latency.p99", m.Mode, p.Position, size, 0.99, p.SamplesNs})
+			out = append(out, sampleSet{"lookup.latency.p50", mode, p.Position, size, 0.5, p.SamplesNs},
+				sampleSet{"lookup.latency.p99", mode, p.Position, size, 0.99, p.SamplesNs})
 		}
 	}
 	return out

@@ -19,6 +19,9 @@ type Figure struct {
 	Mode string `json:"mode"`
 	// Services is the size the figure was measured at.
 	Services int `json:"services"`
+	// Kernel is "uml" for a mode run in the user-mode-linux guest, empty
+	// on the host.
+	Kernel string `json:"kernel,omitempty"`
 	// Position is the service position of lookup.* and throughput.cps
 	// figures; empty for the others.
 	Position string `json:"position,omitempty"`
@@ -33,6 +36,9 @@ type Figure struct {
 // Key identifies a figure within a result: "name{mode=…,position=…,services=…}".
 func (f Figure) Key() string {
 	sel := []string{"mode=" + f.Mode}
+	if f.Kernel != "" {
+		sel = append(sel, "kernel="+f.Kernel)
+	}
 	if f.Position != "" {
 		sel = append(sel, "position="+f.Position)
 	}
@@ -118,14 +124,18 @@ func Figures(r *Result) []Figure {
 	for _, m := range r.Modes {
 		if m.Mode == "none" {
 			for _, p := range m.Lookup {
-				base[fmt.Sprint(m.Services, "/", p.Position)] = lookupSummary(p)
+				base[baseKey(m, p.Position)] = lookupSummary(p)
 			}
 		}
 	}
 	for _, m := range r.Modes {
 		size := modeSize(r, m)
+		kernel := ""
+		if m.Kernel == "uml" {
+			kernel = "uml"
+		}
 		add := func(name, pos string, v float64, n int) {
-			out = append(out, Figure{Name: name, Mode: m.Mode, Services: size, Position: pos, Value: v, Unit: unitOf(name), N: n})
+			out = append(out, Figure{Name: name, Mode: m.Mode, Services: size, Kernel: kernel, Position: pos, Value: v, Unit: unitOf(name), N: n})
 		}
 		if len(m.SyncFull) > 0 {
 			w := Summarize(syncWalls(m))
@@ -146,7 +156,7 @@ func Figures(r *Result) []Figure {
 				add("lookup.latency.p99", p.Position, float64(l.P99), l.Count)
 				add("lookup.latency.p999", p.Position, float64(l.P999), l.Count)
 				add("lookup.latency.max", p.Position, float64(l.Max), l.Count)
-				if b, ok := base[fmt.Sprint(m.Services, "/", p.Position)]; ok && b.P50 > 0 && b.P99 > 0 {
+				if b, ok := base[baseKey(m, p.Position)]; ok && b.P50 > 0 && b.P99 > 0 {
 					add("lookup.vsnone.p50", p.Position, float64(l.P50)/float64(b.P50), l.Count)
 					add("lookup.vsnone.p99", p.Position, float64(l.P99)/float64(b.P99), l.Count)
 				}

@@ -55,7 +55,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	for _, m := range r.Modes {
 		if m.Mode == "none" {
 			for _, p := range m.Lookup {
-				base[fmt.Sprint(m.Services, "/", p.Position)] = p.Latency.P50
+				base[baseKey(m, p.Position)] = p.Latency.P50
 			}
 		}
 	}
@@ -63,7 +63,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		for _, p := range m.Lookup {
 			l := p.Latency
 			vs := "-"
-			if bp := base[fmt.Sprint(m.Services, "/", p.Position)]; bp > 0 {
+			if bp := base[baseKey(m, p.Position)]; bp > 0 {
 				vs = fmt.Sprintf("%.2f×", float64(l.P50)/float64(bp))
 			}
 			idx := fmt.Sprint(p.Index)
@@ -110,10 +110,19 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 
 // label names a ModeResult in tables: the mode, with its size in a sweep.
 func (r *Result) label(m ModeResult) string {
+	l := m.Mode
 	if len(r.Scenario.Sweep.Services) > 0 {
-		return fmt.Sprintf("%s @%d", m.Mode, m.Services)
+		l = fmt.Sprintf("%s @%d", m.Mode, m.Services)
 	}
-	return m.Mode
+	if m.Kernel == "uml" && r.Machine.KernelWhere == "host+uml" {
+		l += " (uml)"
+	}
+	return l
+}
+
+// baseKey keys mode none's figures: same size, same kernel, same position.
+func baseKey(m ModeResult, position string) string {
+	return fmt.Sprint(m.Services, "/", m.Kernel, "/", position)
 }
 
 // medianSync returns the sync.full sample with the median wall time.

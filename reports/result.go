@@ -38,6 +38,9 @@ type Machine struct {
 	KernelWhere string `json:"kernelWhere"` // "host" or "uml"
 	// KernelWhy says how the kernel was chosen (auto's reasoning).
 	KernelWhy string `json:"kernelWhy,omitempty"`
+	// GuestKernel is the guest's release when some modes ran in a guest
+	// and others on the host (KernelWhere "host+uml").
+	GuestKernel string `json:"guestKernel,omitempty"`
 	// HostKernel is the host's release when the run happened in a guest.
 	HostKernel string `json:"hostKernel,omitempty"`
 	// GuestBootNs is the guest's boot time (start to program), in ns.
@@ -51,6 +54,9 @@ type Machine struct {
 // ModeResult holds one proxy mode's figures.
 type ModeResult struct {
 	Mode string `json:"mode"`
+	// Kernel is where this mode ran: "host" or "uml" (the user-mode-linux
+	// guest); figures compare only between modes of one kernel.
+	Kernel string `json:"kernel,omitempty"`
 	// FellBackFrom names the mode this one replaced under `fallback:
 	// iptables` (kube-proxy's downgrade when IP_VS is missing).
 	FellBackFrom string            `json:"fellBackFrom,omitempty"`

@@ -115,13 +115,16 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			}
 			opts := runner.Options{RunID: runID, Version: version, Progress: newProgress(f.quiet)}
 			var res *reports.Result
-			if kc.Where == "uml" {
-				var console io.Writer = os.Stderr
-				if f.quiet {
-					console = nil
-				}
+			var console io.Writer = os.Stderr
+			if f.quiet {
+				console = nil
+			}
+			switch kc.Where {
+			case "uml":
 				res, err = runner.RunInUML(ctx, sc, opts, console)
-			} else {
+			case "split":
+				res, err = runner.RunSplit(ctx, sc, kc, opts, console)
+			default:
 				res, err = runner.Run(ctx, sc, opts)
 			}
 			if res != nil {

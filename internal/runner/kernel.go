@@ -19,13 +19,32 @@ import (
 
 // KernelChoice is where a run's modes execute.
 type KernelChoice struct {
-	// Where is "host" or "uml".
-	Where string
+	// Where is "host", "uml" or "split": with split, HostModes run on the
+	// host and GuestModes in the guest, each group with its own baselines
+	// (none, iptables), since figures compare only within one kernel.
+	Where                 string
+	HostModes, GuestModes []string
 	// Why says how auto decided, for the screen and the result.
 	Why string
 	// FellBack maps a mode replaced under `fallback: iptables` to its
 	// replacement (kube-proxy's downgrade from ipvs).
 	FellBack map[string]string
+}
+
+// guestUnsupported says why the user-mode-linux guest kernel (Debian's
+// 6.1 build) cannot run a mode, from its config
+// (/usr/share/doc/user-mode-linux/config.gz): CONFIG_NF_TABLES_IPV4 is not
+// set, so nf_tables has no ip family, which the nftables mode and the nft
+// back end of iptables need.
+func guestUnsupported(sc *scenarios.Scenario, mode string) string {
+	const noIP = "the user-mode-linux kernel has no nf_tables ip family (CONFIG_NF_TABLES_IPV4 is not set)"
+	switch {
+	case mode == "nftables":
+		return noIP
+	case (mode == "iptables" || mode == "userspace") && sc.IPTables.Backend == "nft":
+		return noIP + "; use iptables.backend: legacy"
+	}
+	return ""
 }
 
 // ChooseKernel resolves sc.Kernel: host (every mode must work on this
@@ -54,6 +73,11 @@ func ChooseKernel(ctx context.Context, sc *scenarios.Scenario) (KernelChoice, er
 		if _, err := uml.Available(); err != nil {
 			return KernelChoice{}, &InputError{Field: "kernel", Msg: "uml requested but " + err.Error()}
 		}
+		for _, m := range sc.Modes {
+			if why := guestUnsupported(sc, m); why != "" {
+				return KernelChoice{}, &InputError{Field: "modes", Msg: "mode " + m + " cannot run under --kernel uml: " + why, Fix: "run it with --kernel host (or auto), or drop the mode"}
+			}
+		}
 		return KernelChoice{Where: "uml", Why: "kernel: uml requested"}, nil
 	case "host":
 		if len(missing) == 0 {
@@ -71,7 +95,57 @@ func ChooseKernel(ctx context.Context, sc *scenarios.Scenario) (KernelChoice, er
 	if _, err := uml.Available(); err != nil {
 		return KernelChoice{}, &InputError{Field: "kernel", Msg: "auto: the host kernel cannot run " + strings.Join(missing, "; ") + ", and " + err.Error()}
 	}
-	return KernelChoice{Where: "uml", Why: "auto: the host kernel lacks " + strings.Join(missing, "; ") + ", so every mode runs in user-mode-linux (figures compare with each other only, not with host runs)"}, nil
+	var hostOnly, guest, host []string
+	for _, s := range st {
+		if !s.Available {
+			if why := guestUnsupported(sc, s.Mode); why != "" {
+				return KernelChoice{}, &InputError{Field: "modes", Msg: "no kernel here can run " + s.Mode + ": host: " + s.Reason + "; user-mode-linux: " + why, Fix: "drop the mode"}
+			}
+			guest = append(guest, s.Mode)
+			continue
+		}
+		host = append(host, s.Mode)
+		if guestUnsupported(sc, s.Mode) != "" {
+			hostOnly = append(hostOnly, s.Mode)
+		}
+	}
+	if len(hostOnly) == 0 {
+		return KernelChoice{Where: "uml", Why: "auto: the host kernel lacks " + strings.Join(missing, "; ") + ", so every mode runs in user-mode-linux (figures compare with each other only, not with host runs)"}, nil
+	}
+	// Some modes run only on the host, some only in the guest: two groups,
+	// each with the baselines that make its figures comparable.
+	for _, b := range []string{"none", "iptables"} {
+		if slices.Contains(sc.Modes, b) && !slices.Contains(guest, b) && guestUnsupported(sc, b) == "" {
+			guest = append([]string{b}, guest...)
+		}
+	}
+	slices.SortStableFunc(guest, func(a, b string) int { return slices.Index(sc.Modes, a) - slices.Index(sc.Modes, b) })
+	return KernelChoice{Where: "split", HostModes: host, GuestModes: guest,
+		Why: fmt.Sprintf("auto: the host kernel lacks %s and the user-mode-linux kernel lacks %s, so %s run on the host and %s in user-mode-linux; compare modes within one kernel only",
+			strings.Join(missing, "; "), guestUnsupported(sc, hostOnly[0]), strings.Join(host, ", "), strings.Join(guest, ", "))}, nil
+}
+
+// RunSplit runs kc.HostModes on the host and kc.GuestModes in a
+// user-mode-linux guest and merges the results; every ModeResult says
+// which kernel it ran on.
+func RunSplit(ctx context.Context, sc *scenarios.Scenario, kc KernelChoice, o Options, console io.Writer) (*reports.Result, error) {
+	hs, gs := *sc, *sc
+	hs.Modes, gs.Modes = kc.HostModes, kc.GuestModes
+	res, err := Run(ctx, &hs, o)
+	if err != nil {
+		return nil, err
+	}
+	g, err := RunInUML(ctx, &gs, o, console)
+	if err != nil {
+		return nil, err
+	}
+	res.Modes = append(res.Modes, g.Modes...)
+	res.Machine.KernelWhere = "host+uml"
+	res.Machine.GuestKernel = g.Machine.Kernel
+	res.Machine.GuestBootNs = g.Machine.GuestBootNs
+	res.Scenario = sc
+	res.Finished = g.Finished
+	return res, nil
 }
 
 // fallback replaces each unavailable ipvs mode with iptables, as kube-proxy

@@ -19,6 +19,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/proxymodes"
 	// Each mode registers itself with proxymodes at init.
 	_ "github.com/proxybench/proxybench/proxymodes/iptables"
@@ -190,7 +191,10 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	if err != nil {
 		return nil, err
 	}
-	mr = &reports.ModeResult{Mode: mode, Info: p.Info()}
+	mr = &reports.ModeResult{Mode: mode, Info: p.Info(), Kernel: "host"}
+	if uml.InGuest() {
+		mr.Kernel = "uml"
+	}
 	defer func() {
 		if cerr := p.Cleanup(context.WithoutCancel(ctx)); cerr != nil && err == nil {
 			err = fmt.Errorf("cleanup: %w", cerr)
