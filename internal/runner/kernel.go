@@ -121,8 +121,8 @@ func ChooseKernel(ctx context.Context, sc *scenarios.Scenario) (KernelChoice, er
 	}
 	slices.SortStableFunc(guest, func(a, b string) int { return slices.Index(sc.Modes, a) - slices.Index(sc.Modes, b) })
 	return KernelChoice{Where: "split", HostModes: host, GuestModes: guest,
-		Why: fmt.Sprintf("auto: the host kernel lacks %s and the user-mode-linux kernel lacks %s, so %s run on the host and %s in user-mode-linux; compare modes within one kernel only",
-			strings.Join(missing, "; "), guestUnsupported(sc, hostOnly[0]), strings.Join(host, ", "), strings.Join(guest, ", "))}, nil
+		Why: fmt.Sprintf("auto: the host cannot run %s, and user-mode-linux cannot run %s (%s); so %s run on the host and %s in user-mode-linux; compare modes within one kernel only",
+			strings.Join(missing, "; "), strings.Join(hostOnly, ", "), guestUnsupported(sc, hostOnly[0]), strings.Join(host, ", "), strings.Join(guest, ", "))}, nil
 }
 
 // RunSplit runs kc.HostModes on the host and kc.GuestModes in a

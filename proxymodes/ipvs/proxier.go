@@ -199,7 +199,7 @@ func (p *Proxier) Mode() string { return "ipvs" }
 // Info returns {"scheduler", "iptables": "legacy", "ipvs": the first line
 // of /proc/net/ip_vs, "ipset": ipset's version line}.
 func (p *Proxier) Info() map[string]string {
-	info := map[string]string{"scheduler": p.cfg.scheduler(), "iptables": "legacy"}
+	info := map[string]string{"backend": "netlink/" + p.cfg.scheduler(), "scheduler": p.cfg.scheduler(), "iptables": "legacy"}
 	_ = p.node.Do(func() error {
 		info["ipvs"] = ipvsVersion()
 		return nil
