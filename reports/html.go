@@ -550,11 +550,8 @@ th { background: #eee; } td:first-child, td:nth-child(2) { text-align: left; }
 `))
 
 // programmingSamples are a mode's programming.latency samples (ns): the
-// Programming field's, else the observed changes of its churn phases.
+// observed changes of its churn phases.
 func programmingSamples(m ModeResult) []int64 {
-	if m.Programming != nil && len(m.Programming.SamplesNs) > 0 {
-		return m.Programming.SamplesNs
-	}
 	var out []int64
 	for _, c := range m.Churn {
 		for _, s := range c.Samples {

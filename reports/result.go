@@ -90,18 +90,6 @@ type ModeResult struct {
 	// FairnessRun is the fairness phase (traffic.perService > 0): every
 	// service on every node, see FairnessRun.
 	FairnessRun *FairnessRun `json:"fairnessRun,omitempty"`
-	// Programming is programming.latency (endpoint change to the first
-	// connection reaching the new endpoint), when the run measured it.
-	Programming *Programming `json:"programming,omitempty"`
-}
-
-// Programming holds programming.latency samples: from an endpoint change
-// to the first connection through the VIP that lands on the new endpoint.
-type Programming struct {
-	// SamplesNs are the raw latencies in ns.
-	SamplesNs []int64 `json:"samplesNs"`
-	// Latency summarises SamplesNs.
-	Latency Summary `json:"latency"`
 }
 
 // PositionResult is lookup.latency (and hits) at one service position.
