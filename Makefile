@@ -7,7 +7,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # renders the HTML report in the screenshot test).
 APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod user-mode-linux chromium
 
-.PHONY: setup deps build test test-short bench bench-sim lint clean
+.PHONY: setup deps build test test-short bench bench-full bench-sim lint clean
 
 ## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench
 setup: deps build
@@ -35,9 +35,15 @@ test:
 test-short:
 	$(GO) test -short -count=1 ./...
 
-## bench: render benchmarks at 1k/5k/10k and the 10k full sync against raw iptables-restore (root)
+## bench: every benchmark: render at 1k/5k/10k, partial render at 10k, full syncs against the raw tool on the same bytes
+## (iptables-restore, nft -f) as ratio-vs-raw, userspace listeners, sim at scale; then nftables at 10k (about 2 min an iteration)
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 3x -benchmem ./...
+	$(GO) test -short -run '^$$' -bench . -benchtime 3x -benchmem ./...
+	$(GO) test -run '^$$' -bench 'FullSync/services=10000' -benchtime 1x ./proxymodes/nftables
+
+## bench-full: also the iptables nft back end at 10k (iptables-nft-restore --noflush: about 70 s an iteration)
+bench-full:
+	$(GO) test -run '^$$' -bench . -benchtime 3x -benchmem -timeout 60m ./...
 
 ## bench-sim: the sim engine at scale (100k services on one node; 10k services x 5000 nodes x 10 changes/s x 10 min): wall-s/op and sys-MiB (no root)
 bench-sim:
