@@ -269,3 +269,34 @@ func TestCleanupAfterKill(t *testing.T) {
 		t.Errorf("cleanup left %v", left)
 	}
 }
+
+// TestKernelHostWithoutIPVS: asking for ipvs on a host kernel without
+// IP_VS is bad input naming the mode, the missing feature and the fix;
+// with `fallback: iptables` it runs as iptables, recorded, never silently.
+func TestKernelHostWithoutIPVS(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-legacy-restore", "ipset")
+	if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
+		t.Skip("this host kernel has IP_VS: nothing to fall back from")
+	}
+	body := "services: {count: 50}\nmodes: [none, ipvs]\nrepetitions: 1\ntraffic: {connections: 50, positions: [first]}\n"
+	_, stderr, code := run(t, nil, "run", "--quiet", "--kernel", "host", writeFile(t, body))
+	if code != 2 || !strings.Contains(stderr, "ipvs") || !strings.Contains(stderr, "IP_VS") || !strings.Contains(stderr, "--kernel uml") {
+		t.Errorf("exit %d, stderr %q: want exit 2 naming ipvs, IP_VS and --kernel uml", code, stderr)
+	}
+	out := filepath.Join(t.TempDir(), "r.json")
+	_, stderr, code = run(t, nil, "run", "--quiet", "--kernel", "host", "--output", out, writeFile(t, body+"fallback: iptables\n"))
+	if code != 0 {
+		t.Fatalf("fallback run: exit %d: %s", code, stderr)
+	}
+	r, err := reports.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range r.Modes {
+		got = append(got, m.Mode+"<-"+m.FellBackFrom)
+	}
+	if strings.Join(got, " ") != "none<- iptables<-ipvs" || !strings.Contains(r.Machine.KernelWhy, "fallback") {
+		t.Errorf("modes %v, kernelWhy %q: want none and iptables marked as fallen back from ipvs", got, r.Machine.KernelWhy)
+	}
+}
