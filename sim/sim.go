@@ -294,14 +294,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, cal *Calibration, serv
 	mr.Fairness = reports.PoolFairness(fs)
 
 	if sc.Churn.Rate > 0 && !m.direct {
-		minSync, period := syncPeriods(sc, mode)
-		values := []time.Duration{minSync}
-		if len(sc.Sweep.MinSyncPeriod) > 0 {
-			values = values[:0]
-			for _, d := range sc.Sweep.MinSyncPeriod {
-				values = append(values, d.Duration)
-			}
-		}
+		values, period := sc.ChurnSyncPeriods(mode)
 		for _, ms := range values {
 			cr, per := m.churn(ms, period)
 			mr.Churn = append(mr.Churn, *cr)
@@ -316,17 +309,6 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, cal *Calibration, serv
 	return mr, nil
 }
 
-// syncPeriods returns the KubeProxyConfiguration sync settings of mode
-// (as the real runner).
-func syncPeriods(sc *scenarios.Scenario, mode string) (minSync, period time.Duration) {
-	switch mode {
-	case "ipvs":
-		return sc.IPVS.MinSyncPeriod.Duration, sc.IPVS.SyncPeriod.Duration
-	case "nftables":
-		return sc.NFTables.MinSyncPeriod.Duration, sc.NFTables.SyncPeriod.Duration
-	}
-	return sc.IPTables.MinSyncPeriod.Duration, sc.IPTables.SyncPeriod.Duration
-}
 
 // latencyNs draws one connect time to target t.
 func (m *model) latencyNs(t workload.Target, rng *rand.Rand) float64 {

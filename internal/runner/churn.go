@@ -22,16 +22,6 @@ import (
 	"github.com/proxybench/proxybench/workload"
 )
 
-// syncPeriods returns the KubeProxyConfiguration sync settings of mode.
-func syncPeriods(sc *scenarios.Scenario, mode string) (minSync, period time.Duration) {
-	switch mode {
-	case "ipvs":
-		return sc.IPVS.MinSyncPeriod.Duration, sc.IPVS.SyncPeriod.Duration
-	case "nftables":
-		return sc.NFTables.MinSyncPeriod.Duration, sc.NFTables.SyncPeriod.Duration
-	}
-	return sc.IPTables.MinSyncPeriod.Duration, sc.IPTables.SyncPeriod.Duration
-}
 
 // observation follows one change in the data plane.
 type observation struct {

@@ -352,14 +352,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	}
 
 	if sc.Churn.Rate > 0 && !m.Direct {
-		minSync, period := syncPeriods(sc, mode)
-		values := []time.Duration{minSync}
-		if len(sc.Sweep.MinSyncPeriod) > 0 {
-			values = values[:0]
-			for _, d := range sc.Sweep.MinSyncPeriod {
-				values = append(values, d.Duration)
-			}
-		}
+		values, period := sc.ChurnSyncPeriods(mode)
 		for _, ms := range values {
 			if _, err := p.Sync(ctx, services); err != nil {
 				return nil, fmt.Errorf("sync before churn: %w", err)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	goipt "github.com/coreos/go-iptables/iptables"
@@ -201,15 +200,6 @@ func isExists(err error) bool {
 // errChainExists lets fakes report an existing chain.
 var errChainExists = errors.New("chain already exists")
 
-func cpuNow() time.Duration {
-	var self, children syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
-	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
-	tv := func(t syscall.Timeval) time.Duration {
-		return time.Duration(t.Sec)*time.Second + time.Duration(t.Usec)*time.Microsecond
-	}
-	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
-}
 
 // Sync programs services in kube-proxy's layout (see Render): it ensures
 // the jump rules from the built-in chains (nat PREROUTING/OUTPUT ->
@@ -227,11 +217,11 @@ func cpuNow() time.Duration {
 func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxymodes.SyncStats, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	start, cpu0 := time.Now(), cpuNow()
+	start, cpu0 := time.Now(), proxymodes.CPUTime()
 	st := proxymodes.SyncStats{Kind: "full", Phases: map[string]time.Duration{}}
 	finish := func() {
 		st.Wall = time.Since(start)
-		st.CPU = cpuNow() - cpu0
+		st.CPU = proxymodes.CPUTime() - cpu0
 	}
 	if err := p.cfg.Validate(); err != nil {
 		return st, err
