@@ -309,7 +309,6 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, cal *Calibration, serv
 	return mr, nil
 }
 
-
 // latencyNs draws one connect time to target t.
 func (m *model) latencyNs(t workload.Target, rng *rand.Rand) float64 {
 	cal := m.cost

@@ -22,7 +22,6 @@ import (
 	"github.com/proxybench/proxybench/workload"
 )
 
-
 // observation follows one change in the data plane.
 type observation struct {
 	ch      workload.Change

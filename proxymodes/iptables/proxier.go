@@ -200,7 +200,6 @@ func isExists(err error) bool {
 // errChainExists lets fakes report an existing chain.
 var errChainExists = errors.New("chain already exists")
 
-
 // Sync programs services in kube-proxy's layout (see Render): it ensures
 // the jump rules from the built-in chains (nat PREROUTING/OUTPUT ->
 // KUBE-SERVICES, POSTROUTING -> KUBE-POSTROUTING, filter
