@@ -266,13 +266,27 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	hits := map[string]map[netip.Addr]int{}
 	var elapsed = map[string]time.Duration{}
 	cpu0 := proxymodes.CPUTime()
-	o.Progress.Start(fmt.Sprintf("%s: traffic, %d positions × %d repetitions × %d connections", mode, len(sc.Traffic.Positions), sc.Repetitions, sc.Traffic.Connections), len(sc.Traffic.Positions)*sc.Repetitions)
+	o.Progress.Start(fmt.Sprintf("%s: traffic, %d positions × %d repetitions × %d connections", mode, len(sc.Traffic.Positions), sc.Repetitions, sc.Traffic.Connections), len(sc.Traffic.Positions)*sc.Repetitions*((sc.Traffic.Connections+trafficChunk-1)/trafficChunk))
+	// Positions are interleaved in chunks of at most trafficChunk
+	// connections, in an order rotated every chunk, so that slow drifts of
+	// the machine (a guest warming up, a neighbour's load) fall on every
+	// position alike and position differences are the data plane's.
+	chunks := (sc.Traffic.Connections + trafficChunk - 1) / trafficChunk
+	np := len(sc.Traffic.Positions)
 	for rep := 0; rep < sc.Repetitions; rep++ {
-		for i, position := range sc.Traffic.Positions {
+		for k := 0; k < chunks*np; k++ {
+			chunk := k / np
+			i := (k + rep + chunk) % np
+			position := sc.Traffic.Positions[i]
+			n := min(trafficChunk, sc.Traffic.Connections-chunk*trafficChunk)
+			warm := 0
+			if chunk == 0 {
+				warm = sc.Traffic.Warmup
+			}
 			dr, err := workload.Drive(ctx, workload.DriveSpec{
 				Clients: tb.Clients, Services: services, Direct: m.Direct, Position: position,
-				Connections: sc.Traffic.Connections, Warmup: sc.Traffic.Warmup, Concurrency: sc.Traffic.Concurrency,
-				Timeout: sc.Traffic.Timeout.Duration, Seed: sc.Seed + int64(rep*100+i),
+				Connections: n, Warmup: warm, Concurrency: sc.Traffic.Concurrency,
+				Timeout: sc.Traffic.Timeout.Duration, Seed: sc.Seed + int64(rep*100000+chunk*100+i),
 			})
 			if err != nil {
 				return nil, fmt.Errorf("traffic at %s: %w", position, err)
@@ -390,6 +404,10 @@ func scratchSync(ctx context.Context, sc *scenarios.Scenario, m proxymodes.Mode,
 	}
 	return st, err
 }
+
+// trafficChunk is the most connections driven at one position before the
+// traffic phase moves to the next.
+const trafficChunk = 250
 
 // moveOneEndpoint returns services with the first endpoint of one service
 // (chosen by rep, spread over the list) moved to a pod IP no service uses.
