@@ -108,6 +108,9 @@ func sampleSets(r *Result) []sampleSet {
 	for _, m := range r.Modes {
 		size := modeSize(r, m)
 		mode := m.Mode
+		if s := m.Info["scheduler"]; s != "" && r.Scenario != nil && len(r.Scenario.Sweep.Schedulers) > 0 {
+			mode += "/" + s
+		}
 		if m.Kernel == "uml" {
 			mode += " (uml)" // a guest figure never matches a host one
 		}

@@ -114,6 +114,9 @@ func (r *Result) label(m ModeResult) string {
 	if len(r.Scenario.Sweep.Services) > 0 {
 		l = fmt.Sprintf("%s @%d", m.Mode, m.Services)
 	}
+	if s := m.Info["scheduler"]; s != "" && len(r.Scenario.Sweep.Schedulers) > 0 {
+		l += "/" + s
+	}
 	if m.Kernel == "uml" && r.Machine.KernelWhere == "host+uml" {
 		l += " (uml)"
 	}
