@@ -9,10 +9,10 @@ import (
 // connection against mode none, proxy memory) and, when some connections
 // failed (for example with dead endpoints), the failure rate per mode.
 func writeCostMarkdown(b *strings.Builder, r *Result) {
-	base := map[int]float64{}
+	base := map[string]float64{} // same size and kernel
 	for _, m := range r.Modes {
 		if m.Mode == "none" && m.TrafficConns > 0 {
-			base[m.Services] = float64(m.TrafficCPUNs) / float64(m.TrafficConns)
+			base[baseKey(m, "")] = float64(m.TrafficCPUNs) / float64(m.TrafficConns)
 		}
 	}
 	b.WriteString("\n### cost of the traffic phase\n\n")
@@ -27,7 +27,7 @@ func writeCostMarkdown(b *strings.Builder, r *Result) {
 		}
 		per := float64(m.TrafficCPUNs) / float64(m.TrafficConns)
 		vs := "-"
-		if bp := base[m.Services]; bp > 0 {
+		if bp := base[baseKey(m, "")]; bp > 0 {
 			vs = fmt.Sprintf("%.2f×", per/bp)
 		}
 		rss := "-"
