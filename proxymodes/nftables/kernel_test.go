@@ -240,3 +240,47 @@ func TestKernelTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKernelAffinity: with ClientIP affinity the kernel keeps every
+// connection of one client address on one endpoint (the dynamic set
+// records it), while without it they spread over all three.
+func TestKernelAffinity(t *testing.T) {
+	testenv.RequireKernel(t, "nft")
+	svcs := genServices(20, 3)
+	tb, err := topology.Build(context.Background(), topology.Spec{
+		RunID: topology.NewRunID(), ClientPods: 1,
+		ServiceCIDR: netip.MustParsePrefix("198.18.0.0/16"), PodCIDR: netip.MustParsePrefix("198.19.0.0/17"),
+		NodeCIDR: netip.MustParsePrefix("198.19.255.0/24"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Teardown()
+	echo, err := workload.StartEcho(tb.Backend, workload.TargetPorts(svcs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	for _, timeout := range []time.Duration{0, time.Hour} {
+		cfg := testCfg
+		cfg.AffinityTimeout = timeout
+		p := New(cfg, tb.Node)
+		if _, err := p.Sync(context.Background(), svcs); err != nil {
+			t.Fatal(err)
+		}
+		res, err := workload.Drive(context.Background(), workload.DriveSpec{
+			Clients: tb.Clients, Services: svcs, Position: workload.PosFirst,
+			Connections: 200, Concurrency: 2, Timeout: 2 * time.Second, Seed: 1,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := len(res.Hits[res.Target.Service])
+		if want := map[bool]int{true: 1, false: 3}[timeout > 0]; res.Errors != 0 || got != want {
+			t.Errorf("affinity timeout %v: %d endpoints reached (errors %d), want %d", timeout, got, res.Errors, want)
+		}
+		if err := p.Cleanup(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

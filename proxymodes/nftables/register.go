@@ -41,6 +41,9 @@ func init() {
 		New: func(sc *scenarios.Scenario, node proxymodes.Node) (proxymodes.Proxier, error) {
 			_, _, _, cluster := sc.Prefixes()
 			cfg := Config{ClusterCIDR: cluster}
+			if sc.Services.SessionAffinity == "ClientIP" {
+				cfg.AffinityTimeout = sc.Services.SessionAffinityTimeout.Duration
+			}
 			if err := cfg.Validate(); err != nil {
 				return nil, err
 			}

@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/knftables"
 
@@ -72,6 +73,13 @@ type Config struct {
 	// The zero Prefix leaves that rule out, as kube-proxy does without a
 	// local traffic detector.
 	ClusterCIDR netip.Prefix
+	// AffinityTimeout, when positive, gives every service ClientIP session
+	// affinity as kube-proxy's nftables proxier does: one dynamic set
+	// "affinity-<endpoint>" per endpoint with this timeout, which the
+	// endpoint chain updates with the client address
+	// ("update @affinity-X { ip saddr }") and the service chain checks
+	// before its numgen ("ip saddr @affinity-X goto endpoint-X").
+	AffinityTimeout time.Duration
 	// ChainsPerTransaction, when positive, makes a full sync add rules in
 	// transactions of at most this many chains' rules (after one that
 	// declares every chain) instead of one transaction. The kernel's cost
@@ -116,6 +124,23 @@ type Ruleset struct {
 	// elemOrder their order.
 	elems     map[string]map[string]*Element
 	elemOrder map[string][]string
+	// affinity lists the dynamic per-endpoint affinity sets, in render
+	// order, and affinityTimeout their timeout.
+	affinity        []string
+	affinityTimeout time.Duration
+}
+
+// affinitySetName is kube-proxy's per-endpoint affinity set: "affinity-"
+// and the endpoint chain's name after "endpoint-".
+func affinitySetName(epChain string) string {
+	return "affinity-" + strings.TrimPrefix(epChain, "endpoint-")
+}
+
+// addAffinitySets declares the affinity sets of names.
+func (r *Ruleset) addAffinitySets(tx *knftables.Transaction, names []string) {
+	for _, n := range names {
+		tx.Add(&knftables.Set{Name: n, Type: "ipv4_addr", Flags: []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag}, Timeout: ptr(r.affinityTimeout)})
+	}
 }
 
 // Counts of a Ruleset.
@@ -253,7 +278,8 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 		elems: map[string]map[string]*Element{
 			MapServiceIPs: {}, MapNoEndpointServices: {}, SetClusterIPs: {},
 		},
-		elemOrder: map[string][]string{},
+		elemOrder:       map[string][]string{},
+		affinityTimeout: cfg.AffinityTimeout,
 	}
 	// Base chains and jumps (kube-proxy's nftablesBaseChains and
 	// nftablesJumpChains, without the node-port and firewall ones).
@@ -315,9 +341,14 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 				}
 				epChain := EndpointChainName(s.Namespace, s.Name, proto, sp.Name, e.IP, sp.TargetPort)
 				ip := e.IP.String()
+				rules := []string{"ip saddr " + ip + " jump " + chainMarkMasq}
+				if cfg.AffinityTimeout > 0 {
+					set := affinitySetName(epChain)
+					r.affinity = append(r.affinity, set)
+					rules = append(rules, "update @"+set+" { ip saddr }")
+				}
 				r.addChain(knftables.Chain{Name: epChain},
-					"ip saddr "+ip+" jump "+chainMarkMasq,
-					"meta l4proto "+proto+" dnat to "+ip+":"+strconv.Itoa(int(sp.TargetPort)))
+					append(rules, "meta l4proto "+proto+" dnat to "+ip+":"+strconv.Itoa(int(sp.TargetPort)))...)
 				eps = append(eps, epChain)
 			}
 			if len(eps) == 0 {
@@ -330,6 +361,11 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			var rules []string
 			if notLocal != "" {
 				rules = append(rules, "ip daddr "+vip+" "+proto+" dport "+port+notLocal+" jump "+chainMarkMasq)
+			}
+			if cfg.AffinityTimeout > 0 {
+				for _, c := range eps {
+					rules = append(rules, "ip saddr @"+affinitySetName(c)+" goto "+c)
+				}
 			}
 			vmap.Reset()
 			vmap.WriteString("numgen random mod ")
@@ -415,6 +451,7 @@ func (r *Ruleset) FullChains(tx *knftables.Transaction) {
 	tx.Delete(&knftables.Table{})
 	tx.Add(&knftables.Table{Comment: ptr("rules for kube-proxy")})
 	r.addSetsAndMaps(tx)
+	r.addAffinitySets(tx, r.affinity)
 	for _, name := range r.chainOrder {
 		addChain(tx, r.chains[name])
 	}
@@ -437,6 +474,7 @@ func (r *Ruleset) FullChainsSplit(newTx func() *knftables.Transaction, perTx int
 	first.Delete(&knftables.Table{})
 	first.Add(&knftables.Table{Comment: ptr("rules for kube-proxy")})
 	r.addSetsAndMaps(first)
+	r.addAffinitySets(first, r.affinity)
 	for _, name := range r.chainOrder {
 		addChain(first, r.chains[name])
 	}
@@ -477,13 +515,16 @@ type Diff struct {
 	ChainsAdded, ChainsChanged, ChainsDeleted []string
 	// ElementsAdded and ElementsDeleted count map and set elements.
 	ElementsAdded, ElementsDeleted int
+	// SetsAdded and SetsDeleted are affinity sets to declare (before the
+	// chains that use them) and to delete (after those chains).
+	SetsAdded, SetsDeleted []string
 
 	from, to *Ruleset
 }
 
 // Empty reports whether the diff changes nothing.
 func (d *Diff) Empty() bool {
-	return len(d.ChainsAdded)+len(d.ChainsChanged)+len(d.ChainsDeleted)+d.ElementsAdded+d.ElementsDeleted == 0
+	return len(d.ChainsAdded)+len(d.ChainsChanged)+len(d.ChainsDeleted)+d.ElementsAdded+d.ElementsDeleted+len(d.SetsAdded)+len(d.SetsDeleted) == 0
 }
 
 // DiffFrom computes what turns the applied ruleset old into r.
@@ -502,6 +543,22 @@ func (r *Ruleset) DiffFrom(old *Ruleset) *Diff {
 	for _, name := range old.chainOrder {
 		if _, ok := r.chains[name]; !ok {
 			d.ChainsDeleted = append(d.ChainsDeleted, name)
+		}
+	}
+	have := make(map[string]bool, len(old.affinity))
+	for _, n := range old.affinity {
+		have[n] = true
+	}
+	want := make(map[string]bool, len(r.affinity))
+	for _, n := range r.affinity {
+		want[n] = true
+		if !have[n] {
+			d.SetsAdded = append(d.SetsAdded, n)
+		}
+	}
+	for _, n := range old.affinity {
+		if !want[n] {
+			d.SetsDeleted = append(d.SetsDeleted, n)
 		}
 	}
 	for set, m := range r.elems {
@@ -538,7 +595,8 @@ func equalRules(a, b []string) bool {
 // Chains writes the first step into tx: add new chains with their rules,
 // flush and refill changed ones. Returns the number of chains + rules sent.
 func (d *Diff) Chains(tx *knftables.Transaction) int {
-	n := 0
+	d.to.addAffinitySets(tx, d.SetsAdded)
+	n := len(d.SetsAdded)
 	for _, name := range d.ChainsAdded {
 		addChain(tx, d.to.chains[name])
 	}
@@ -588,5 +646,8 @@ func (d *Diff) Deletes(tx *knftables.Transaction) int {
 	for _, name := range d.ChainsDeleted {
 		tx.Delete(&knftables.Chain{Name: name})
 	}
-	return len(d.ChainsDeleted)
+	for _, name := range d.SetsDeleted {
+		tx.Delete(&knftables.Set{Name: name})
+	}
+	return len(d.ChainsDeleted) + len(d.SetsDeleted)
 }
