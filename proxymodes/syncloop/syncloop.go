@@ -18,13 +18,19 @@ import (
 // before minSyncPeriod applies.
 const DefaultBurst = 2
 
+// DefaultFullSyncPeriod is kube-proxy's FullSyncPeriod (pkg/proxy/util):
+// the iptables and nftables proxiers rewrite everything at startup and
+// then once an hour; the syncs in between, periodic ones included, are
+// partial (upstream issue 139513 measures this hourly full sync at scale).
+const DefaultFullSyncPeriod = time.Hour
+
 // State decides when syncs run and whether they are full.
 type State struct {
 	// MinSyncPeriod is the shortest average interval between sync starts
 	// (0: sync on every change). SyncPeriod is the longest interval
-	// between syncs; a sync that runs because SyncPeriod elapsed, or the
-	// first one after SyncPeriod since the last full sync, is full.
-	MinSyncPeriod, SyncPeriod time.Duration
+	// between syncs. FullSyncPeriod (DefaultFullSyncPeriod when 0) is how
+	// often a sync is full.
+	MinSyncPeriod, SyncPeriod, FullSyncPeriod time.Duration
 	// Burst is the token bucket size (DefaultBurst when 0).
 	Burst int
 
@@ -97,14 +103,18 @@ func (s *State) Due(now time.Time) bool { return !s.NextRun(now).After(now) }
 
 // Start records that a sync starts at now (taking a token) and returns
 // whether it must be full: the first sync, after a failure, or when
-// SyncPeriod has passed since the last full sync. Changes recorded before
+// FullSyncPeriod has passed since the last full sync. Changes recorded before
 // now are covered by this sync.
 func (s *State) Start(now time.Time) (full bool) {
 	s.refill(now)
 	if s.MinSyncPeriod > 0 {
 		s.tokens = math.Max(0, s.tokens-1)
 	}
-	full = s.needFull || !s.started || now.Sub(s.lastFull) >= s.SyncPeriod
+	fullEvery := s.FullSyncPeriod
+	if fullEvery <= 0 {
+		fullEvery = DefaultFullSyncPeriod
+	}
+	full = s.needFull || !s.started || now.Sub(s.lastFull) >= fullEvery
 	s.started, s.lastSync, s.pending = true, now, false
 	if full {
 		s.lastFull = now

@@ -92,9 +92,10 @@ func TestMinSyncPeriodZeroSyncsEveryChange(t *testing.T) {
 }
 
 // TestSyncPeriodForcesPeriodicFullSync: with no change, a sync runs every
-// syncPeriod, and it is full.
+// syncPeriod; one is full every FullSyncPeriod, the others are partial.
 func TestSyncPeriodForcesPeriodicFullSync(t *testing.T) {
 	st := New(time.Second, 10*time.Second)
+	st.FullSyncPeriod = 20 * time.Second
 	starts, fulls := sim(st, []time.Duration{3 * time.Second}, 25*time.Second, nil)
 	want := []time.Duration{0, 3 * time.Second, 13 * time.Second, 23 * time.Second}
 	if len(starts) != len(want) {
@@ -105,8 +106,20 @@ func TestSyncPeriodForcesPeriodicFullSync(t *testing.T) {
 			t.Errorf("sync %d at %v, want %v", i, starts[i], want[i])
 		}
 	}
-	if fulls[1] || !fulls[2] || !fulls[3] {
-		t.Errorf("full flags %v: the change sync is partial, the periodic ones full", fulls)
+	if !fulls[0] || fulls[1] || fulls[2] || !fulls[3] {
+		t.Errorf("full flags %v: want [true false false true]: full at 0 s and at 23 s (20 s after), partial between", fulls)
+	}
+	// kube-proxy's default: a full sync once an hour.
+	st = New(time.Second, 30*time.Second)
+	_, fulls = sim(st, nil, 2*time.Hour-time.Second, nil)
+	n := 0
+	for _, f := range fulls {
+		if f {
+			n++
+		}
+	}
+	if len(fulls) != 240 || n != 2 {
+		t.Errorf("2 h without changes: %d syncs, %d full; want 240 and 2 (at 0 and after an hour)", len(fulls), n)
 	}
 }
 
@@ -122,7 +135,7 @@ func TestFailureForcesFullSync(t *testing.T) {
 	if fulls[1] || !fulls[2] || fulls[3] {
 		t.Errorf("full flags %v: want [true false true false] (failure at sync 1 forces sync 2 full)", fulls)
 	}
-	// Without a change, a failed sync is retried after syncPeriod.
+	// Without a change, a failed sync is retried after syncPeriod, full.
 	st = New(time.Second, 30*time.Second)
 	starts, fulls = sim(st, nil, 40*time.Second, map[int]bool{0: true})
 	if len(starts) != 2 || starts[1] != 30*time.Second || !fulls[1] {
