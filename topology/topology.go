@@ -336,16 +336,22 @@ func Leftovers() ([]string, error) {
 // Cleanup deletes the leftover namespaces of every earlier run (or only of
 // runID when it is not empty) and returns their names. Links, routes,
 // rules and IPVS/nftables state live inside those namespaces and go with
-// them. Processes still running in them keep them alive until they exit.
-func Cleanup(runID string) ([]string, error) {
+// them. A run that is still going (some process holds one of its
+// namespaces open, or has a thread inside one) is never touched: its
+// namespaces are returned in skipped.
+func Cleanup(runID string) (done, skipped []string, err error) {
 	names, err := Leftovers()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var done []string
+	live := LiveRuns(names)
 	var errs []error
 	for _, n := range names {
 		if runID != "" && !strings.HasPrefix(n, Prefix+runID+"-") {
+			continue
+		}
+		if live[RunIDOf(n)] {
+			skipped = append(skipped, n)
 			continue
 		}
 		if err := DeleteNetns(n); err != nil {
@@ -354,5 +360,71 @@ func Cleanup(runID string) ([]string, error) {
 		}
 		done = append(done, n)
 	}
-	return done, errors.Join(errs...)
+	return done, skipped, errors.Join(errs...)
+}
+
+// Stale lists the leftover namespaces of runs that are no longer going
+// (see LiveRuns): what Cleanup would remove.
+func Stale() ([]string, error) {
+	names, err := Leftovers()
+	if err != nil {
+		return nil, err
+	}
+	live := LiveRuns(names)
+	var out []string
+	for _, n := range names {
+		if !live[RunIDOf(n)] {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// RunIDOf returns the run ID of a testbed namespace name ("" if none).
+func RunIDOf(name string) string {
+	if m := runIDPattern.FindStringSubmatch(name); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// LiveRuns returns the run IDs among names whose namespace some process
+// still uses: an open file descriptor on it (a running proxybench keeps
+// one per namespace) or a thread inside it, found by matching the
+// namespace's nsfs inode against /proc/*/fd/* and /proc/*/task/*/ns/net.
+func LiveRuns(names []string) map[string]bool {
+	byIno := map[string]string{}
+	for _, n := range names {
+		var st unix.Stat_t
+		if unix.Stat(filepath.Join("/run/netns", n), &st) == nil {
+			byIno[fmt.Sprintf("net:[%d]", st.Ino)] = RunIDOf(n)
+		}
+	}
+	live := map[string]bool{}
+	if len(byIno) == 0 {
+		return live
+	}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		var links []string
+		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
+		for _, fd := range fds {
+			links = append(links, filepath.Join("/proc", p.Name(), "fd", fd.Name()))
+		}
+		tasks, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "task"))
+		for _, t := range tasks {
+			links = append(links, filepath.Join("/proc", p.Name(), "task", t.Name(), "ns", "net"))
+		}
+		for _, l := range links {
+			if target, err := os.Readlink(l); err == nil {
+				if id, ok := byIno[target]; ok {
+					live[id] = true
+				}
+			}
+		}
+	}
+	return live
 }

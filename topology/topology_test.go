@@ -105,21 +105,27 @@ func TestBuildFailureCreatesNothing(t *testing.T) {
 	}
 }
 
-// TestCleanupByRunID removes only the named run's namespaces.
+// TestCleanupByRunID removes only the named run's namespaces, and never
+// those of a run still going (a process holds one of its namespaces).
 func TestCleanupByRunID(t *testing.T) {
 	testenv.RequireKernel(t)
-	a, b := topology.NewRunID(), topology.NewRunID()
-	for _, id := range []string{a, b} {
+	a, b, c := topology.NewRunID(), topology.NewRunID(), topology.NewRunID()
+	var held *topology.Netns
+	for _, id := range []string{a, b, c} {
 		ns, err := topology.CreateNetns(topology.NetnsName(id, "node0"))
 		if err != nil {
 			t.Fatal(err)
 		}
+		if id == c {
+			held = ns // this process keeps c's namespace open: c is live
+			continue
+		}
 		ns.Close()
 	}
 	defer topology.Cleanup(b)
-	done, err := topology.Cleanup(a)
-	if err != nil || len(done) != 1 || done[0] != topology.NetnsName(a, "node0") {
-		t.Fatalf("cleanup %s: %v %v", a, done, err)
+	done, skipped, err := topology.Cleanup(a)
+	if err != nil || len(done) != 1 || done[0] != topology.NetnsName(a, "node0") || len(skipped) != 0 {
+		t.Fatalf("cleanup %s: %v %v %v", a, done, skipped, err)
 	}
 	left, _ := topology.Leftovers()
 	found := false
@@ -129,4 +135,25 @@ func TestCleanupByRunID(t *testing.T) {
 	if !found {
 		t.Errorf("cleanup of run %s removed run %s's namespace", a, b)
 	}
+	// A live run is skipped, whether named or not.
+	done, skipped, err = topology.Cleanup(c)
+	if err != nil || len(done) != 0 || len(skipped) != 1 {
+		t.Errorf("cleanup of live run %s: removed %v, skipped %v, %v", c, done, skipped, err)
+	}
+	if stale, _ := topology.Stale(); containsName(stale, topology.NetnsName(c, "node0")) || !containsName(stale, topology.NetnsName(b, "node0")) {
+		t.Errorf("Stale() = %v: want b's namespace and not live c's", stale)
+	}
+	held.Close()
+	if done, _, err := topology.Cleanup(c); err != nil || len(done) != 1 {
+		t.Errorf("cleanup after the run ended: %v %v", done, err)
+	}
+}
+
+func containsName(names []string, n string) bool {
+	for _, x := range names {
+		if x == n {
+			return true
+		}
+	}
+	return false
 }

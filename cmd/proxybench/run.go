@@ -90,10 +90,12 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			if err := runner.Preflight(sc, runner.Options{}); err != nil {
 				return badInput(err)
 			}
-			if left, _ := topology.Leftovers(); len(left) > 0 && !uml.InGuest() {
+			if left, _ := topology.Stale(); len(left) > 0 && !uml.InGuest() {
 				fmt.Fprintf(os.Stderr, "note: %d namespaces of earlier runs are still here (%s ...); 'proxybench cleanup' removes them\n", len(left), left[0])
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			// SIGPIPE too: a closed stdout/stderr pipe ends the run with
+			// its testbed removed, like SIGINT and SIGTERM.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 			defer stop()
 			kc, err := runner.ChooseKernel(ctx, sc)
 			if err != nil {
@@ -239,21 +241,34 @@ func newCleanupCmd() *cobra.Command {
 		Short: "Remove every leftover namespace (and with it every link, route and rule) of earlier runs",
 		Long: `cleanup deletes the network namespaces named pb-<runid>-* that earlier runs,
 killed or crashed, left behind. Links, routes and proxy rules live inside
-them and go with them; the root namespace is never touched.`,
+them and go with them; the root namespace is never touched. A run that is
+still going (a process holds one of its namespaces) is left alone. It also
+kills user-mode-linux guests whose proxybench was killed, and removes their
+work folders.`,
 		Example: "  proxybench cleanup\n  proxybench cleanup --run 3fa9c1",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if os.Geteuid() != 0 {
 				return badInput(fmt.Errorf("cleanup needs root to delete network namespaces; fix: run it as root"))
 			}
-			done, err := topology.Cleanup(runID)
+			done, skipped, err := topology.Cleanup(runID)
 			for _, n := range done {
 				fmt.Println("removed netns", n)
+			}
+			for _, n := range skipped {
+				fmt.Println("kept netns", n, "(its run is still going)")
+			}
+			killed, dirs := uml.CleanupOrphans(runID)
+			for _, k := range killed {
+				fmt.Println("killed orphaned user-mode-linux guest", k)
+			}
+			for _, d := range dirs {
+				fmt.Println("removed", d)
 			}
 			if err != nil {
 				return &exitError{1, err}
 			}
-			if len(done) == 0 {
+			if len(done)+len(killed)+len(dirs) == 0 {
 				fmt.Println("nothing to clean up")
 			}
 			return nil

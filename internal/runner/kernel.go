@@ -204,7 +204,7 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "proxybench-uml-"+o.RunID+"-")
+	dir, err := os.MkdirTemp("", uml.WorkDirPattern(o.RunID))
 	if err != nil {
 		return nil, err
 	}

@@ -258,3 +258,52 @@ func (l *lockedBuffer) Bytes() []byte {
 	defer l.mu.Unlock()
 	return append([]byte(nil), l.b.Bytes()...)
 }
+
+// workPrefix starts the host work folders of guests started by runs
+// (os.MkdirTemp("", workPrefix+runID+"-")).
+const workPrefix = "proxybench-uml-"
+
+// WorkDirPattern returns the os.MkdirTemp pattern of a run's guest folder.
+func WorkDirPattern(runID string) string { return workPrefix + runID + "-" }
+
+// CleanupOrphans kills user-mode-linux guests left behind by a killed
+// proxybench (a linux.uml process whose init script lives in a
+// proxybench-uml-<runID>-* folder and whose parent is gone: reparented to
+// init) and removes such folders no guest uses. With runID, only that
+// run's. It returns the killed PIDs and the removed folders.
+func CleanupOrphans(runID string) (killed []string, removed []string) {
+	inUse := map[string]bool{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(b), Kernel) {
+			continue
+		}
+		i := strings.Index(string(b), "init=")
+		j := strings.Index(string(b), workPrefix+runID)
+		if i < 0 || j < 0 {
+			continue
+		}
+		dir := filepath.Dir(strings.SplitN(string(b)[i+len("init="):], "\x00", 2)[0])
+		st, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		if len(f) > 1 && f[1] == "1" { // ppid 1: its proxybench is gone
+			pid, _ := strconv.Atoi(p.Name())
+			if syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed = append(killed, p.Name())
+			}
+			continue
+		}
+		inUse[dir] = true
+	}
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), workPrefix+runID+"*"))
+	for _, d := range dirs {
+		if !inUse[d] && os.RemoveAll(d) == nil {
+			removed = append(removed, d)
+		}
+	}
+	return killed, removed
+}
