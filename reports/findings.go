@@ -18,10 +18,10 @@ func Findings(r *Result) []string {
 		return nil
 	}
 	top := sizes[len(sizes)-1]
-	var none *ModeResult
+	none := map[string]*ModeResult{} // per kernel: compare within one kernel only
 	for i, m := range r.Modes {
 		if m.Mode == "none" && modeSize(r, m) == top {
-			none = &r.Modes[i]
+			none[m.Kernel] = &r.Modes[i]
 		}
 	}
 	var out []string
@@ -45,9 +45,14 @@ func Findings(r *Result) []string {
 			default:
 				parts = append(parts, fmt.Sprintf("p50 connect latency is flat across %s services (first %s, last %s)", thousands(top), FormatNs(float64(first.P50)), FormatNs(float64(last.P50))))
 			}
-			if none != nil && m.Mode != "none" {
-				if b := posSummary(*none, "last"); b.P50 > 0 {
+			if base := none[m.Kernel]; base != nil && m.Mode != "none" {
+				if b := posSummary(*base, "last"); b.P50 > 0 {
 					parts = append(parts, fmt.Sprintf("%+.0f%% over direct-to-pod at the last service", (float64(last.P50)/float64(b.P50)-1)*100))
+				}
+				// The userspace listener completes the handshake itself:
+				// its cost shows in the time to first byte.
+				if t, bt := ttfbP50(m, "last"), ttfbP50(*base, "last"); m.Mode == "userspace" && t > 0 && bt > 0 {
+					parts = append(parts, fmt.Sprintf("time to first byte %.2g× direct-to-pod (the proxy's own dial to the endpoint)", float64(t)/float64(bt)))
 				}
 			}
 		}
@@ -78,10 +83,7 @@ func Findings(r *Result) []string {
 			s := Summarize(ps)
 			parts = append(parts, fmt.Sprintf("programming latency p50 %s, p99 %s", FormatNs(float64(s.P50)), FormatNs(float64(s.P99))))
 		}
-		label := m.Mode
-		if sc := m.Info["scheduler"]; sc != "" {
-			label += " (" + sc + ")"
-		}
+		label := r.modeLabel(m)
 		if len(parts) == 0 {
 			parts = append(parts, "no figures were measured")
 		}
@@ -93,7 +95,18 @@ func Findings(r *Result) []string {
 // linearWhy names the cause of a latency that grows with the service's
 // position, for modes whose lookup walks a list.
 var linearWhy = map[string]string{
-	"iptables": "linear KUBE-SERVICES walk",
+	"iptables":  "linear KUBE-SERVICES walk",
+	"userspace": "linear KUBE-PORTALS-CONTAINER walk",
+}
+
+// ttfbP50 is the median time to first byte at a position (0 if unknown).
+func ttfbP50(m ModeResult, pos string) int64 {
+	for _, p := range m.Lookup {
+		if p.Position == pos && len(p.TTFBSamplesNs) > 0 {
+			return Summarize(p.TTFBSamplesNs).P50
+		}
+	}
+	return 0
 }
 
 // posSummary is the recomputed latency summary at one position.

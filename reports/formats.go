@@ -99,12 +99,17 @@ func limitText(n int, unbounded, extrapolated bool) string {
 }
 
 // WriteCSV writes one row per figure: mode, services, position, figure,
-// value, unit, n (values in unit; durations in ns).
+// value, unit, n (values in unit; durations in ns). A mode run in the
+// user-mode-linux guest of a split run is written "mode@uml".
 func WriteCSV(w io.Writer, r *Result) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"mode", "services", "position", "figure", "value", "unit", "n"})
 	for _, f := range Figures(r) {
-		_ = cw.Write([]string{f.Mode, strconv.Itoa(f.Services), f.Position, f.Name,
+		mode := f.Mode
+		if f.Kernel != "" {
+			mode += "@" + f.Kernel
+		}
+		_ = cw.Write([]string{mode, strconv.Itoa(f.Services), f.Position, f.Name,
 			strconv.FormatFloat(f.Value, 'g', -1, 64), f.Unit, strconv.Itoa(f.N)})
 	}
 	cw.Flush()
@@ -230,11 +235,15 @@ func WriteGoBench(w io.Writer, r *Result) error {
 	if r.Machine.CPUModel != "" {
 		fmt.Fprintf(&b, "cpu: %s\n", r.Machine.CPUModel)
 	}
+	// Benchmark names must keep the kernels and swept schedulers apart,
+	// or benchstat pools them: "iptables@uml", "ipvs-wrr".
+	bench := strings.NewReplacer(" (uml)", "@uml", "/", "-", " ", "_")
 	for _, m := range r.Modes {
 		size := modeSize(r, m)
+		name := bench.Replace(r.modeLabel(m))
 		for _, s := range m.SyncFull {
 			fmt.Fprintf(&b, "BenchmarkSyncFull/mode=%s/services=%d \t1\t%d ns/op\t%d cpu-ns\t%d objects\t%d bytes\n",
-				m.Mode, size, int64(s.Wall), int64(s.CPU), s.Objects, s.Bytes)
+				name, size, int64(s.Wall), int64(s.CPU), s.Objects, s.Bytes)
 		}
 		for _, p := range m.Lookup {
 			for _, c := range repetitionChunks(r, p.SamplesNs) {
@@ -243,7 +252,7 @@ func WriteGoBench(w io.Writer, r *Result) error {
 				}
 				sum := Summarize(c)
 				fmt.Fprintf(&b, "BenchmarkLookup/mode=%s/pos=%s/services=%d \t%d\t%d ns/op\t%d p99-ns\n",
-					m.Mode, p.Position, size, len(c), sum.P50, sum.P99)
+					name, p.Position, size, len(c), sum.P50, sum.P99)
 			}
 		}
 	}

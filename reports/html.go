@@ -100,7 +100,7 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 		if modeSize(r, m) != top || m.Fairness.Services == 0 {
 			continue
 		}
-		p, err := fairnessPlot(m)
+		p, err := fairnessPlot(m, r.modeLabel(m))
 		add(&fa, p, 4.4*vg.Inch, 3.2*vg.Inch, err)
 	}
 	if len(fa.Plots) > 0 {
@@ -112,7 +112,7 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 		if modeSize(r, m) != top || len(programmingSamples(m)) == 0 {
 			continue
 		}
-		p, err := programmingPlot(m, pal)
+		p, err := programmingPlot(m, r.modeLabel(m), pal)
 		add(&pr, p, 4.4*vg.Inch, 3.2*vg.Inch, err)
 	}
 	if len(pr.Plots) > 0 || len(pr.Notes) > 0 {
@@ -163,8 +163,8 @@ func renderSVG(p *plot.Plot, wd, ht vg.Length) (template.HTML, error) {
 func modeColors(r *Result) map[string]color.Color {
 	out := map[string]color.Color{}
 	for _, m := range r.Modes {
-		if _, ok := out[m.Mode]; !ok {
-			out[m.Mode] = plotutil.Color(len(out))
+		if k := r.modeLabel(m); out[k] == nil {
+			out[k] = plotutil.Color(len(out))
 		}
 	}
 	return out
@@ -208,7 +208,10 @@ func lookupBars(r *Result, size int, pc float64, pal map[string]color.Color) (*p
 	pos := positions(r)
 	p := newPlot(fmt.Sprintf("p%g connect latency by service position (%s services)", pc, thousands(size)), "service position", "µs")
 	ms := modesAt(r, size)
-	w := vg.Points(min(60, 360/float64(max(1, len(ms)))))
+	// A 9-inch plot gives each of up to 4 positions about 140 pt: keep a
+	// group of bars within 110 pt so groups neither overlap nor drift off
+	// their position label.
+	w := vg.Points(min(40, 110/float64(max(1, len(ms)))))
 	for i, m := range ms {
 		vals := make(plotter.Values, len(pos))
 		for j, ps := range pos {
@@ -223,11 +226,11 @@ func lookupBars(r *Result, size int, pc float64, pal map[string]color.Color) (*p
 		if err != nil {
 			return nil, err
 		}
-		bc.Color = pal[m.Mode]
+		bc.Color = pal[r.modeLabel(m)]
 		bc.LineStyle.Width = 0
 		bc.Offset = w * vg.Length(float64(i)-float64(len(ms)-1)/2)
 		p.Add(bc)
-		p.Legend.Add(m.Mode, bc)
+		p.Legend.Add(r.modeLabel(m), bc)
 	}
 	p.NominalX(pos...)
 	p.X.Min, p.X.Max = -0.6, float64(len(pos))-0.4
@@ -260,10 +263,10 @@ func cdfPlot(r *Result, size int, pos string, pal map[string]color.Color) (*plot
 			if err != nil {
 				return nil, err
 			}
-			l.Color = pal[m.Mode]
+			l.Color = pal[r.modeLabel(m)]
 			l.Width = vg.Points(1.5)
 			p.Add(l)
-			p.Legend.Add(m.Mode, l)
+			p.Legend.Add(r.modeLabel(m), l)
 			any = true
 		}
 	}
@@ -284,7 +287,7 @@ func syncPlot(r *Result, size int) (*plot.Plot, error) {
 	p := newPlot(fmt.Sprintf("full sync wall time by phase (%s services, median repetition)", thousands(size)), "mode", "ms")
 	var names, phases []string
 	for _, m := range ms {
-		names = append(names, m.Mode)
+		names = append(names, r.modeLabel(m))
 		for k := range medianSync(m).Phases {
 			if !slices.Contains(phases, k) {
 				phases = append(phases, k)
@@ -341,11 +344,8 @@ func syncPlot(r *Result, size int) (*plot.Plot, error) {
 
 // fairnessPlot draws, for each fixed-position service of a mode, every
 // endpoint's hits over the equal share (1 = fair), endpoints by IP.
-func fairnessPlot(m ModeResult) (*plot.Plot, error) {
-	title := "endpoint shares: " + m.Mode
-	if s := m.Info["scheduler"]; s != "" {
-		title += " (scheduler " + s + ")"
-	}
+func fairnessPlot(m ModeResult, label string) (*plot.Plot, error) {
+	title := "endpoint shares: " + label
 	p := newPlot(title, "endpoint (by IP)", "hits / equal share")
 	i := 0
 	for _, ps := range m.Lookup {
@@ -388,8 +388,8 @@ func fairnessPlot(m ModeResult) (*plot.Plot, error) {
 }
 
 // programmingPlot is a histogram of programming.latency (ms).
-func programmingPlot(m ModeResult, pal map[string]color.Color) (*plot.Plot, error) {
-	p := newPlot("programming latency: "+m.Mode, "ms", "changes")
+func programmingPlot(m ModeResult, label string, pal map[string]color.Color) (*plot.Plot, error) {
+	p := newPlot("programming latency: "+label, "ms", "changes")
 	ns := programmingSamples(m)
 	vals := make(plotter.Values, len(ns))
 	for i, v := range ns {
@@ -399,7 +399,7 @@ func programmingPlot(m ModeResult, pal map[string]color.Color) (*plot.Plot, erro
 	if err != nil {
 		return nil, err
 	}
-	h.FillColor = pal[m.Mode]
+	h.FillColor = pal[label]
 	p.Add(h)
 	return p, nil
 }

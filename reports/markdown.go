@@ -110,11 +110,17 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 
 // label names a ModeResult in tables: the mode, with its size in a sweep.
 func (r *Result) label(m ModeResult) string {
-	l := m.Mode
-	if len(r.Scenario.Sweep.Services) > 0 {
-		l = fmt.Sprintf("%s @%d", m.Mode, m.Services)
+	if r.Scenario != nil && len(r.Scenario.Sweep.Services) > 0 {
+		return fmt.Sprintf("%s @%d", r.modeLabel(m), m.Services)
 	}
-	if s := m.Info["scheduler"]; s != "" && len(r.Scenario.Sweep.Schedulers) > 0 {
+	return r.modeLabel(m)
+}
+
+// modeLabel names a mode within one size: the mode, its IPVS scheduler in
+// a scheduler sweep, and "(uml)" for a guest mode of a split run.
+func (r *Result) modeLabel(m ModeResult) string {
+	l := m.Mode
+	if s := m.Info["scheduler"]; s != "" && r.Scenario != nil && len(r.Scenario.Sweep.Schedulers) > 0 {
 		l += "/" + s
 	}
 	if m.Kernel == "uml" && r.Machine.KernelWhere == "host+uml" {
