@@ -26,6 +26,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "run %s · %s · kernel %s (%s) · %d CPUs · %d services × %d ports · %d repetitions · %s\n\n",
 		r.RunID, r.Engine, r.Machine.Kernel, r.Machine.KernelWhere, r.Machine.CPUs, sc.Services.Count,
 		sc.Services.PortsPerService, sc.Repetitions, r.Started.UTC().Format(time.RFC3339))
+	if r.Machine.KernelWhere == "host+uml" {
+		fmt.Fprintf(&b, "Modes marked (uml) ran in a user-mode-linux guest (kernel %s, 1 CPU), the others on the host: compare within one kernel only. %s\n\n", r.Machine.GuestKernel, r.Machine.KernelWhy)
+	}
 
 	b.WriteString("### sync.full: program every service from empty\n\n")
 	b.WriteString("| mode | back end | n | wall p50 | wall min | wall max | CPU p50 (self+children) | objects | bytes | phases (p50 run) |\n")
@@ -75,6 +78,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		}
 	}
 	b.WriteString("\n")
+	for _, w := range baselineWarnings(r, base) {
+		b.WriteString("- **warning**: " + w + "\n")
+	}
 	for _, m := range r.Modes {
 		if f, l, ok := firstLast(m); ok {
 			fmt.Fprintf(&b, "- %s: p50 at the last service is %.2f× the first (%s → %s µs", r.label(m), float64(l)/float64(f), us(f), us(l))
@@ -114,6 +120,25 @@ func (r *Result) label(m ModeResult) string {
 		return fmt.Sprintf("%s @%d", r.modeLabel(m), m.Services)
 	}
 	return r.modeLabel(m)
+}
+
+// baselineWarnings flags positions where mode none, which has no rules
+// to walk, was more than 10% slower than a mode with rules in the same
+// kernel: such a run is dominated by noise (a busy machine, a guest
+// warming up), and its lookup differences should not be read.
+func baselineWarnings(r *Result, base map[string]int64) []string {
+	var out []string
+	for _, m := range r.Modes {
+		if m.Mode == "none" {
+			continue
+		}
+		for _, p := range m.Lookup {
+			if b := base[baseKey(m, p.Position)]; b > 0 && p.Latency.P50 > 0 && float64(b) > 1.1*float64(p.Latency.P50) {
+				out = append(out, fmt.Sprintf("%s at %s: p50 %s µs is below mode none's %s µs in the same kernel; lookup figures of this run are noise-dominated, rerun on a quieter machine", r.label(m), p.Position, us(p.Latency.P50), us(b)))
+			}
+		}
+	}
+	return out
 }
 
 // modeLabel names a mode within one size: the mode, its IPVS scheduler in
