@@ -10,8 +10,13 @@ import (
 	"time"
 )
 
-// us formats nanoseconds as microseconds with one decimal.
-func us(ns int64) string { return fmt.Sprintf("%.1f", float64(ns)/1e3) }
+// us formats nanoseconds as microseconds with one decimal ("-" for none).
+func us(ns int64) string {
+	if ns <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(ns)/1e3)
+}
 
 // dur formats a duration in seconds with 3 decimals.
 func dur(d time.Duration) string { return fmt.Sprintf("%.3f s", d.Seconds()) }

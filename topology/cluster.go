@@ -262,9 +262,9 @@ func buildCluster(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 		}
 		for _, nd := range tb.Nodes {
 			if err = nd.withNetlink(func(h *netlink.Handle) error {
-				return h.RouteAdd(&netlink.Route{Dst: ipnet(spec.PodCIDR), Gw: net.IP(backendAddr.AsSlice())})
+				return nodeRoutes(h, spec, backendAddr)
 			}); err != nil {
-				return tb, fmt.Errorf("netns %q: route %s: %w", nd.Name, spec.PodCIDR, err)
+				return tb, fmt.Errorf("netns %q: %w", nd.Name, err)
 			}
 		}
 		return tb, nil

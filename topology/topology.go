@@ -185,9 +185,9 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 		return tb, fmt.Errorf("netns %q: %w", tb.Backend.Name, err)
 	}
 	if err = tb.Node.withNetlink(func(h *netlink.Handle) error {
-		return h.RouteAdd(&netlink.Route{Dst: ipnet(spec.PodCIDR), Gw: net.IP(backB.AsSlice())})
+		return nodeRoutes(h, spec, backB)
 	}); err != nil {
-		return tb, fmt.Errorf("netns %q: route %s: %w", tb.Node.Name, spec.PodCIDR, err)
+		return tb, fmt.Errorf("netns %q: %w", tb.Node.Name, err)
 	}
 	for i := 0; i < spec.ClientPods; i++ {
 		if err = ctx.Err(); err != nil {
@@ -221,6 +221,21 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 		tb.ClientNode = append(tb.ClientNode, 0)
 	}
 	return tb, nil
+}
+
+// nodeRoutes gives a node its routes toward the backend host: the pod CIDR,
+// and the service CIDR, so that a packet to a ClusterIP no rule rewrote
+// (a service without endpoints) is routed and meets the mode's REJECT in
+// the forward path, as it does on a real node with a default route,
+// instead of being dropped for want of a route. The backend host does not
+// forward, so such a packet goes no further.
+func nodeRoutes(h *netlink.Handle, spec Spec, backend netip.Addr) error {
+	for _, dst := range []netip.Prefix{spec.PodCIDR, spec.ServiceCIDR} {
+		if err := h.RouteAdd(&netlink.Route{Dst: ipnet(dst), Gw: net.IP(backend.AsSlice())}); err != nil {
+			return fmt.Errorf("route %s via %s: %w", dst, backend, err)
+		}
+	}
+	return nil
 }
 
 // veth creates a veth pair with end a in namespace na and end b in nb
