@@ -85,11 +85,7 @@ func buildCluster(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 			tb = nil
 		}
 	}()
-	create := func(role string) (*Netns, error) {
-		name := NetnsName(spec.RunID, role)
-		tb.names = append(tb.names, name)
-		return CreateNetns(name)
-	}
+	create := tb.create
 	fabricPrefix := netip.PrefixFrom(spec.NodeCIDR.Masked().Addr(), 32-log2(fab))
 	shared := len(spec.IsolatedPods) == 0
 	for n := 0; n < nodes; n++ {

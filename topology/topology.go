@@ -139,15 +139,7 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 			tb = nil
 		}
 	}()
-	create := func(role string) (*Netns, error) {
-		name := NetnsName(spec.RunID, role)
-		tb.names = append(tb.names, name)
-		n, err := CreateNetns(name)
-		if err != nil {
-			return nil, err
-		}
-		return n, nil
-	}
+	create := tb.create
 	if tb.Node, err = create("node0"); err != nil {
 		return tb, err
 	}
@@ -221,6 +213,14 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 		tb.ClientNode = append(tb.ClientNode, 0)
 	}
 	return tb, nil
+}
+
+// create makes the namespace pb-<runID>-<role> and records it for Teardown
+// (before it exists, so a half-made one is removed too).
+func (tb *Testbed) create(role string) (*Netns, error) {
+	name := NetnsName(tb.RunID, role)
+	tb.names = append(tb.names, name)
+	return CreateNetns(name)
 }
 
 // nodeRoutes gives a node its routes toward the backend host: the pod CIDR,
