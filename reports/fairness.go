@@ -514,9 +514,14 @@ func (r *FairnessRun) SortedServices() []ServiceFairness {
 // every underpowered run.
 func writeFairnessMarkdown(b *strings.Builder, r *Result) {
 	var runs []*FairnessRun
+	mode := map[*FairnessRun]string{} // the mode, "(uml)" for a guest mode of a split run
 	for i := range r.Modes {
 		if f := r.Modes[i].FairnessRun; f != nil {
 			runs = append(runs, f)
+			mode[f] = f.Mode
+			if r.Modes[i].Kernel == "uml" && r.Machine.KernelWhere == "host+uml" {
+				mode[f] += " (uml)"
+			}
 		}
 	}
 	if len(runs) == 0 {
@@ -545,18 +550,18 @@ func writeFairnessMarkdown(b *strings.Builder, r *Result) {
 			ll = fmt.Sprintf("Jain %.3f, max/min %s (p=%.3g, n=%d)", f.LongLived.MeanJain, ratio(*f.LongLived), f.LongLived.PValue, f.LongLived.Samples)
 		}
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %s | %s | %d | %d | %d | %.4f | %.4f | %s | %.4f | %.1f | %d | %.3g | %d | %.3f | %.2f | %s | %d | **%s** |\n",
-			f.Mode, sched, f.Expect.Unit, shares, f.Nodes, f.Order, f.Pods, a.Services, a.Samples, a.Needed, a.MeanJain, a.MinJain,
+			mode[f], sched, f.Expect.Unit, shares, f.Nodes, f.Order, f.Pods, a.Services, a.Samples, a.Needed, a.MeanJain, a.MinJain,
 			ratio(a), a.MeanCV, a.ChiSquare, a.DoF, a.PValue, a.Rejected, a.Stickiness, f.FirstPickMaxShare, ll, f.Errors+f.Misses, f.Verdict)
 	}
 	b.WriteString("\n")
 	for _, f := range runs {
-		fmt.Fprintf(b, "- %s%s: %s. %s\n", f.Mode, schedName(f), f.Verdict, f.Why)
+		fmt.Fprintf(b, "- %s%s: %s. %s\n", mode[f], schedName(f), f.Verdict, f.Why)
 	}
 	for _, f := range runs {
 		if f.Nodes < 2 {
 			continue
 		}
-		fmt.Fprintf(b, "\n%s%s per node: ", f.Mode, schedName(f))
+		fmt.Fprintf(b, "\n%s%s per node: ", mode[f], schedName(f))
 		var parts []string
 		for n, a := range f.PerNode {
 			parts = append(parts, fmt.Sprintf("node%d n=%d Jain %.3f p=%.3g", n, a.Samples, a.MeanJain, a.PValue))
