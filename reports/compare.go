@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -158,9 +159,10 @@ func Compare(base, cur *Result, opt CompareOptions) []Change {
 		}
 		ratios := make([]float64, 0, opt.Resamples)
 		counts := make([]int, max(len(bs), len(ns)))
+		rb0, rn0 := ranksOf(b.samples), ranksOf(n.samples)
 		for range opt.Resamples {
-			rb := resampledQuantile(rng, bs, n.q, counts)
-			rn := resampledQuantile(rng, ns, n.q, counts)
+			rb := blockResampledQuantile(rng, bs, rb0, n.q, counts)
+			rn := blockResampledQuantile(rng, ns, rn0, n.q, counts)
 			if rb > 0 {
 				ratios = append(ratios, rn/rb)
 			}
@@ -175,7 +177,10 @@ func Compare(base, cur *Result, opt CompareOptions) []Change {
 		}
 		c.Significant = c.Lo > 1 || c.Hi < 1
 		switch {
-		case c.NBase < opt.MinSamples || c.NNew < opt.MinSamples:
+		case c.NBase < opt.MinSamples || c.NNew < opt.MinSamples,
+			// A tail quantile needs enough samples beyond it for its
+			// bootstrap interval to mean anything (p99: 2000 samples).
+			n.q > 0.5 && float64(min(c.NBase, c.NNew))*(1-n.q) < MinTailSamples:
 			c.Significant = false
 			c.Verdict = "too few samples"
 		case c.Significant && c.Ratio > 1+opt.Tolerance:
@@ -195,6 +200,60 @@ func sortedFloats(xs []int64) []float64 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// MinTailSamples is the fewest samples beyond a tail quantile (for p99,
+// 1% of the run) for Compare to judge it.
+const MinTailSamples = 20
+
+// BootstrapBlock is the block length of Compare's bootstrap: the traffic
+// driver measures each position in chunks of this many connections, and
+// resampling whole chunks (a moving-block bootstrap, circular) keeps the
+// drift between chunks of a run in the interval, which resampling single
+// connections would hide and so flag changes between identical runs.
+const BootstrapBlock = 250
+
+// ranksOf returns, for each sample in run order, its index in sorted order.
+func ranksOf(xs []int64) []int {
+	idx := make([]int, len(xs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(xs[a], xs[b]) })
+	ranks := make([]int, len(xs))
+	for r, i := range idx {
+		ranks[i] = r
+	}
+	return ranks
+}
+
+// blockResampledQuantile is resampledQuantile over blocks: it draws
+// len(sorted) samples as runs of BootstrapBlock consecutive samples (in run
+// order, wrapping around) from random starts. ranks maps run order to
+// sorted order (ranksOf).
+func blockResampledQuantile(rng *rand.Rand, sorted []float64, ranks []int, q float64, counts []int) float64 {
+	n := len(sorted)
+	if n == 0 {
+		return math.NaN()
+	}
+	block := min(BootstrapBlock, max(1, n/10))
+	clear(counts[:n])
+	for drawn := 0; drawn < n; {
+		start := rng.IntN(n)
+		for k := 0; k < block && drawn < n; k++ {
+			counts[ranks[(start+k)%n]]++
+			drawn++
+		}
+	}
+	need := max(int(math.Ceil(q*float64(n))), 1)
+	cum := 0
+	for i, c := range counts[:n] {
+		cum += c
+		if cum >= need {
+			return sorted[i]
+		}
+	}
+	return sorted[n-1]
 }
 
 // resampledQuantile draws len(sorted) values with replacement and returns
