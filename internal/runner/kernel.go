@@ -3,6 +3,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -171,6 +172,47 @@ func fallback(sc *scenarios.Scenario, st []ModeStatus) (KernelChoice, error) {
 	return kc, nil
 }
 
+// guestConsole passes on the guest's own progress lines and drops the
+// kernel's boot and halt chatter and the guest run's summary and result
+// path (the host prints its own). Nil stays nil.
+func guestConsole(w io.Writer) io.Writer {
+	if w == nil {
+		return nil
+	}
+	return &lineFilter{w: w}
+}
+
+type lineFilter struct {
+	w       io.Writer
+	buf     []byte
+	started bool // past "uml: modules loaded"
+	summary bool // inside the guest run's Markdown summary
+}
+
+func (f *lineFilter) Write(p []byte) (int, error) {
+	f.buf = append(f.buf, p...)
+	for {
+		i := bytes.IndexByte(f.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(f.buf[:i+1])
+		f.buf = f.buf[i+1:]
+		switch {
+		case strings.HasPrefix(line, "uml: modules loaded"):
+			f.started = true
+			fmt.Fprint(f.w, "user-mode-linux guest: "+strings.TrimPrefix(line, "uml: "))
+		case strings.HasPrefix(line, "uml: module "):
+			fmt.Fprint(f.w, line)
+		case !f.started, strings.HasPrefix(line, "## proxybench"):
+			f.summary = f.summary || strings.HasPrefix(line, "## proxybench")
+		case f.summary || strings.Contains(line, "Halting.") || strings.Contains(line, "System halted") || strings.Contains(line, "wtmp record"):
+		default:
+			fmt.Fprint(f.w, "  guest: "+line)
+		}
+	}
+}
+
 // GuestModules is every kernel module sc's modes need in the guest.
 func GuestModules(sc *scenarios.Scenario) []string {
 	mods := append([]string{}, uml.BaseModules...)
@@ -222,7 +264,7 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 		MemoryMiB: sc.UML.MemoryMiB, Timeout: sc.UML.Timeout.Duration, Modules: GuestModules(sc),
 		Argv: []string{exe, "run", filepath.Join(uml.GuestMount, "scenario.yaml"), "--kernel", "host",
 			"--run-id", o.RunID, "--output", filepath.Join(uml.GuestMount, "result.json")},
-		WorkDir: dir, Console: console,
+		WorkDir: dir, Console: guestConsole(console),
 	})
 	o.Progress.Done()
 	if err != nil {
