@@ -144,7 +144,7 @@ func writeChurnMarkdown(b *strings.Builder, r *Result) {
 		return
 	}
 	b.WriteString("\n### programming.latency under churn: change → first connection through the VIP that shows it\n\n")
-	b.WriteString("| mode | minSyncPeriod | changes | observed | p50 | p90 | p99 | max | ≤1 s | syncs (full/incr.) | incr. sync p50 | sync CPU | phase CPU |\n")
+	b.WriteString("| mode | minSyncPeriod | changes | observed | p50 | p90 | p99 | max | ≤1 s (observations) | syncs (full/incr.) | incr. sync p50 | sync CPU | phase CPU |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, m := range r.Modes {
 		for _, c := range m.Churn {
@@ -168,7 +168,7 @@ func writeChurnMarkdown(b *strings.Builder, r *Result) {
 				full, inc, dur(time.Duration(c.SyncSummary["incremental"].P50)), dur(time.Duration(c.SyncCPUNs)), dur(time.Duration(c.CPUNs)))
 		}
 	}
-	b.WriteString("\nLatencies in ms; `≤1 s` counts changes in kube-proxy's network_programming_duration_seconds bucket le=\"1\". A removal is observed at the first connection after the last one that still lands on the removed endpoint.\n")
+	b.WriteString("\nLatencies in ms; `≤1 s` counts observations in kube-proxy's network_programming_duration_seconds bucket le=\"1\" (one per change, or per change and node in the sim). A removal is observed at the first connection after the last one that still lands on the removed endpoint.\n")
 }
 
 func ms(ns int64) string { return fmt.Sprintf("%.1f", float64(ns)/1e6) }

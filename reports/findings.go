@@ -3,6 +3,7 @@ package reports
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Findings returns one sentence per mode saying what the run found,
@@ -79,9 +80,17 @@ func Findings(r *Result) []string {
 			}
 			parts = append(parts, fmt.Sprintf("endpoint spread %s (min Jain %.4f, χ² p = %.2g)", verdict, f.MinJain, f.PValue))
 		}
-		if ps := programmingSamples(m); len(ps) > 0 {
-			s := Summarize(ps)
-			parts = append(parts, fmt.Sprintf("programming latency p50 %s, p99 %s", FormatNs(float64(s.P50)), FormatNs(float64(s.P99))))
+		// The churn tables' summaries: pooled over every node in the sim,
+		// one per minSyncPeriod of a sweep.
+		for _, c := range m.Churn {
+			if c.Latency.Count == 0 {
+				continue
+			}
+			what := "programming latency"
+			if len(m.Churn) > 1 {
+				what += fmt.Sprintf(" (minSyncPeriod %s)", time.Duration(c.MinSyncPeriodNs))
+			}
+			parts = append(parts, fmt.Sprintf("%s p50 %s, p99 %s", what, FormatNs(float64(c.Latency.P50)), FormatNs(float64(c.Latency.P99))))
 		}
 		label := r.modeLabel(m)
 		if len(parts) == 0 {
