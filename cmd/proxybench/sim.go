@@ -72,7 +72,8 @@ func newSimCmd() *cobra.Command {
 		Long: `The sim engine runs scenarios from models of each mode's rendered ruleset,
 calibrated on a real kernel ('proxybench calibrate'). Run a scenario in it
 with 'proxybench run SCENARIO --engine sim' (or engine: sim in the file).`,
-		Args: cobra.NoArgs,
+		Example: "  proxybench sim validate scenarios/10k-services.yaml\n  proxybench run sim-5000-nodes",
+		Args:    cobra.NoArgs,
 	}
 	cmd.AddCommand(newSimValidateCmd())
 	return cmd
