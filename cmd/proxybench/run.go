@@ -158,12 +158,12 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			return evaluateGates(res, sc, f.junit)
 		},
 	}
-	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes to run instead of the scenario's (none,iptables)")
+	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes to run instead of the scenario's, e.g. none,iptables,nftables")
 	cmd.Flags().IntVar(&f.services, "services", 0, "number of services instead of the scenario's services.count")
 	cmd.Flags().StringVar(&f.output, "output", "", "result JSON path (default results/<scenario>-<timestamp>.json)")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed instead of the scenario's")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
-	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes run: auto (host if it supports every mode, else uml), host, uml")
+	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes run instead of the scenario's kernel (default auto): auto (host if it can run every mode, else user-mode-linux, or split between them), host, uml")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
 	_ = cmd.Flags().MarkHidden("run-id")
 	cmd.Flags().StringVar(&f.engine, "engine", "", "real (network namespaces, needs root) or sim (models calibrated on a real kernel; no root)")
