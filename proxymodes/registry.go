@@ -94,3 +94,14 @@ func CPUTime() time.Duration {
 	tv := func(t unix.Timeval) time.Duration { return time.Duration(t.Nano()) }
 	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
 }
+
+// IPTablesBinary names an iptables tool of a back end: for backend
+// "legacy", tool "restore" gives "iptables-legacy-restore" and tool ""
+// "iptables-legacy". Used by every mode that programs iptables.
+func IPTablesBinary(backend, tool string) string {
+	name := "iptables-" + backend
+	if tool != "" {
+		name += "-" + tool
+	}
+	return name
+}

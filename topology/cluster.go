@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // FabricSize is the number of NodeCIDR addresses of the fabric block for n
@@ -237,15 +236,8 @@ func buildCluster(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 
 	if shared {
 		if err = tb.Backend.withNetlink(func(h *netlink.Handle) error {
-			lo, err := h.LinkByName("lo")
-			if err != nil {
+			if err := anyIP(h, spec.PodCIDR); err != nil {
 				return err
-			}
-			if err := h.RouteAdd(&netlink.Route{
-				LinkIndex: lo.Attrs().Index, Dst: ipnet(spec.PodCIDR), Type: unix.RTN_LOCAL,
-				Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST,
-			}); err != nil {
-				return fmt.Errorf("AnyIP route local %s dev lo: %w", spec.PodCIDR, err)
 			}
 			for _, r := range clientRoutes {
 				if err := h.RouteAdd(&netlink.Route{Dst: ipnet(r.dst), Gw: net.IP(tb.NodeAddrs[r.node].AsSlice())}); err != nil {

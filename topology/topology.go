@@ -162,15 +162,8 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 	// Backend host: AnyIP for the whole pod CIDR, and a route back to the
 	// node CIDR (clients, node) through the node. No default route.
 	if err = tb.Backend.withNetlink(func(h *netlink.Handle) error {
-		lo, err := h.LinkByName("lo")
-		if err != nil {
+		if err := anyIP(h, spec.PodCIDR); err != nil {
 			return err
-		}
-		if err := h.RouteAdd(&netlink.Route{
-			LinkIndex: lo.Attrs().Index, Dst: ipnet(spec.PodCIDR), Type: unix.RTN_LOCAL,
-			Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST,
-		}); err != nil {
-			return fmt.Errorf("AnyIP route local %s dev lo: %w", spec.PodCIDR, err)
 		}
 		return h.RouteAdd(&netlink.Route{Dst: ipnet(spec.NodeCIDR), Gw: net.IP(nodeB.AsSlice())})
 	}); err != nil {
@@ -213,6 +206,22 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 		tb.ClientNode = append(tb.ClientNode, 0)
 	}
 	return tb, nil
+}
+
+// anyIP makes the namespace of h answer for every address of pods:
+// `ip route add local <pods> dev lo` (the AnyIP backend host).
+func anyIP(h *netlink.Handle, pods netip.Prefix) error {
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		return err
+	}
+	if err := h.RouteAdd(&netlink.Route{
+		LinkIndex: lo.Attrs().Index, Dst: ipnet(pods), Type: unix.RTN_LOCAL,
+		Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST,
+	}); err != nil {
+		return fmt.Errorf("AnyIP route local %s dev lo: %w", pods, err)
+	}
+	return nil
 }
 
 // create makes the namespace pb-<runID>-<role> and records it for Teardown

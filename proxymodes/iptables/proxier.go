@@ -17,16 +17,10 @@ import (
 	"github.com/proxybench/proxybench/workload"
 )
 
-// Namespace is the node namespace a Proxier programs. *topology.Netns
-// satisfies it.
-type Namespace interface {
-	// Do runs fn on a locked OS thread inside the namespace; commands
-	// started by fn run in the namespace.
-	Do(fn func() error) error
-	// Run executes name with args and stdin inside the namespace and
-	// returns its stdout; the error carries stderr.
-	Run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error)
-}
+// Namespace is the node namespace a Proxier programs (proxymodes.Node:
+// Do runs a function, and programs it starts, inside the namespace; Run
+// executes a program there). *topology.Netns satisfies it.
+type Namespace = proxymodes.Node
 
 // jumpRule is one rule from a built-in chain into a kube-proxy chain.
 type jumpRule struct {
@@ -111,15 +105,8 @@ var _ proxymodes.Proxier = (*Proxier)(nil)
 // Mode returns "iptables".
 func (p *Proxier) Mode() string { return "iptables" }
 
-// binary returns the back end's tool, for example "iptables-legacy-restore"
-// for tool "restore" or "iptables-nft" for "".
-func (p *Proxier) binary(tool string) string {
-	name := "iptables-" + p.cfg.Backend
-	if tool != "" {
-		name += "-" + tool
-	}
-	return name
-}
+// binary names the back end's iptables tool (proxymodes.IPTablesBinary).
+func (p *Proxier) binary(tool string) string { return proxymodes.IPTablesBinary(p.cfg.Backend, tool) }
 
 // Info returns {"backend": "legacy"|"nft", "iptables": "<iptables
 // --version output>"}.

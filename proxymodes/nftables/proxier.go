@@ -15,15 +15,10 @@ import (
 	"github.com/proxybench/proxybench/workload"
 )
 
-// Namespace is the node namespace a Proxier programs. *topology.Netns
-// satisfies it.
-type Namespace interface {
-	// Do runs fn on a locked OS thread inside the namespace; programs
-	// started by fn (here: nft, exec'd by knftables) run in the namespace.
-	Do(fn func() error) error
-	// Run executes name with args and stdin inside the namespace.
-	Run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error)
-}
+// Namespace is the node namespace a Proxier programs (proxymodes.Node:
+// Do runs a function, and programs it starts, inside the namespace; Run
+// executes a program there). *topology.Netns satisfies it.
+type Namespace = proxymodes.Node
 
 // Proxier programs one namespace in kube-proxy's nftables layout through
 // knftables (which runs "nft -f -"; knftables does not expose its

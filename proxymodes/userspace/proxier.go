@@ -195,13 +195,8 @@ func (p *Proxier) reset() {
 // Mode returns "userspace".
 func (p *Proxier) Mode() string { return "userspace" }
 
-func (p *Proxier) binary(tool string) string {
-	name := "iptables-" + p.cfg.Backend
-	if tool != "" {
-		name += "-" + tool
-	}
-	return name
-}
+// binary names the back end's iptables tool (proxymodes.IPTablesBinary).
+func (p *Proxier) binary(tool string) string { return proxymodes.IPTablesBinary(p.cfg.Backend, tool) }
 
 // Info returns {"backend", "iptables" (version), "dialTimeouts",
 // "sessionAffinity", "copy": "io.Copy (splice(2))"}.
