@@ -245,9 +245,17 @@ func blockResampledQuantile(rng *rand.Rand, sorted []float64, ranks []int, q flo
 			drawn++
 		}
 	}
+	return countedQuantile(sorted, counts[:n], q)
+}
+
+// countedQuantile is the empirical q-quantile (the smallest value whose
+// cumulative share reaches q, as stat.Empirical) of a resample given as
+// draw counts per rank of sorted.
+func countedQuantile(sorted []float64, counts []int, q float64) float64 {
+	n := len(sorted)
 	need := max(int(math.Ceil(q*float64(n))), 1)
 	cum := 0
-	for i, c := range counts[:n] {
+	for i, c := range counts {
 		cum += c
 		if cum >= need {
 			return sorted[i]
@@ -269,16 +277,7 @@ func resampledQuantile(rng *rand.Rand, sorted []float64, q float64, counts []int
 	for range n {
 		counts[rng.IntN(n)]++
 	}
-	need := int(math.Ceil(q * float64(n)))
-	need = max(need, 1)
-	cum := 0
-	for i, c := range counts[:n] {
-		cum += c
-		if cum >= need {
-			return sorted[i]
-		}
-	}
-	return sorted[n-1]
+	return countedQuantile(sorted, counts[:n], q)
 }
 
 // WriteComparison prints a table of changes and a verdict line.
