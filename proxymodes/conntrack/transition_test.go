@@ -17,6 +17,7 @@ import (
 	"github.com/proxybench/proxybench/proxymodes/nftables"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 var (
@@ -47,7 +48,7 @@ func (u *udpClient) probe(n int) []netip.Addr {
 	out := make([]netip.Addr, n)
 	for i := range out {
 		u.seq++
-		ap, _, err := workload.UDPExchange(u.c, u.seq, 200*time.Millisecond)
+		ap, _, err := traffic.UDPExchange(u.c, u.seq, 200*time.Millisecond)
 		var ne net.Error
 		switch {
 		case err == nil:
@@ -103,12 +104,12 @@ func testbed(t *testing.T, mode string, clean bool) (proxymodes.Proxier, *udpCli
 			t.Error(err)
 		}
 	})
-	echo, err := workload.StartUDPEchoIn([]*topology.Netns{tb.Backend}, []uint16{5353})
+	echo, err := traffic.StartUDPEchoIn([]*topology.Netns{tb.Backend}, []uint16{5353})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(echo.Close)
-	c, err := workload.DialUDP(tb.Clients[0], 5000, netip.AddrPortFrom(clusterIP, 53))
+	c, err := traffic.DialUDP(tb.Clients[0], 5000, netip.AddrPortFrom(clusterIP, 53))
 	if err != nil {
 		t.Fatal(err)
 	}

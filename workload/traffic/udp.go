@@ -1,6 +1,6 @@
 //go:build linux
 
-package workload
+package traffic
 
 import (
 	"context"
