@@ -15,6 +15,7 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // env is what the phases do to the testbed beyond a mode's proxiers: the
@@ -30,17 +31,17 @@ type env struct {
 	// of m in a new namespace (named after rep), then removes it.
 	scratchSync func(ctx context.Context, sc *scenarios.Scenario, m proxymodes.Mode, rep int, services []workload.Service) (proxymodes.SyncStats, error)
 	// drive, firstPicks, driveFairness and hold are the traffic driver's
-	// phases (workload.Drive, FirstPicks, DriveFairness, HoldConnections).
-	drive         func(ctx context.Context, spec workload.DriveSpec) (*workload.DriveResult, error)
+	// phases (traffic.Drive, FirstPicks, DriveFairness, HoldConnections).
+	drive         func(ctx context.Context, spec traffic.DriveSpec) (*traffic.DriveResult, error)
 	firstPicks    func(ctx context.Context, clients []*topology.Netns, sources []netip.Addr, services []workload.Service, timeout time.Duration) ([][]netip.Addr, error)
-	driveFairness func(ctx context.Context, spec workload.FairnessSpec) (*workload.FairnessResult, error)
-	hold          func(ctx context.Context, spec workload.HoldSpec) (*workload.HoldResult, error)
+	driveFairness func(ctx context.Context, spec traffic.FairnessSpec) (*traffic.FairnessResult, error)
+	hold          func(ctx context.Context, spec traffic.HoldSpec) (*traffic.HoldResult, error)
 	// probes starts n probe workers, worker w pinned into client pod
 	// namespace w mod the client count (a *topology.Workers); its error
 	// says a worker could not enter its namespace.
 	probes func(n int) (workerPool, error)
 	// dial makes one probe connection from a probe worker: where it
-	// landed and when it started (workload.DialEcho).
+	// landed and when it started (traffic.DialEcho).
 	dial func(dst netip.Addr, port uint16, timeout time.Duration) (landed netip.AddrPort, start time.Time, err error)
 	// down makes endpoints ips unreachable in the backend host until
 	// undo (userspace.DownEndpoints).
@@ -63,15 +64,15 @@ func newEnv(tb *topology.Testbed) *env {
 		scratchSync: func(ctx context.Context, sc *scenarios.Scenario, m proxymodes.Mode, rep int, services []workload.Service) (proxymodes.SyncStats, error) {
 			return scratchSync(ctx, sc, m, topology.NetnsName(tb.RunID, fmt.Sprintf("sync%d", rep)), services)
 		},
-		drive:         workload.Drive,
-		firstPicks:    workload.FirstPicks,
-		driveFairness: workload.DriveFairness,
-		hold:          workload.HoldConnections,
+		drive:         traffic.Drive,
+		firstPicks:    traffic.FirstPicks,
+		driveFairness: traffic.DriveFairness,
+		hold:          traffic.HoldConnections,
 		probes: func(n int) (workerPool, error) {
 			return topology.StartWorkers(n, func(w int) *topology.Netns { return tb.Clients[w%len(tb.Clients)] })
 		},
 		dial: func(dst netip.Addr, port uint16, timeout time.Duration) (netip.AddrPort, time.Time, error) {
-			landed, start, _, err := workload.DialEcho(dst, port, timeout)
+			landed, start, _, err := traffic.DialEcho(dst, port, timeout)
 			return landed, start, err
 		},
 		down: func(ctx context.Context, ips []netip.Addr, how string) (func() error, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // topologySpec is the testbed sc asks for: nodes, client pods and their
@@ -38,11 +39,11 @@ func topologySpec(sc *scenarios.Scenario, runID string, services []workload.Serv
 
 // startEcho starts the echo server in the backend host, or in every
 // isolated pod.
-func startEcho(tb *topology.Testbed, services []workload.Service) (*workload.EchoServer, error) {
+func startEcho(tb *topology.Testbed, services []workload.Service) (*traffic.EchoServer, error) {
 	if tb.Backend == nil {
-		return workload.StartEchoIn(tb.Pods, workload.TargetPorts(services))
+		return traffic.StartEchoIn(tb.Pods, workload.TargetPorts(services))
 	}
-	return workload.StartEcho(tb.Backend, workload.TargetPorts(services))
+	return traffic.StartEcho(tb.Backend, workload.TargetPorts(services))
 }
 
 // applyWeights sets every endpoint's Weight from
@@ -229,7 +230,7 @@ func (t *fairnessTally) firstPicks(picks [][]netip.Addr, node []int) {
 // hits adds the fairness connections' counts; hits on an address that is
 // not an endpoint of the service are not counted (the driver counted them
 // as misses).
-func (t *fairnessTally) hits(hits map[workload.HitKey]int) {
+func (t *fairnessTally) hits(hits map[traffic.HitKey]int) {
 	for k, v := range hits {
 		n := t.clientNode[k.Client]
 		ti := t.tIndex[k.Target]
@@ -306,7 +307,7 @@ func fairnessPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topo
 		prog.Done()
 		return nil, err
 	}
-	fr, err := e.driveFairness(ctx, workload.FairnessSpec{
+	fr, err := e.driveFairness(ctx, traffic.FairnessSpec{
 		Clients: tb.Clients, Sources: tb.ClientSources, Services: services,
 		PerService: sc.Traffic.PerService, Concurrency: sc.Traffic.Concurrency, Timeout: sc.Traffic.Timeout.Duration,
 	})
@@ -324,7 +325,7 @@ func fairnessPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topo
 			return nil, err
 		}
 		prog.Start(fmt.Sprintf("%s%s: long-lived, %d connections × %d services held %s", mode, schedSuffix(r.Scheduler), ll.Connections, len(tally.flat), ll.HoldFor()), 1)
-		hr, err := e.hold(ctx, workload.HoldSpec{Clients: tb.Clients, Sources: tb.ClientSources, Services: services,
+		hr, err := e.hold(ctx, traffic.HoldSpec{Clients: tb.Clients, Sources: tb.ClientSources, Services: services,
 			PerService: ll.Connections, Hold: ll.HoldFor(), Timeout: sc.Traffic.Timeout.Duration})
 		prog.Done()
 		if err != nil {

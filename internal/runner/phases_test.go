@@ -17,6 +17,7 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // The phases' unit tests: every phase on a fake proxier and a fake data
@@ -113,7 +114,7 @@ type fakeEnv struct {
 	flushErr error
 	mu       sync.Mutex
 	flushes  []int
-	drives   []workload.DriveSpec
+	drives   []traffic.DriveSpec
 	downed   []netip.Addr
 	undone   bool
 	rr       map[string]int // per position: connections so far (round robin)
@@ -133,14 +134,14 @@ func newFakeEnv(p *fakeProxier) *fakeEnv {
 		scratchSync: func(_ context.Context, _ *scenarios.Scenario, _ proxymodes.Mode, rep int, services []workload.Service) (proxymodes.SyncStats, error) {
 			return proxymodes.SyncStats{Kind: "full", Wall: time.Duration(100+rep) * time.Millisecond, Objects: len(services)}, nil
 		},
-		drive: func(_ context.Context, spec workload.DriveSpec) (*workload.DriveResult, error) {
+		drive: func(_ context.Context, spec traffic.DriveSpec) (*traffic.DriveResult, error) {
 			f.mu.Lock()
 			f.drives = append(f.drives, spec)
 			rr := f.rr[spec.Position]
 			f.rr[spec.Position] += spec.Connections
 			f.mu.Unlock()
 			flat := workload.FlatTargets(spec.Services)
-			res := &workload.DriveResult{Position: spec.Position, Hits: map[int]map[netip.Addr]int{}, Elapsed: time.Duration(spec.Connections) * time.Millisecond}
+			res := &traffic.DriveResult{Position: spec.Position, Hits: map[int]map[netip.Addr]int{}, Elapsed: time.Duration(spec.Connections) * time.Millisecond}
 			if spec.Position != workload.PosRandom {
 				res.Target, _ = workload.PositionTarget(flat, spec.Position)
 			}
@@ -347,7 +348,7 @@ func TestTrafficPhase(t *testing.T) {
 	if fair.Services != 3 {
 		t.Errorf("pooled fairness over %d services, want 3", fair.Services)
 	}
-	e.drive = func(context.Context, workload.DriveSpec) (*workload.DriveResult, error) {
+	e.drive = func(context.Context, traffic.DriveSpec) (*traffic.DriveResult, error) {
 		return nil, errors.New("drive: enter client netns: bad handle")
 	}
 	if _, _, _, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}); err == nil || !strings.Contains(err.Error(), "enter client netns") {
@@ -454,16 +455,16 @@ func TestFairnessPhaseOnFake(t *testing.T) {
 		}
 		return [][]netip.Addr{{ep(0, 1), ep(1, 2)}, {ep(0, 3), {}}}, nil
 	}
-	e.driveFairness = func(_ context.Context, spec workload.FairnessSpec) (*workload.FairnessResult, error) {
-		h := map[workload.HitKey]int{
+	e.driveFairness = func(_ context.Context, spec traffic.FairnessSpec) (*traffic.FairnessResult, error) {
+		h := map[traffic.HitKey]int{
 			{Client: 0, Source: 1, Target: workload.Target{Service: 0}, Endpoint: ep(0, 2)}:       5,
 			{Client: 2, Source: 0, Target: workload.Target{Service: 1}, Endpoint: ep(1, 0)}:       3,
 			{Client: 1, Source: 0, Target: workload.Target{Service: 0}, Endpoint: src("1.2.3.4")}: 9, // not an endpoint
 		}
-		return &workload.FairnessResult{Hits: h, Errors: 1}, nil
+		return &traffic.FairnessResult{Hits: h, Errors: 1}, nil
 	}
-	e.hold = func(context.Context, workload.HoldSpec) (*workload.HoldResult, error) {
-		return &workload.HoldResult{Active: []map[netip.Addr]int{{ep(0, 0): 4}, {ep(1, 3): 2}}, Misses: 2}, nil
+	e.hold = func(context.Context, traffic.HoldSpec) (*traffic.HoldResult, error) {
+		return &traffic.HoldResult{Active: []map[netip.Addr]int{{ep(0, 0): 4}, {ep(1, 3): 2}}, Misses: 2}, nil
 	}
 	var f faults
 	r, err := fairnessPhase(context.Background(), sc, &e.env, tb, []proxymodes.Proxier{p0, p1}, svcs, "iptables", &recProgress{}, &f)
@@ -510,8 +511,8 @@ func TestRunModeOnFake(t *testing.T) {
 	e.firstPicks = func(_ context.Context, clients []*topology.Netns, _ []netip.Addr, _ []workload.Service, _ time.Duration) ([][]netip.Addr, error) {
 		return make([][]netip.Addr, len(clients)), nil
 	}
-	e.driveFairness = func(context.Context, workload.FairnessSpec) (*workload.FairnessResult, error) {
-		return &workload.FairnessResult{}, nil
+	e.driveFairness = func(context.Context, traffic.FairnessSpec) (*traffic.FairnessResult, error) {
+		return &traffic.FairnessResult{}, nil
 	}
 	e.flushErr = errors.New("no ctnetlink")
 	tb := &topology.Testbed{Nodes: make([]*topology.Netns, 1), Clients: make([]*topology.Netns, 1), ClientNode: []int{0},

@@ -25,6 +25,7 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // InputError is bad input or an unusable machine, found before anything is
@@ -176,7 +177,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 // buildPhase builds the testbed for the largest service set (the last of
 // perSize) and starts the echo server for the first. On error nothing is
 // left behind.
-func buildPhase(ctx context.Context, sc *scenarios.Scenario, o Options, perSize [][]workload.Service) (*topology.Testbed, *workload.EchoServer, error) {
+func buildPhase(ctx context.Context, sc *scenarios.Scenario, o Options, perSize [][]workload.Service) (*topology.Testbed, *traffic.EchoServer, error) {
 	o.Progress.Start("building testbed "+o.RunID, 1)
 	tb, err := topology.Build(ctx, topologySpec(sc, o.RunID, perSize[len(perSize)-1]))
 	o.Progress.Done()

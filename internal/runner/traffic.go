@@ -12,6 +12,7 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // trafficChunk is the most connections driven at one position before the
@@ -68,7 +69,7 @@ func newTrafficAgg(services []workload.Service) *trafficAgg {
 }
 
 // add folds one driver result for position in.
-func (a *trafficAgg) add(position string, dr *workload.DriveResult) {
+func (a *trafficAgg) add(position string, dr *traffic.DriveResult) {
 	pr := a.pos[position]
 	if pr == nil {
 		pr = &reports.PositionResult{Position: position, Index: -1}
@@ -150,7 +151,7 @@ func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients [
 	defer prog.Done()
 	agg := newTrafficAgg(services)
 	for _, st := range plan {
-		dr, err := e.drive(ctx, workload.DriveSpec{
+		dr, err := e.drive(ctx, traffic.DriveSpec{
 			Clients: clients, Services: services, Direct: direct, Position: st.Position,
 			Connections: st.Connections, Warmup: st.Warmup, Concurrency: t.Concurrency,
 			Timeout: t.Timeout.Duration, Seed: st.Seed,
