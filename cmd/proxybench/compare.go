@@ -52,6 +52,12 @@ Exit codes: 0 no flagged regression (or --fail-on-regression not given),
 				}
 				fmt.Fprintf(os.Stderr, "warning (--force): %v\n", err)
 			}
+			for i, r := range []*reports.Result{base, cur} {
+				if note := reports.PartialNote(r); note != "" {
+					// Figures it holds are compared; missing ones are not.
+					fmt.Fprintf(os.Stdout, "note: %s is a partial result: %s\n\n", args[i], strings.TrimPrefix(note, "PARTIAL RESULT: "))
+				}
+			}
 			opt := reports.CompareOptions{Tolerance: tol, Seed: seed}
 			cs := reports.Compare(base, cur, opt)
 			if len(cs) == 0 {
