@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"time"
 
 	"gonum.org/v1/gonum/stat"
 
@@ -248,6 +247,3 @@ func modeSize(r *Result, m ModeResult) int {
 	}
 	return r.Scenario.Services.Count
 }
-
-// nsDur converts float ns to a Duration.
-func nsDur(ns float64) time.Duration { return time.Duration(ns) }
