@@ -334,6 +334,7 @@ description: skewed
 seed: -7
 repetitions: 1
 modes: [iptables]
+engine: sim
 services:
   count: 50
   portsPerService: 2

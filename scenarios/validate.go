@@ -322,7 +322,10 @@ func (c *checker) services() {
 		}
 	}
 	c.between("services.portsPerService", sv.PortsPerService, 1, 65535)
-	c.oneOf("services.protocol", sv.Protocol, []string{"TCP", "UDP"})
+	if c.oneOf("services.protocol", sv.Protocol, []string{"TCP", "UDP"}) && sv.Protocol != "TCP" && s.Engine != "sim" {
+		c.add("services.protocol", sv.Protocol+" services render, but the real engine's traffic driver only drives TCP in this version",
+			"use protocol: TCP, or engine: sim (which models UDP)")
+	}
 	c.distOK = s.validateEndpoints(c.add)
 }
 

@@ -89,6 +89,14 @@ func TestBadInput(t *testing.T) {
 		{name: "not root", args: []string{"1k-services"}, asUID: true, want: []string{"root", "fix:"}},
 		{name: "unknown scenario", args: []string{"no-such-scenario"}, want: []string{"no-such-scenario", "10k-services"}},
 		{name: "bad flag override", args: []string{"1k-services", "--modes", "none,bogus"}, want: []string{"modes", "bogus"}},
+		{name: "output in /proc", args: []string{"1k-services", "--output", "/proc/x.json"}, want: []string{"--output /proc/x.json", "cannot create a file in /proc", "fix:"}},
+		{name: "output folder missing", args: []string{"1k-services", "--output", "/nonexistent-pb/dir/x.json"}, want: []string{"folder /nonexistent-pb/dir does not exist", "mkdir -p"}},
+		{name: "output is a folder", args: []string{"1k-services", "--output", "/tmp"}, want: []string{"is a directory", "fix:"}},
+		{name: "junit folder missing", args: []string{"1k-services", "--junit", "/nonexistent-pb/j.xml"}, want: []string{"--junit", "does not exist"}},
+		{name: "UDP", yaml: "services:\n  count: 10\n  protocol: UDP\n", want: []string{":3:", "services.protocol", "TCP", "fix:"}},
+		{name: "concurrency 0", yaml: "services:\n  count: 10\ntraffic:\n  connections: 100\n  concurrency: 0\n", want: []string{":5:", "traffic.concurrency", "0 is out of range"}},
+		{name: "fractional count", yaml: "services:\n  count: 10.5\n", want: []string{":2:", "services.count", "10.5"}},
+		{name: "empty file", yaml: "\n", want: []string{"is empty", "fix:"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -107,10 +115,12 @@ func TestBadInput(t *testing.T) {
 					cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 				}
 			}
+			start := time.Now()
 			_, stderr, code := runCmd(t, cmd, c.env)
 			if code != 2 {
 				t.Fatalf("exit %d, want 2; stderr: %s", code, stderr)
 			}
+			t.Logf("exit 2 after %s", time.Since(start).Round(time.Millisecond))
 			msg := strings.TrimSpace(stderr)
 			for _, w := range c.want {
 				if !strings.Contains(msg, w) {
@@ -118,10 +128,15 @@ func TestBadInput(t *testing.T) {
 				}
 			}
 			assertNoNamespaces(t, runID)
-			if c.yaml != "" && !c.asUID && c.env == nil {
+			for _, p := range []string{"/proc/x.json", "/nonexistent-pb"} {
+				if _, err := os.Stat(p); err == nil {
+					t.Errorf("bad input created %s", p)
+				}
+			}
+			if !c.asUID {
 				// validate agrees with run.
-				if _, _, vcode := run(t, nil, "validate", args[0]); vcode != 2 {
-					t.Errorf("validate exit %d, want 2", vcode)
+				if _, verr, vcode := run(t, c.env, append([]string{"validate"}, args...)...); vcode != 2 || strings.TrimSpace(verr) != msg {
+					t.Errorf("validate exit %d, %q; want 2, %q", vcode, verr, msg)
 				}
 			}
 		})
