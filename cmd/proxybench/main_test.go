@@ -77,6 +77,7 @@ func TestBadInput(t *testing.T) {
 		args  []string // extra args
 		env   []string
 		asUID bool // run as an unprivileged user
+		root  bool // needs root: the check comes after run's root check
 		want  []string
 	}{
 		{name: "malformed YAML", yaml: "services: [1,\n", want: []string{":1:", "YAML"}},
@@ -85,13 +86,16 @@ func TestBadInput(t *testing.T) {
 		{name: "endpoints do not fit", yaml: "services:\n  count: 2000\n  endpoints:\n    count: 3\nnetwork:\n  podCIDR: 198.19.0.0/20\n", want: []string{"podCIDR", "fix:"}},
 		{name: "services do not fit", yaml: "services:\n  count: 300\nnetwork:\n  serviceCIDR: 198.18.0.0/24\n", want: []string{"services.count", "fix:"}},
 		{name: "overlapping CIDRs", yaml: "network:\n  serviceCIDR: 198.19.0.0/16\n", want: []string{"overlap", "fix:"}},
-		{name: "missing iptables binary", args: []string{"1k-services"}, env: []string{"PATH=/nonexistent"}, want: []string{"iptables-legacy", "make setup"}},
+		{name: "missing iptables binary", args: []string{"1k-services"}, env: []string{"PATH=/nonexistent"}, root: true, want: []string{"iptables-legacy", "make setup"}},
 		{name: "not root", args: []string{"1k-services"}, asUID: true, want: []string{"root", "fix:"}},
 		{name: "unknown scenario", args: []string{"no-such-scenario"}, want: []string{"no-such-scenario", "10k-services"}},
 		{name: "bad flag override", args: []string{"1k-services", "--modes", "none,bogus"}, want: []string{"modes", "bogus"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.root {
+				testenv.RequireRoot(t)
+			}
 			before, _ := topology.Leftovers()
 			args := c.args
 			if c.yaml != "" {
