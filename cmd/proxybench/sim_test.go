@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,9 +52,16 @@ func TestRunSimWithoutRoot(t *testing.T) {
 			t.Fatalf("mode %s: info %v, %d positions, %d full syncs", m.Mode, m.Info, len(m.Lookup), m.SyncFullSummary.Count)
 		}
 	}
+	// Other tests may create namespaces meanwhile: look only for this
+	// run's (every object a run creates carries its run ID).
+	if r.RunID == "" {
+		t.Fatal("result has no run ID")
+	}
 	after, _ := topology.Leftovers()
-	if len(after) > len(before) {
-		t.Fatalf("sim created namespaces: %v", after)
+	for _, n := range after {
+		if !slices.Contains(before, n) && strings.HasPrefix(n, topology.Prefix+r.RunID) {
+			t.Fatalf("sim run %s created namespace %s", r.RunID, n)
+		}
 	}
 	// Every report format renders it.
 	for _, f := range []string{"md", "html", "csv", "junit", "gobench"} {
