@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,8 +26,8 @@ func TestRunSimWithoutRoot(t *testing.T) {
 	defer os.RemoveAll(dir)
 	_ = os.Chmod(dir, 0o777)
 	out := filepath.Join(dir, "sim.json")
-	before, _ := topology.Leftovers()
-	cmd := exec.Command(bin, "run", "1k-services", "--engine", "sim", "--modes", "none,iptables,nftables,ipvs,userspace", "--output", out, "--quiet")
+	runID := topology.NewRunID()
+	cmd := exec.Command(bin, "run", "1k-services", "--run-id", runID, "--engine", "sim", "--modes", "none,iptables,nftables,ipvs,userspace", "--output", out, "--quiet")
 	cmd.Dir = dir
 	if os.Geteuid() == 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -52,16 +51,8 @@ func TestRunSimWithoutRoot(t *testing.T) {
 			t.Fatalf("mode %s: info %v, %d positions, %d full syncs", m.Mode, m.Info, len(m.Lookup), m.SyncFullSummary.Count)
 		}
 	}
-	// Other tests may create namespaces meanwhile: look only for this
-	// run's (every object a run creates carries its run ID).
-	if r.RunID == "" {
-		t.Fatal("result has no run ID")
-	}
-	after, _ := topology.Leftovers()
-	for _, n := range after {
-		if !slices.Contains(before, n) && strings.HasPrefix(n, topology.Prefix+r.RunID) {
-			t.Fatalf("sim run %s created namespace %s", r.RunID, n)
-		}
+	if after, _ := topology.Leftovers(); containsRun(after, runID) {
+		t.Fatalf("sim created namespaces: %v", after)
 	}
 	// Every report format renders it.
 	for _, f := range []string{"md", "html", "csv", "junit", "gobench"} {
