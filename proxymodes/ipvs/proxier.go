@@ -616,7 +616,7 @@ func (p *Proxier) syncIPTables(ctx context.Context, rs *Ruleset, st *proxymodes.
 		return fmt.Errorf("ipvs: %w", err)
 	}
 	in, jumps := natInput(rs.NAT, save)
-	if _, err := p.node.Run(ctx, in, binRestore, "--noflush"); err != nil {
+	if _, err := p.node.Run(ctx, in, binRestore, proxymodes.RestoreArgs("--noflush")...); err != nil {
 		return fmt.Errorf("ipvs: restore nat rules: %w", err)
 	}
 	st.Bytes += len(in)
@@ -639,7 +639,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
 	} else if in := cleanupInput(save); in != nil {
-		if _, err := p.node.Run(ctx, in, binRestore, "--noflush"); err != nil {
+		if _, err := p.node.Run(ctx, in, binRestore, proxymodes.RestoreArgs("--noflush")...); err != nil {
 			errs = append(errs, fmt.Errorf("ipvs: cleanup nat rules: %w", err))
 		}
 	}
