@@ -48,19 +48,20 @@ test:
 	@f=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$f" ]; then echo "gofmt needed: $$f" >&2; exit 1; fi
 	$(GO) test -count=1 -p 1 -timeout 15m ./...
 
-## test-short: the tests that need no root
+## test-short: the loop tier (go test -short): runs as any user, needs no root, touches no kernel state, boots no guest;
+## kernel and guest tests skip (internal/testenv)
 test-short:
 	$(GO) test -short -count=1 ./...
 
 ## bench: every benchmark: render at 1k/5k/10k, partial render at 10k, full syncs against the raw tool on the same bytes
 ## (iptables-restore, nft -f) as ratio-vs-raw, userspace listeners, sim at scale; then nftables at 10k (about 2 min an iteration)
 bench:
-	$(GO) test -short -run '^$$' -bench . -benchtime 3x -benchmem ./...
-	$(GO) test -run '^$$' -bench 'FullSync/services=10000' -benchtime 1x ./proxymodes/nftables
+	$(GO) test -run '^$$' -bench . -benchtime 3x -benchmem ./...
+	PROXYBENCH_SLOW=1 $(GO) test -run '^$$' -bench 'FullSync/services=10000' -benchtime 1x ./proxymodes/nftables
 
-## bench-full: also the iptables nft back end at 10k (iptables-nft-restore --noflush: about 70 s an iteration)
+## bench-full: also the iptables nft back end at 10k (iptables-nft-restore --noflush: about 70 s an iteration); PROXYBENCH_SLOW=1 enables such cases
 bench-full:
-	$(GO) test -run '^$$' -bench . -benchtime 3x -benchmem -timeout 60m ./...
+	PROXYBENCH_SLOW=1 $(GO) test -run '^$$' -bench . -benchtime 3x -benchmem -timeout 60m ./...
 
 ## bench-sim: the sim engine at scale (100k services on one node; 10k services x 5000 nodes x 10 changes/s x 10 min): wall-s/op and sys-MiB (no root)
 bench-sim:
