@@ -33,6 +33,10 @@ type Result struct {
 	// (interrupted by a signal, a mode failed): Modes holds what was
 	// finished, and the modes and phases missing were never measured.
 	Partial string `json:"partial,omitempty"`
+	// MoreRuns are runs 2..N of `run --count N` (Modes is run 1): the
+	// whole measurement repeated, so compare can judge each figure
+	// across runs (Runs splits them).
+	MoreRuns []Run `json:"moreRuns,omitempty"`
 }
 
 // Machine identifies where a run happened; compare refuses to mix machines.

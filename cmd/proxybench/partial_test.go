@@ -84,7 +84,7 @@ func TestSignalDuringTrafficSavesPartial(t *testing.T) {
 				t.Errorf("report exit %d (%s):\n%s", code, rerr, rep)
 			}
 			cmp, cerr, code := run(t, nil, "compare", out, out)
-			if code != 0 || !strings.Contains(cmp, "is a partial result") {
+			if code != 0 || !strings.Contains(cerr, "is a partial result") {
 				t.Errorf("compare exit %d (%s):\n%s", code, cerr, cmp)
 			}
 			if ents, _ := os.ReadDir(dir); len(ents) != 1 {

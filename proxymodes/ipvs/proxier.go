@@ -24,11 +24,13 @@ import (
 	"github.com/proxybench/proxybench/workload"
 )
 
-// Binaries run inside the node namespace.
-const (
-	binIPSet   = "ipset"
-	binRestore = "iptables-legacy-restore"
-	binSave    = "iptables-legacy-save"
+// Binaries run inside the node namespace: kube-proxy's IPVS mode programs
+// its iptables rules through the legacy back end.
+const binIPSet = "ipset"
+
+var (
+	binRestore = proxymodes.IPTablesBinary("legacy", "restore")
+	binSave    = proxymodes.IPTablesBinary("legacy", "save")
 )
 
 // ipsetMaxElem is the KUBE-CLUSTER-IP maxelem: fixed (a different value
