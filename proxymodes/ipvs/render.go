@@ -76,6 +76,10 @@ type Config struct {
 	// entries after each sync (kube-proxy always does it; see
 	// proxymodes/conntrack), to measure what it prevents.
 	NoConntrackCleanup bool
+	// GracefulInterval is how often real servers in graceful termination
+	// are checked for deletion; 0 means GracefulCheckInterval (kube-proxy's
+	// one minute).
+	GracefulInterval time.Duration
 }
 
 // Validate reports a Config error: an unknown scheduler, a non-IPv4 CIDR
