@@ -291,6 +291,9 @@ func (f *FakeHandle) Dump() string {
 	var b strings.Builder
 	for _, s := range svcs {
 		fmt.Fprintf(&b, "%s %s:%d %s", protoName(s.Protocol), addrOf(s.Address), s.Port, s.SchedName)
+		if f := s.Flags &^ (flagPersistent | flagHashed); f != 0 {
+			fmt.Fprintf(&b, " flags 0x%x", f)
+		}
 		if s.Flags&flagPersistent != 0 {
 			fmt.Fprintf(&b, " persistent %d", s.Timeout)
 		}

@@ -134,3 +134,19 @@ func TestGracefulTermination(t *testing.T) {
 		t.Errorf("Terminating() after B came back = %q, want none", got)
 	}
 }
+
+// TestSchedulerFlags: sh-port sets IP_VS_SVC_F_SCHED2 on every virtual
+// server, a sync programs it and a flag of another scheduler is refused.
+func TestSchedulerFlags(t *testing.T) {
+	cfg := testCfg
+	cfg.Scheduler, cfg.SchedulerFlags = "sh", []string{"sh-port"}
+	r := newRig(cfg)
+	r.sync(t, twoEndpoints("198.19.0.1"))
+	if d := r.h.Dump(); !strings.Contains(d, "TCP 198.18.0.1:80 sh flags 0x10\n") {
+		t.Errorf("fake after sync:\n%s\nwant sh with flags 0x10", d)
+	}
+	cfg.SchedulerFlags = []string{"mh-port"}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "mh-port") {
+		t.Errorf("Validate(sh with mh-port) = %v, want an error naming mh-port", err)
+	}
+}

@@ -151,6 +151,7 @@ func toService(v *VirtualServer) *ipvs.Service {
 		s.Flags = flagPersistent
 		s.Timeout = v.Timeout
 	}
+	s.Flags |= v.SchedFlags
 	return s
 }
 

@@ -538,3 +538,39 @@ func TestKernelGracefulTermination(t *testing.T) {
 		t.Errorf("real servers after draining: %d, want only %s", len(dests), b)
 	}
 }
+
+// TestKernelSchedulerPortFlags: from one client address, sh and mh send
+// every connection to one endpoint; with sh-port / mh-port the source port
+// enters the hash and the connections spread (ip_vs_sh.c, ip_vs_mh.c
+// IP_VS_SVC_F_SCHED_*_PORT).
+func TestKernelSchedulerPortFlags(t *testing.T) {
+	if requireIPVS(t) {
+		return
+	}
+	svcs := genServices(1, 4)
+	tb := testbed(t, 1, svcs)
+	for _, c := range []struct {
+		sched string
+		flags []string
+	}{{"sh", nil}, {"sh", []string{"sh-port"}}, {"mh", nil}, {"mh", []string{"mh-port"}}} {
+		cfg := testCfg
+		cfg.Scheduler, cfg.SchedulerFlags = c.sched, c.flags
+		p := New(cfg, tb.Node)
+		if _, err := p.Sync(context.Background(), svcs); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]int{}
+		for _, j := range sequence(t, tb.Clients[0], svcs[0], 40) {
+			seen[j]++
+		}
+		if err := p.Cleanup(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.flags) == 0 && len(seen) != 1 {
+			t.Errorf("%s: one client reached %d endpoints %v, want 1 (source hash)", c.sched, len(seen), seen)
+		}
+		if len(c.flags) > 0 && len(seen) < 2 {
+			t.Errorf("%s %v: one client reached %d endpoint(s) %v over 40 connections, want the port hash to spread them", c.sched, c.flags, len(seen), seen)
+		}
+	}
+}
