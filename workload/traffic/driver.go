@@ -250,6 +250,12 @@ func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 	sa := &unix.SockaddrInet4{Port: int(port), Addr: dst.As4()}
 	start = time.Now()
 	err = unix.Connect(fd, sa)
+	if err == unix.EINTR {
+		// A signal (the Go runtime's preemption SIGURG: socket calls with
+		// a timeout are not restarted) interrupted the connect, which goes
+		// on in the kernel: wait for its outcome.
+		err = awaitConnect(fd, start.Add(timeout))
+	}
 	latency = time.Since(start)
 	if err != nil {
 		return -1, landed, start, latency, fmt.Errorf("connect %s:%d: %w", dst, port, err)
@@ -258,6 +264,9 @@ func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 	n := 0
 	for n < len(buf) {
 		m, rerr := unix.Read(fd, buf[n:])
+		if rerr == unix.EINTR {
+			continue // interrupted before any byte arrived: read again
+		}
 		if rerr != nil || m == 0 {
 			err = fmt.Errorf("read echo from %s:%d: %v", dst, port, rerr)
 			return -1, landed, start, latency, err
@@ -524,4 +533,36 @@ func alive(fd int) bool {
 		return false
 	}
 	return n == 0 || fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLRDHUP) == 0
+}
+
+// awaitConnect waits until deadline for the outcome of a connect(2) that
+// returned EINTR (the connection attempt continues, see connect(2)):
+// poll(2) for writability, retried on EINTR, then SO_ERROR. It returns nil
+// when connected, the connection's error, or ETIMEDOUT.
+func awaitConnect(fd int, deadline time.Time) error {
+	for {
+		ms := int(time.Until(deadline).Milliseconds())
+		if ms <= 0 {
+			return unix.ETIMEDOUT
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(fds, ms)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return unix.ETIMEDOUT
+		}
+		soerr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err != nil {
+			return err
+		}
+		if soerr != 0 {
+			return unix.Errno(soerr)
+		}
+		return nil
+	}
 }
