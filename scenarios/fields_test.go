@@ -40,6 +40,8 @@ var numericFields = []struct {
 	{"sim.nodes", "engine: sim\nservices: {count: 10}\nsim:\n  nodes: @\n", ""},
 	{"sim.watchDelay", "engine: sim\nservices: {count: 10}\nsim:\n  watchDelay: @\n", "zf"},
 	{"failure.downEndpointsPerService", "services: {count: 10}\nfailure:\n  downEndpointsPerService: @\n", "z"},
+	{"failure.syncErrors.every", "services: {count: 10}\nchurn: {rate: 10}\nfailure:\n  syncErrors:\n    every: @\n", ""},
+	{"failure.syncErrors.rate", "services: {count: 10}\nchurn: {rate: 10}\nfailure:\n  syncErrors:\n    rate: @\n", ""},
 	{"churn.rate", "services: {count: 10}\nchurn:\n  rate: @\n", "f"},
 	{"churn.duration", "services: {count: 10}\nchurn:\n  rate: 10\n  duration: @\n", "f"},
 	{"churn.probes", "services: {count: 10}\nchurn:\n  rate: 10\n  probes: @\n", ""},
