@@ -71,16 +71,14 @@ AA_RUNS ?= 5
 AA_SCENARIO ?= 1k-services
 AA_MODES ?= none,iptables
 AA_DIR ?= results/aa
-## aa: A/A self-check of this machine (root, about 3 min quiet): two sets of AA_RUNS (5) runs of AA_SCENARIO
-## (1k-services) --modes AA_MODES (none,iptables), one set after the other with the same build, then
+## aa: A/A self-check of this machine (root; about 3 min quiet): two results of AA_SCENARIO (1k-services)
+## --modes AA_MODES (none,iptables) --count AA_RUNS (5), one after the other with the same build, then
 ## compare --self-check: every flagged figure is a false alarm; prints the false-alarm rate and the noise floor per figure
 aa: build
-	@mkdir -p $(AA_DIR) && rm -f $(AA_DIR)/a-*.json $(AA_DIR)/b-*.json
-	@for set in a b; do for i in $$(seq 1 $(AA_RUNS)); do \
-		echo "aa: run $$set$$i"; \
-		bin/proxybench run $(AA_SCENARIO) --modes $(AA_MODES) --quiet --output $(AA_DIR)/$$set-$$i.json >/dev/null || exit 1; \
-	done; done
-	bin/proxybench compare --self-check $(AA_DIR)/a-*.json -- $(AA_DIR)/b-*.json | tee $(AA_DIR)/self-check.txt
+	@mkdir -p $(AA_DIR)
+	bin/proxybench run $(AA_SCENARIO) --modes $(AA_MODES) --count $(AA_RUNS) --quiet --output $(AA_DIR)/a.json >/dev/null
+	bin/proxybench run $(AA_SCENARIO) --modes $(AA_MODES) --count $(AA_RUNS) --quiet --output $(AA_DIR)/b.json >/dev/null
+	bin/proxybench compare --self-check $(AA_DIR)/a.json $(AA_DIR)/b.json | tee $(AA_DIR)/self-check.txt
 
 clean:
 	rm -rf bin results

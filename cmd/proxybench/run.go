@@ -22,6 +22,7 @@ type runFlags struct {
 	runID    string
 	modes    string
 	services int
+	count    int
 	output   string
 	seed     int64
 	quiet    bool
@@ -51,6 +52,9 @@ func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scena
 	}
 	if cmd.Flags().Changed("seed") {
 		sc.Seed = f.seed
+	}
+	if cmd.Flags().Lookup("count") != nil && cmd.Flags().Changed("count") {
+		sc.Runs = f.count
 	}
 	if cmd.Flags().Changed("kernel") {
 		sc.Kernel = f.kernel
@@ -112,28 +116,66 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			if runID == "" {
 				runID = topology.NewRunID()
 			}
-			opts := runner.Options{RunID: runID, Version: version, Progress: newProgress(f.quiet)}
-			var res *reports.Result
 			var console io.Writer = os.Stderr
 			if f.quiet {
 				console = nil
 			}
-			switch kc.Where {
-			case "uml":
-				res, err = runner.RunInUML(ctx, sc, opts, console)
-			case "split":
-				res, err = runner.RunSplit(ctx, sc, kc, opts, console)
-			default:
-				res, err = runner.Run(ctx, sc, opts)
+			// One run measures every mode; with runs: N (--count N) the
+			// whole run repeats, each on a fresh testbed with its own
+			// run ID, so drift between runs hits every mode alike.
+			var res *reports.Result
+			for k := range max(sc.Runs, 1) {
+				id := runID
+				if k > 0 {
+					id = topology.NewRunID()
+				}
+				if sc.Runs > 1 && !f.quiet {
+					fmt.Fprintf(os.Stderr, "run %d of %d (%s)\n", k+1, sc.Runs, id)
+				}
+				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet)}
+				var r *reports.Result
+				switch kc.Where {
+				case "uml":
+					r, err = runner.RunInUML(ctx, sc, opts, console)
+				case "split":
+					r, err = runner.RunSplit(ctx, sc, kc, opts, console)
+				default:
+					r, err = runner.Run(ctx, sc, opts)
+				}
+				if err != nil && k > 0 && res != nil {
+					// The runs already made are kept: save them, then
+					// report the failure.
+					fmt.Fprintf(os.Stderr, "proxybench: run %d of %d failed: %v; keeping the %d runs made\n", k+1, sc.Runs, err, k)
+					if ferr := finish(res, sc, out, def, "", ""); ferr != nil {
+						fmt.Fprintf(os.Stderr, "proxybench: %v\n", ferr)
+					}
+					break
+				}
+				if r == nil || err != nil {
+					res = r
+					break
+				}
+				if k == 0 {
+					res = r
+					continue
+				}
+				res.MoreRuns = append(res.MoreRuns, reports.Run{RunID: r.RunID, Started: r.Started, Finished: r.Finished, Modes: r.Modes})
+				res.Finished = r.Finished
 			}
 			if res != nil {
 				res.Machine.KernelWhy = kc.Why
-				for i := range res.Modes {
-					for from, to := range kc.FellBack {
-						if res.Modes[i].Mode == to {
-							res.Modes[i].FellBackFrom = from
+				markFallback := func(ms []reports.ModeResult) {
+					for i := range ms {
+						for from, to := range kc.FellBack {
+							if ms[i].Mode == to {
+								ms[i].FellBackFrom = from
+							}
 						}
 					}
+				}
+				markFallback(res.Modes)
+				for i := range res.MoreRuns {
+					markFallback(res.MoreRuns[i].Modes)
 				}
 			}
 			if err != nil {
@@ -150,6 +192,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 	}
 	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes to run instead of the scenario's, e.g. none,iptables,nftables")
 	cmd.Flags().IntVar(&f.services, "services", 0, "number of services instead of the scenario's services.count")
+	cmd.Flags().IntVar(&f.count, "count", 0, "repeat the whole measurement N times instead of the scenario's runs (default 1); the result holds every run, for compare")
 	cmd.Flags().StringVar(&f.output, "output", "", "result JSON path (default results/<scenario>-<timestamp>.json)")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed instead of the scenario's")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
@@ -279,6 +322,7 @@ a note. Exit 2 on any problem, as run.`,
 	}
 	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes")
 	cmd.Flags().IntVar(&f.services, "services", 0, "number of services")
+	cmd.Flags().IntVar(&f.count, "count", 0, "runs of the whole measurement, as run --count")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed")
 	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes would run, as run --kernel")
 	cmd.Flags().StringVar(&f.engine, "engine", "", "real or sim, as run --engine")
