@@ -478,9 +478,9 @@ func (a *FakeAddresses) Close() {}
 func (f *FakeHandle) SetConnections(proto string, vip netip.Addr, vport uint16, addr netip.Addr, port uint16, active, inactive int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fs, ok := f.svcs[vsKey(proto, vip, vport)]
+	fs, ok := f.svcs[proto+"/"+destKey(vip, vport)]
 	if !ok {
-		return fmt.Errorf("virtual server %s: %w", vsKey(proto, vip, vport), unix.ESRCH)
+		return fmt.Errorf("virtual server %s/%s: %w", proto, destKey(vip, vport), unix.ESRCH)
 	}
 	k := destKey(addr, port)
 	d, ok := fs.dests[k]
