@@ -16,7 +16,7 @@ import (
 // Addresses is the dummy interface kube-ipvs0 of one namespace and the
 // ClusterIPs bound to it (kube-proxy's NetLinkHandle of
 // pkg/proxy/ipvs/netlink.go). NetlinkAddresses is the kernel's,
-// FakeAddresses a fake.
+// proxymodes/ipvs/testing.FakeAddresses a fake.
 type Addresses interface {
 	// EnsureLink creates kube-ipvs0 (type dummy, left down as kube-proxy
 	// does: the kernel adds local routes for its addresses anyway) if it
