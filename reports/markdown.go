@@ -39,7 +39,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	}
 
 	b.WriteString("### sync.full: program every service from empty\n\n")
-	b.WriteString("| mode | back end | n | wall p50 | wall min | wall max | CPU p50 (self+children) | objects | bytes | phases (p50 run) |\n")
+	b.WriteString("| mode | back end | n | wall p50 | wall min | wall max | CPU p50 (proxy: thread + rule programs) | objects | bytes | phases (p50 run) |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, m := range r.Modes {
 		s := m.SyncFullSummary

@@ -158,7 +158,7 @@ func TestNumericFieldsComplete(t *testing.T) {
 // kindOf is the probe kind of the field at path.
 func kindOf(t *testing.T, path string) string {
 	v := valueAt(t, &Scenario{Services: ServicesSpec{Endpoints: EndpointsSpec{Weights: &WeightsSpec{List: []int{0}}}},
-		Sweep: SweepSpec{Services: []int{0}, MinSyncPeriod: []Duration{{}}}, Gates: []Gate{{}}}, path)
+		Sweep: SweepSpec{Services: []int{0}, MinSyncPeriod: []Duration{{}}}, Gates: []Gate{{}}, Failure: FailureSpec{SyncErrors: &SyncErrorsSpec{}}}, path)
 	switch v.(type) {
 	case int64:
 		return "int"

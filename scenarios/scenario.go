@@ -267,7 +267,7 @@ type FailureSpec struct {
 	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
 	// SyncErrors makes rule-program calls fail during the churn phase, so
 	// that recovery from failed syncs can be measured (see SyncErrorsSpec).
-	SyncErrors SyncErrorsSpec `yaml:"syncErrors,omitempty" json:"syncErrors,omitempty"`
+	SyncErrors *SyncErrorsSpec `yaml:"syncErrors,omitempty" json:"syncErrors,omitempty"`
 }
 
 // SyncErrorsSpec injects failed syncs: during the churn phase the mode's
@@ -286,7 +286,7 @@ type SyncErrorsSpec struct {
 }
 
 // Set reports whether sync errors are injected.
-func (e SyncErrorsSpec) Set() bool { return e.Every != 0 || e.Rate != 0 }
+func (e *SyncErrorsSpec) Set() bool { return e != nil && (e.Every != 0 || e.Rate != 0) }
 
 // ChurnSpec is the open-loop churn generator (workload.Churn).
 type ChurnSpec struct {

@@ -566,6 +566,9 @@ func (c *checker) syncErrors() {
 	if !e.Set() && !s.has(f) {
 		return
 	}
+	if e == nil {
+		e = &SyncErrorsSpec{}
+	}
 	switch {
 	case (e.Every != 0 || s.has(f+".every")) && (e.Rate != 0 || s.has(f+".rate")):
 		c.add(f, "sets both every and rate", "keep one: every: 20 (every 20th rule-program call fails) or rate: 0.05")
