@@ -1,34 +1,21 @@
-// Package proxymodes defines what every Service proxy mode implements. Each
-// mode lives in its own sub-package with a pure render step (services to a
-// ruleset, no kernel) and an apply step (ruleset to the kernel of one node
-// namespace).
+// Package proxymodes defines what every Service proxy mode is (Mode, one
+// value per mode) and implements (Proxier). Each mode lives in its own
+// sub-package with a pure render step (services to a ruleset, no kernel),
+// an apply step (ruleset to the kernel of one node namespace) and its
+// Mode; package proxymodes/modes lists them. See docs/architecture.md.
 package proxymodes
 
 import (
 	"context"
 	"time"
 
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/workload"
 )
 
-// SyncStats describes one Sync.
-type SyncStats struct {
-	// Kind is "full" (programs every service from empty) or "incremental".
-	Kind string `json:"kind"`
-	// Wall is the wall time of the whole Sync (render + apply).
-	Wall time.Duration `json:"wallNs"`
-	// CPU is user+system CPU time of this process and its waited-for
-	// children (getrusage RUSAGE_SELF + RUSAGE_CHILDREN) during the Sync.
-	CPU time.Duration `json:"cpuNs"`
-	// Objects is the number of kernel objects programmed (iptables rules,
-	// nft elements, IPVS servers).
-	Objects int `json:"objects"`
-	// Bytes is the size of what was sent to the kernel or its tool
-	// (iptables-restore input).
-	Bytes int `json:"bytes"`
-	// Phases splits Wall by step (for example "render", "restore").
-	Phases map[string]time.Duration `json:"phasesNs,omitempty"`
-}
+// SyncStats describes one Sync (defined in the leaf package measure, so
+// that reports reads it without importing proxymodes).
+type SyncStats = measure.SyncStats
 
 // Proxier is one proxy mode programming one node namespace.
 //

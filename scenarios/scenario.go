@@ -21,8 +21,9 @@ type Scenario struct {
 	// Repetitions is how many times each full sync and each traffic phase is
 	// repeated per mode (default 3).
 	Repetitions int `yaml:"repetitions" json:"repetitions"`
-	// Modes lists the proxy modes to measure, in order: none, iptables
-	// (later userspace, ipvs, nftables).
+	// Modes lists the proxy modes to measure, in order (default none,
+	// iptables): names of the build's modes (proxymodes/modes: none,
+	// iptables, ipvs, nftables, userspace), checked by Catalog.Parse.
 	Modes []string `yaml:"modes" json:"modes"`
 
 	// Kernel picks where the modes run: auto (default: host when the host

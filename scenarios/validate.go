@@ -12,17 +12,27 @@ import (
 	"time"
 )
 
-// KnownModes lists the proxy modes a scenario may name, in the order they
-// were implemented. proxymodes.Register adds each mode through RegisterMode.
-var KnownModes = []string{"none", "iptables"}
-
-// RegisterMode makes name a valid entry of modes (idempotent). Called by
-// proxymodes.Register at init, before any scenario is parsed.
-func RegisterMode(name string) {
-	if !slices.Contains(KnownModes, name) {
-		KnownModes = append(KnownModes, name)
-	}
+// Catalog is what a scenario may name that is defined above this
+// package: the proxy modes of this build, in list order. Package
+// proxymodes/modes builds it from its list (modes.Catalog); scenarios
+// imports no mode (docs/architecture.md, "Layers").
+type Catalog struct {
+	Modes []string
 }
+
+// Parse is the package-level Parse that also checks every entry of modes
+// against c (unknown names are a *FieldError with the closest known name).
+func (c Catalog) Parse(data []byte, source string) (*Scenario, error) {
+	return parse(data, source, &c)
+}
+
+// Load is the package-level Load that also checks modes against c.
+func (c Catalog) Load(nameOrPath string) (*Scenario, error) {
+	return load(nameOrPath, &c)
+}
+
+// ValidateWith is Validate that also checks modes against c.
+func (s *Scenario) ValidateWith(c Catalog) error { return s.validate(&c) }
 
 // KnownPositions lists the service positions traffic.positions may name.
 var KnownPositions = []string{"first", "middle", "last", "random"}
@@ -176,7 +186,13 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 // services, all endpoints (EndpointCounts) and (clientPods+1) /30 links fit
 // their CIDRs; ports, distribution parameters, modes, traffic and iptables
 // settings are in range.
-func (s *Scenario) Validate() error {
+//
+// Validate checks that modes is a non-empty list without duplicates but
+// not the names: they are defined above this package, so a caller checks
+// them with ValidateWith and the build's Catalog.
+func (s *Scenario) Validate() error { return s.validate(nil) }
+
+func (s *Scenario) validate(cat *Catalog) error {
 	var errs []error
 	add := func(field, msg, fix string) {
 		src := s.source
@@ -203,15 +219,21 @@ func (s *Scenario) Validate() error {
 		add(field, fmt.Sprintf("unknown value %q", v), fix)
 		return false
 	}
+	// list checks vs against known; with known nil, only emptiness and
+	// duplicates.
 	list := func(field string, vs, known []string) {
 		if len(vs) == 0 {
-			add(field, "is empty", "list at least one of "+strings.Join(known, ", "))
+			fix := "list at least one"
+			if known != nil {
+				fix += " of " + strings.Join(known, ", ")
+			}
+			add(field, "is empty", fix)
 		}
 		for i, v := range vs {
 			f := fmt.Sprintf("%s[%d]", field, i)
 			if j := slices.Index(vs, v); j < i {
 				add(f, fmt.Sprintf("%q is listed twice (also %s[%d])", v, field, j), "remove the duplicate")
-			} else {
+			} else if known != nil {
 				oneOf(f, v, known)
 			}
 		}
@@ -221,7 +243,11 @@ func (s *Scenario) Validate() error {
 		add("name", fmt.Sprintf("%q is not usable in file names", s.Name), "use letters, digits, '.', '_' and '-' only, such as \"10k-services\"")
 	}
 	between("repetitions", s.Repetitions, 1, 100)
-	list("modes", s.Modes, KnownModes)
+	var knownModes []string
+	if cat != nil {
+		knownModes = cat.Modes
+	}
+	list("modes", s.Modes, knownModes)
 
 	sv := s.Services
 	countOK := between("services.count", sv.Count, 1, MaxServices)

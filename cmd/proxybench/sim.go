@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/sim"
@@ -30,7 +31,7 @@ func runSim(cmd *cobra.Command, sc *scenarios.Scenario, output, calibration stri
 			return badInput(err)
 		}
 	}
-	opts := sim.Options{Version: version, Calibration: cal}
+	opts := sim.Options{Version: version, Calibration: cal, Modes: modes.All}
 	if !quiet {
 		opts.Progress = func(s string) { fmt.Fprintln(os.Stderr, s) }
 	}
@@ -80,7 +81,7 @@ with 'proxybench run SCENARIO --engine sim' (or engine: sim in the file).`,
 }
 
 func newSimValidateCmd() *cobra.Command {
-	var sizes, modes, calibration, keep, kernel string
+	var sizes, modeList, calibration, keep, kernel string
 	cmd := &cobra.Command{
 		Use:   "validate SCENARIO",
 		Short: "Run SCENARIO for real and in sim at several sizes and print the error of each figure",
@@ -96,12 +97,12 @@ p50 and p99 per position, and the fairness index, per mode.`,
 			if err != nil {
 				return badInput(err)
 			}
-			base, err := scenarios.Load(args[0])
+			base, err := modes.Catalog().Load(args[0])
 			if err != nil {
 				return badInput(err)
 			}
-			if modes != "" {
-				base.Modes = strings.Split(modes, ",")
+			if modeList != "" {
+				base.Modes = strings.Split(modeList, ",")
 			}
 			if os.Geteuid() != 0 {
 				return badInput(fmt.Errorf("sim validate needs root for the real runs; fix: run it as root"))
@@ -128,7 +129,7 @@ p50 and p99 per position, and the fairness index, per mode.`,
 				}
 				sc := *real.Scenario
 				sc.Sweep.Services = nil
-				sr, err := sim.Run(cmd.Context(), &sc, sim.Options{Version: version, Calibration: cal})
+				sr, err := sim.Run(cmd.Context(), &sc, sim.Options{Version: version, Calibration: cal, Modes: modes.All})
 				if err != nil {
 					return &exitError{1, err}
 				}
@@ -142,7 +143,7 @@ p50 and p99 per position, and the fairness index, per mode.`,
 		},
 	}
 	cmd.Flags().StringVar(&sizes, "sizes", "1000,5000,10000", "service counts")
-	cmd.Flags().StringVar(&modes, "modes", "none,iptables,nftables", "modes to compare (none is the baseline)")
+	cmd.Flags().StringVar(&modeList, "modes", "none,iptables,nftables", "modes to compare (none is the baseline)")
 	cmd.Flags().StringVar(&calibration, "calibration", "", "calibration file (default: the one shipped in the binary)")
 	cmd.Flags().StringVar(&kernel, "kernel", "host", "kernel of the real runs: host or uml")
 	cmd.Flags().StringVar(&keep, "keep", "", "keep the real and sim results in this folder")

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -147,7 +148,11 @@ func runFairness(ctx context.Context, sc *scenarios.Scenario, tb *topology.Testb
 	if mode == "ipvs" {
 		r.Scheduler = sc.IPVS.Scheduler
 	}
-	r.Expect = reports.ExpectationFor(mode, r.Scheduler, r.Affinity)
+	md, err := modes.Lookup(mode)
+	if err != nil {
+		return nil, err
+	}
+	r.Expect = md.Expectation(sc)
 
 	// First picks: the first client pod of each node, all at once.
 	var firstClients []*topology.Netns

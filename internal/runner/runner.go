@@ -22,8 +22,7 @@ import (
 	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/proxymodes"
 	// Each mode registers itself with proxymodes at init.
-	_ "github.com/proxybench/proxybench/proxymodes/iptables"
-	_ "github.com/proxybench/proxybench/proxymodes/none"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/proxymodes/userspace"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
@@ -98,9 +97,9 @@ func Preflight(sc *scenarios.Scenario, o Options) error {
 		return &InputError{Field: "services.protocol", Msg: fmt.Sprintf("%s services render, but the traffic driver only drives TCP in this version", sc.Services.Protocol), Fix: "use protocol: TCP"}
 	}
 	for _, m := range sc.Modes {
-		mode, err := proxymodes.Lookup(m)
+		mode, err := modes.Lookup(m)
 		if err != nil {
-			return &InputError{Field: "modes", Msg: err.Error(), Fix: "use one of " + strings.Join(proxymodes.Names(), ", ")}
+			return &InputError{Field: "modes", Msg: err.Error(), Fix: "use one of " + strings.Join(modes.Names(), ", ")}
 		}
 		if mode.Binaries == nil {
 			continue
@@ -184,7 +183,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 }
 
 func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topology.Testbed, services []workload.Service, mode string) (mr *reports.ModeResult, err error) {
-	m, err := proxymodes.Lookup(mode)
+	m, err := modes.Lookup(mode)
 	if err != nil {
 		return nil, &InputError{Field: "modes", Msg: err.Error()}
 	}
@@ -367,7 +366,10 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	}
 
 	if sc.Churn.Rate > 0 && !m.Direct {
-		values, period := sc.ChurnSyncPeriods(mode)
+		values, period, err := m.ChurnSyncPeriods(sc)
+		if err != nil {
+			return nil, err
+		}
 		for _, ms := range values {
 			if _, err := p.Sync(ctx, services); err != nil {
 				return nil, fmt.Errorf("sync before churn: %w", err)
