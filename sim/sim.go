@@ -357,7 +357,7 @@ func (m *model) lookup(position string, idx int) (*reports.PositionResult, *repo
 	var elapsed float64
 	for rep := 0; rep < sc.Repetitions; rep++ {
 		rng := rand.New(rand.NewSource(seedOf(sc, m.mode, int64(rep*100+idx)+7)))
-		if fixed {
+		if fixed && !m.direct {
 			var err error
 			if ch, err = m.newChooser(eps, m.services[target.Service].Ports[target.Port], rng); err != nil {
 				return nil, nil, 0, err
