@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 
 	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/scenarios"
@@ -68,9 +67,4 @@ func Doctor(ctx context.Context) ([]ModeStatus, error) {
 	sc := &scenarios.Scenario{}
 	sc.SetDefaults()
 	return ProbeHost(ctx, sc, modes.Names())
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
 }
