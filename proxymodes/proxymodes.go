@@ -53,3 +53,11 @@ type FullSyncer interface {
 type Usager interface {
 	Usage() (cpu time.Duration, rssBytes uint64)
 }
+
+// Renderer is implemented by proxiers that can render without a kernel:
+// the Rendering of what their next full Sync programs, from their own
+// configuration. Tests compare it with Mode.Render, what the sim engine
+// models (proxymodes/modes: TestSimRendersWhatTheRunPrograms).
+type Renderer interface {
+	Rendering(services []workload.Service) (*Rendering, error)
+}

@@ -211,3 +211,9 @@ func ProbeSchedulers(ns NamespaceHandle) (avail, missing []string, err error) {
 	}
 	return avail, missing, nil
 }
+
+// Rendering renders services with the proxier's own Config, as its next
+// full Sync programs them (proxymodes.Renderer).
+func (p *Proxier) Rendering(services []workload.Service) (*proxymodes.Rendering, error) {
+	return Rendering(p.cfg, services)
+}

@@ -117,3 +117,9 @@ func Probe(ctx context.Context, node proxymodes.Node) (bool, string) {
 	}
 	return true, "nf_tables accepts verdict maps, numgen vmap, ct, DNAT, masquerade fully-random, reject"
 }
+
+// Rendering renders services with the proxier's own Config, as its next
+// full Sync programs them (proxymodes.Renderer).
+func (p *Proxier) Rendering(services []workload.Service) (*proxymodes.Rendering, error) {
+	return Rendering(p.cfg, services)
+}

@@ -22,3 +22,8 @@ var Mode = proxymodes.Mode{
 		return true, "network namespaces and veth work"
 	},
 }
+
+// Rendering is empty: mode none programs nothing (proxymodes.Renderer).
+func (*Proxier) Rendering([]workload.Service) (*proxymodes.Rendering, error) {
+	return &proxymodes.Rendering{Info: map[string]string{"backend": "none"}}, nil
+}

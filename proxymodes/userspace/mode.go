@@ -147,3 +147,9 @@ func Probe(ctx context.Context, node proxymodes.Node) (bool, string) {
 	}
 	return true, why
 }
+
+// Rendering renders services with the proxier's own Config, as its next
+// full Sync programs them (proxymodes.Renderer).
+func (p *Proxier) Rendering(services []workload.Service) (*proxymodes.Rendering, error) {
+	return Rendering(p.cfg, services)
+}
