@@ -262,7 +262,8 @@ type FailureSpec struct {
 	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
 }
 
-// ChurnSpec is the open-loop churn generator (workload.Churn).
+// ChurnSpec is the open-loop churn generator (workload.Arrivals and
+// workload.Cluster.Next).
 type ChurnSpec struct {
 	// Rate is changes per second (0, the default, disables churn).
 	Rate float64 `yaml:"rate,omitempty" json:"rate,omitempty"`

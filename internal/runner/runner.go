@@ -1,7 +1,7 @@
 //go:build linux
 
 // Package runner carries one scenario through the data flow of
-// ARCHITECTURE.md: services from the scenario, a testbed, and for each mode
+// docs/architecture.md: services from the scenario, a testbed, and for each mode
 // a proxier's full syncs and the traffic driver's phases, into a
 // reports.Result. The CLI only wires flags and output to it.
 package runner
@@ -21,7 +21,6 @@ import (
 
 	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/proxymodes"
-	// Each mode registers itself with proxymodes at init.
 	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/proxymodes/userspace"
 	"github.com/proxybench/proxybench/reports"
