@@ -146,6 +146,11 @@ type model struct {
 // not know.
 func newModel(sc *scenarios.Scenario, cal *Calibration, services []workload.Service, md proxymodes.Mode) (*model, error) {
 	cost, err := cal.Mode(md.Name)
+	if err != nil && md.Sim.Lookup == proxymodes.LookupDirect {
+		// A direct mode has no rules and no sync cost: its connect times
+		// are the calibration's baseline, which needs no costs of its own.
+		cost, err = &ModeCost{Note: "a direct mode: the baseline's connect times, no rules"}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
