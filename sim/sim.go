@@ -140,17 +140,24 @@ type model struct {
 	sc       *scenarios.Scenario
 }
 
+// ModeCost returns c's costs for md: its own entry, or, for a direct mode
+// (no rules, no sync cost) without one, empty costs marked not measured,
+// since its connect times are the calibration's baseline. Other modes
+// without an entry are an error naming the fix.
+func (c *Calibration) ModeCost(md proxymodes.Mode) (*ModeCost, error) {
+	cost, err := c.Mode(md.Name)
+	if err != nil && md.Sim.Lookup == proxymodes.LookupDirect {
+		return &ModeCost{Note: "a direct mode: the baseline's connect times, no rules"}, nil
+	}
+	return cost, err
+}
+
 // newModel renders services with the mode's Render (the configuration
 // the real run's proxier gets from the same scenario) and counts what a
 // full sync programs. It fails on a lookup or choice model the sim does
 // not know.
 func newModel(sc *scenarios.Scenario, cal *Calibration, services []workload.Service, md proxymodes.Mode) (*model, error) {
-	cost, err := cal.Mode(md.Name)
-	if err != nil && md.Sim.Lookup == proxymodes.LookupDirect {
-		// A direct mode has no rules and no sync cost: its connect times
-		// are the calibration's baseline, which needs no costs of its own.
-		cost, err = &ModeCost{Note: "a direct mode: the baseline's connect times, no rules"}, nil
-	}
+	cost, err := cal.ModeCost(md)
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,11 @@ func runSim(cmd *cobra.Command, sc *scenarios.Scenario, out string, def bool, ca
 		fmt.Fprintf(os.Stderr, "sim: using the DEFAULT calibration shipped in the binary (measured on %s, kernel %s); run 'proxybench calibrate' for this machine\n", cal.Machine, cal.Kernel)
 	}
 	for _, m := range sc.Modes {
-		if _, err := cal.Mode(m); err != nil {
+		md, err := modes.Lookup(m)
+		if err != nil {
+			return badInput(err)
+		}
+		if _, err := cal.ModeCost(md); err != nil {
 			return badInput(err)
 		}
 	}
