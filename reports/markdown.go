@@ -83,7 +83,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		}
 	}
 	b.WriteString("\n")
-	for _, w := range baselineWarnings(r, base) {
+	for _, w := range append(FaultWarnings(r), baselineWarnings(r, base)...) {
 		b.WriteString("- **warning**: " + w + "\n")
 	}
 	for _, m := range r.Modes {

@@ -61,6 +61,11 @@ type ModeResult struct {
 	// iptables` (kube-proxy's downgrade when IP_VS is missing).
 	FellBackFrom string            `json:"fellBackFrom,omitempty"`
 	Info         map[string]string `json:"info,omitempty"` // back end, tool versions
+	// Faults are failures that did not stop the mode's phases but may make
+	// one of its figures invalid (a conntrack table that could not be
+	// flushed between modes), one sentence each; the report shows them as
+	// warnings.
+	Faults []string `json:"faults,omitempty"`
 	// Services is the service count this result was measured at (one
 	// ModeResult per mode and sweep size).
 	Services int `json:"services"`
