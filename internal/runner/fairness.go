@@ -10,7 +10,6 @@ import (
 	"slices"
 
 	"github.com/proxybench/proxybench/proxymodes"
-	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -285,7 +284,8 @@ func (t *fairnessTally) obs() []reports.ServiceObs {
 // HoldConnections counts the active connections per endpoint. Figures
 // come from reports.FairnessRun.Analyze.
 func fairnessPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topology.Testbed, proxiers []proxymodes.Proxier,
-	services []workload.Service, mode string, prog Progress, f *faults) (*reports.FairnessRun, error) {
+	services []workload.Service, md proxymodes.Mode, prog Progress, f *faults) (*reports.FairnessRun, error) {
+	mode := md.Name
 	if err := fairnessResync(ctx, sc, e, proxiers, services, f); err != nil {
 		return nil, err
 	}
@@ -296,10 +296,6 @@ func fairnessPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topo
 	}
 	if mode == "ipvs" {
 		r.Scheduler = sc.IPVS.Scheduler
-	}
-	md, err := modes.Lookup(mode)
-	if err != nil {
-		return nil, err
 	}
 	r.Expect = md.Expectation(sc)
 	tally := newFairnessTally(services, len(tb.Nodes), tb.ClientNode, tb.ClientSources)

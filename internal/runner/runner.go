@@ -250,7 +250,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		_, mr.ProxyRSSBytes = u.Usage()
 	}
 	if sc.Traffic.PerService > 0 && !m.Direct {
-		if mr.FairnessRun, err = fairnessPhase(ctx, sc, e, tb, nodeProxiers, services, m.Name, o.Progress, &f); err != nil {
+		if mr.FairnessRun, err = fairnessPhase(ctx, sc, e, tb, nodeProxiers, services, m, o.Progress, &f); err != nil {
 			return nil, fmt.Errorf("fairness: %w", err)
 		}
 	}
