@@ -11,7 +11,7 @@ APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod u
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/staticcheck
 
-.PHONY: setup deps build tools test test-short bench bench-full bench-sim lint clean
+.PHONY: setup deps build tools test test-short bench bench-full bench-sim aa lint clean
 
 ## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench, install the pinned linter
 setup: deps build tools
@@ -65,6 +65,21 @@ bench-full:
 ## bench-sim: the sim engine at scale (100k services on one node; 10k services x 5000 nodes x 10 changes/s x 10 min): wall-s/op and sys-MiB (no root)
 bench-sim:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -benchmem ./sim
+
+AA_RUNS ?= 5
+AA_SCENARIO ?= 1k-services
+AA_MODES ?= none,iptables
+AA_DIR ?= results/aa
+## aa: A/A self-check of this machine (root, about 3 min quiet): two sets of AA_RUNS (5) runs of AA_SCENARIO
+## (1k-services) --modes AA_MODES (none,iptables), one set after the other with the same build, then
+## compare --self-check: every flagged figure is a false alarm; prints the false-alarm rate and the noise floor per figure
+aa: build
+	@mkdir -p $(AA_DIR) && rm -f $(AA_DIR)/a-*.json $(AA_DIR)/b-*.json
+	@for set in a b; do for i in $$(seq 1 $(AA_RUNS)); do \
+		echo "aa: run $$set$$i"; \
+		bin/proxybench run $(AA_SCENARIO) --modes $(AA_MODES) --quiet --output $(AA_DIR)/$$set-$$i.json >/dev/null || exit 1; \
+	done; done
+	bin/proxybench compare --self-check $(AA_DIR)/a-*.json -- $(AA_DIR)/b-*.json | tee $(AA_DIR)/self-check.txt
 
 clean:
 	rm -rf bin results

@@ -60,6 +60,70 @@ func TestCompareRefusesOtherMachine(t *testing.T) {
 	}
 }
 
+// TestCompareAcrossRuns: one run against one run gets "too few runs"
+// (exit 0 even with --fail-on-regression); four runs per side, one side
+// a file holding four runs (moreRuns) and the other four files after
+// "--", judge a 2x slowdown of iptables a regression (exit 1) and leave
+// mode none alone; benchstat and junit formats render it.
+func TestCompareAcrossRuns(t *testing.T) {
+	stdout, stderr, code := run(t, nil, "compare", fixture, fixture, "--fail-on-regression")
+	if code != 0 || !strings.Contains(stdout, "too few runs: need ≥ 4 per side") {
+		t.Fatalf("1+1 runs: exit %d\n%s%s", code, stdout, stderr)
+	}
+	b, _ := os.ReadFile(fixture)
+	var base map[string]any
+	if err := json.Unmarshal(b, &base); err != nil {
+		t.Fatal(err)
+	}
+	modes := base["modes"].([]any)
+	base["moreRuns"] = []any{map[string]any{"modes": modes}, map[string]any{"modes": modes}, map[string]any{"modes": modes}}
+	dir := t.TempDir()
+	basePath := filepath.Join(dir, "base.json")
+	b, _ = json.Marshal(base)
+	_ = os.WriteFile(basePath, b, 0o644)
+	var slow map[string]any
+	_ = json.Unmarshal(b, &slow)
+	delete(slow, "moreRuns")
+	for _, m := range slow["modes"].([]any) {
+		mm := m.(map[string]any)
+		if mm["mode"] != "iptables" {
+			continue
+		}
+		for _, p := range mm["lookup"].([]any) {
+			ss := p.(map[string]any)["samplesNs"].([]any)
+			for i := range ss {
+				ss[i] = ss[i].(float64) * 2
+			}
+		}
+	}
+	var news []string
+	for i := range 4 {
+		p := filepath.Join(dir, "new"+string(rune('a'+i))+".json")
+		b, _ = json.Marshal(slow)
+		_ = os.WriteFile(p, b, 0o644)
+		news = append(news, p)
+	}
+	// Flags go before "--": everything after it is a NEW result.
+	args := func(flags ...string) []string {
+		return append(append(append([]string{"compare"}, flags...), basePath, "--"), news...)
+	}
+	stdout, stderr, code = run(t, nil, args("--fail-on-regression")...)
+	if code != 1 || !strings.Contains(stderr, "regression: lookup.latency.p50{mode=iptables") || !strings.Contains(stdout, "across 4+4 runs") {
+		t.Fatalf("2x slowdown: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.Contains(line, " none ") && strings.Contains(line, "lookup.latency") && !strings.Contains(line, "~ no verdict") {
+			t.Errorf("unchanged mode none judged: %s", line)
+		}
+	}
+	if stdout, stderr, code = run(t, nil, args("--format", "benchstat")...); code != 0 || !strings.Contains(stdout, "+100.") || !strings.Contains(stdout, "(p=0.029 n=4)") {
+		t.Errorf("benchstat: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if stdout, _, code = run(t, nil, args("--format", "junit")...); code != 0 || !strings.Contains(stdout, `type="regression"`) {
+		t.Errorf("junit: exit %d\n%s", code, stdout)
+	}
+}
+
 // TestGateFails runs a tiny scenario whose gate cannot pass: exit 1, the
 // failing check printed with its measured value, and a JUnit failure.
 func TestGateFails(t *testing.T) {
