@@ -109,8 +109,11 @@ type Rendering struct {
 	// many rules a new connection to services[t.Service].Ports[t.Port]
 	// evaluates (its own included). Nil for a lookup of fixed cost.
 	Walk func(t workload.Target) int
-	// Scheduler is the IPVS scheduler (ChoiceScheduler).
-	Scheduler string
+	// Scheduler is the IPVS scheduler (ChoiceScheduler) and
+	// SchedulerFlags its flags (sh-port, ...), which the sim does not
+	// model.
+	Scheduler      string
+	SchedulerFlags []string
 	// AffinityTimeout, when > 0, pins a client address to its first
 	// endpoint for that long (ClientIP session affinity).
 	AffinityTimeout time.Duration

@@ -6,6 +6,8 @@ import "time"
 // result after the first: every mode measured again (the runner
 // interleaves the modes run by run, so drift hits them alike).
 type Run struct {
+	// RunID is this run's own ID (its testbed objects carry it).
+	RunID    string       `json:"runID"`
 	Started  time.Time    `json:"started"`
 	Finished time.Time    `json:"finished"`
 	Modes    []ModeResult `json:"modes"`
@@ -26,6 +28,9 @@ func (r *Result) Runs() []*Result {
 		c := *r
 		c.MoreRuns = nil
 		c.Started, c.Finished, c.Modes = x.Started, x.Finished, x.Modes
+		if x.RunID != "" {
+			c.RunID = x.RunID
+		}
 		out = append(out, &c)
 	}
 	return out

@@ -168,6 +168,9 @@ func newModel(sc *scenarios.Scenario, cal *Calibration, services []workload.Serv
 	if err != nil {
 		return nil, err
 	}
+	if md.Sim.Choice == proxymodes.ChoiceScheduler && len(r.SchedulerFlags) > 0 {
+		return nil, fmt.Errorf("sim: ipvs.schedulerFlags %v are not modelled (the sim's sh and mh hash the source address only); run with --engine real", r.SchedulerFlags)
+	}
 	m := &model{mode: md.Name, md: md, cal: cal, cost: cost, services: services, flat: workload.FlatTargets(services), sc: sc,
 		r: r, objects: r.Objects, bytes: r.Bytes}
 	switch md.Sim.Lookup {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/proxybench/proxybench/internal/testenv"
+	"github.com/proxybench/proxybench/topology"
 )
 
 const fixture = "../../reports/testdata/fixture.json"
@@ -152,5 +153,50 @@ gates:
 	x, err := os.ReadFile(junit)
 	if err != nil || !strings.Contains(string(x), `failures="1"`) || !strings.Contains(string(x), "<failure message=\"measured ") {
 		t.Errorf("junit (%v):\n%s", err, x)
+	}
+}
+
+// TestRunCount: --count 2 repeats the whole run on fresh testbeds (two
+// run IDs), stores both runs in one result, leaves no namespace of
+// either, and compare reads the result as two runs.
+func TestRunCount(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-legacy-restore")
+	sc := writeFile(t, `services:
+  count: 20
+repetitions: 1
+modes: [none, iptables]
+traffic:
+  connections: 50
+  positions: [last]
+`)
+	out := filepath.Join(t.TempDir(), "r.json")
+	_, stderr, code := run(t, nil, "run", sc, "--quiet", "--kernel", "host", "--count", "2", "--output", out)
+	if code != 0 {
+		t.Fatalf("run --count 2: exit %d: %s", code, stderr)
+	}
+	b, _ := os.ReadFile(out)
+	var r struct {
+		RunID    string
+		Modes    []struct{ Mode string }
+		MoreRuns []struct {
+			RunID string
+			Modes []struct{ Mode string }
+		}
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Modes) != 2 || len(r.MoreRuns) != 1 || len(r.MoreRuns[0].Modes) != 2 || r.MoreRuns[0].RunID == "" || r.MoreRuns[0].RunID == r.RunID {
+		t.Fatalf("result: run %s with %d modes, more runs %+v", r.RunID, len(r.Modes), r.MoreRuns)
+	}
+	left, _ := topology.Leftovers()
+	for _, id := range []string{r.RunID, r.MoreRuns[0].RunID} {
+		if n := countRun(left, id); n != 0 {
+			t.Errorf("run %s left %d namespaces", id, n)
+		}
+	}
+	stdout, stderr, code := run(t, nil, "compare", out, out)
+	if code != 0 || !strings.Contains(stdout, "across 2+2 runs") || !strings.Contains(stdout, "too few runs: need ≥ 4 per side") {
+		t.Errorf("compare of a 2-run result: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

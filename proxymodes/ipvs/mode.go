@@ -50,7 +50,7 @@ var Mode = proxymodes.Mode{
 		return sc.IPVS.MinSyncPeriod.Duration, sc.IPVS.SyncPeriod.Duration
 	},
 	Fairness: func(sc *scenarios.Scenario) measure.Expectation {
-		return Expectation(sc.IPVS.Scheduler).WithAffinity(sc.Services.SessionAffinity == "ClientIP")
+		return Expectation(sc.IPVS.Scheduler, sc.IPVS.SchedulerFlags...).WithAffinity(sc.Services.SessionAffinity == "ClientIP")
 	},
 	Binaries: func(*scenarios.Scenario) []string { return []string{binIPSet, binRestore, binSave} },
 	Modules:  modules,
@@ -65,9 +65,12 @@ var Mode = proxymodes.Mode{
 // buckets proportional to weight (ip_vs_sh.c puts a server weight times
 // in the table; ip_vs_mh.c weights its permutation turns); dh, lblc,
 // lblcr destination hash/locality, one server per ClusterIP (ip_vs_dh.c,
-// ip_vs_lblc.c, ip_vs_lblcr.c). Session affinity is applied by the caller
-// (measure.Expectation.WithAffinity).
-func Expectation(scheduler string) measure.Expectation {
+// ip_vs_lblc.c, ip_vs_lblcr.c). With flag sh-port or mh-port (ipvsadm
+// -b, Config.SchedulerFlags) the hash covers the source port, a new one
+// per connection, so every connection is a draw. Session affinity is
+// applied by the caller (measure.Expectation.WithAffinity).
+func Expectation(scheduler string, flags ...string) measure.Expectation {
+	portHash := slices.Contains(flags, "sh-port") || slices.Contains(flags, "mh-port")
 	e := measure.Expectation{Unit: measure.UnitConnection}
 	switch scheduler {
 	case "", "rr":
@@ -84,8 +87,14 @@ func Expectation(scheduler string) measure.Expectation {
 		e.Unit, e.Weighted, e.Source = measure.UnitActive, true, "ip_vs_nq.c: an idle server first, else fewest (active+1)/weight"
 	case "sh":
 		e.Unit, e.Weighted, e.Source = measure.UnitSource, true, "ip_vs_sh.c: source hash over 256 buckets, weight buckets per server"
+		if portHash {
+			e.Unit, e.Source = measure.UnitConnection, "ip_vs_sh.c with sh-port: hash of source address and port over 256 buckets, weight buckets per server"
+		}
 	case "mh":
 		e.Unit, e.Weighted, e.Source = measure.UnitSource, true, "ip_vs_mh.c: Maglev hash of the source, weighted turns"
+		if portHash {
+			e.Unit, e.Source = measure.UnitConnection, "ip_vs_mh.c with mh-port: Maglev hash of source address and port, weighted turns"
+		}
 	case "dh":
 		e.Unit, e.Source = measure.UnitDestination, "ip_vs_dh.c: destination hash over 256 buckets"
 	case "lblc":
@@ -110,7 +119,7 @@ func Rendering(cfg Config, services []workload.Service) (*proxymodes.Rendering, 
 		cfg.TCPTimeout, cfg.TCPFinTimeout, cfg.UDPTimeout, cfg.ExcludeCIDRs)
 	r := &proxymodes.Rendering{
 		Objects: objects, Bytes: len(rs.NAT) + 64*(objects-rs.NATRules), Rules: []byte(rules),
-		Scheduler: cfg.scheduler(), Info: map[string]string{"scheduler": cfg.scheduler(), "backend": "ipvs"},
+		Scheduler: cfg.scheduler(), SchedulerFlags: cfg.SchedulerFlags, Info: map[string]string{"scheduler": cfg.scheduler(), "backend": "ipvs"},
 	}
 	if cfg.SessionAffinity {
 		r.AffinityTimeout = cfg.AffinityTimeout
@@ -134,6 +143,7 @@ func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 	_, _, _, cluster := sc.Prefixes()
 	cfg := Config{
 		Scheduler:       sc.IPVS.Scheduler,
+		SchedulerFlags:  sc.IPVS.SchedulerFlags,
 		ClusterCIDR:     cluster,
 		SessionAffinity: sc.Services.SessionAffinity == "ClientIP",
 		AffinityTimeout: sc.Services.SessionAffinityTimeout.Duration,
