@@ -99,8 +99,10 @@ type Change struct {
 	P     float64 `json:"p"`
 	Alpha float64 `json:"alpha"`
 	// Floor is the noise floor: the smallest relative change (0.05 = 5%)
-	// the test could flag given the spread between runs on each side
-	// (NoiseFloor). Meaningless under "too few runs".
+	// the test would flag for certain given the spread between the base
+	// runs, the machine when nothing changed (NoiseFloor). A change below
+	// it is flagged only when the new runs happen to separate from the
+	// base runs anyway. Meaningless under "too few runs".
 	Floor float64 `json:"floor"`
 	// NeedRuns is the fewest runs per side for which the test can reach
 	// Alpha at all (4 at 0.05).
@@ -276,7 +278,7 @@ func judge(c *Change, opt CompareOptions) {
 		c.Floor = math.Inf(1)
 		return
 	}
-	c.Floor = max(NoiseFloor(c.BaseRuns, opt.Alpha), NoiseFloor(c.NewRuns, opt.Alpha))
+	c.Floor = NoiseFloor(c.BaseRuns, opt.Alpha)
 	c.Significant = c.P <= opt.Alpha
 	switch {
 	case c.Significant && c.Ratio > 1+opt.Tolerance:
@@ -424,7 +426,7 @@ func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 	if len(opt.Gate) > 0 {
 		gate = fmt.Sprintf("gated: %s; %d regressions of figures not gated", strings.Join(opt.Gate, ", "), ungated)
 	}
-	_, err := fmt.Fprintf(w, "\n%d figures compared across %d+%d runs: %d regressions, %d improvements, %d with too few runs (%s)\n(two-sided Mann-Whitney U test of the per-run figures, α = %g, need ≥ %d runs per side; flagged when p ≤ α and |change| > %.0f%%; floor: the smallest change the spread between runs can resolve)\n",
+	_, err := fmt.Fprintf(w, "\n%d figures compared across %d+%d runs: %d regressions, %d improvements, %d with too few runs (%s)\n(two-sided Mann-Whitney U test of the per-run figures, α = %g, need ≥ %d runs per side; flagged when p ≤ α and |change| > %.0f%%; floor: the smallest change the spread between the base runs lets the test resolve)\n",
 		len(cs), nb, nn, regs, imps, few, gate, opt.Alpha, NeedRuns(opt.Alpha), opt.Tolerance*100)
 	return err
 }

@@ -33,7 +33,7 @@ the two sides are compared with the two-sided Mann-Whitney U test
 when p <= --alpha and it is larger than --tolerance. With fewer runs than the
 test needs (4 per side at alpha 0.05) the verdict is "too few runs: need >= N
 per side", never a guess. Each figure carries its noise floor: the smallest
-change the spread between this side's runs can resolve.
+change the spread between the base runs lets the test resolve.
 
 --gate picks the figures whose regression fails the gate (exit 1 with
 --fail-on-regression, failing JUnit testcases): all (default), ratios (the
