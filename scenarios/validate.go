@@ -466,6 +466,21 @@ func (c *checker) affinity() {
 func (c *checker) ipvs() {
 	v := c.s.IPVS
 	c.oneOf("ipvs.scheduler", v.Scheduler, IPVSSchedulers)
+	for i, f := range v.SchedulerFlags {
+		field := fmt.Sprintf("ipvs.schedulerFlags[%d]", i)
+		known := IPVSSchedulerFlags[v.Scheduler]
+		switch {
+		case len(known) == 0:
+			c.add(field, fmt.Sprintf("scheduler %q takes no flags", v.Scheduler), "remove ipvs.schedulerFlags, or use scheduler sh or mh")
+		case slices.Contains(v.SchedulerFlags[:i], f):
+			c.add(field, fmt.Sprintf("%q is listed twice", f), "list each flag once")
+		default:
+			c.oneOf(field, f, known)
+		}
+	}
+	if len(v.SchedulerFlags) > 0 && len(c.s.Sweep.Schedulers) > 0 {
+		c.add("ipvs.schedulerFlags", "cannot be combined with sweep.schedulers (flags belong to one scheduler)", "remove one of the two")
+	}
 	for i, cidr := range v.ExcludeCIDRs {
 		c.prefix(fmt.Sprintf("ipvs.excludeCIDRs[%d]", i), cidr)
 	}

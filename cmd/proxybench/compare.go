@@ -84,6 +84,10 @@ input or refused runs.`,
 					if err != nil {
 						return nil, err
 					}
+					if note := reports.PartialNote(r); note != "" {
+						// Figures it holds are compared; missing ones are not.
+						fmt.Fprintf(os.Stderr, "note: %s is a partial result: %s\n", p, strings.TrimPrefix(note, "PARTIAL RESULT: "))
+					}
 					rs = append(rs, r)
 				}
 				return reports.SplitRuns(rs), nil

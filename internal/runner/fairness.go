@@ -294,7 +294,7 @@ func fairnessPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topo
 		PodCount: len(tb.Pods), PodBuild: tb.PodBuild, PodMemBytes: tb.PodMemBytes,
 	}
 	if mode == "ipvs" {
-		r.Scheduler = sc.IPVS.Scheduler
+		r.Scheduler = sc.IPVS.SchedulerLabel()
 	}
 	r.Expect = reports.ExpectationFor(mode, r.Scheduler, r.Affinity)
 	tally := newFairnessTally(services, len(tb.Nodes), tb.ClientNode, tb.ClientSources)
