@@ -1,16 +1,19 @@
-// Package proxymodes defines what every Service proxy mode implements. Each
-// mode lives in its own sub-package with a pure render step (services to a
-// ruleset, no kernel) and an apply step (ruleset to the kernel of one node
-// namespace).
+// Package proxymodes defines what every Service proxy mode is (Mode, one
+// value per mode) and implements (Proxier). Each mode lives in its own
+// sub-package with a pure render step (services to a ruleset, no kernel),
+// an apply step (ruleset to the kernel of one node namespace) and its
+// Mode; package proxymodes/modes lists them. See docs/architecture.md.
 package proxymodes
 
 import (
 	"context"
 	"time"
 
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/workload"
 )
 
+<<<<<<< HEAD
 // SyncStats describes one Sync.
 type SyncStats struct {
 	// Kind is "full" (programs every service from empty) or "incremental".
@@ -37,6 +40,11 @@ type SyncStats struct {
 	ConntrackDeleted int    `json:"conntrackDeleted,omitempty"`
 	ConntrackError   string `json:"conntrackError,omitempty"`
 }
+=======
+// SyncStats describes one Sync (defined in the leaf package measure, so
+// that reports reads it without importing proxymodes).
+type SyncStats = measure.SyncStats
+>>>>>>> main
 
 // Proxier is one proxy mode programming one node namespace.
 //
@@ -73,4 +81,12 @@ type FullSyncer interface {
 // resident set size in bytes (/proc/self/status VmRSS).
 type Usager interface {
 	Usage() (cpu time.Duration, rssBytes uint64)
+}
+
+// Renderer is implemented by proxiers that can render without a kernel:
+// the Rendering of what their next full Sync programs, from their own
+// configuration. Tests compare it with Mode.Render, what the sim engine
+// models (proxymodes/modes: TestSimRendersWhatTheRunPrograms).
+type Renderer interface {
+	Rendering(services []workload.Service) (*Rendering, error)
 }

@@ -2,7 +2,7 @@ package reports
 
 import (
 	"fmt"
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/measure"
 	"io"
 	"math"
 	"sort"
@@ -219,6 +219,7 @@ func firstLast(m ModeResult) (first, last int64, ok bool) {
 	return first, last, first > 0 && last > 0
 }
 
+<<<<<<< HEAD
 type syncSample = proxymodes.SyncStats
 
 // writeErrorKinds writes, when any connection failed, the failed
@@ -302,3 +303,6 @@ func fastP50(ns []int64) int64 {
 	}
 	return Summarize(fast).P50
 }
+=======
+type syncSample = measure.SyncStats
+>>>>>>> main

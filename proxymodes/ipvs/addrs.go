@@ -94,6 +94,12 @@ func (n *NetlinkAddresses) getLink() (netlink.Link, error) {
 	}
 	l, err := n.h.LinkByName(DummyDevice)
 	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			// netlink finds no link in its dump; the kernel's answer to
+			// a request on a missing device is ENODEV.
+			return nil, fmt.Errorf("ipvs: link %s: %v: %w", DummyDevice, err, unix.ENODEV)
+		}
 		return nil, fmt.Errorf("ipvs: link %s: %w", DummyDevice, err)
 	}
 	n.link = l

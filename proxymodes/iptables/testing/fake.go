@@ -25,7 +25,8 @@ import (
 // missing, referenced or not empty). Not safe for concurrent use.
 type FakeKernel struct {
 	// Tables holds table -> chain -> rules (each rule's arguments after
-	// "-A CHAIN", joined by spaces).
+	// "-A CHAIN" as iptables-save prints them: joined by spaces, the
+	// --comment value in double quotes).
 	Tables map[string]map[string][]string
 	// Runs records every command run, in order.
 	Runs []Run
@@ -137,7 +138,7 @@ func (k *FakeKernel) Restore(data string) error {
 			if err := k.checkTarget(cur, args[2:]); err != nil {
 				return fail("%v", err)
 			}
-			cur[args[1]] = append(cur[args[1]], strings.Join(args[2:], " "))
+			cur[args[1]] = append(cur[args[1]], canonical(args[2:]))
 		case strings.HasPrefix(line, "-X "):
 			c := line[3:]
 			rules, ok := cur[c]
@@ -149,7 +150,7 @@ func (k *FakeKernel) Restore(data string) error {
 			}
 			for from, rs := range cur {
 				for _, r := range rs {
-					if targetOf(strings.Fields(r)) == c {
+					if targetOf(Tokenize(r)) == c {
 						return fail("chain referenced from %s", from)
 					}
 				}
@@ -236,7 +237,7 @@ func (f *FakeCmd) Exists(table, chain string, spec ...string) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("no chain %q", chain)
 	}
-	s := strings.Join(spec, " ")
+	s := canonical(spec)
 	for _, r := range rules {
 		if r == s {
 			return true, nil
@@ -255,14 +256,14 @@ func (f *FakeCmd) Insert(table, chain string, pos int, spec ...string) error {
 	if err := f.K.checkTarget(tb, spec); err != nil {
 		return err
 	}
-	tb[chain] = append([]string{strings.Join(spec, " ")}, tb[chain]...)
+	tb[chain] = append([]string{canonical(spec)}, tb[chain]...)
 	return nil
 }
 
 // DeleteIfExists removes the rule from chain if it is there.
 func (f *FakeCmd) DeleteIfExists(table, chain string, spec ...string) error {
 	tb := f.K.Tables[table]
-	s := strings.Join(spec, " ")
+	s := canonical(spec)
 	for i, r := range tb[chain] {
 		if r == s {
 			tb[chain] = append(tb[chain][:i:i], tb[chain][i+1:]...)
@@ -270,6 +271,19 @@ func (f *FakeCmd) DeleteIfExists(table, chain string, spec ...string) error {
 		}
 	}
 	return nil
+}
+
+// canonical joins a rule's arguments as iptables-save prints them: the
+// value of --comment always in double quotes.
+func canonical(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if i > 0 && args[i-1] == "--comment" {
+			a = `"` + a + `"`
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
 }
 
 // Tokenize splits a restore line into arguments, honouring double quotes.
