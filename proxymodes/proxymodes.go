@@ -13,38 +13,9 @@ import (
 	"github.com/proxybench/proxybench/workload"
 )
 
-<<<<<<< HEAD
-// SyncStats describes one Sync.
-type SyncStats struct {
-	// Kind is "full" (programs every service from empty) or "incremental".
-	Kind string `json:"kind"`
-	// Wall is the wall time of the whole Sync (render + apply).
-	Wall time.Duration `json:"wallNs"`
-	// CPU is the user+system CPU time the proxy itself spent on the Sync
-	// (SyncCPU): the syncing thread plus the rule programs and netlink
-	// calls it ran in its namespace; never the probes, echo server or
-	// driver of the same process.
-	CPU time.Duration `json:"cpuNs"`
-	// Objects is the number of kernel objects programmed (iptables rules,
-	// nft elements, IPVS servers).
-	Objects int `json:"objects"`
-	// Bytes is the size of what was sent to the kernel or its tool
-	// (iptables-restore input).
-	Bytes int `json:"bytes"`
-	// Phases splits Wall by step (for example "render", "restore").
-	Phases map[string]time.Duration `json:"phasesNs,omitempty"`
-	// ConntrackDeleted counts the stale UDP conntrack entries the sync
-	// deleted after programming (kube-proxy's CleanStaleEntries, see
-	// proxymodes/conntrack; phase "conntrack"); ConntrackError is that
-	// step's failure, which kube-proxy logs without failing the sync.
-	ConntrackDeleted int    `json:"conntrackDeleted,omitempty"`
-	ConntrackError   string `json:"conntrackError,omitempty"`
-}
-=======
 // SyncStats describes one Sync (defined in the leaf package measure, so
 // that reports reads it without importing proxymodes).
 type SyncStats = measure.SyncStats
->>>>>>> main
 
 // Proxier is one proxy mode programming one node namespace.
 //

@@ -219,8 +219,7 @@ func firstLast(m ModeResult) (first, last int64, ok bool) {
 	return first, last, first > 0 && last > 0
 }
 
-<<<<<<< HEAD
-type syncSample = proxymodes.SyncStats
+type syncSample = measure.SyncStats
 
 // writeErrorKinds writes, when any connection failed, the failed
 // connections per mode, position and cause with their time to error, and
@@ -303,6 +302,3 @@ func fastP50(ns []int64) int64 {
 	}
 	return Summarize(fast).P50
 }
-=======
-type syncSample = measure.SyncStats
->>>>>>> main
