@@ -28,7 +28,7 @@ func init() {
 		Name: "iptables",
 		New: func(sc *scenarios.Scenario, node proxymodes.Node) (proxymodes.Proxier, error) {
 			_, _, _, cluster := sc.Prefixes()
-			cfg := Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster}
+			cfg := Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster, NoConntrackCleanup: sc.NoConntrackCleanup}
 			if sc.Services.SessionAffinity == "ClientIP" {
 				cfg.AffinityTimeout = sc.Services.SessionAffinityTimeout.Duration
 			}

@@ -40,7 +40,7 @@ func init() {
 		Name: "nftables",
 		New: func(sc *scenarios.Scenario, node proxymodes.Node) (proxymodes.Proxier, error) {
 			_, _, _, cluster := sc.Prefixes()
-			cfg := Config{ClusterCIDR: cluster}
+			cfg := Config{ClusterCIDR: cluster, NoConntrackCleanup: sc.NoConntrackCleanup}
 			if sc.Services.SessionAffinity == "ClientIP" {
 				cfg.AffinityTimeout = sc.Services.SessionAffinityTimeout.Duration
 			}
