@@ -535,3 +535,25 @@ func TestRunModeOnFake(t *testing.T) {
 		t.Errorf("churn: %d of %d changes observed", mr.Churn[0].Observed, mr.Churn[0].Changes)
 	}
 }
+
+// TestTopologySpec: the build phase asks for the scenario's nodes, client
+// pods and source addresses, and with pods: isolated for one namespace per
+// endpoint of the largest service set.
+func TestTopologySpec(t *testing.T) {
+	sc, svcs := phaseScenario(t, "", "topology: {clientPods: 4, nodes: 2, clientAddresses: 3, pods: isolated}\n")
+	spec := topologySpec(sc, "abc123", svcs)
+	if spec.RunID != "abc123" || spec.Nodes != 2 || spec.ClientPods != 4 || spec.ClientAddresses != 3 || !spec.ClientCIDR.IsValid() {
+		t.Errorf("spec %+v", spec)
+	}
+	if len(spec.IsolatedPods) != 20*4 || spec.IsolatedPods[0] != svcs[0].Endpoints[0].IP || spec.IsolatedPods[79] != svcs[19].Endpoints[3].IP {
+		t.Errorf("%d isolated pods, want every endpoint in order", len(spec.IsolatedPods))
+	}
+	svcNet, podNet, nodeNet, _ := sc.Prefixes()
+	if spec.ServiceCIDR != svcNet || spec.PodCIDR != podNet || spec.NodeCIDR != nodeNet {
+		t.Errorf("prefixes %v %v %v, want the scenario's", spec.ServiceCIDR, spec.PodCIDR, spec.NodeCIDR)
+	}
+	sc2, _ := phaseScenario(t, "", "")
+	if s := topologySpec(sc2, "abc123", svcs); s.IsolatedPods != nil || s.ClientAddresses != 0 {
+		t.Errorf("shared backend, one address: spec %+v", s)
+	}
+}
