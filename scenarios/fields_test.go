@@ -39,6 +39,10 @@ var numericFields = []struct {
 	{"services.endpoints.weights.max", "services:\n  count: 10\n  endpoints:\n    weights:\n      distribution: uniform\n      min: 1\n      max: @\n", ""},
 	{"sim.nodes", "engine: sim\nservices: {count: 10}\nsim:\n  nodes: @\n", ""},
 	{"sim.watchDelay", "engine: sim\nservices: {count: 10}\nsim:\n  watchDelay: @\n", "zf"},
+	{"transitions.sourcePort", "services: {count: 10}\ntransitions:\n  sourcePort: @\n", ""},
+	{"transitions.interval", "services: {count: 10}\ntransitions:\n  interval: @\n", "f"},
+	{"transitions.timeout", "services: {count: 10}\ntransitions:\n  timeout: @\n", "f"},
+	{"transitions.observe", "services: {count: 10}\ntransitions:\n  observe: @\n", "f"},
 	{"failure.downEndpointsPerService", "services: {count: 10}\nfailure:\n  downEndpointsPerService: @\n", "z"},
 	{"failure.syncErrors.every", "services: {count: 10}\nchurn: {rate: 10}\nfailure:\n  syncErrors:\n    every: @\n", ""},
 	{"failure.syncErrors.rate", "services: {count: 10}\nchurn: {rate: 10}\nfailure:\n  syncErrors:\n    rate: @\n", ""},
@@ -158,7 +162,8 @@ func TestNumericFieldsComplete(t *testing.T) {
 // kindOf is the probe kind of the field at path.
 func kindOf(t *testing.T, path string) string {
 	v := valueAt(t, &Scenario{Services: ServicesSpec{Endpoints: EndpointsSpec{Weights: &WeightsSpec{List: []int{0}}}},
-		Sweep: SweepSpec{Services: []int{0}, MinSyncPeriod: []Duration{{}}}, Gates: []Gate{{}}, Failure: FailureSpec{SyncErrors: &SyncErrorsSpec{}}}, path)
+		Sweep: SweepSpec{Services: []int{0}, MinSyncPeriod: []Duration{{}}}, Gates: []Gate{{}}, Transitions: &TransitionsSpec{},
+		Failure: FailureSpec{SyncErrors: &SyncErrorsSpec{}}}, path)
 	switch v.(type) {
 	case int64:
 		return "int"
