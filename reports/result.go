@@ -29,6 +29,10 @@ type Result struct {
 	Machine       Machine             `json:"machine"`
 	Scenario      *scenarios.Scenario `json:"scenario"`
 	Modes         []ModeResult        `json:"modes"`
+	// Partial, when set, says why the run stopped before its end
+	// (interrupted by a signal, a mode failed): Modes holds what was
+	// finished, and the modes and phases missing were never measured.
+	Partial string `json:"partial,omitempty"`
 	// MoreRuns are runs 2..N of `run --count N` (Modes is run 1): the
 	// whole measurement repeated, so compare can judge each figure
 	// across runs (Runs splits them).
@@ -70,6 +74,10 @@ type ModeResult struct {
 	// flushed between modes), one sentence each; the report shows them as
 	// warnings.
 	Faults []string `json:"faults,omitempty"`
+	// Partial, when set, says why this mode stopped: the phases present
+	// (sync.full, then sync.incremental, traffic, fairness, churn in that
+	// order) were finished; the later ones are missing.
+	Partial string `json:"partial,omitempty"`
 	// Services is the service count this result was measured at (one
 	// ModeResult per mode and sweep size).
 	Services int `json:"services"`

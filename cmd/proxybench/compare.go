@@ -78,6 +78,10 @@ Exit codes: 0 no flagged regression (or --fail-on-regression not given),
 					if err != nil {
 						return nil, err
 					}
+					if note := reports.PartialNote(r); note != "" {
+						// Figures it holds are compared; missing ones are not.
+						fmt.Fprintf(os.Stderr, "note: %s is a partial result: %s\n", p, strings.TrimPrefix(note, "PARTIAL RESULT: "))
+					}
 					rs = append(rs, r)
 				}
 				return reports.SplitRuns(rs), nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/proxybench/proxybench/internal/runner"
 	"github.com/proxybench/proxybench/internal/uml"
@@ -100,7 +102,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			}
 			// SIGPIPE too: a closed stdout/stderr pipe ends the run with
 			// its testbed removed, like SIGINT and SIGTERM.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+			ctx, stop := signalContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 			defer stop()
 			kc, err := runner.ChooseKernel(ctx, sc)
 			if err != nil {
@@ -182,10 +184,11 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 				if runner.IsInput(err) {
 					return badInput(err)
 				}
+				code, msg := 1, err.Error()
 				if ctx.Err() != nil {
-					return &exitError{130, fmt.Errorf("interrupted; testbed %s removed: %w", runID, err)}
+					code, msg = 130, fmt.Sprintf("%v; testbed %s removed: %v", context.Cause(ctx), runID, err)
 				}
-				return &exitError{1, err}
+				return savePartial(res, out, def, code, msg)
 			}
 			return finish(res, sc, out, def, f.junit, "")
 		},
@@ -248,6 +251,51 @@ func finish(res *reports.Result, sc *scenarios.Scenario, out string, def bool, j
 		return &exitError{1, werr}
 	}
 	return evaluateGates(res, sc, junit)
+}
+
+// signalContext is cancelled on the first of sigs, with the cause
+// "interrupted by <signal>"; stop restores the default handling.
+func signalContext(parent context.Context, sigs ...os.Signal) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(fmt.Errorf("interrupted by %s", unix.SignalName(s.(syscall.Signal))))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
+}
+
+// savePartial ends a run that stopped early (code 130: a signal, 1: a
+// mode failed): when res holds finished measurements it is marked partial
+// with msg, saved (saveResult) and summarised on stdout, and the error
+// says where it is. The exit code stays code.
+func savePartial(res *reports.Result, out string, def bool, code int, msg string) error {
+	if res == nil || len(res.Modes) == 0 {
+		return &exitError{code, fmt.Errorf("%s; nothing was measured yet, no result written", msg)}
+	}
+	res.Partial = msg
+	var done []string
+	for _, m := range res.Modes {
+		label := m.Mode
+		if m.Partial != "" {
+			label += " (partly)"
+		}
+		done = append(done, label)
+	}
+	saved, werr := saveResult(res, out, def)
+	_ = reports.WriteMarkdown(os.Stdout, res)
+	if saved == "" {
+		return &exitError{code, fmt.Errorf("%s; the partial result (%s) could not be saved: %v", msg, strings.Join(done, ", "), werr)}
+	}
+	if werr != nil {
+		fmt.Fprintf(os.Stderr, "proxybench: %v\n", werr)
+	}
+	fmt.Fprintf(os.Stdout, "\npartial result: %s\n", saved)
+	return &exitError{code, fmt.Errorf("%s\nproxybench: partial result (finished: %s) saved at %s; 'proxybench report %s' renders it", msg, strings.Join(done, ", "), saved, saved)}
 }
 
 // evaluateGates checks the scenario's gates against res, prints each

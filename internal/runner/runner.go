@@ -117,6 +117,12 @@ func Preflight(sc *scenarios.Scenario, o Options) error {
 //
 // With a sweep (sc.Sweep.Services), every mode runs once per size, and the
 // result holds one ModeResult per (size, mode), in that order.
+//
+// When a mode fails or ctx is cancelled after the testbed was built, Run
+// returns the error together with a result marked Partial that holds the
+// modes finished so far and the finished phases of the mode that stopped
+// (its ModeResult.Partial says why); it is nil only when nothing was
+// measured yet.
 func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.Result, err error) {
 	o.defaults()
 	if err := Preflight(sc, o); err != nil {
@@ -163,7 +169,17 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			for _, vsc := range modeVariants(sc.AtSize(n), mode) {
 				mr, err := runMode(ctx, vsc, o, tb, e, perSize[i], m)
 				if err != nil {
-					return nil, fmt.Errorf("mode %s at %d services: %w", modeLabel(mode, vsc), n, err)
+					err = fmt.Errorf("mode %s at %d services: %w", modeLabel(mode, vsc), n, err)
+					// What was measured is kept: the modes before this one
+					// and this mode's finished phases (runMode returns them).
+					if mr != nil {
+						mr.Services = n
+						mr.Partial = err.Error()
+						res.Modes = append(res.Modes, *mr)
+					}
+					res.Finished = time.Now()
+					res.Partial = err.Error()
+					return res, err
 				}
 				mr.Services = n
 				res.Modes = append(res.Modes, *mr)
@@ -223,9 +239,11 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	if mr.SyncFull, mr.SyncFullSummary, err = syncFullPhase(ctx, sc, e, m, p, services, o.Progress, &f); err != nil {
 		return nil, err
 	}
+	// From here on a failed phase returns mr with the phases finished
+	// before it (Run keeps them, marked partial).
 	if !m.Direct {
 		if mr.SyncIncremental, mr.SyncIncrementalSummary, err = syncIncrementalPhase(ctx, p, services, sc.Repetitions); err != nil {
-			return nil, err
+			return mr, err
 		}
 	}
 	// Every other node runs its own proxier over the same services.
@@ -238,14 +256,14 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 			}
 		}()
 		if serr != nil {
-			return nil, serr
+			return mr, serr
 		}
 		nodeProxiers = append(nodeProxiers, extra...)
 	}
 
 	cpu0 := proxymodes.CPUTime()
 	if mr.Lookup, mr.Fairness, mr.TrafficConns, err = trafficPhase(ctx, sc, e, tb.Clients, services, m.Direct, m.Name, o.Progress); err != nil {
-		return nil, err
+		return mr, err
 	}
 	mr.TrafficCPUNs = int64(proxymodes.CPUTime() - cpu0)
 	if u, ok := p.(proxymodes.Usager); ok {
@@ -253,20 +271,22 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	}
 	if sc.Traffic.PerService > 0 && !m.Direct {
 		if mr.FairnessRun, err = fairnessPhase(ctx, sc, e, tb, nodeProxiers, services, m.Name, o.Progress, &f); err != nil {
-			return nil, fmt.Errorf("fairness: %w", err)
+			return mr, fmt.Errorf("fairness: %w", err)
 		}
 	}
 	if sc.Churn.Rate > 0 && !m.Direct {
 		values, period := sc.ChurnSyncPeriods(m.Name)
 		for _, ms := range values {
 			if _, err := p.Sync(ctx, services); err != nil {
-				return nil, fmt.Errorf("sync before churn: %w", err)
+				return mr, fmt.Errorf("sync before churn: %w", err)
 			}
 			cr, err := churnPhase(ctx, sc, e, p, services, ms, period, o.Progress)
-			if err != nil {
-				return nil, err
+			if cr != nil {
+				mr.Churn = append(mr.Churn, *cr)
 			}
-			mr.Churn = append(mr.Churn, *cr)
+			if err != nil {
+				return mr, err
+			}
 		}
 	}
 	return mr, nil
