@@ -2,7 +2,7 @@ package reports
 
 import (
 	"fmt"
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/measure"
 	"io"
 	"math"
 	"sort"
@@ -118,6 +118,8 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	writeFairnessMarkdown(&b, r)
 	writeCostMarkdown(&b, r)
 	writeChurnMarkdown(&b, r)
+	writeTransitionsMarkdown(&b, r)
+	writeSyncDisruptionMarkdown(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -218,4 +220,4 @@ func firstLast(m ModeResult) (first, last int64, ok bool) {
 	return first, last, first > 0 && last > 0
 }
 
-type syncSample = proxymodes.SyncStats
+type syncSample = measure.SyncStats

@@ -12,7 +12,9 @@ import (
 )
 
 // This file holds test helpers: a parser of iptables-restore input and a
-// packet evaluator over the parsed nat table, like knftables' fake tracer.
+// packet evaluator over the parsed nat table, like the iptablesTracer of
+// kube-proxy's own iptables tests (pkg/proxy/iptables/proxier_test.go,
+// which traces packets through iptablestest.FakeIPTables).
 
 // tokenize splits a restore line into arguments, honouring double quotes.
 func tokenize(line string) []string { return iptablestest.Tokenize(line) }
