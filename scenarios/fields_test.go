@@ -39,6 +39,8 @@ var numericFields = []struct {
 	{"services.endpoints.weights.max", "services:\n  count: 10\n  endpoints:\n    weights:\n      distribution: uniform\n      min: 1\n      max: @\n", ""},
 	{"sim.nodes", "engine: sim\nservices: {count: 10}\nsim:\n  nodes: @\n", ""},
 	{"sim.watchDelay", "engine: sim\nservices: {count: 10}\nsim:\n  watchDelay: @\n", "zf"},
+	{"lifecycle.held", "services: {count: 10}\nlifecycle:\n  held: @\n", ""},
+	{"lifecycle.observe", "services: {count: 10}\nlifecycle:\n  observe: @\n", "f"},
 	{"syncDisruption.services", "services: {count: 10}\nsyncDisruption:\n  services: @\n", ""},
 	{"syncDisruption.probes", "services: {count: 10}\nsyncDisruption:\n  probes: @\n", ""},
 	{"syncDisruption.timeout", "services: {count: 10}\nsyncDisruption:\n  timeout: @\n", "f"},
@@ -163,22 +165,39 @@ func TestNumericFieldsComplete(t *testing.T) {
 	walk(reflect.TypeFor[Scenario](), "")
 }
 
-// kindOf is the probe kind of the field at path.
+// kindOf is the probe kind of the field at path, from the schema's types
+// (so that a new optional block needs no change here).
 func kindOf(t *testing.T, path string) string {
-	v := valueAt(t, &Scenario{Services: ServicesSpec{Endpoints: EndpointsSpec{Weights: &WeightsSpec{List: []int{0}}}},
-		Sweep: SweepSpec{Services: []int{0}, MinSyncPeriod: []Duration{{}}}, Gates: []Gate{{}}, Transitions: &TransitionsSpec{},
-		SyncDisruption: &SyncDisruptionSpec{}, Failure: FailureSpec{SyncErrors: &SyncErrorsSpec{}}}, path)
-	switch v.(type) {
-	case int64:
-		return "int"
-	case float64:
-		return "float"
-	case time.Duration:
-		return "duration"
-	case string:
-		return "gate"
+	typ := reflect.TypeFor[Scenario]()
+	for _, part := range strings.Split(path, ".") {
+		list := false
+		if m := indexRE.FindStringSubmatch(part); m != nil {
+			part, list = m[1], true
+		}
+		if typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		fields, _ := yamlFields(typ)
+		ft, ok := fields[part]
+		if !ok {
+			t.Fatalf("%s: no field %s", path, part)
+		}
+		typ = ft
+		if list {
+			typ = typ.Elem()
+		}
 	}
-	t.Fatalf("%s: unknown kind %T", path, v)
+	switch {
+	case typ == reflect.TypeFor[Duration]():
+		return "duration"
+	case typ == reflect.TypeFor[GateValue]():
+		return "gate"
+	case typ.Kind() == reflect.Float64:
+		return "float"
+	case typ.Kind() == reflect.Int, typ.Kind() == reflect.Int64:
+		return "int"
+	}
+	t.Fatalf("%s: unknown kind %s", path, typ)
 	return ""
 }
 
