@@ -118,6 +118,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	writeFairnessMarkdown(&b, r)
 	writeCostMarkdown(&b, r)
 	writeChurnMarkdown(&b, r)
+	writeTransitionsMarkdown(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -107,6 +107,9 @@ type ModeResult struct {
 	// FairnessRun is the fairness phase (traffic.perService > 0): every
 	// service on every node, see FairnessRun.
 	FairnessRun *FairnessRun `json:"fairnessRun,omitempty"`
+	// Transitions are the transitions phase's figures (scenario block
+	// transitions), one per transition and cleanup variant.
+	Transitions []Transition `json:"transitions,omitempty"`
 }
 
 // PositionResult is lookup.latency (and hits) at one service position.

@@ -57,6 +57,14 @@ type Scenario struct {
 	// second for Duration after each mode's traffic phases, with the mode's
 	// sync loop running, and measures programming latency.
 	Churn ChurnSpec `yaml:"churn,omitempty" json:"churn,omitempty"`
+	// Transitions, when set, runs each mode (but none) through endpoint
+	// transitions of a DNS-like service (53/UDP + 53/TCP) while a UDP
+	// client with a fixed source port keeps sending to it, and measures how
+	// long until its datagrams reach a live endpoint after each change.
+	Transitions *TransitionsSpec `yaml:"transitions,omitempty" json:"transitions,omitempty"`
+	// NoConntrackCleanup turns off the modes' stale UDP conntrack cleanup
+	// (set by the transitions phase for its comparison; never from YAML).
+	NoConntrackCleanup bool `yaml:"-" json:"-"`
 	// Sweep, when set, runs every mode once per service count listed
 	// (capacity planning): services.count is replaced by each in turn.
 	Sweep    SweepSpec    `yaml:"sweep,omitempty" json:"sweep,omitempty"`
@@ -299,6 +307,25 @@ type SimSpec struct {
 	// WatchDelay is the mean delay (exponential, one draw per node) with
 	// which a node sees a change: informer watch jitter (default 0s).
 	WatchDelay Duration `yaml:"watchDelay,omitempty" json:"watchDelay,omitempty"`
+}
+
+// TransitionsSpec configures the transitions phase (the UDP figure of
+// kubernetes#48370): a client sends one datagram every Interval from
+// SourcePort to the DNS-like service and waits up to Timeout for the echo.
+type TransitionsSpec struct {
+	// SourcePort is the client's fixed UDP source port (default 5300), so
+	// every datagram belongs to one conntrack entry, as a DNS client
+	// reusing its socket.
+	SourcePort int `yaml:"sourcePort" json:"sourcePort"`
+	// Interval between datagrams (default 20ms); Timeout per datagram
+	// (default 200ms); Observe is how long each change is watched after
+	// the sync that made it (default 3s).
+	Interval Duration `yaml:"interval" json:"interval"`
+	Timeout  Duration `yaml:"timeout" json:"timeout"`
+	Observe  Duration `yaml:"observe" json:"observe"`
+	// WithoutCleanup also runs every transition with the mode's conntrack
+	// cleanup turned off, to show what it prevents (default true).
+	WithoutCleanup *bool `yaml:"withoutCleanup" json:"withoutCleanup"`
 }
 
 // ChurnMix weighs the kinds of change; weights are relative, >= 0.

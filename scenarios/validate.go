@@ -148,6 +148,16 @@ func (s *Scenario) SetDefaults() {
 		}
 	}
 	dur("uml.timeout", &s.UML.Timeout, 30*time.Minute)
+	if tr := s.Transitions; tr != nil {
+		num("transitions.sourcePort", &tr.SourcePort, 5300)
+		dur("transitions.interval", &tr.Interval, 20*time.Millisecond)
+		dur("transitions.timeout", &tr.Timeout, 200*time.Millisecond)
+		dur("transitions.observe", &tr.Observe, 3*time.Second)
+		if tr.WithoutCleanup == nil {
+			yes := true
+			tr.WithoutCleanup = &yes
+		}
+	}
 }
 
 // IPVSSchedulers are the IPVS schedulers the kernel ships (net/netfilter/ipvs/ip_vs_*.c).
@@ -214,6 +224,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).ipvs,
 		(*checker).periods,
 		(*checker).churn,
+		(*checker).transitions,
 		(*checker).failure,
 		(*checker).sweepPeriods,
 		(*checker).sweepSchedulers,
@@ -529,6 +540,25 @@ func (c *checker) periods() {
 }
 
 // churn checks the churn block when it is present or enabled.
+// transitions checks the transitions block: a source port outside the
+// ephemeral range, positive durations, and modes that proxy UDP.
+func (c *checker) transitions() {
+	tr := c.s.Transitions
+	if tr == nil {
+		return
+	}
+	c.between("transitions.sourcePort", tr.SourcePort, 1, 65535)
+	c.duration("transitions.interval", tr.Interval.Duration, true, "20ms")
+	c.duration("transitions.timeout", tr.Timeout.Duration, true, "200ms")
+	c.duration("transitions.observe", tr.Observe.Duration, true, "3s")
+	if slices.Contains(c.s.Modes, "userspace") {
+		c.add("modes", "transitions send UDP, which mode userspace does not proxy", "remove userspace from modes in this scenario")
+	}
+	if c.s.Topology.Pods == "isolated" {
+		c.add("transitions", "transitions add endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")
+	}
+}
+
 func (c *checker) churn() {
 	s, ch := c.s, c.s.Churn
 	if ch.Rate == 0 && !s.has("churn") {

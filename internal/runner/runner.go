@@ -290,6 +290,11 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 			}
 		}
 	}
+	if sc.Transitions != nil && !m.Direct {
+		if mr.Transitions, err = transitionsPhase(ctx, sc, e, tb, m, p, services, o.Progress, &f); err != nil {
+			return nil, fmt.Errorf("transitions: %w", err)
+		}
+	}
 	return mr, nil
 }
 
