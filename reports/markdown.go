@@ -119,6 +119,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	writeCostMarkdown(&b, r)
 	writeChurnMarkdown(&b, r)
 	writeTransitionsMarkdown(&b, r)
+	writeSyncDisruptionMarkdown(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -110,6 +110,9 @@ type ModeResult struct {
 	// Transitions are the transitions phase's figures (scenario block
 	// transitions), one per transition and cleanup variant.
 	Transitions []Transition `json:"transitions,omitempty"`
+	// SyncDisruption are the sync-disruption phase's windows (scenario
+	// block syncDisruption): a cold full sync and an incremental one.
+	SyncDisruption []SyncWindow `json:"syncDisruption,omitempty"`
 }
 
 // PositionResult is lookup.latency (and hits) at one service position.

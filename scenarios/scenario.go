@@ -62,6 +62,12 @@ type Scenario struct {
 	// client with a fixed source port keeps sending to it, and measures how
 	// long until its datagrams reach a live endpoint after each change.
 	Transitions *TransitionsSpec `yaml:"transitions,omitempty" json:"transitions,omitempty"`
+	// SyncDisruption, when set, probes a fixed set of services while each
+	// mode (but none) runs a cold full sync (a restarted proxier over the
+	// rules already in place, as kube-proxy after a restart) and an
+	// incremental sync, and reports failed and slow connections during
+	// each sync's window (kubernetes PR#139546).
+	SyncDisruption *SyncDisruptionSpec `yaml:"syncDisruption,omitempty" json:"syncDisruption,omitempty"`
 	// NoConntrackCleanup turns off the modes' stale UDP conntrack cleanup
 	// (set by the transitions phase for its comparison; never from YAML).
 	NoConntrackCleanup bool `yaml:"-" json:"-"`
@@ -326,6 +332,20 @@ type TransitionsSpec struct {
 	// WithoutCleanup also runs every transition with the mode's conntrack
 	// cleanup turned off, to show what it prevents (default true).
 	WithoutCleanup *bool `yaml:"withoutCleanup" json:"withoutCleanup"`
+}
+
+// SyncDisruptionSpec configures the sync-disruption phase.
+type SyncDisruptionSpec struct {
+	// Services is how many services the probes cycle over, spread evenly
+	// over the service list (default 8).
+	Services int `yaml:"services" json:"services"`
+	// Probes is the number of probe workers (default 2), each making one
+	// connection at a time with Timeout (default 1s).
+	Probes  int      `yaml:"probes" json:"probes"`
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Slow is the connect time above which a connection counts as slow
+	// (default 100ms).
+	Slow Duration `yaml:"slow" json:"slow"`
 }
 
 // ChurnMix weighs the kinds of change; weights are relative, >= 0.

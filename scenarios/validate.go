@@ -148,6 +148,12 @@ func (s *Scenario) SetDefaults() {
 		}
 	}
 	dur("uml.timeout", &s.UML.Timeout, 30*time.Minute)
+	if sd := s.SyncDisruption; sd != nil {
+		num("syncDisruption.services", &sd.Services, 8)
+		num("syncDisruption.probes", &sd.Probes, 2)
+		dur("syncDisruption.timeout", &sd.Timeout, time.Second)
+		dur("syncDisruption.slow", &sd.Slow, 100*time.Millisecond)
+	}
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
 		dur("transitions.interval", &tr.Interval, 20*time.Millisecond)
@@ -225,6 +231,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).periods,
 		(*checker).churn,
 		(*checker).transitions,
+		(*checker).syncDisruption,
 		(*checker).failure,
 		(*checker).sweepPeriods,
 		(*checker).sweepSchedulers,
@@ -557,6 +564,18 @@ func (c *checker) transitions() {
 	if c.s.Topology.Pods == "isolated" {
 		c.add("transitions", "transitions add endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")
 	}
+}
+
+// syncDisruption checks the syncDisruption block.
+func (c *checker) syncDisruption() {
+	sd := c.s.SyncDisruption
+	if sd == nil {
+		return
+	}
+	c.between("syncDisruption.services", sd.Services, 1, 1000)
+	c.between("syncDisruption.probes", sd.Probes, 1, 64)
+	c.duration("syncDisruption.timeout", sd.Timeout.Duration, true, "1s")
+	c.duration("syncDisruption.slow", sd.Slow.Duration, true, "100ms")
 }
 
 func (c *checker) churn() {
