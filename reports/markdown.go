@@ -121,6 +121,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	writeFairnessMarkdown(&b, r)
 	writeCostMarkdown(&b, r)
 	writeChurnMarkdown(&b, r)
+	writeTransitionsMarkdown(&b, r)
+	writeSyncDisruptionMarkdown(&b, r)
+	writeLifecycleMarkdown(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -107,6 +107,15 @@ type ModeResult struct {
 	// FairnessRun is the fairness phase (traffic.perService > 0): every
 	// service on every node, see FairnessRun.
 	FairnessRun *FairnessRun `json:"fairnessRun,omitempty"`
+	// Transitions are the transitions phase's figures (scenario block
+	// transitions), one per transition and cleanup variant.
+	Transitions []Transition `json:"transitions,omitempty"`
+	// SyncDisruption are the sync-disruption phase's windows (scenario
+	// block syncDisruption): a cold full sync and an incremental one.
+	SyncDisruption []SyncWindow `json:"syncDisruption,omitempty"`
+	// Lifecycle are the lifecycle phase's changes (scenario block
+	// lifecycle).
+	Lifecycle []LifecycleChange `json:"lifecycle,omitempty"`
 }
 
 // PositionResult is lookup.latency (and hits) at one service position.

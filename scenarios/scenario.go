@@ -57,6 +57,24 @@ type Scenario struct {
 	// second for Duration after each mode's traffic phases, with the mode's
 	// sync loop running, and measures programming latency.
 	Churn ChurnSpec `yaml:"churn,omitempty" json:"churn,omitempty"`
+	// Transitions, when set, runs each mode (but none) through endpoint
+	// transitions of a DNS-like service (53/UDP + 53/TCP) while a UDP
+	// client with a fixed source port keeps sending to it, and measures how
+	// long until its datagrams reach a live endpoint after each change.
+	Transitions *TransitionsSpec `yaml:"transitions,omitempty" json:"transitions,omitempty"`
+	// SyncDisruption, when set, probes a fixed set of services while each
+	// mode (but none) runs a cold full sync (a restarted proxier over the
+	// rules already in place, as kube-proxy after a restart) and an
+	// incremental sync, and reports failed and slow connections during
+	// each sync's window (kubernetes PR#139546).
+	SyncDisruption *SyncDisruptionSpec `yaml:"syncDisruption,omitempty" json:"syncDisruption,omitempty"`
+	// Lifecycle, when set, runs each mode (but none) through endpoint
+	// lifecycle changes of a TCP service while clients hold connections:
+	// removal, terminating, drain to 0 and refill, restart at a new address.
+	Lifecycle *LifecycleSpec `yaml:"lifecycle,omitempty" json:"lifecycle,omitempty"`
+	// NoConntrackCleanup turns off the modes' stale UDP conntrack cleanup
+	// (set by the transitions phase for its comparison; never from YAML).
+	NoConntrackCleanup bool `yaml:"-" json:"-"`
 	// Sweep, when set, runs every mode once per service count listed
 	// (capacity planning): services.count is replaced by each in turn.
 	Sweep    SweepSpec    `yaml:"sweep,omitempty" json:"sweep,omitempty"`
@@ -299,6 +317,48 @@ type SimSpec struct {
 	// WatchDelay is the mean delay (exponential, one draw per node) with
 	// which a node sees a change: informer watch jitter (default 0s).
 	WatchDelay Duration `yaml:"watchDelay,omitempty" json:"watchDelay,omitempty"`
+}
+
+// TransitionsSpec configures the transitions phase (the UDP figure of
+// kubernetes#48370): a client sends one datagram every Interval from
+// SourcePort to the DNS-like service and waits up to Timeout for the echo.
+type TransitionsSpec struct {
+	// SourcePort is the client's fixed UDP source port (default 5300), so
+	// every datagram belongs to one conntrack entry, as a DNS client
+	// reusing its socket.
+	SourcePort int `yaml:"sourcePort" json:"sourcePort"`
+	// Interval between datagrams (default 20ms); Timeout per datagram
+	// (default 200ms); Observe is how long each change is watched after
+	// the sync that made it (default 3s).
+	Interval Duration `yaml:"interval" json:"interval"`
+	Timeout  Duration `yaml:"timeout" json:"timeout"`
+	Observe  Duration `yaml:"observe" json:"observe"`
+	// WithoutCleanup also runs every transition with the mode's conntrack
+	// cleanup turned off, to show what it prevents (default true).
+	WithoutCleanup *bool `yaml:"withoutCleanup" json:"withoutCleanup"`
+}
+
+// LifecycleSpec configures the lifecycle phase.
+type LifecycleSpec struct {
+	// Held is the number of connections held open across each change
+	// (default 12); Observe how long new connections are made after each
+	// change (default 2s).
+	Held    int      `yaml:"held" json:"held"`
+	Observe Duration `yaml:"observe" json:"observe"`
+}
+
+// SyncDisruptionSpec configures the sync-disruption phase.
+type SyncDisruptionSpec struct {
+	// Services is how many services the probes cycle over, spread evenly
+	// over the service list (default 8).
+	Services int `yaml:"services" json:"services"`
+	// Probes is the number of probe workers (default 2), each making one
+	// connection at a time with Timeout (default 1s).
+	Probes  int      `yaml:"probes" json:"probes"`
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Slow is the connect time above which a connection counts as slow
+	// (default 100ms).
+	Slow Duration `yaml:"slow" json:"slow"`
 }
 
 // ChurnMix weighs the kinds of change; weights are relative, >= 0.

@@ -148,6 +148,26 @@ func (s *Scenario) SetDefaults() {
 		}
 	}
 	dur("uml.timeout", &s.UML.Timeout, 30*time.Minute)
+	if lc := s.Lifecycle; lc != nil {
+		num("lifecycle.held", &lc.Held, 12)
+		dur("lifecycle.observe", &lc.Observe, 2*time.Second)
+	}
+	if sd := s.SyncDisruption; sd != nil {
+		num("syncDisruption.services", &sd.Services, 8)
+		num("syncDisruption.probes", &sd.Probes, 2)
+		dur("syncDisruption.timeout", &sd.Timeout, time.Second)
+		dur("syncDisruption.slow", &sd.Slow, 100*time.Millisecond)
+	}
+	if tr := s.Transitions; tr != nil {
+		num("transitions.sourcePort", &tr.SourcePort, 5300)
+		dur("transitions.interval", &tr.Interval, 20*time.Millisecond)
+		dur("transitions.timeout", &tr.Timeout, 200*time.Millisecond)
+		dur("transitions.observe", &tr.Observe, 3*time.Second)
+		if tr.WithoutCleanup == nil {
+			yes := true
+			tr.WithoutCleanup = &yes
+		}
+	}
 }
 
 // IPVSSchedulers are the IPVS schedulers the kernel ships (net/netfilter/ipvs/ip_vs_*.c).
@@ -214,6 +234,9 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).ipvs,
 		(*checker).periods,
 		(*checker).churn,
+		(*checker).transitions,
+		(*checker).syncDisruption,
+		(*checker).lifecycle,
 		(*checker).failure,
 		(*checker).sweepPeriods,
 		(*checker).sweepSchedulers,
@@ -529,6 +552,50 @@ func (c *checker) periods() {
 }
 
 // churn checks the churn block when it is present or enabled.
+// transitions checks the transitions block: a source port outside the
+// ephemeral range, positive durations, and modes that proxy UDP.
+func (c *checker) transitions() {
+	tr := c.s.Transitions
+	if tr == nil {
+		return
+	}
+	c.between("transitions.sourcePort", tr.SourcePort, 1, 65535)
+	c.duration("transitions.interval", tr.Interval.Duration, true, "20ms")
+	c.duration("transitions.timeout", tr.Timeout.Duration, true, "200ms")
+	c.duration("transitions.observe", tr.Observe.Duration, true, "3s")
+	if slices.Contains(c.s.Modes, "userspace") {
+		c.add("modes", "transitions send UDP, which mode userspace does not proxy", "remove userspace from modes in this scenario")
+	}
+	if c.s.Topology.Pods == "isolated" {
+		c.add("transitions", "transitions add endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")
+	}
+}
+
+// lifecycle checks the lifecycle block.
+func (c *checker) lifecycle() {
+	lc := c.s.Lifecycle
+	if lc == nil {
+		return
+	}
+	c.between("lifecycle.held", lc.Held, 1, 1000)
+	c.duration("lifecycle.observe", lc.Observe.Duration, true, "2s")
+	if c.s.Topology.Pods == "isolated" {
+		c.add("lifecycle", "lifecycle adds endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")
+	}
+}
+
+// syncDisruption checks the syncDisruption block.
+func (c *checker) syncDisruption() {
+	sd := c.s.SyncDisruption
+	if sd == nil {
+		return
+	}
+	c.between("syncDisruption.services", sd.Services, 1, 1000)
+	c.between("syncDisruption.probes", sd.Probes, 1, 64)
+	c.duration("syncDisruption.timeout", sd.Timeout.Duration, true, "1s")
+	c.duration("syncDisruption.slow", sd.Slow.Duration, true, "100ms")
+}
+
 func (c *checker) churn() {
 	s, ch := c.s, c.s.Churn
 	if ch.Rate == 0 && !s.has("churn") {
