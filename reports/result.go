@@ -116,6 +116,9 @@ type ModeResult struct {
 	// Lifecycle are the lifecycle phase's changes (scenario block
 	// lifecycle).
 	Lifecycle []LifecycleChange `json:"lifecycle,omitempty"`
+	// ConnReuse are the conn-reuse phase's passes (scenario block
+	// connReuse).
+	ConnReuse []ConnReusePass `json:"connReuse,omitempty"`
 }
 
 // PositionResult is lookup.latency (and hits) at one service position.
