@@ -110,6 +110,9 @@ type ModeResult struct {
 	// Transitions are the transitions phase's figures (scenario block
 	// transitions), one per transition and cleanup variant.
 	Transitions []Transition `json:"transitions,omitempty"`
+	// DNS checks the transitions phase's DNS-like service on both its
+	// ServicePorts (53/UDP and 53/TCP) with one endpoint.
+	DNS *DNSCheck `json:"dns,omitempty"`
 	// SyncDisruption are the sync-disruption phase's windows (scenario
 	// block syncDisruption): a cold full sync and an incremental one.
 	SyncDisruption []SyncWindow `json:"syncDisruption,omitempty"`

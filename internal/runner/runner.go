@@ -306,7 +306,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		}
 	}
 	if sc.Transitions != nil && !m.Direct {
-		if mr.Transitions, err = transitionsPhase(ctx, sc, e, tb, m, p, services, o.Progress, &f); err != nil {
+		if mr.Transitions, mr.DNS, err = transitionsPhase(ctx, sc, e, tb, m, p, services, o.Progress, &f); err != nil {
 			return nil, fmt.Errorf("transitions: %w", err)
 		}
 	}
