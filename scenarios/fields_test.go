@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,6 +35,7 @@ var numericFields = []struct {
 	{"services.endpoints.max", "services:\n  count: 10\n  endpoints:\n    distribution: uniform\n    min: 1\n    max: @\n", ""},
 	{"services.endpoints.s", "services:\n  count: 10\n  endpoints:\n    distribution: zipf\n    s: @\n    v: 1\n    max: 10\n", "f"},
 	{"services.endpoints.v", "services:\n  count: 10\n  endpoints:\n    distribution: zipf\n    s: 1.5\n    v: @\n    max: 10\n", "f"},
+	{"services.endpoints.withoutEndpoints", "services:\n  count: 10\n  endpoints:\n    withoutEndpoints: @\n", "z"},
 	{"services.endpoints.weights.list[0]", "services:\n  count: 10\n  endpoints:\n    weights:\n      list: [@]\n", ""},
 	{"services.endpoints.weights.min", "services:\n  count: 10\n  endpoints:\n    weights:\n      distribution: uniform\n      min: @\n      max: 10\n", ""},
 	{"services.endpoints.weights.max", "services:\n  count: 10\n  endpoints:\n    weights:\n      distribution: uniform\n      min: 1\n      max: @\n", ""},
@@ -325,5 +327,32 @@ func TestEmptyValues(t *testing.T) {
 	// An empty block is an empty mapping: its fields take their defaults.
 	if _, err := Parse([]byte("services:\n  count: 10\ntraffic:\n"), "e.yaml"); err != nil {
 		t.Errorf("empty traffic block: %v", err)
+	}
+}
+
+// TestWithoutEndpoints: a share of services gets no endpoint, never a
+// fixed traffic position, the same ones for the same seed.
+func TestWithoutEndpoints(t *testing.T) {
+	sc, err := Parse([]byte("seed: 4\nservices:\n  count: 100\n  endpoints: {count: 3, withoutEndpoints: 0.1}\n"), "w.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := sc.EmptyServices()
+	zeros := 0
+	for i, c := range sc.EndpointCounts() {
+		if c == 0 {
+			zeros++
+			if i == 0 || i == 50 || i == 99 {
+				t.Errorf("service %d (a fixed position) has no endpoints", i)
+			}
+		} else if c != 3 {
+			t.Errorf("service %d has %d endpoints", i, c)
+		}
+	}
+	if len(empty) != 10 || zeros != 10 {
+		t.Errorf("%d empty services listed, %d without endpoints; want 10", len(empty), zeros)
+	}
+	if again := sc.EmptyServices(); !slices.Equal(again, empty) {
+		t.Errorf("not deterministic: %v then %v", empty, again)
 	}
 }

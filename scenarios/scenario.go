@@ -136,6 +136,13 @@ type EndpointsSpec struct {
 	// a service gets 1 + Zipf(S, V, Max-1) endpoints.
 	S float64 `yaml:"s,omitempty" json:"s,omitempty"`
 	V float64 `yaml:"v,omitempty" json:"v,omitempty"`
+	// WithoutEndpoints is the share of services left without any
+	// endpoint (0 <= share < 1, default 0): round(share × count) services,
+	// never the first, middle or last (EmptyServices). Traffic to them is
+	// answered by the mode's REJECT (or dropped), and its errors are
+	// measured with their time to error next to the lookup latency of the
+	// others, in the same run.
+	WithoutEndpoints float64 `yaml:"withoutEndpoints,omitempty" json:"withoutEndpoints,omitempty"`
 	// Weights sets each endpoint's weight (workload.Endpoint.Weight, the
 	// IPVS real server weight); nil: every endpoint weighs 1.
 	Weights *WeightsSpec `yaml:"weights,omitempty" json:"weights,omitempty"`

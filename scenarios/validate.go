@@ -732,6 +732,9 @@ func (s *Scenario) validateEndpoints(add func(field, msg, fix string)) bool {
 	unused := func(field string, set bool) {
 		need(field, !set, "is not used by distribution "+e.Distribution, "remove it")
 	}
+	if w := e.WithoutEndpoints; w != 0 || s.has(f+"withoutEndpoints") {
+		need("withoutEndpoints", w >= 0 && w < 1, fmt.Sprintf("%v is not a share in [0, 1)", w), "use a share such as 0.1 (10% of the services without endpoints)")
+	}
 	upTo := func(field string, v int) {
 		need(field, v <= MaxEndpointsPerService, fmt.Sprintf("%d is more than %d endpoints per service", v, MaxEndpointsPerService), fmt.Sprintf("use at most %d", MaxEndpointsPerService))
 	}
