@@ -120,6 +120,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	writeChurnMarkdown(&b, r)
 	writeTransitionsMarkdown(&b, r)
 	writeSyncDisruptionMarkdown(&b, r)
+	writeLifecycleMarkdown(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -113,6 +113,9 @@ type ModeResult struct {
 	// SyncDisruption are the sync-disruption phase's windows (scenario
 	// block syncDisruption): a cold full sync and an incremental one.
 	SyncDisruption []SyncWindow `json:"syncDisruption,omitempty"`
+	// Lifecycle are the lifecycle phase's changes (scenario block
+	// lifecycle).
+	Lifecycle []LifecycleChange `json:"lifecycle,omitempty"`
 }
 
 // PositionResult is lookup.latency (and hits) at one service position.

@@ -68,6 +68,10 @@ type Scenario struct {
 	// incremental sync, and reports failed and slow connections during
 	// each sync's window (kubernetes PR#139546).
 	SyncDisruption *SyncDisruptionSpec `yaml:"syncDisruption,omitempty" json:"syncDisruption,omitempty"`
+	// Lifecycle, when set, runs each mode (but none) through endpoint
+	// lifecycle changes of a TCP service while clients hold connections:
+	// removal, terminating, drain to 0 and refill, restart at a new address.
+	Lifecycle *LifecycleSpec `yaml:"lifecycle,omitempty" json:"lifecycle,omitempty"`
 	// NoConntrackCleanup turns off the modes' stale UDP conntrack cleanup
 	// (set by the transitions phase for its comparison; never from YAML).
 	NoConntrackCleanup bool `yaml:"-" json:"-"`
@@ -332,6 +336,15 @@ type TransitionsSpec struct {
 	// WithoutCleanup also runs every transition with the mode's conntrack
 	// cleanup turned off, to show what it prevents (default true).
 	WithoutCleanup *bool `yaml:"withoutCleanup" json:"withoutCleanup"`
+}
+
+// LifecycleSpec configures the lifecycle phase.
+type LifecycleSpec struct {
+	// Held is the number of connections held open across each change
+	// (default 12); Observe how long new connections are made after each
+	// change (default 2s).
+	Held    int      `yaml:"held" json:"held"`
+	Observe Duration `yaml:"observe" json:"observe"`
 }
 
 // SyncDisruptionSpec configures the sync-disruption phase.

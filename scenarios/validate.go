@@ -148,6 +148,10 @@ func (s *Scenario) SetDefaults() {
 		}
 	}
 	dur("uml.timeout", &s.UML.Timeout, 30*time.Minute)
+	if lc := s.Lifecycle; lc != nil {
+		num("lifecycle.held", &lc.Held, 12)
+		dur("lifecycle.observe", &lc.Observe, 2*time.Second)
+	}
 	if sd := s.SyncDisruption; sd != nil {
 		num("syncDisruption.services", &sd.Services, 8)
 		num("syncDisruption.probes", &sd.Probes, 2)
@@ -232,6 +236,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).churn,
 		(*checker).transitions,
 		(*checker).syncDisruption,
+		(*checker).lifecycle,
 		(*checker).failure,
 		(*checker).sweepPeriods,
 		(*checker).sweepSchedulers,
@@ -563,6 +568,19 @@ func (c *checker) transitions() {
 	}
 	if c.s.Topology.Pods == "isolated" {
 		c.add("transitions", "transitions add endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")
+	}
+}
+
+// lifecycle checks the lifecycle block.
+func (c *checker) lifecycle() {
+	lc := c.s.Lifecycle
+	if lc == nil {
+		return
+	}
+	c.between("lifecycle.held", lc.Held, 1, 1000)
+	c.duration("lifecycle.observe", lc.Observe.Duration, true, "2s")
+	if c.s.Topology.Pods == "isolated" {
+		c.add("lifecycle", "lifecycle adds endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")
 	}
 }
 

@@ -43,12 +43,12 @@ type udpClient struct {
 }
 
 // probe sends n datagrams and returns the endpoint that answered each
-// (the zero Addr for no answer within 200 ms, or a refusal).
+// (the zero Addr for no answer within 500 ms, or a refusal).
 func (u *udpClient) probe(n int) []netip.Addr {
 	out := make([]netip.Addr, n)
 	for i := range out {
 		u.seq++
-		ap, _, err := traffic.UDPExchange(u.c, u.seq, 200*time.Millisecond)
+		ap, _, err := traffic.UDPExchange(u.c, u.seq, 500*time.Millisecond)
 		var ne net.Error
 		switch {
 		case err == nil:
