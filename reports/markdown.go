@@ -121,6 +121,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	writeTransitionsMarkdown(&b, r)
 	writeSyncDisruptionMarkdown(&b, r)
 	writeLifecycleMarkdown(&b, r)
+	writeConnReuseMarkdown(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -110,12 +110,18 @@ type ModeResult struct {
 	// Transitions are the transitions phase's figures (scenario block
 	// transitions), one per transition and cleanup variant.
 	Transitions []Transition `json:"transitions,omitempty"`
+	// DNS checks the transitions phase's DNS-like service on both its
+	// ServicePorts (53/UDP and 53/TCP) with one endpoint.
+	DNS *DNSCheck `json:"dns,omitempty"`
 	// SyncDisruption are the sync-disruption phase's windows (scenario
 	// block syncDisruption): a cold full sync and an incremental one.
 	SyncDisruption []SyncWindow `json:"syncDisruption,omitempty"`
 	// Lifecycle are the lifecycle phase's changes (scenario block
 	// lifecycle).
 	Lifecycle []LifecycleChange `json:"lifecycle,omitempty"`
+	// ConnReuse are the conn-reuse phase's passes (scenario block
+	// connReuse).
+	ConnReuse []ConnReusePass `json:"connReuse,omitempty"`
 }
 
 // PositionResult is lookup.latency (and hits) at one service position.

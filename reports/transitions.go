@@ -41,6 +41,16 @@ type Transition struct {
 	SyncNs int64 `json:"syncNs"`
 }
 
+// DNSCheck counts answers through both ServicePorts of the DNS-like
+// service (53/UDP + 53/TCP, one endpoint): datagrams and connections sent,
+// and those answered by the endpoint.
+type DNSCheck struct {
+	UDPSent int `json:"udpSent"`
+	UDPOK   int `json:"udpOK"`
+	TCPSent int `json:"tcpSent"`
+	TCPOK   int `json:"tcpOK"`
+}
+
 // Recovery formats RecoveryNs: "0.004 s" or "never (3 s)".
 func (t Transition) Recovery() string {
 	if t.RecoveryNs < 0 {
@@ -77,6 +87,16 @@ func writeTransitionsMarkdown(b *strings.Builder, r *Result) {
 			}
 			fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %s | %.1f ms |\n",
 				name, t.Name, clean, t.Recovery(), t.Sent, t.Live, t.Stale, t.Lost, t.ConntrackDeleted, flows, float64(t.SyncNs)/1e6)
+		}
+	}
+	b.WriteString("\nThe DNS-like service on both ServicePorts (one endpoint): answered / sent.\n\n")
+	for _, m := range r.Modes {
+		if d := m.DNS; d != nil {
+			name := m.Mode
+			if m.Kernel == "uml" {
+				name += " (uml)"
+			}
+			fmt.Fprintf(b, "- %s: 53/UDP %d/%d, 53/TCP %d/%d\n", name, d.UDPOK, d.UDPSent, d.TCPOK, d.TCPSent)
 		}
 	}
 }

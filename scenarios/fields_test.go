@@ -39,6 +39,9 @@ var numericFields = []struct {
 	{"services.endpoints.weights.max", "services:\n  count: 10\n  endpoints:\n    weights:\n      distribution: uniform\n      min: 1\n      max: @\n", ""},
 	{"sim.nodes", "engine: sim\nservices: {count: 10}\nsim:\n  nodes: @\n", ""},
 	{"sim.watchDelay", "engine: sim\nservices: {count: 10}\nsim:\n  watchDelay: @\n", "zf"},
+	{"connReuse.connections", "services: {count: 10}\nconnReuse:\n  connections: @\n", ""},
+	{"connReuse.ports", "services: {count: 10}\nconnReuse:\n  ports: @\n", ""},
+	{"connReuse.reuseModes[0]", "services: {count: 10}\nconnReuse:\n  reuseModes: [@]\n", "z"},
 	{"lifecycle.held", "services: {count: 10}\nlifecycle:\n  held: @\n", ""},
 	{"lifecycle.observe", "services: {count: 10}\nlifecycle:\n  observe: @\n", "f"},
 	{"syncDisruption.services", "services: {count: 10}\nsyncDisruption:\n  services: @\n", ""},
@@ -166,7 +169,7 @@ func TestNumericFieldsComplete(t *testing.T) {
 // kindOf is the probe kind of the field at path.
 func kindOf(t *testing.T, path string) string {
 	v := valueAt(t, &Scenario{Services: ServicesSpec{Endpoints: EndpointsSpec{Weights: &WeightsSpec{List: []int{0}}}},
-		Sweep: SweepSpec{Services: []int{0}, MinSyncPeriod: []Duration{{}}}, Gates: []Gate{{}}, Transitions: &TransitionsSpec{}, SyncDisruption: &SyncDisruptionSpec{}, Lifecycle: &LifecycleSpec{}}, path)
+		Sweep: SweepSpec{Services: []int{0}, MinSyncPeriod: []Duration{{}}}, Gates: []Gate{{}}, Transitions: &TransitionsSpec{}, SyncDisruption: &SyncDisruptionSpec{}, Lifecycle: &LifecycleSpec{}, ConnReuse: &ConnReuseSpec{ReuseModes: []int{0}}}, path)
 	switch v.(type) {
 	case int64:
 		return "int"

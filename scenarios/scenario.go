@@ -72,6 +72,11 @@ type Scenario struct {
 	// lifecycle changes of a TCP service while clients hold connections:
 	// removal, terminating, drain to 0 and refill, restart at a new address.
 	Lifecycle *LifecycleSpec `yaml:"lifecycle,omitempty" json:"lifecycle,omitempty"`
+	// ConnReuse, when set, makes each mode (but none) run a client that
+	// closes with FIN from a narrow source-port range, so ports are reused
+	// from TIME_WAIT (kubernetes#70747), and reports the share of connects
+	// slower than 1 s; ipvs runs once per net.ipv4.vs.conn_reuse_mode value.
+	ConnReuse *ConnReuseSpec `yaml:"connReuse,omitempty" json:"connReuse,omitempty"`
 	// NoConntrackCleanup turns off the modes' stale UDP conntrack cleanup
 	// (set by the transitions phase for its comparison; never from YAML).
 	NoConntrackCleanup bool `yaml:"-" json:"-"`
@@ -336,6 +341,20 @@ type TransitionsSpec struct {
 	// WithoutCleanup also runs every transition with the mode's conntrack
 	// cleanup turned off, to show what it prevents (default true).
 	WithoutCleanup *bool `yaml:"withoutCleanup" json:"withoutCleanup"`
+}
+
+// ConnReuseSpec configures the conn-reuse phase.
+type ConnReuseSpec struct {
+	// Connections made one at a time (default 2000) from Ports source
+	// ports (default 50: the client namespace's ip_local_port_range is
+	// narrowed to 20000..20000+Ports-1 and tcp_tw_reuse set to 1 for the
+	// phase), each closed by the client with FIN.
+	Connections int `yaml:"connections" json:"connections"`
+	Ports       int `yaml:"ports" json:"ports"`
+	// ReuseModes are the net.ipv4.vs.conn_reuse_mode values the ipvs mode
+	// runs with, one pass each, set in the node namespace (default [1, 0];
+	// the kernel's default is 1).
+	ReuseModes []int `yaml:"reuseModes" json:"reuseModes"`
 }
 
 // LifecycleSpec configures the lifecycle phase.

@@ -148,6 +148,13 @@ func (s *Scenario) SetDefaults() {
 		}
 	}
 	dur("uml.timeout", &s.UML.Timeout, 30*time.Minute)
+	if cr := s.ConnReuse; cr != nil {
+		num("connReuse.connections", &cr.Connections, 2000)
+		num("connReuse.ports", &cr.Ports, 50)
+		if cr.ReuseModes == nil && !s.has("connReuse.reuseModes") {
+			cr.ReuseModes = []int{1, 0}
+		}
+	}
 	if lc := s.Lifecycle; lc != nil {
 		num("lifecycle.held", &lc.Held, 12)
 		dur("lifecycle.observe", &lc.Observe, 2*time.Second)
@@ -237,6 +244,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).transitions,
 		(*checker).syncDisruption,
 		(*checker).lifecycle,
+		(*checker).connReuse,
 		(*checker).failure,
 		(*checker).sweepPeriods,
 		(*checker).sweepSchedulers,
@@ -568,6 +576,22 @@ func (c *checker) transitions() {
 	}
 	if c.s.Topology.Pods == "isolated" {
 		c.add("transitions", "transitions add endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")
+	}
+}
+
+// connReuse checks the connReuse block.
+func (c *checker) connReuse() {
+	cr := c.s.ConnReuse
+	if cr == nil {
+		return
+	}
+	c.between("connReuse.connections", cr.Connections, 1, 1000000)
+	c.between("connReuse.ports", cr.Ports, 1, 10000)
+	if len(cr.ReuseModes) == 0 {
+		c.add("connReuse.reuseModes", "is empty", "list net.ipv4.vs.conn_reuse_mode values, such as [1, 0]")
+	}
+	for i, m := range cr.ReuseModes {
+		c.between(fmt.Sprintf("connReuse.reuseModes[%d]", i), m, 0, 2)
 	}
 }
 

@@ -295,13 +295,18 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 			return nil, fmt.Errorf("sync disruption: %w", err)
 		}
 	}
+	if sc.ConnReuse != nil && !m.Direct {
+		if mr.ConnReuse, err = connReusePhase(ctx, sc, e, tb, m, services, o.Progress); err != nil {
+			return nil, fmt.Errorf("conn reuse: %w", err)
+		}
+	}
 	if sc.Lifecycle != nil && !m.Direct {
 		if mr.Lifecycle, err = lifecyclePhase(ctx, sc, e, tb, m, p, services, o.Progress, &f); err != nil {
 			return nil, fmt.Errorf("lifecycle: %w", err)
 		}
 	}
 	if sc.Transitions != nil && !m.Direct {
-		if mr.Transitions, err = transitionsPhase(ctx, sc, e, tb, m, p, services, o.Progress, &f); err != nil {
+		if mr.Transitions, mr.DNS, err = transitionsPhase(ctx, sc, e, tb, m, p, services, o.Progress, &f); err != nil {
 			return nil, fmt.Errorf("transitions: %w", err)
 		}
 	}

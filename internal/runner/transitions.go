@@ -156,10 +156,10 @@ func tally(t *reports.Transition, recs []exchange, t0 time.Time, live []netip.Ad
 // built without the cleanup; the node's conntrack table is flushed before
 // each transition. Afterwards p programs services again (a full sync).
 func transitionsPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topology.Testbed, m proxymodes.Mode, p proxymodes.Proxier,
-	services []workload.Service, prog Progress, f *faults) (out []reports.Transition, err error) {
+	services []workload.Service, prog Progress, f *faults) (out []reports.Transition, dnsCheck *reports.DNSCheck, err error) {
 	tr := sc.Transitions
 	if tb.Backend == nil {
-		return nil, fmt.Errorf("transitions: need the shared backend host (pods: shared)")
+		return nil, nil, fmt.Errorf("transitions: need the shared backend host (pods: shared)")
 	}
 	target := uint16(5353)
 	for slices.Contains(workload.TargetPorts(services), target) {
@@ -167,16 +167,16 @@ func transitionsPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *t
 	}
 	dns, a, b, err := dnsLike(sc, services, target)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	uecho, err := traffic.StartUDPEchoIn([]*topology.Netns{tb.Backend}, []uint16{target})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer uecho.Close()
 	techo, err := traffic.StartEcho(tb.Backend, []uint16{target})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer techo.Close()
 
@@ -192,13 +192,13 @@ func transitionsPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *t
 			off := *sc
 			off.NoConntrackCleanup = true
 			if q, err = m.New(&off, tb.Node); err != nil {
-				return out, err
+				return out, nil, err
 			}
 		}
 		for _, name := range []string{"0to1-new-service", "endpoint-removal", "restart-1to0to1"} {
 			t, err := runTransition(ctx, e, tb, q, services, dns, a, b, name, tr)
 			if err != nil {
-				return out, fmt.Errorf("transition %s (cleanup %v): %w", name, clean, err)
+				return out, nil, fmt.Errorf("transition %s (cleanup %v): %w", name, clean, err)
 			}
 			t.Cleanup = clean
 			out = append(out, t)
@@ -206,20 +206,54 @@ func transitionsPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *t
 		}
 		if !clean {
 			if cerr := q.Cleanup(context.WithoutCancel(ctx)); cerr != nil {
-				return out, fmt.Errorf("cleanup of the proxier without conntrack cleanup: %w", cerr)
+				return out, nil, fmt.Errorf("cleanup of the proxier without conntrack cleanup: %w", cerr)
 			}
 		}
 	}
 	if fs, ok := p.(proxymodes.FullSyncer); ok {
 		fs.ForceFullSync()
 	}
+	if dnsCheck, err = checkDNS(ctx, tb, p, services, dns, a, tr); err != nil {
+		return out, nil, err
+	}
 	if _, err := p.Sync(ctx, services); err != nil {
-		return out, fmt.Errorf("sync after transitions: %w", err)
+		return out, nil, fmt.Errorf("sync after transitions: %w", err)
 	}
 	if ferr := e.flush(0); ferr != nil {
 		f.add("conntrack flush of node0 after the transitions failed: %v", ferr)
 	}
-	return out, nil
+	return out, dnsCheck, nil
+}
+
+// checkDNS programs the DNS-like service with endpoint a and sends 20
+// datagrams to 53/UDP and 20 connections to 53/TCP from client pod 0.
+func checkDNS(ctx context.Context, tb *topology.Testbed, p proxymodes.Proxier, services []workload.Service,
+	dns workload.Service, a netip.Addr, tr *scenarios.TransitionsSpec) (*reports.DNSCheck, error) {
+	if _, err := p.Sync(ctx, withEndpoints(services, dns, a)); err != nil {
+		return nil, fmt.Errorf("DNS check sync: %w", err)
+	}
+	d := &reports.DNSCheck{}
+	c, err := traffic.DialUDP(tb.Clients[0], 0, netip.AddrPortFrom(dns.ClusterIP, 53))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	for i := 0; i < 20; i++ {
+		d.UDPSent++
+		if ap, _, err := traffic.UDPExchange(c, uint64(i+1), tr.Timeout.Duration+time.Second); err == nil && ap.Addr() == a {
+			d.UDPOK++
+		}
+	}
+	err = tb.Clients[0].Do(func() error {
+		for i := 0; i < 20; i++ {
+			d.TCPSent++
+			if ap, _, _, err := traffic.DialEcho(dns.ClusterIP, 53, 2*time.Second); err == nil && ap.Addr() == a {
+				d.TCPOK++
+			}
+		}
+		return nil
+	})
+	return d, err
 }
 
 // runTransition performs one transition (see reports.Transition.Name)

@@ -183,6 +183,26 @@ func TestKernelTransitions(t *testing.T) {
 					t.Errorf("without cleanup: answers %v, want all still from the removed endpoint %s", got, first)
 				}
 			})
+			t.Run(name+"/terminating", func(t *testing.T) {
+				// A terminating endpoint still serves: kube-proxy's cleanup
+				// keeps the flows to it (IsServing), new flows avoid it.
+				p, u := testbed(t, mode, clean)
+				sync(t, p, dnsService(epA, epB))
+				first := u.probe(1)[0]
+				if first != epA && first != epB {
+					t.Fatalf("first answer from %v", first)
+				}
+				svcs := dnsService(epA, epB)
+				for i := range svcs[0].Endpoints {
+					if svcs[0].Endpoints[i].IP == first {
+						svcs[0].Endpoints[i] = workload.Endpoint{IP: first, Serving: true, Terminating: true, Weight: 1}
+					}
+				}
+				st := sync(t, p, svcs)
+				if got := u.probe(5); !all(got, first) || st.ConntrackDeleted != 0 {
+					t.Errorf("after marking %s terminating: answers %v, %d entries deleted; want its flow kept (still serving)", first, got, st.ConntrackDeleted)
+				}
+			})
 			t.Run(name+"/restart-1to0to1", func(t *testing.T) {
 				p, u := testbed(t, mode, clean)
 				sync(t, p, dnsService(epA))

@@ -207,7 +207,7 @@ func (p *Proxier) Info() map[string]string {
 	}
 	aff := "None"
 	if p.cfg.Affinity.ClientIP {
-		aff = "ClientIP/" + p.cfg.Affinity.timeout().String()
+		aff = "ClientIP/" + p.cfg.Affinity.EffectiveTimeout().String()
 	}
 	info := map[string]string{
 		"backend":         p.cfg.Backend,
