@@ -34,6 +34,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	if note := PartialNote(r); note != "" {
 		fmt.Fprintf(&b, "**%s**\n\n", note)
 	}
+	if n := len(r.MoreRuns); n > 0 {
+		fmt.Fprintf(&b, "This result holds %d runs of the whole measurement (run --count); the tables show run 1. `proxybench compare` judges each figure across all of them.\n\n", n+1)
+	}
 	if r.Machine.KernelWhere == "host+uml" {
 		fmt.Fprintf(&b, "Modes marked (uml) ran in a user-mode-linux guest (kernel %s, 1 CPU), the others on the host: compare within one kernel only. %s\n\n", r.Machine.GuestKernel, r.Machine.KernelWhy)
 	}
