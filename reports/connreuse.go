@@ -27,6 +27,12 @@ type ConnReusePass struct {
 	P99Ns       int64 `json:"p99Ns"`
 	MaxNs       int64 `json:"maxNs"`
 	Endpoints   int   `json:"endpoints"`
+	// Reused counts connections from a source port used before in the
+	// pass; ReusedSameEndpoint those that reached the same endpoint as that
+	// port's previous connection (conn_reuse_mode=0 reuses the old IPVS
+	// connection, so its real server; 1 schedules anew).
+	Reused             int `json:"reused"`
+	ReusedSameEndpoint int `json:"reusedSameEndpoint"`
 	// ErrorSamples holds up to 3 errors.
 	ErrorSamples []string `json:"errorSamples,omitempty"`
 }
@@ -40,8 +46,8 @@ func writeConnReuseMarkdown(b *strings.Builder, r *Result) {
 		return
 	}
 	b.WriteString("\n### connection reuse from TIME_WAIT (FIN close, narrow source-port range, kubernetes#70747)\n\n")
-	b.WriteString("| mode | kernel | conn_reuse_mode | connections | source ports | errors | connects > 1 s | share > 1 s | p50 | p99 | max | endpoints reached |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| mode | kernel | conn_reuse_mode | connections | source ports | errors | connects > 1 s | share > 1 s | p50 | p99 | max | endpoints reached | reused port → same endpoint |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, m := range r.Modes {
 		name := m.Mode
 		if m.Kernel == "uml" {
@@ -56,8 +62,12 @@ func writeConnReuseMarkdown(b *strings.Builder, r *Result) {
 			if p.Connections > 0 {
 				share = float64(p.Slow) / float64(p.Connections)
 			}
-			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %d | %.2f%% | %.2f ms | %.2f ms | %.1f ms | %d |\n",
-				name, p.Kernel, mode, p.Connections, p.Ports, p.Errors, p.Slow, 100*share, float64(p.P50Ns)/1e6, float64(p.P99Ns)/1e6, float64(p.MaxNs)/1e6, p.Endpoints)
+			same := "-"
+			if p.Reused > 0 {
+				same = fmt.Sprintf("%.1f%% of %d", 100*float64(p.ReusedSameEndpoint)/float64(p.Reused), p.Reused)
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %d | %.2f%% | %.2f ms | %.2f ms | %.1f ms | %d | %s |\n",
+				name, p.Kernel, mode, p.Connections, p.Ports, p.Errors, p.Slow, 100*share, float64(p.P50Ns)/1e6, float64(p.P99Ns)/1e6, float64(p.MaxNs)/1e6, p.Endpoints, same)
 		}
 	}
 }

@@ -53,6 +53,8 @@ var numericFields = []struct {
 	{"transitions.timeout", "services: {count: 10}\ntransitions:\n  timeout: @\n", "f"},
 	{"transitions.observe", "services: {count: 10}\ntransitions:\n  observe: @\n", "f"},
 	{"failure.downEndpointsPerService", "services: {count: 10}\nfailure:\n  downEndpointsPerService: @\n", "z"},
+	{"failure.syncErrors.every", "services: {count: 10}\nchurn: {rate: 10}\nfailure:\n  syncErrors:\n    every: @\n", ""},
+	{"failure.syncErrors.rate", "services: {count: 10}\nchurn: {rate: 10}\nfailure:\n  syncErrors:\n    rate: @\n", ""},
 	{"churn.rate", "services: {count: 10}\nchurn:\n  rate: @\n", "f"},
 	{"churn.duration", "services: {count: 10}\nchurn:\n  rate: 10\n  duration: @\n", "f"},
 	{"churn.probes", "services: {count: 10}\nchurn:\n  rate: 10\n  probes: @\n", ""},
@@ -166,21 +168,39 @@ func TestNumericFieldsComplete(t *testing.T) {
 	walk(reflect.TypeFor[Scenario](), "")
 }
 
-// kindOf is the probe kind of the field at path.
+// kindOf is the probe kind of the field at path, from the schema's types
+// (so that a new optional block needs no change here).
 func kindOf(t *testing.T, path string) string {
-	v := valueAt(t, &Scenario{Services: ServicesSpec{Endpoints: EndpointsSpec{Weights: &WeightsSpec{List: []int{0}}}},
-		Sweep: SweepSpec{Services: []int{0}, MinSyncPeriod: []Duration{{}}}, Gates: []Gate{{}}, Transitions: &TransitionsSpec{}, SyncDisruption: &SyncDisruptionSpec{}, Lifecycle: &LifecycleSpec{}, ConnReuse: &ConnReuseSpec{ReuseModes: []int{0}}}, path)
-	switch v.(type) {
-	case int64:
-		return "int"
-	case float64:
-		return "float"
-	case time.Duration:
-		return "duration"
-	case string:
-		return "gate"
+	typ := reflect.TypeFor[Scenario]()
+	for _, part := range strings.Split(path, ".") {
+		list := false
+		if m := indexRE.FindStringSubmatch(part); m != nil {
+			part, list = m[1], true
+		}
+		if typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		fields, _ := yamlFields(typ)
+		ft, ok := fields[part]
+		if !ok {
+			t.Fatalf("%s: no field %s", path, part)
+		}
+		typ = ft
+		if list {
+			typ = typ.Elem()
+		}
 	}
-	t.Fatalf("%s: unknown kind %T", path, v)
+	switch {
+	case typ == reflect.TypeFor[Duration]():
+		return "duration"
+	case typ == reflect.TypeFor[GateValue]():
+		return "gate"
+	case typ.Kind() == reflect.Float64:
+		return "float"
+	case typ.Kind() == reflect.Int, typ.Kind() == reflect.Int64:
+		return "int"
+	}
+	t.Fatalf("%s: unknown kind %s", path, typ)
 	return ""
 }
 

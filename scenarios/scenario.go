@@ -289,7 +289,28 @@ type FailureSpec struct {
 	// Mode is reset (default: REJECT --reject-with tcp-reset in the
 	// backend host) or drop (no answer: connects time out).
 	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
+	// SyncErrors makes rule-program calls fail during the churn phase, so
+	// that recovery from failed syncs can be measured (see SyncErrorsSpec).
+	SyncErrors *SyncErrorsSpec `yaml:"syncErrors,omitempty" json:"syncErrors,omitempty"`
 }
+
+// SyncErrorsSpec injects failed syncs: during the churn phase the mode's
+// rule programs (iptables-*-restore, ipset, nft) are found on PATH as a
+// wrapper script that runs the real tool, except on the calls it fails:
+// those exit 1 without running it, as the real tool does when it fails
+// (e.g. a lost xtables lock), so the proxier sees a real failed exec.
+// Exactly one of Every and Rate is set.
+type SyncErrorsSpec struct {
+	// Every fails calls Every, 2×Every, ... (counted over all wrapped
+	// programs from the start of each churn phase); 2 or more.
+	Every int `yaml:"every,omitempty" json:"every,omitempty"`
+	// Rate fails each call with this probability (0 < Rate < 1), drawn
+	// with the scenario's seed.
+	Rate float64 `yaml:"rate,omitempty" json:"rate,omitempty"`
+}
+
+// Set reports whether sync errors are injected.
+func (e *SyncErrorsSpec) Set() bool { return e != nil && (e.Every != 0 || e.Rate != 0) }
 
 // ChurnSpec is the open-loop churn generator (workload.Arrivals and
 // workload.Cluster.Next).

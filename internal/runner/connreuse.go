@@ -65,6 +65,7 @@ func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 		p := reports.ConnReusePass{ReuseMode: mode, Kernel: kernelRelease(), Connections: cr.Connections, Ports: cr.Ports}
 		var lats []int64
 		eps := map[netip.Addr]bool{}
+		lastEP := map[int]netip.Addr{} // source port -> endpoint of its last connection
 		err := client.Do(func() error {
 			for i := 0; i < cr.Connections; i++ {
 				if ctx.Err() != nil {
@@ -87,6 +88,17 @@ func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 						unix.Close(fd)
 					}
 					continue
+				}
+				if sa, serr := unix.Getsockname(fd); serr == nil {
+					if in4, ok := sa.(*unix.SockaddrInet4); ok {
+						if prev, seen := lastEP[in4.Port]; seen {
+							p.Reused++
+							if prev == landed.Addr() {
+								p.ReusedSameEndpoint++
+							}
+						}
+						lastEP[in4.Port] = landed.Addr()
+					}
 				}
 				// Close with FIN: undo OpenEcho's SO_LINGER 0.
 				_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{})
