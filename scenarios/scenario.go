@@ -136,6 +136,13 @@ type EndpointsSpec struct {
 	// a service gets 1 + Zipf(S, V, Max-1) endpoints.
 	S float64 `yaml:"s,omitempty" json:"s,omitempty"`
 	V float64 `yaml:"v,omitempty" json:"v,omitempty"`
+	// WithoutEndpoints is the share of services left without any
+	// endpoint (0 <= share < 1, default 0): round(share × count) services,
+	// never the first, middle or last (EmptyServices). Traffic to them is
+	// answered by the mode's REJECT (or dropped), and its errors are
+	// measured with their time to error next to the lookup latency of the
+	// others, in the same run.
+	WithoutEndpoints float64 `yaml:"withoutEndpoints,omitempty" json:"withoutEndpoints,omitempty"`
 	// Weights sets each endpoint's weight (workload.Endpoint.Weight, the
 	// IPVS real server weight); nil: every endpoint weighs 1.
 	Weights *WeightsSpec `yaml:"weights,omitempty" json:"weights,omitempty"`
@@ -289,7 +296,28 @@ type FailureSpec struct {
 	// Mode is reset (default: REJECT --reject-with tcp-reset in the
 	// backend host) or drop (no answer: connects time out).
 	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
+	// SyncErrors makes rule-program calls fail during the churn phase, so
+	// that recovery from failed syncs can be measured (see SyncErrorsSpec).
+	SyncErrors *SyncErrorsSpec `yaml:"syncErrors,omitempty" json:"syncErrors,omitempty"`
 }
+
+// SyncErrorsSpec injects failed syncs: during the churn phase the mode's
+// rule programs (iptables-*-restore, ipset, nft) are found on PATH as a
+// wrapper script that runs the real tool, except on the calls it fails:
+// those exit 1 without running it, as the real tool does when it fails
+// (e.g. a lost xtables lock), so the proxier sees a real failed exec.
+// Exactly one of Every and Rate is set.
+type SyncErrorsSpec struct {
+	// Every fails calls Every, 2×Every, ... (counted over all wrapped
+	// programs from the start of each churn phase); 2 or more.
+	Every int `yaml:"every,omitempty" json:"every,omitempty"`
+	// Rate fails each call with this probability (0 < Rate < 1), drawn
+	// with the scenario's seed.
+	Rate float64 `yaml:"rate,omitempty" json:"rate,omitempty"`
+}
+
+// Set reports whether sync errors are injected.
+func (e *SyncErrorsSpec) Set() bool { return e != nil && (e.Every != 0 || e.Rate != 0) }
 
 // ChurnSpec is the open-loop churn generator (workload.Arrivals and
 // workload.Cluster.Next).

@@ -666,11 +666,40 @@ func (c *checker) failure() {
 		c.add("failure.downEndpointsPerService", fmt.Sprintf("%d is not in 0..%d (services may have only %d endpoints; one must stay up)", f.DownEndpointsPerService, max(smallest-1, 0), smallest),
 			"use fewer down endpoints than the smallest endpoint count")
 	}
+	c.syncErrors()
 	if f.Mode == "" && f.DownEndpointsPerService == 0 {
 		return
 	}
 	if c.oneOf("failure.mode", f.Mode, []string{"reset", "drop"}) && f.Mode == "drop" && s.Traffic.Timeout.Duration <= 250*time.Millisecond {
 		c.add("traffic.timeout", fmt.Sprintf("%s is too short for failure mode drop: the userspace proxy's first retry waits 250ms", s.Traffic.Timeout.Duration), `use "2s"`)
+	}
+}
+
+// syncErrors checks failure.syncErrors: every >= 2 or 0 < rate < 1, not
+// both, and churn to run them in.
+func (c *checker) syncErrors() {
+	s, e := c.s, c.s.Failure.SyncErrors
+	const f = "failure.syncErrors"
+	if !e.Set() && !s.has(f) {
+		return
+	}
+	if e == nil {
+		e = &SyncErrorsSpec{}
+	}
+	switch {
+	case (e.Every != 0 || s.has(f+".every")) && (e.Rate != 0 || s.has(f+".rate")):
+		c.add(f, "sets both every and rate", "keep one: every: 20 (every 20th rule-program call fails) or rate: 0.05")
+	case e.Every != 0 || s.has(f+".every"):
+		c.between(f+".every", e.Every, 2, math.MaxInt32)
+	case e.Rate != 0 || s.has(f+".rate"):
+		if !(e.Rate > 0 && e.Rate < 1) {
+			c.add(f+".rate", fmt.Sprintf("%v is not a probability in (0, 1)", e.Rate), "use a rate such as 0.05")
+		}
+	default:
+		c.add(f, "is empty", "set every: 20 or rate: 0.05")
+	}
+	if s.Churn.Rate == 0 {
+		c.add(f, "has no effect without churn (errors are injected in the churn phase)", "set churn.rate, or remove failure.syncErrors")
 	}
 }
 
@@ -702,6 +731,9 @@ func (s *Scenario) validateEndpoints(add func(field, msg, fix string)) bool {
 	}
 	unused := func(field string, set bool) {
 		need(field, !set, "is not used by distribution "+e.Distribution, "remove it")
+	}
+	if w := e.WithoutEndpoints; w != 0 || s.has(f+"withoutEndpoints") {
+		need("withoutEndpoints", w >= 0 && w < 1, fmt.Sprintf("%v is not a share in [0, 1)", w), "use a share such as 0.1 (10% of the services without endpoints)")
 	}
 	upTo := func(field string, v int) {
 		need(field, v <= MaxEndpointsPerService, fmt.Sprintf("%d is more than %d endpoints per service", v, MaxEndpointsPerService), fmt.Sprintf("use at most %d", MaxEndpointsPerService))

@@ -108,8 +108,7 @@ func Probe(ctx context.Context, node proxymodes.Node) (bool, string) {
 	var ok []string
 	var bad []string
 	for _, be := range []string{BackendLegacy, BackendNft} {
-		bin := "iptables-" + be + "-restore"
-		if _, err := node.Run(ctx, []byte(probeRules), bin, "--noflush"); err != nil {
+		if _, err := node.Run(ctx, []byte(probeRules), proxymodes.IPTablesBinary(be, "restore"), "--noflush"); err != nil {
 			msg, _, _ := strings.Cut(err.Error(), "\n")
 			bad = append(bad, be+": "+msg)
 			continue
