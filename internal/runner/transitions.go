@@ -204,11 +204,9 @@ func transitionsPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *t
 			out = append(out, t)
 			prog.Add(1)
 		}
-		if !clean {
-			if cerr := q.Cleanup(context.WithoutCancel(ctx)); cerr != nil {
-				return out, nil, fmt.Errorf("cleanup of the proxier without conntrack cleanup: %w", cerr)
-			}
-		}
+		// The proxier without cleanup is not cleaned up: its Cleanup would
+		// also remove what p relies on (iptables' jump rules, which p
+		// ensured once); p's forced full sync below takes its objects over.
 	}
 	if fs, ok := p.(proxymodes.FullSyncer); ok {
 		fs.ForceFullSync()
