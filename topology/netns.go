@@ -61,6 +61,22 @@ func (n *Netns) Netlink() (*netlink.Handle, error) {
 	return netlink.NewHandleAt(n.handle, unix.NETLINK_ROUTE, unix.NETLINK_NETFILTER)
 }
 
+// startNS is this process's namespace at start (a handle kept for the
+// process's life), where leave returns the main thread.
+var startNS, _ = netns.Get()
+
+// leave returns the calling thread to startNS if it is the process's main
+// thread: the Go runtime ends a locked thread when its goroutine ends,
+// except the main thread, which it parks forever instead; left inside a
+// namespace, it would hold that namespace (and keep its run live for
+// Cleanup) for the rest of the process. Other threads are left alone: they
+// end with their goroutine.
+func leave() {
+	if unix.Gettid() == unix.Getpid() && startNS.IsOpen() {
+		_ = netns.Set(startNS)
+	}
+}
+
 // enter locks the calling goroutine to its OS thread and switches that
 // thread into ns. The thread is never unlocked: it exits with the
 // goroutine, so a namespace never leaks into other goroutines. This is the
@@ -81,8 +97,10 @@ func enter(ns *Netns) error {
 func (n *Netns) Do(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		// The thread exits with this goroutine (enter never unlocks it).
+		// The thread exits with this goroutine (enter never unlocks it);
+		// the main thread goes back first (leave).
 		if err := enter(n); err != nil {
+			leave()
 			errc <- err
 			return
 		}
@@ -91,6 +109,7 @@ func (n *Netns) Do(fn func() error) error {
 		if n.cpu != nil {
 			n.cpu.Add(int64(cpuacct.Thread() - t0 + cpuacct.Children() - c0))
 		}
+		leave()
 		errc <- err
 	}()
 	return <-errc
@@ -99,7 +118,10 @@ func (n *Netns) Do(fn func() error) error {
 // Run executes a program inside the namespace with stdin, like
 // `ip netns exec <Name> name args...` but without a new mount namespace.
 // It returns stdout; on failure the error holds stderr. The child is
-// waited for, so its CPU time counts in RUSAGE_CHILDREN.
+// waited for, so its CPU time counts in RUSAGE_CHILDREN. It carries this
+// process as its owner and the run ID in its environment (OwnerEnv,
+// RunIDEnv) and is killed if this process dies first (Pdeathsig), so a
+// killed run leaves no program running in its namespaces.
 func (n *Netns) Run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
 	var out, errb bytes.Buffer
 	err := n.Do(func() error {
@@ -108,6 +130,7 @@ func (n *Netns) Run(ctx context.Context, stdin []byte, name string, args ...stri
 			cmd.Stdin = bytes.NewReader(stdin)
 		}
 		cmd.Stdout, cmd.Stderr = &out, &errb
+		cmd.Env, cmd.SysProcAttr = childAttr(n.Name)
 		return cmd.Run()
 	})
 	if err != nil {
@@ -127,12 +150,14 @@ func CreateNetns(name string) (*Netns, error) {
 	go func() {
 		runtime.LockOSThread()
 		// NewNamed unshares this thread into the new namespace; the thread
-		// is discarded when the goroutine ends (no UnlockOSThread).
+		// is discarded when the goroutine ends (no UnlockOSThread); the
+		// main thread goes back first (leave).
 		var err error
 		h, err = netns.NewNamed(name)
 		if err != nil {
 			err = fmt.Errorf("create netns %q: %w", name, err)
 		}
+		leave()
 		errc <- err
 	}()
 	if err := <-errc; err != nil {

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -283,15 +284,24 @@ func Leftovers() ([]string, error) {
 // runID when it is not empty) and returns their names. Links, routes,
 // rules and IPVS/nftables state live inside those namespaces and go with
 // them. A run that is still going (some process holds one of its
-// namespaces open, or has a thread inside one) is never touched: its
-// namespaces are returned in skipped.
+// namespaces open, or has a thread inside one, see LiveRuns) is never
+// touched: its namespaces are returned in skipped. Programs a killed run
+// left running in its namespaces (its orphans, see LiveRuns) are killed
+// (SIGKILL) before the namespaces go.
 func Cleanup(runID string) (done, skipped []string, err error) {
 	names, err := Leftovers()
 	if err != nil {
 		return nil, nil, err
 	}
-	live := LiveRuns(names)
+	live, orphans := liveRuns(names)
 	var errs []error
+	for id, pids := range orphans {
+		if (runID == "" || id == runID) && !live[id] {
+			for _, pid := range pids {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+	}
 	for _, n := range names {
 		if runID != "" && !strings.HasPrefix(n, Prefix+runID+"-") {
 			continue
@@ -335,10 +345,20 @@ func RunIDOf(name string) string {
 }
 
 // LiveRuns returns the run IDs among names whose namespace some process
-// still uses: an open file descriptor on it (a running proxybench keeps
-// one per namespace) or a thread inside it, found by matching the
-// namespace's nsfs inode against /proc/*/fd/* and /proc/*/task/*/ns/net.
+// still uses: an open file descriptor on it (a running proxybench, or test,
+// keeps one per namespace for as long as the namespace exists) or a thread
+// inside it, found by matching the namespace's nsfs inode against
+// /proc/*/fd/* and /proc/*/task/*/ns/net. A process inside a namespace
+// that is an orphan of a killed run (a program Netns.Run started, such as
+// iptables-restore, whose owner process is gone: see OwnerEnv) does not
+// make the run live: kill -9 of a run leaves it to be cleaned up at once.
 func LiveRuns(names []string) map[string]bool {
+	live, _ := liveRuns(names)
+	return live
+}
+
+// liveRuns is LiveRuns, also returning the orphans (PIDs) by run ID.
+func liveRuns(names []string) (live map[string]bool, orphans map[string][]int) {
 	byIno := map[string]string{}
 	for _, n := range names {
 		var st unix.Stat_t
@@ -346,31 +366,50 @@ func LiveRuns(names []string) map[string]bool {
 			byIno[fmt.Sprintf("net:[%d]", st.Ino)] = RunIDOf(n)
 		}
 	}
-	live := map[string]bool{}
+	live, orphans = map[string]bool{}, map[string][]int{}
 	if len(byIno) == 0 {
-		return live
+		return live, orphans
 	}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		if p.Name()[0] < '0' || p.Name()[0] > '9' {
 			continue
 		}
-		var links []string
+		// holds: the runs whose namespace the process has open (an owner).
+		holds := map[string]bool{}
 		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
 		for _, fd := range fds {
-			links = append(links, filepath.Join("/proc", p.Name(), "fd", fd.Name()))
-		}
-		tasks, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "task"))
-		for _, t := range tasks {
-			links = append(links, filepath.Join("/proc", p.Name(), "task", t.Name(), "ns", "net"))
-		}
-		for _, l := range links {
-			if target, err := os.Readlink(l); err == nil {
+			if target, err := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name())); err == nil {
 				if id, ok := byIno[target]; ok {
-					live[id] = true
+					holds[id] = true
 				}
 			}
 		}
+		// inside: the runs with a namespace one of its threads is in.
+		inside := map[string]bool{}
+		tasks, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "task"))
+		for _, t := range tasks {
+			if target, err := os.Readlink(filepath.Join("/proc", p.Name(), "task", t.Name(), "ns", "net")); err == nil {
+				if id, ok := byIno[target]; ok && !holds[id] {
+					inside[id] = true
+				}
+			}
+		}
+		for id := range holds {
+			live[id] = true
+		}
+		if len(inside) == 0 {
+			continue
+		}
+		if pid, err := strconv.Atoi(p.Name()); err == nil && orphaned(p.Name()) {
+			for id := range inside {
+				orphans[id] = append(orphans[id], pid)
+			}
+			continue
+		}
+		for id := range inside {
+			live[id] = true
+		}
 	}
-	return live
+	return live, orphans
 }

@@ -4,9 +4,16 @@ package topology_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -122,6 +129,7 @@ func TestCleanupByRunID(t *testing.T) {
 		}
 		ns.Close()
 	}
+	awaitThreadsOut(t, topology.NetnsName(a, "node0"), topology.NetnsName(b, "node0"))
 	defer topology.Cleanup(b)
 	done, skipped, err := topology.Cleanup(a)
 	if err != nil || len(done) != 1 || done[0] != topology.NetnsName(a, "node0") || len(skipped) != 0 {
@@ -156,4 +164,126 @@ func containsName(names []string, n string) bool {
 		}
 	}
 	return false
+}
+
+// TestCleanupKillsOrphans: a program left running in a namespace by a
+// killed run (tagged with an owner that is gone) does not keep the run
+// live: Cleanup kills it and removes the namespace. An untagged process
+// inside (a user's shell) or a program Netns.Run runs for a live owner
+// keeps its run live.
+func TestCleanupKillsOrphans(t *testing.T) {
+	testenv.RequireKernel(t, "sleep")
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadTag := fmt.Sprintf("%d:1", dead.Process.Pid) // that process is gone
+	orphanID, userID, ownedID := topology.NewRunID(), topology.NewRunID(), topology.NewRunID()
+	nss := map[string]*topology.Netns{}
+	for _, id := range []string{orphanID, userID, ownedID} {
+		ns, err := topology.CreateNetns(topology.NetnsName(id, "node0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nss[id] = ns
+		defer topology.Cleanup(id)
+	}
+	// start runs sleep inside id's namespace, then drops the handle: only
+	// the process inside holds the namespace.
+	start := func(id string, env []string) *exec.Cmd {
+		cmd := exec.Command("sleep", "600")
+		cmd.Env = env
+		if err := nss[id].Do(cmd.Start); err != nil {
+			t.Fatal(err)
+		}
+		nss[id].Close()
+		return cmd
+	}
+	orphan := start(orphanID, []string{topology.OwnerEnv + "=" + deadTag})
+	orphanDone := make(chan error, 1)
+	go func() { orphanDone <- orphan.Wait() }()
+	user := start(userID, nil)
+	awaitThreadsOut(t, nss[orphanID].Name)
+	defer func() { user.Process.Kill(); user.Wait() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	ownedDone := make(chan error, 1)
+	go func() {
+		_, err := nss[ownedID].Run(ctx, nil, "sleep", "601")
+		ownedDone <- err
+	}()
+	defer func() { cancel(); <-ownedDone; nss[ownedID].Close() }()
+	// Wait until Netns.Run's sleep runs; it carries this process as owner.
+	var env string
+	for env == "" {
+		select {
+		case err := <-ownedDone:
+			t.Fatalf("Netns.Run ended early: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		env = childEnv("sleep\x00601\x00")
+	}
+	if !strings.Contains(env, "\x00"+topology.OwnerEnv+"="+strconv.Itoa(os.Getpid())+":") || !strings.Contains(env, topology.RunIDEnv+"="+ownedID+"\x00") {
+		t.Errorf("Netns.Run's program lacks the owner and run ID tags: %q", env)
+	}
+
+	done, skipped, err := topology.Cleanup(orphanID)
+	if err != nil || len(done) != 1 || len(skipped) != 0 {
+		t.Fatalf("cleanup of the killed run %s: removed %v, kept %v, %v", orphanID, done, skipped, err)
+	}
+	if err := <-orphanDone; err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("the orphan's exit: %v, want killed", err)
+	}
+	for _, id := range []string{userID, ownedID} {
+		if done, skipped, err := topology.Cleanup(id); err != nil || len(done) != 0 || len(skipped) != 1 {
+			t.Errorf("cleanup of live run %s: removed %v, kept %v, %v", id, done, skipped, err)
+		}
+	}
+}
+
+// childEnv returns the environment (NUL-separated, with a leading NUL) of
+// a child of this process running the command line cmdline (NUL-separated,
+// as in /proc/<pid>/cmdline), "" if there is none.
+func childEnv(cmdline string) string {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil || string(b) != cmdline {
+			continue
+		}
+		st, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+			env, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "environ"))
+			return "\x00" + string(env)
+		}
+	}
+	return ""
+}
+
+// awaitThreadsOut waits until no thread of this process is inside the
+// named namespaces: the throwaway thread CreateNetns or Do used ends only
+// after the call returned (the Go runtime ends a locked thread after its
+// goroutine), and until then this process holds the namespace.
+func awaitThreadsOut(t *testing.T, names ...string) {
+	t.Helper()
+	inos := map[string]bool{}
+	for _, n := range names {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join("/run/netns", n), &st); err != nil {
+			t.Fatal(err)
+		}
+		inos[fmt.Sprintf("net:[%d]", st.Ino)] = true
+	}
+	for {
+		inside := false
+		tasks, _ := os.ReadDir("/proc/self/task")
+		for _, task := range tasks {
+			l, _ := os.Readlink(filepath.Join("/proc/self/task", task.Name(), "ns", "net"))
+			inside = inside || inos[l]
+		}
+		if !inside {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
