@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -210,21 +212,58 @@ func startRun(t *testing.T, extra ...string) (*exec.Cmd, string) {
 	runID := topology.NewRunID()
 	args := append([]string{"run", "10k-services", "--modes", "iptables", "--quiet", "--run-id", runID, "--output", filepath.Join(t.TempDir(), "r.json")}, extra...)
 	cmd := exec.Command(bin, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	// Wait for the testbed (no deadline: a loaded machine is only slower);
+	// a run that ends first is a failure.
+	for {
 		now, _ := topology.Leftovers()
 		if countRun(now, runID) >= 3 {
 			time.Sleep(300 * time.Millisecond) // into the sync
 			return cmd, runID
 		}
+		if exited(cmd.Process.Pid) {
+			cmd.Wait()
+			t.Fatalf("run ended before building its testbed: %s", stderr.String())
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cmd.Process.Kill()
-	t.Fatal("run did not build its testbed within 20 s")
-	return nil, ""
+}
+
+// exited reports whether process pid has ended (a zombie not yet waited
+// for, or gone).
+func exited(pid int) bool {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+	return len(f) == 0 || f[0] == "Z" || f[0] == "X"
+}
+
+// awaitChild waits until process pid has a child (a program it runs in a
+// namespace, e.g. iptables-restore) and returns its PID; 0 if pid ends
+// first.
+func awaitChild(pid int) int {
+	for !exited(pid) {
+		procs, _ := os.ReadDir("/proc")
+		for _, p := range procs {
+			st, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+			if err != nil || p.Name()[0] < '0' || p.Name()[0] > '9' {
+				continue
+			}
+			f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+			if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+				c, _ := strconv.Atoi(p.Name())
+				return c
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return 0
 }
 
 func countRun(names []string, runID string) int {
@@ -252,11 +291,17 @@ func TestSignalTearsDown(t *testing.T) {
 	}
 }
 
-// TestCleanupAfterKill: a run killed with SIGKILL leaves its namespaces;
-// proxybench cleanup removes them all.
+// TestCleanupAfterKill: a run killed with SIGKILL while it runs a program
+// in a namespace (iptables-restore of its sync) leaves its namespaces;
+// proxybench cleanup right away removes them all (the program, orphaned,
+// does not make the run look live).
 func TestCleanupAfterKill(t *testing.T) {
 	testenv.RequireKernel(t, "iptables-legacy-restore")
 	cmd, id := startRun(t)
+	if awaitChild(cmd.Process.Pid) == 0 {
+		cmd.Wait()
+		t.Fatalf("run %s ended before running a program in its namespaces", id)
+	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	if left, _ := topology.Leftovers(); countRun(left, id) < 3 {
