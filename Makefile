@@ -7,10 +7,15 @@ LDFLAGS := -X main.version=$(VERSION)
 # renders the HTML report in the screenshot test).
 APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod user-mode-linux chromium
 
-.PHONY: setup deps build test test-short bench bench-full bench-sim lint clean
+# The Kubernetes release whose kube-proxy and kube-apiserver `make kube` builds
+# (internal/kubebin pins it; another version is built beside it as
+# bin/kube-proxy-<version>, e.g. make kube KUBE_VERSION=v1.36.4).
+KUBE_VERSION ?= v1.37.2
 
-## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench
-setup: deps build
+.PHONY: setup deps build kube test test-short bench bench-full bench-sim lint clean
+
+## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench and the Kubernetes binaries (make kube)
+setup: deps build kube
 
 deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make setup needs root (apt-get); run: sudo make setup" >&2; exit 2; fi
@@ -24,6 +29,12 @@ deps:
 ## build: bin/proxybench
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/proxybench ./cmd/proxybench
+
+## kube: build kube-proxy, kube-apiserver (k8s.io/kubernetes $(KUBE_VERSION)) and etcd into bin/ from the module
+## internal/kubebin; cached (a bin/<name>-<version> that reports the version is kept). The first build takes
+## about 20 min of CPU (40+ min of wall time on a busy 2-core machine).
+kube:
+	GO=$(GO) ./internal/kubebin/build.sh $(KUBE_VERSION) bin
 
 ## test: the whole suite (kernel tests need root; PROXYBENCH_REQUIRE_KERNEL=1 turns their skips into failures)
 test:
