@@ -7,15 +7,20 @@ LDFLAGS := -X main.version=$(VERSION)
 # renders the HTML report in the screenshot test).
 APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod user-mode-linux chromium
 
+# The linter, pinned: honnef.co/go/tools v0.8.2 is staticcheck 2026.2.2.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := bin/staticcheck
+
 # The Kubernetes release whose kube-proxy and kube-apiserver `make kube` builds
 # (internal/kubebin pins it; another version is built beside it as
 # bin/kube-proxy-<version>, e.g. make kube KUBE_VERSION=v1.36.4).
 KUBE_VERSION ?= v1.37.2
 
-.PHONY: setup deps build kube test test-short bench bench-full bench-sim lint clean
+.PHONY: setup deps build tools kube test test-short bench bench-full bench-sim lint clean
 
-## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench and the Kubernetes binaries (make kube)
-setup: deps build kube
+## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench, install the pinned linter,
+## build the Kubernetes binaries (make kube)
+setup: deps build tools kube
 
 deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make setup needs root (apt-get); run: sudo make setup" >&2; exit 2; fi
@@ -35,6 +40,19 @@ build:
 ## about 20 min of CPU (40+ min of wall time on a busy 2-core machine).
 kube:
 	GO=$(GO) ./internal/kubebin/build.sh $(KUBE_VERSION) bin
+
+## tools: bin/staticcheck at STATICCHECK_VERSION (no root; reinstalled when the pin changes)
+tools:
+	@if ! $(STATICCHECK) -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION:v%=%))'; then \
+		echo "installing staticcheck $(STATICCHECK_VERSION) into bin/"; \
+		GOBIN=$(CURDIR)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
+	fi
+
+## lint: go vet, gofmt and the pinned staticcheck (every default check); clean means no output
+lint: tools
+	$(GO) vet ./...
+	@f=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$f" ]; then echo "gofmt needed: $$f" >&2; exit 1; fi
+	$(STATICCHECK) ./...
 
 ## test: the whole suite (kernel tests need root; PROXYBENCH_REQUIRE_KERNEL=1 turns their skips into failures)
 test:

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/scenarios"
@@ -77,9 +76,4 @@ func Doctor(ctx context.Context) ([]ModeStatus, error) {
 		}
 	}
 	return ProbeHost(ctx, sc, names)
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
 }
