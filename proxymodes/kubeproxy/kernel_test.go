@@ -21,6 +21,7 @@ import (
 	"github.com/proxybench/proxybench/topology/controlplane"
 	"github.com/proxybench/proxybench/workload"
 	"github.com/proxybench/proxybench/workload/apiobjects"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 var (
@@ -58,7 +59,7 @@ type testbed struct {
 	tb   *topology.Testbed
 	cp   *controlplane.ControlPlane
 	kp   *kubeproxy.Proxy
-	echo *workload.EchoServer
+	echo *traffic.EchoServer
 }
 
 func (b *testbed) close() {
@@ -79,7 +80,7 @@ func start(t testing.TB, ctx context.Context, runID, mode string, svcs []workloa
 	if err != nil {
 		return b, err
 	}
-	if b.echo, err = workload.StartEcho(b.tb.Backend, []uint16{8080}); err != nil {
+	if b.echo, err = traffic.StartEcho(b.tb.Backend, []uint16{8080}); err != nil {
 		return b, err
 	}
 	b.cp, err = controlplane.Start(ctx, controlplane.Spec{RunID: runID, Nodes: b.tb.Nodes,
@@ -140,7 +141,7 @@ func TestKernelClusterIPThroughKubeProxy(t *testing.T) {
 			var landed netip.AddrPort
 			err := b.tb.Clients[0].Do(func() error {
 				var err error
-				landed, _, _, err = workload.DialEcho(s.ClusterIP, 80, 2*time.Second)
+				landed, _, _, err = traffic.DialEcho(s.ClusterIP, 80, 2*time.Second)
 				return err
 			})
 			if err == nil {
