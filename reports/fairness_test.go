@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -205,4 +206,39 @@ func TestFirstPickShare(t *testing.T) {
 func ExampleSamplesToDetect() {
 	fmt.Println(SamplesToDetect(2, FairnessEffect, FairnessAlpha, FairnessPower) > 0)
 	// Output: true
+}
+
+// TestOneClientUnderSourceHash: with one client address, sh sends every
+// connection of a service to one endpoint. The source unit then has one
+// sample per service, too few to test: the verdict says so (never "fair?")
+// and names the concentration; with sh-port every connection is a draw.
+func TestOneClientUnderSourceHash(t *testing.T) {
+	var obs []ServiceObs
+	for s := 0; s < 4; s++ {
+		row := make([]int, 4)
+		row[s%4] = 250
+		obs = append(obs, ServiceObs{Service: fmt.Sprint("s", s), Endpoints: []string{"a", "b", "c", "d"},
+			Weights: []float64{1, 1, 1, 1}, Sources: []int{0}, Counts: [][]int{row}, FirstPick: -1})
+	}
+	for _, sched := range []string{"sh", "mh"} {
+		r := &FairnessRun{Mode: "ipvs", Scheduler: sched, Expect: ExpectationFor("ipvs", sched, false), Nodes: 1, Obs: obs}
+		r.Analyze()
+		if r.Verdict != VerdictUntestable || !strings.Contains(r.Why, "all connections of a client on one endpoint") || !strings.Contains(r.Why, "12 endpoints starved") {
+			t.Errorf("%s, one client: verdict %q, why %q; want untestable naming the concentration and 12 starved endpoints", sched, r.Verdict, r.Why)
+		}
+		var b strings.Builder
+		writeFairnessMarkdown(&b, &Result{Modes: []ModeResult{{Mode: "ipvs", FairnessRun: r}}})
+		if strings.Contains(b.String(), "fair?") && !strings.Contains(b.String(), "`fair?` means") {
+			t.Errorf("%s: markdown says fair?:\n%s", sched, b.String())
+		}
+	}
+	e := ExpectationFor("ipvs", "sh+sh-port", false)
+	if e.Unit != UnitConnection || !strings.Contains(e.Source, "sh-port") {
+		t.Errorf("sh+sh-port expectation %+v, want the connection unit", e)
+	}
+	r := &FairnessRun{Mode: "ipvs", Scheduler: "sh+sh-port", Expect: e, Nodes: 1, Obs: obs}
+	r.Analyze()
+	if r.Verdict != "UNFAIR" {
+		t.Errorf("sh+sh-port with every connection on one endpoint: %q (%s), want UNFAIR", r.Verdict, r.Why)
+	}
 }

@@ -6,6 +6,25 @@ import (
 	"time"
 )
 
+// FaultWarnings returns one warning per fault of every mode
+// (ModeResult.Faults), after the mode's label: something failed
+// during the run that may make that mode's figures invalid.
+func FaultWarnings(r *Result) []string {
+	var out []string
+	if r.Partial != "" {
+		out = append(out, PartialNote(r))
+	}
+	for _, m := range r.Modes {
+		if m.Partial != "" {
+			out = append(out, fmt.Sprintf("%s: stopped early, only its phases shown were finished (%s)", r.label(m), m.Partial))
+		}
+		for _, f := range m.Faults {
+			out = append(out, fmt.Sprintf("%s: %s", r.label(m), f))
+		}
+	}
+	return out
+}
+
 // Findings returns one sentence per mode saying what the run found,
 // computed from its figures at the largest size measured: how p50 connect
 // latency changes from the first to the last service (with the cause for
@@ -126,4 +145,24 @@ func posSummary(m ModeResult, pos string) Summary {
 		}
 	}
 	return Summary{}
+}
+
+// PartialNote says that r is a partial result (Result.Partial), why, and
+// which modes it holds; "" for a complete result.
+func PartialNote(r *Result) string {
+	if r.Partial == "" {
+		return ""
+	}
+	var done []string
+	for _, m := range r.Modes {
+		l := r.label(m)
+		if m.Partial != "" {
+			l += " (partly)"
+		}
+		done = append(done, l)
+	}
+	if len(done) == 0 {
+		done = []string{"nothing"}
+	}
+	return fmt.Sprintf("PARTIAL RESULT: the run stopped before its end (%s); finished: %s. Modes and phases not shown were never measured.", r.Partial, strings.Join(done, ", "))
 }

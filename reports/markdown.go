@@ -31,6 +31,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "run %s · %s · kernel %s (%s) · %d CPUs · %d services × %d ports · %d repetitions · %s\n\n",
 		r.RunID, r.Engine, r.Machine.Kernel, r.Machine.KernelWhere, r.Machine.CPUs, sc.Services.Count,
 		sc.Services.PortsPerService, sc.Repetitions, r.Started.UTC().Format(time.RFC3339))
+	if note := PartialNote(r); note != "" {
+		fmt.Fprintf(&b, "**%s**\n\n", note)
+	}
 	if r.Machine.KernelWhere == "host+uml" {
 		fmt.Fprintf(&b, "Modes marked (uml) ran in a user-mode-linux guest (kernel %s, 1 CPU), the others on the host: compare within one kernel only. %s\n\n", r.Machine.GuestKernel, r.Machine.KernelWhy)
 	}
@@ -83,7 +86,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 		}
 	}
 	b.WriteString("\n")
-	for _, w := range baselineWarnings(r, base) {
+	for _, w := range append(FaultWarnings(r), baselineWarnings(r, base)...) {
 		b.WriteString("- **warning**: " + w + "\n")
 	}
 	for _, m := range r.Modes {

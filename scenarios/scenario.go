@@ -6,6 +6,7 @@ package scenarios
 import (
 	"math/rand"
 	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -21,6 +22,11 @@ type Scenario struct {
 	// Repetitions is how many times each full sync and each traffic phase is
 	// repeated per mode (default 3).
 	Repetitions int `yaml:"repetitions" json:"repetitions"`
+	// Runs is how many times the whole measurement is repeated (default
+	// 1; `run --count N` overrides it), run after run with every mode in
+	// each, so drift between runs hits all modes alike. The result holds
+	// every run, and compare judges each figure across them.
+	Runs int `yaml:"runs,omitempty" json:"runs,omitempty"`
 	// Modes lists the proxy modes to measure, in order: none, iptables
 	// (later userspace, ipvs, nftables).
 	Modes []string `yaml:"modes" json:"modes"`
@@ -325,6 +331,11 @@ type IPVSSpec struct {
 	// Scheduler is the IPVS scheduler of every virtual server: rr
 	// (default), wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh.
 	Scheduler string `yaml:"scheduler" json:"scheduler"`
+	// SchedulerFlags are the scheduler's options (ipvsadm -b): sh-fallback
+	// and sh-port for sh, mh-fallback and mh-port for mh. With sh-port or
+	// mh-port the hash covers the source port too, so one client address
+	// spreads over the endpoints. Not a KubeProxyConfiguration field.
+	SchedulerFlags []string `yaml:"schedulerFlags,omitempty" json:"schedulerFlags,omitempty"`
 	// ExcludeCIDRs are CIDRs whose IPVS virtual servers a sync must not
 	// remove (kube-proxy leaves foreign virtual servers there alone).
 	ExcludeCIDRs []string `yaml:"excludeCIDRs,omitempty" json:"excludeCIDRs,omitempty"`
@@ -337,6 +348,22 @@ type IPVSSpec struct {
 	// MinSyncPeriod the shortest (default 0s: sync on every change).
 	SyncPeriod    Duration `yaml:"syncPeriod" json:"syncPeriod"`
 	MinSyncPeriod Duration `yaml:"minSyncPeriod" json:"minSyncPeriod"`
+}
+
+// IPVSSchedulerFlags lists the flags each scheduler accepts
+// (include/uapi/linux/ip_vs.h IP_VS_SVC_F_SCHED_{SH,MH}_{FALLBACK,PORT}).
+var IPVSSchedulerFlags = map[string][]string{
+	"sh": {"sh-fallback", "sh-port"},
+	"mh": {"mh-fallback", "mh-port"},
+}
+
+// SchedulerLabel names the scheduler with its flags as results and
+// reports show it: "sh", or "sh+sh-port" with flags.
+func (v IPVSSpec) SchedulerLabel() string {
+	if len(v.SchedulerFlags) == 0 {
+		return v.Scheduler
+	}
+	return v.Scheduler + "+" + strings.Join(v.SchedulerFlags, "+")
 }
 
 // NFTablesSpec is KubeProxyConfiguration's nftables block.

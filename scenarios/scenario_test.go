@@ -117,6 +117,8 @@ func TestParseErrors(t *testing.T) {
 		{"unknown scheduler", "services:\n  count: 1\nipvs:\n  scheduler: wrrr\n", "ipvs.scheduler", 4, `did you mean "wrr"`},
 		{"bad excludeCIDR", "services:\n  count: 1\nipvs:\n  excludeCIDRs: [10.0.0.0/33]\n", "ipvs.excludeCIDRs[0]", 4, "not a CIDR"},
 		{"negative ipvs timeout", "services:\n  count: 1\nipvs:\n  tcpTimeout: -1s\n", "ipvs.tcpTimeout", 4, "is negative"},
+		{"flag of another scheduler", "services:\n  count: 1\nipvs:\n  scheduler: sh\n  schedulerFlags: [mh-port]\n", "ipvs.schedulerFlags[0]", 0, `did you mean "sh-port"`},
+		{"flags on rr", "services:\n  count: 1\nipvs:\n  schedulerFlags: [sh-port]\n", "ipvs.schedulerFlags[0]", 0, `scheduler "rr" takes no flags`},
 		{"zero syncPeriod", "services:\n  count: 1\niptables:\n  syncPeriod: 0s\n", "iptables.syncPeriod", 4, "positive"},
 		{"unknown kernel", "services:\n  count: 1\nkernel: kvm\n", "kernel", 3, "use one of auto, host, uml"},
 		{"unknown fallback", "services:\n  count: 1\nfallback: userspace\n", "fallback", 3, "iptables"},
@@ -167,6 +169,7 @@ func TestDefaults(t *testing.T) {
 	want := Scenario{
 		Name:        "my-test",
 		Repetitions: 3,
+		Runs:        1,
 		Modes:       []string{"none", "iptables"},
 		Kernel:      "auto",
 		Services: ServicesSpec{Count: 10, PortsPerService: 1, Protocol: "TCP", Port: 80, TargetPort: 8080,
@@ -334,6 +337,7 @@ description: skewed
 seed: -7
 repetitions: 1
 modes: [iptables]
+engine: sim
 services:
   count: 50
   portsPerService: 2

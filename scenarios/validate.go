@@ -84,6 +84,7 @@ func (s *Scenario) SetDefaults() {
 	}
 	str("name", &s.Name, nameOf(s.source))
 	num("repetitions", &s.Repetitions, 3)
+	num("runs", &s.Runs, 1)
 	if s.Modes == nil && !s.has("modes") {
 		s.Modes = []string{"none", "iptables"}
 	}
@@ -293,13 +294,14 @@ func (c *checker) duration(field string, d time.Duration, positive bool, example
 	}
 }
 
-// top checks name, repetitions and modes.
+// top checks name, repetitions, runs and modes.
 func (c *checker) top() {
 	s := c.s
 	if !nameRE.MatchString(s.Name) {
 		c.add("name", fmt.Sprintf("%q is not usable in file names", s.Name), "use letters, digits, '.', '_' and '-' only, such as \"10k-services\"")
 	}
 	c.between("repetitions", s.Repetitions, 1, 100)
+	c.between("runs", s.Runs, 1, 100)
 	c.list("modes", s.Modes, KnownModes)
 }
 
@@ -322,7 +324,10 @@ func (c *checker) services() {
 		}
 	}
 	c.between("services.portsPerService", sv.PortsPerService, 1, 65535)
-	c.oneOf("services.protocol", sv.Protocol, []string{"TCP", "UDP"})
+	if c.oneOf("services.protocol", sv.Protocol, []string{"TCP", "UDP"}) && sv.Protocol != "TCP" && s.Engine != "sim" {
+		c.add("services.protocol", sv.Protocol+" services render, but the real engine's traffic driver only drives TCP in this version",
+			"use protocol: TCP, or engine: sim (which models UDP)")
+	}
 	c.distOK = s.validateEndpoints(c.add)
 }
 
@@ -461,6 +466,21 @@ func (c *checker) affinity() {
 func (c *checker) ipvs() {
 	v := c.s.IPVS
 	c.oneOf("ipvs.scheduler", v.Scheduler, IPVSSchedulers)
+	for i, f := range v.SchedulerFlags {
+		field := fmt.Sprintf("ipvs.schedulerFlags[%d]", i)
+		known := IPVSSchedulerFlags[v.Scheduler]
+		switch {
+		case len(known) == 0:
+			c.add(field, fmt.Sprintf("scheduler %q takes no flags", v.Scheduler), "remove ipvs.schedulerFlags, or use scheduler sh or mh")
+		case slices.Contains(v.SchedulerFlags[:i], f):
+			c.add(field, fmt.Sprintf("%q is listed twice", f), "list each flag once")
+		default:
+			c.oneOf(field, f, known)
+		}
+	}
+	if len(v.SchedulerFlags) > 0 && len(c.s.Sweep.Schedulers) > 0 {
+		c.add("ipvs.schedulerFlags", "cannot be combined with sweep.schedulers (flags belong to one scheduler)", "remove one of the two")
+	}
 	for i, cidr := range v.ExcludeCIDRs {
 		c.prefix(fmt.Sprintf("ipvs.excludeCIDRs[%d]", i), cidr)
 	}

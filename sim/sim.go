@@ -33,6 +33,7 @@ import (
 	"math/rand"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -66,6 +67,9 @@ type Options struct {
 // control-plane simulation over Sim.Nodes nodes. Errors: an unknown mode,
 // a calibration that cannot be read or lacks a mode, a render failure.
 func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Result, error) {
+	if len(sc.IPVS.SchedulerFlags) > 0 && slices.Contains(sc.Modes, "ipvs") {
+		return nil, fmt.Errorf("sim: ipvs.schedulerFlags %v are not modelled (the sim's sh and mh hash the source address only); run with --engine real", sc.IPVS.SchedulerFlags)
+	}
 	cal := o.Calibration
 	if cal == nil {
 		var err error

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,59 +13,121 @@ import (
 	"github.com/proxybench/proxybench/reports"
 )
 
+// compareFormats are compare's --format values.
+var compareFormats = []string{"text", "benchstat", "junit", "json"}
+
 func newCompareCmd() *cobra.Command {
-	var tolerance string
-	var failOnRegression, force bool
-	var seed uint64
+	var tolerance, format, output string
+	var alpha float64
+	var failOnRegression, force, anySize, selfCheck bool
 	cmd := &cobra.Command{
-		Use:   "compare BASE.json NEW.json",
-		Short: "Compare two saved results figure by figure, with confidence intervals",
-		Long: `compare matches every figure of NEW to BASE (by mode, size and position) and
-prints the change of lookup.latency.p50, lookup.latency.p99 and sync.full
-with a 95% percentile-bootstrap confidence interval computed from the raw
-samples. A change is flagged only when it is both larger than --tolerance
-and significant (the interval excludes no change). sync.full needs at least
-5 repetitions per run to be judged.
+		Use:   "compare BASE.json... -- NEW.json...  |  compare BASE.json NEW.json",
+		Short: "Compare runs figure by figure across runs, with a rank test and a noise floor",
+		Long: `compare judges every gate figure of the NEW runs against the BASE runs
+across runs: each run gives one value per figure (lookup.latency.p50 and .p99,
+lookup.vsnone.p50 and .p99, sync.full, sync.full.vsraw, cpu.perconn,
+cpu.vsnone; each computed from that run's own raw samples), and the values of
+the two sides are compared with the two-sided Mann-Whitney U test
+(golang.org/x/perf/benchmath, as benchstat). A result may hold several runs
+('run --count N'); several files per side are pooled. A change is flagged only
+when p <= --alpha and it is larger than --tolerance. With fewer runs than the
+test needs (4 per side at alpha 0.05) the verdict is "too few runs: need >= N
+per side", never a guess. Each figure carries its noise floor: the smallest
+change the spread between this side's runs can resolve.
+
+--self-check reads the two sides as an A/A experiment (the same build measured
+twice, e.g. 'make aa'): every flagged figure is a false alarm, and it prints
+the false-alarm rate and the noise floor per figure.
 
 Runs from different machines or kernels (hostname, kernel release, host or
 uml, CPU model) are refused unless --force.
 
 Exit codes: 0 no flagged regression (or --fail-on-regression not given),
-1 a regression with --fail-on-regression, 2 bad input or refused runs.`,
-		Example: `  proxybench compare results/base.json results/new.json
-  proxybench compare base.json new.json --tolerance 5% --fail-on-regression`,
-		Args: cobra.ExactArgs(2),
+1 a flagged regression with --fail-on-regression, 2 bad input or refused runs.`,
+		Example: `  proxybench run 1k-services --count 5 --output base.json   # before the change
+  proxybench run 1k-services --count 5 --output new.json    # after
+  proxybench compare base.json new.json --tolerance 5% --fail-on-regression
+  proxybench compare base-*.json -- new-*.json --format benchstat
+  proxybench compare base.json new.json --format junit --output compare.xml
+  proxybench compare --self-check aa/a-*.json -- aa/b-*.json`,
+		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(compareFormats, format) {
+				return badInput(fmt.Errorf("--format %q: use one of %s", format, strings.Join(compareFormats, ", ")))
+			}
 			tol, err := parsePercent(tolerance)
 			if err != nil {
 				return badInput(fmt.Errorf("--tolerance: %w", err))
 			}
-			base, err := reports.Read(args[0])
-			if err != nil {
-				return badInput(err)
+			if alpha <= 0 || alpha >= 1 {
+				return badInput(fmt.Errorf("--alpha %g: use a level in (0, 1) such as 0.05", alpha))
 			}
-			cur, err := reports.Read(args[1])
-			if err != nil {
-				return badInput(err)
+			basePaths, newPaths := args, []string(nil)
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				basePaths, newPaths = args[:dash], args[dash:]
+			} else if len(args) == 2 {
+				basePaths, newPaths = args[:1], args[1:]
 			}
-			if err := reports.SameMachine(base, cur); err != nil {
-				if !force {
-					return badInput(fmt.Errorf("%w; fix: compare runs of one machine, or pass --force to compare anyway", err))
+			if len(basePaths) == 0 || len(newPaths) == 0 {
+				return badInput(fmt.Errorf("give the base results, then --, then the new results (or exactly two results)"))
+			}
+			read := func(paths []string) ([]*reports.Result, error) {
+				var rs []*reports.Result
+				for _, p := range paths {
+					r, err := reports.Read(p)
+					if err != nil {
+						return nil, err
+					}
+					if note := reports.PartialNote(r); note != "" {
+						// Figures it holds are compared; missing ones are not.
+						fmt.Fprintf(os.Stderr, "note: %s is a partial result: %s\n", p, strings.TrimPrefix(note, "PARTIAL RESULT: "))
+					}
+					rs = append(rs, r)
 				}
-				fmt.Fprintf(os.Stderr, "warning (--force): %v\n", err)
+				return reports.SplitRuns(rs), nil
 			}
-			opt := reports.CompareOptions{Tolerance: tol, Seed: seed}
-			cs := reports.Compare(base, cur, opt)
+			base, err := read(basePaths)
+			if err != nil {
+				return badInput(err)
+			}
+			cur, err := read(newPaths)
+			if err != nil {
+				return badInput(err)
+			}
+			for _, r := range append(base[1:], cur...) {
+				if err := reports.SameMachine(base[0], r); err != nil {
+					if !force {
+						return badInput(fmt.Errorf("%w; fix: compare runs of one machine, or pass --force to compare anyway", err))
+					}
+					fmt.Fprintf(os.Stderr, "warning (--force): %v\n", err)
+					break
+				}
+			}
+			opt := reports.CompareOptions{Tolerance: tol, Alpha: alpha, AnySize: anySize}
+			cs := reports.CompareRuns(base, cur, opt)
 			if len(cs) == 0 {
-				return badInput(fmt.Errorf("no figure is present in both runs (different modes, sizes or positions)"))
+				return badInput(fmt.Errorf("no figure is present on both sides (different modes, sizes or positions; --any-size matches different sizes)"))
 			}
-			if err := reports.WriteComparison(os.Stdout, cs, opt); err != nil {
-				return &exitError{1, err}
+			err = writeTo(output, func(w io.Writer) error {
+				switch {
+				case selfCheck:
+					return reports.WriteSelfCheck(w, cs, opt)
+				case format == "benchstat":
+					return reports.WriteBenchstat(w, cs, basePaths, newPaths)
+				case format == "junit":
+					return reports.WriteComparisonJUnit(w, cs, opt)
+				case format == "json":
+					return reports.WriteComparisonJSON(w, cs)
+				}
+				return reports.WriteComparison(w, cs, opt)
+			})
+			if err != nil {
+				return err
 			}
 			if failOnRegression {
 				for _, c := range cs {
 					if c.Regression() {
-						return &exitError{1, fmt.Errorf("regression: %s of %s at %d services %s changed %+.1f%%", c.Figure, c.Mode, c.Services, c.Position, (c.Ratio-1)*100)}
+						return &exitError{1, fmt.Errorf("regression: %s", c)}
 					}
 				}
 			}
@@ -71,9 +135,13 @@ Exit codes: 0 no flagged regression (or --fail-on-regression not given),
 		},
 	}
 	cmd.Flags().StringVar(&tolerance, "tolerance", "10%", "smallest relative change that is flagged (10% or 0.1)")
+	cmd.Flags().Float64Var(&alpha, "alpha", 0.05, "significance level of the rank test")
 	cmd.Flags().BoolVar(&failOnRegression, "fail-on-regression", false, "exit 1 when a regression is flagged")
 	cmd.Flags().BoolVar(&force, "force", false, "compare runs from different machines or kernels")
-	cmd.Flags().Uint64Var(&seed, "seed", 1, "bootstrap resampling seed")
+	cmd.Flags().BoolVar(&anySize, "any-size", false, "match figures whatever their service count (each side one size)")
+	cmd.Flags().BoolVar(&selfCheck, "self-check", false, "read the sides as an A/A experiment: print the false-alarm rate and the noise floor per figure")
+	cmd.Flags().StringVarP(&format, "format", "f", "text", "text, benchstat (its table, ~ and p-values), junit (one testcase per judged figure) or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
 	return cmd
 }
 

@@ -1,16 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/proxybench/proxybench/internal/runner"
 	"github.com/proxybench/proxybench/internal/uml"
@@ -24,6 +24,7 @@ type runFlags struct {
 	runID    string
 	modes    string
 	services int
+	count    int
 	output   string
 	seed     int64
 	quiet    bool
@@ -31,6 +32,8 @@ type runFlags struct {
 	// engine and calibration select the sim engine (sim.go).
 	engine      string
 	calibration string
+	// geteuid replaces os.Geteuid in Preflight (nil: os.Geteuid).
+	geteuid func() int
 }
 
 // loadScenario loads a scenario and applies run's overrides, then validates
@@ -51,6 +54,9 @@ func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scena
 	}
 	if cmd.Flags().Changed("seed") {
 		sc.Seed = f.seed
+	}
+	if cmd.Flags().Lookup("count") != nil && cmd.Flags().Changed("count") {
+		sc.Runs = f.count
 	}
 	if cmd.Flags().Changed("kernel") {
 		sc.Kernel = f.kernel
@@ -83,19 +89,20 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			if err != nil {
 				return err
 			}
+			out, def, err := checkRun(sc, f)
+			if err != nil {
+				return err
+			}
 			if sc.Engine == "sim" {
 				// No root, namespaces or kernel: the sim engine (sim.go).
-				return runSim(cmd, sc, f.output, f.calibration, f.quiet, f.junit)
-			}
-			if err := runner.Preflight(sc, runner.Options{}); err != nil {
-				return badInput(err)
+				return runSim(cmd, sc, out, def, f.calibration, f.quiet, f.junit)
 			}
 			if left, _ := topology.Stale(); len(left) > 0 && !uml.InGuest() {
 				fmt.Fprintf(os.Stderr, "note: %d namespaces of earlier runs are still here (%s ...); 'proxybench cleanup' removes them\n", len(left), left[0])
 			}
 			// SIGPIPE too: a closed stdout/stderr pipe ends the run with
 			// its testbed removed, like SIGINT and SIGTERM.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+			ctx, stop := signalContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 			defer stop()
 			kc, err := runner.ChooseKernel(ctx, sc)
 			if err != nil {
@@ -111,55 +118,84 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			if runID == "" {
 				runID = topology.NewRunID()
 			}
-			out := f.output
-			if out == "" {
-				out = filepath.Join("results", fmt.Sprintf("%s-%s.json", sc.Name, time.Now().UTC().Format("20060102T150405Z")))
-			}
-			opts := runner.Options{RunID: runID, Version: version, Progress: newProgress(f.quiet)}
-			var res *reports.Result
 			var console io.Writer = os.Stderr
 			if f.quiet {
 				console = nil
 			}
-			switch kc.Where {
-			case "uml":
-				res, err = runner.RunInUML(ctx, sc, opts, console)
-			case "split":
-				res, err = runner.RunSplit(ctx, sc, kc, opts, console)
-			default:
-				res, err = runner.Run(ctx, sc, opts)
+			// One run measures every mode; with runs: N (--count N) the
+			// whole run repeats, each on a fresh testbed with its own
+			// run ID, so drift between runs hits every mode alike.
+			var res *reports.Result
+			for k := range max(sc.Runs, 1) {
+				id := runID
+				if k > 0 {
+					id = topology.NewRunID()
+				}
+				if sc.Runs > 1 && !f.quiet {
+					fmt.Fprintf(os.Stderr, "run %d of %d (%s)\n", k+1, sc.Runs, id)
+				}
+				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet)}
+				var r *reports.Result
+				switch kc.Where {
+				case "uml":
+					r, err = runner.RunInUML(ctx, sc, opts, console)
+				case "split":
+					r, err = runner.RunSplit(ctx, sc, kc, opts, console)
+				default:
+					r, err = runner.Run(ctx, sc, opts)
+				}
+				if err != nil && k > 0 && res != nil {
+					// The runs already made are kept: save them, then
+					// report the failure.
+					fmt.Fprintf(os.Stderr, "proxybench: run %d of %d failed: %v; keeping the %d runs made\n", k+1, sc.Runs, err, k)
+					if ferr := finish(res, sc, out, def, "", ""); ferr != nil {
+						fmt.Fprintf(os.Stderr, "proxybench: %v\n", ferr)
+					}
+					break
+				}
+				if r == nil || err != nil {
+					res = r
+					break
+				}
+				if k == 0 {
+					res = r
+					continue
+				}
+				res.MoreRuns = append(res.MoreRuns, reports.Run{RunID: r.RunID, Started: r.Started, Finished: r.Finished, Modes: r.Modes})
+				res.Finished = r.Finished
 			}
 			if res != nil {
 				res.Machine.KernelWhy = kc.Why
-				for i := range res.Modes {
-					for from, to := range kc.FellBack {
-						if res.Modes[i].Mode == to {
-							res.Modes[i].FellBackFrom = from
+				markFallback := func(ms []reports.ModeResult) {
+					for i := range ms {
+						for from, to := range kc.FellBack {
+							if ms[i].Mode == to {
+								ms[i].FellBackFrom = from
+							}
 						}
 					}
+				}
+				markFallback(res.Modes)
+				for i := range res.MoreRuns {
+					markFallback(res.MoreRuns[i].Modes)
 				}
 			}
 			if err != nil {
 				if runner.IsInput(err) {
 					return badInput(err)
 				}
+				code, msg := 1, err.Error()
 				if ctx.Err() != nil {
-					return &exitError{130, fmt.Errorf("interrupted; testbed %s removed: %w", runID, err)}
+					code, msg = 130, fmt.Sprintf("%v; testbed %s removed: %v", context.Cause(ctx), runID, err)
 				}
-				return &exitError{1, err}
+				return savePartial(res, out, def, code, msg)
 			}
-			if err := res.Write(out); err != nil {
-				return &exitError{1, fmt.Errorf("write result: %w", err)}
-			}
-			if err := reports.WriteMarkdown(os.Stdout, res); err != nil {
-				return &exitError{1, err}
-			}
-			fmt.Fprintf(os.Stdout, "\nresult: %s\n", out)
-			return evaluateGates(res, sc, f.junit)
+			return finish(res, sc, out, def, f.junit, "")
 		},
 	}
 	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes to run instead of the scenario's, e.g. none,iptables,nftables")
 	cmd.Flags().IntVar(&f.services, "services", 0, "number of services instead of the scenario's services.count")
+	cmd.Flags().IntVar(&f.count, "count", 0, "repeat the whole measurement N times instead of the scenario's runs (default 1); the result holds every run, for compare")
 	cmd.Flags().StringVar(&f.output, "output", "", "result JSON path (default results/<scenario>-<timestamp>.json)")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed instead of the scenario's")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
@@ -170,6 +206,96 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 	cmd.Flags().StringVar(&f.calibration, "calibration", "", "with --engine sim: a calibration file from 'proxybench calibrate' (default: the shipped one)")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "write the scenario's gates (or, without gates, every figure) as JUnit XML to this file")
 	return cmd
+}
+
+// checkRun does the checks run does before anything is created, after
+// the scenario's own validation: the output and JUnit paths can be written
+// (checkOutput) and, for the real engine, the machine can run the
+// scenario (runner.Preflight: root, each mode's programs). validate calls
+// it too, so that validate and run agree. It returns the result path and
+// whether it is the default.
+func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, err error) {
+	if sc.Engine != "sim" {
+		if err := runner.Preflight(sc, runner.Options{Geteuid: f.geteuid}); err != nil {
+			return "", false, badInput(err)
+		}
+	}
+	out, def = resultPath(f.output, sc, sc.Engine)
+	if err := checkOutput("--output", out, def); err != nil {
+		return "", false, err
+	}
+	if f.junit != "" {
+		if err := checkOutput("--junit", f.junit, false); err != nil {
+			return "", false, err
+		}
+	}
+	return out, def, nil
+}
+
+// finish saves res (saveResult: atomic, with a fallback file named on
+// stderr when out cannot be written), prints the Markdown summary on
+// stdout in every case, and evaluates the gates. extra is printed after
+// the result line (the sim's calibration).
+func finish(res *reports.Result, sc *scenarios.Scenario, out string, def bool, junit, extra string) error {
+	saved, werr := saveResult(res, out, def)
+	if werr != nil && saved != "" {
+		fmt.Fprintf(os.Stderr, "proxybench: %v\nproxybench: the result is saved at %s instead\n", werr, saved)
+	}
+	if err := reports.WriteMarkdown(os.Stdout, res); err != nil {
+		return &exitError{1, err}
+	}
+	if saved != "" {
+		fmt.Fprintf(os.Stdout, "\n%sresult: %s\n", extra, saved)
+	}
+	if werr != nil {
+		return &exitError{1, werr}
+	}
+	return evaluateGates(res, sc, junit)
+}
+
+// signalContext is cancelled on the first of sigs, with the cause
+// "interrupted by <signal>"; stop restores the default handling.
+func signalContext(parent context.Context, sigs ...os.Signal) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(fmt.Errorf("interrupted by %s", unix.SignalName(s.(syscall.Signal))))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
+}
+
+// savePartial ends a run that stopped early (code 130: a signal, 1: a
+// mode failed): when res holds finished measurements it is marked partial
+// with msg, saved (saveResult) and summarised on stdout, and the error
+// says where it is. The exit code stays code.
+func savePartial(res *reports.Result, out string, def bool, code int, msg string) error {
+	if res == nil || len(res.Modes) == 0 {
+		return &exitError{code, fmt.Errorf("%s; nothing was measured yet, no result written", msg)}
+	}
+	res.Partial = msg
+	var done []string
+	for _, m := range res.Modes {
+		label := m.Mode
+		if m.Partial != "" {
+			label += " (partly)"
+		}
+		done = append(done, label)
+	}
+	saved, werr := saveResult(res, out, def)
+	_ = reports.WriteMarkdown(os.Stdout, res)
+	if saved == "" {
+		return &exitError{code, fmt.Errorf("%s; the partial result (%s) could not be saved: %v", msg, strings.Join(done, ", "), werr)}
+	}
+	if werr != nil {
+		fmt.Fprintf(os.Stderr, "proxybench: %v\n", werr)
+	}
+	fmt.Fprintf(os.Stdout, "\npartial result: %s\n", saved)
+	return &exitError{code, fmt.Errorf("%s\nproxybench: partial result (finished: %s) saved at %s; 'proxybench report %s' renders it", msg, strings.Join(done, ", "), saved, saved)}
 }
 
 // evaluateGates checks the scenario's gates against res, prints each
@@ -209,12 +335,26 @@ func newValidateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate SCENARIO",
 		Short: "Check a scenario and print it with defaults filled; creates nothing",
+		Long: `validate does every check run does before it creates anything: the scenario
+(each field parses exactly or is refused with file:line, field and fix), the
+command-line overrides, the --output and --junit paths (their folder must
+exist and be writable: a temporary file is created and removed there) and,
+for the real engine, each mode's programs. Run's root check is reported as
+a note. Exit 2 on any problem, as run.`,
 		Example: `  proxybench validate scenarios/10k-services.yaml
   proxybench validate my.yaml --services 20000`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sc, err := loadScenario(cmd, args[0], f)
 			if err != nil {
+				return err
+			}
+			if os.Geteuid() != 0 && sc.Engine != "sim" {
+				// Everything else run checks is checked; root is run's own.
+				f.geteuid = func() int { return 0 }
+				defer fmt.Fprintln(os.Stderr, "note: run needs root (the real engine creates network namespaces); the other checks passed")
+			}
+			if _, _, err := checkRun(sc, f); err != nil {
 				return err
 			}
 			b, err := sc.YAML()
@@ -230,7 +370,12 @@ func newValidateCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes")
 	cmd.Flags().IntVar(&f.services, "services", 0, "number of services")
+	cmd.Flags().IntVar(&f.count, "count", 0, "runs of the whole measurement, as run --count")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed")
+	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes would run, as run --kernel")
+	cmd.Flags().StringVar(&f.engine, "engine", "", "real or sim, as run --engine")
+	cmd.Flags().StringVar(&f.output, "output", "", "result path run would write: its folder must exist and be writable")
+	cmd.Flags().StringVar(&f.junit, "junit", "", "JUnit path run would write: its folder must exist and be writable")
 	return cmd
 }
 

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/proxymodes"
@@ -128,17 +129,29 @@ func ChooseKernel(ctx context.Context, sc *scenarios.Scenario) (KernelChoice, er
 
 // RunSplit runs kc.HostModes on the host and kc.GuestModes in a
 // user-mode-linux guest and merges the results; every ModeResult says
-// which kernel it ran on.
+// which kernel it ran on. When the guest fails, the host's result is
+// returned with the error, marked Partial.
 func RunSplit(ctx context.Context, sc *scenarios.Scenario, kc KernelChoice, o Options, console io.Writer) (*reports.Result, error) {
 	hs, gs := *sc, *sc
 	hs.Modes, gs.Modes = kc.HostModes, kc.GuestModes
 	res, err := Run(ctx, &hs, o)
 	if err != nil {
-		return nil, err
+		if res != nil {
+			res.Scenario = sc
+		}
+		return res, err // partial, or nil
 	}
 	g, err := RunInUML(ctx, &gs, o, console)
 	if err != nil {
-		return nil, err
+		// The host's modes are finished measurements: keep them, and
+		// what the guest saved before it stopped.
+		res.Scenario = sc
+		if g != nil {
+			res.Modes = append(res.Modes, g.Modes...)
+		}
+		res.Partial = fmt.Sprintf("the guest's modes (%s) failed: %v", strings.Join(kc.GuestModes, ", "), err)
+		res.Finished = time.Now()
+		return res, err
 	}
 	res.Modes = append(res.Modes, g.Modes...)
 	res.Machine.KernelWhere = "host+uml"
@@ -270,15 +283,21 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	if err != nil {
 		return nil, err
 	}
+	r, rerr := reports.Read(filepath.Join(dir, "result.json"))
+	if r != nil {
+		r.Machine.KernelWhere = "uml"
+		r.Machine.HostKernel = kernelRelease()
+		r.Machine.GuestBootNs = int64(res.Boot)
+	}
 	if res.ExitCode != 0 {
-		return nil, fmt.Errorf("the run inside the user-mode-linux guest failed (exit %d); its console is above", res.ExitCode)
+		err := fmt.Errorf("the run inside the user-mode-linux guest failed (exit %d); its console is above", res.ExitCode)
+		if r != nil && r.Partial != "" {
+			return r, err // the guest saved what it had finished
+		}
+		return nil, err
 	}
-	r, err := reports.Read(filepath.Join(dir, "result.json"))
-	if err != nil {
-		return nil, fmt.Errorf("guest result: %w", err)
+	if rerr != nil {
+		return nil, fmt.Errorf("guest result: %w", rerr)
 	}
-	r.Machine.KernelWhere = "uml"
-	r.Machine.HostKernel = kernelRelease()
-	r.Machine.GuestBootNs = int64(res.Boot)
 	return r, nil
 }

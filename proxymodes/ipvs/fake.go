@@ -291,6 +291,9 @@ func (f *FakeHandle) Dump() string {
 	var b strings.Builder
 	for _, s := range svcs {
 		fmt.Fprintf(&b, "%s %s:%d %s", protoName(s.Protocol), addrOf(s.Address), s.Port, s.SchedName)
+		if f := s.Flags &^ (flagPersistent | flagHashed); f != 0 {
+			fmt.Fprintf(&b, " flags 0x%x", f)
+		}
 		if s.Flags&flagPersistent != 0 {
 			fmt.Fprintf(&b, " persistent %d", s.Timeout)
 		}
@@ -392,3 +395,24 @@ func (a *FakeAddresses) DeleteLink() error {
 
 // Close does nothing.
 func (a *FakeAddresses) Close() {}
+
+// SetConnections sets the active and inactive connection counts the fake
+// reports for the real server addr:port of the virtual server
+// proto/vip:vport (ENOENT or ESRCH when missing), as the kernel's
+// connection table would (for graceful termination tests).
+func (f *FakeHandle) SetConnections(proto string, vip netip.Addr, vport uint16, addr netip.Addr, port uint16, active, inactive int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, ok := f.svcs[vsKey(proto, vip, vport)]
+	if !ok {
+		return fmt.Errorf("virtual server %s: %w", vsKey(proto, vip, vport), unix.ESRCH)
+	}
+	k := destKey(addr, port)
+	d, ok := fs.dests[k]
+	if !ok {
+		return fmt.Errorf("real server %s: %w", k, unix.ENOENT)
+	}
+	d.ActiveConnections, d.InactiveConnections = active, inactive
+	fs.dests[k] = d
+	return nil
+}

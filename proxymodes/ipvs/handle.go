@@ -71,6 +71,9 @@ type Op struct {
 	Kind    OpKind
 	Service *ipvs.Service
 	Dest    *ipvs.Destination
+	// Graceful marks an OpUpdateDestination to weight 0 of a removed real
+	// server that still has connections: it enters graceful termination.
+	Graceful bool
 }
 
 // applyOne performs op with h's per-object methods.
@@ -148,6 +151,7 @@ func toService(v *VirtualServer) *ipvs.Service {
 		s.Flags = flagPersistent
 		s.Timeout = v.Timeout
 	}
+	s.Flags |= v.SchedFlags
 	return s
 }
 

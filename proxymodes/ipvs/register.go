@@ -50,6 +50,7 @@ func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 	_, _, _, cluster := sc.Prefixes()
 	cfg := Config{
 		Scheduler:       sc.IPVS.Scheduler,
+		SchedulerFlags:  sc.IPVS.SchedulerFlags,
 		ClusterCIDR:     cluster,
 		SessionAffinity: sc.Services.SessionAffinity == "ClientIP",
 		AffinityTimeout: sc.Services.SessionAffinityTimeout.Duration,
