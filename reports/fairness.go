@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/proxybench/proxybench/measure"
 )
 
 // Fairness-phase defaults: the significance level of every verdict, the
@@ -26,109 +28,17 @@ const (
 	FairnessEffect = 0.05
 )
 
-// Units a scheduler balances, and so what the fairness figures count.
+// Units a scheduler balances (see measure).
 const (
-	// UnitConnection: every new connection is one draw (rr, wrr, iptables'
-	// statistic random, nftables' numgen, userspace round robin).
-	UnitConnection = "connection"
-	// UnitSource: a hash of the client address picks the endpoint (sh, mh,
-	// and any scheduler under ClientIP affinity); each source address is one
-	// draw, counted on the endpoint most of its connections reached.
-	UnitSource = "source"
-	// UnitDestination: a hash or locality table of the destination (the
-	// ClusterIP) picks the endpoint (dh, lblc, lblcr): every connection of a
-	// service should reach one endpoint; the figure is that stickiness.
-	UnitDestination = "destination"
-	// UnitActive: active (long-lived) connections per endpoint (lc, wlc,
-	// sed, nq balance them).
-	UnitActive = "active"
+	UnitConnection  = measure.UnitConnection
+	UnitSource      = measure.UnitSource
+	UnitDestination = measure.UnitDestination
+	UnitActive      = measure.UnitActive
 )
 
-// Expectation is what a scheduler's kernel definition promises.
-type Expectation struct {
-	// Unit is one of the Unit* constants.
-	Unit string `json:"unit"`
-	// Weighted: expected shares are proportional to endpoint weights;
-	// otherwise equal over endpoints of non-zero weight.
-	Weighted bool `json:"weighted"`
-	// Source names the definition (kernel file or kube-proxy behaviour).
-	Source string `json:"source"`
-}
-
-// ExpectationFor returns the expectation of mode with its IPVS scheduler
-// (ignored for other modes) and session affinity:
-//
-//   - iptables: `-m statistic --mode random --probability 1/(n-i)`, equal
-//     shares, weights ignored (kube-proxy pkg/proxy/iptables);
-//   - nftables: `numgen random mod n` vmap, equal shares;
-//   - userspace: round robin over a shuffled list, equal shares;
-//   - ipvs rr: equal (ip_vs_rr.c skips weight-0 servers only); wrr:
-//     weighted (ip_vs_wrr.c); lc: equal active connections (ip_vs_lc.c);
-//     wlc, sed, nq: active connections proportional to weight
-//     (ip_vs_wlc.c, ip_vs_sed.c, ip_vs_nq.c); sh, mh: source-address hash,
-//     buckets proportional to weight (ip_vs_sh.c puts a server weight times
-//     in the table; ip_vs_mh.c weights its permutation turns); dh, lblc,
-//     lblcr: destination hash/locality, one server per ClusterIP
-//     (ip_vs_dh.c, ip_vs_lblc.c, ip_vs_lblcr.c).
-//
-// Under ClientIP affinity (iptables' recent match, IPVS persistence,
-// nftables' affinity sets, userspace sessions) every unit but destination
-// becomes source: a client address is pinned to its first pick.
-//
-// scheduler may carry flags after a "+" (scenarios.IPVSSpec.SchedulerLabel,
-// "sh+sh-port"): with sh-port or mh-port the hash covers the source port,
-// a new one per connection, so every connection is a draw.
-func ExpectationFor(mode, scheduler string, affinity bool) Expectation {
-	scheduler, flags, _ := strings.Cut(scheduler, "+")
-	portHash := strings.Contains("+"+flags+"+", "+sh-port+") || strings.Contains("+"+flags+"+", "+mh-port+")
-	e := Expectation{Unit: UnitConnection}
-	switch mode {
-	case "iptables":
-		e.Source = "kube-proxy iptables: statistic random 1/(n-i), weights ignored"
-	case "nftables":
-		e.Source = "kube-proxy nftables: numgen random mod n, weights ignored"
-	case "userspace":
-		e.Source = "legacy userspace proxy: round robin over a shuffled list"
-	case "ipvs":
-		switch scheduler {
-		case "", "rr":
-			e.Source = "ip_vs_rr.c: rotation, weights ignored (0 skips)"
-		case "wrr":
-			e.Weighted, e.Source = true, "ip_vs_wrr.c: interleaved weighted rotation"
-		case "lc":
-			e.Unit, e.Source = UnitActive, "ip_vs_lc.c: fewest active (×256) + inactive connections"
-		case "wlc":
-			e.Unit, e.Weighted, e.Source = UnitActive, true, "ip_vs_wlc.c: fewest (active×256+inactive)/weight"
-		case "sed":
-			e.Unit, e.Weighted, e.Source = UnitActive, true, "ip_vs_sed.c: fewest (active+1)/weight"
-		case "nq":
-			e.Unit, e.Weighted, e.Source = UnitActive, true, "ip_vs_nq.c: an idle server first, else fewest (active+1)/weight"
-		case "sh":
-			e.Unit, e.Weighted, e.Source = UnitSource, true, "ip_vs_sh.c: source hash over 256 buckets, weight buckets per server"
-			if portHash {
-				e.Unit, e.Source = UnitConnection, "ip_vs_sh.c with sh-port: hash of source address and port over 256 buckets, weight buckets per server"
-			}
-		case "mh":
-			e.Unit, e.Weighted, e.Source = UnitSource, true, "ip_vs_mh.c: Maglev hash of the source, weighted turns"
-			if portHash {
-				e.Unit, e.Source = UnitConnection, "ip_vs_mh.c with mh-port: Maglev hash of source address and port, weighted turns"
-			}
-		case "dh":
-			e.Unit, e.Source = UnitDestination, "ip_vs_dh.c: destination hash over 256 buckets"
-		case "lblc":
-			e.Unit, e.Source = UnitDestination, "ip_vs_lblc.c: one server per destination until overloaded"
-		case "lblcr":
-			e.Unit, e.Source = UnitDestination, "ip_vs_lblcr.c: a server set per destination"
-		}
-	default:
-		e.Source = mode
-	}
-	if affinity && e.Unit != UnitDestination {
-		e.Unit = UnitSource
-		e.Source += "; ClientIP affinity pins each client address"
-	}
-	return e
-}
+// Expectation is what a scheduler's kernel definition promises; each
+// mode's proxymodes.Mode.Fairness gives it (see measure).
+type Expectation = measure.Expectation
 
 // ServiceObs is the raw observation of one service (one ServicePort) on
 // one node: Counts[s][k] connections from the run's source address

@@ -2,7 +2,7 @@ package reports
 
 import (
 	"fmt"
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/measure"
 	"io"
 	"math"
 	"sort"
@@ -218,4 +218,4 @@ func firstLast(m ModeResult) (first, last int64, ok bool) {
 	return first, last, first > 0 && last > 0
 }
 
-type syncSample = proxymodes.SyncStats
+type syncSample = measure.SyncStats

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
@@ -82,13 +82,13 @@ type ModeResult struct {
 	// ModeResult per mode and sweep size).
 	Services int `json:"services"`
 	// SyncFull are the raw samples of sync.full (one per repetition).
-	SyncFull []proxymodes.SyncStats `json:"syncFull"`
+	SyncFull []measure.SyncStats `json:"syncFull"`
 	// SyncFullSummary summarises SyncFull wall times.
 	SyncFullSummary Summary `json:"syncFullSummary"`
 	// SyncIncremental are the raw samples of sync.incremental: a Sync
 	// after one endpoint change at Services services (one per repetition).
-	SyncIncremental        []proxymodes.SyncStats `json:"syncIncremental,omitempty"`
-	SyncIncrementalSummary Summary                `json:"syncIncrementalSummary"`
+	SyncIncremental        []measure.SyncStats `json:"syncIncremental,omitempty"`
+	SyncIncrementalSummary Summary             `json:"syncIncrementalSummary"`
 	// Churn holds the churn phases (one per minSyncPeriod of a sweep).
 	Churn []ChurnResult `json:"churn,omitempty"`
 	// TrafficCPUNs is the CPU time (user+sys, self+children) of the whole

@@ -27,8 +27,9 @@ type Scenario struct {
 	// each, so drift between runs hits all modes alike. The result holds
 	// every run, and compare judges each figure across them.
 	Runs int `yaml:"runs,omitempty" json:"runs,omitempty"`
-	// Modes lists the proxy modes to measure, in order: none, iptables
-	// (later userspace, ipvs, nftables).
+	// Modes lists the proxy modes to measure, in order (default none,
+	// iptables): names of the build's modes (proxymodes/modes: none,
+	// iptables, ipvs, nftables, userspace), checked by Catalog.Parse.
 	Modes []string `yaml:"modes" json:"modes"`
 
 	// Kernel picks where the modes run: auto (default: host when the host
@@ -267,7 +268,8 @@ type FailureSpec struct {
 	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
 }
 
-// ChurnSpec is the open-loop churn generator (workload.Churn).
+// ChurnSpec is the open-loop churn generator (workload.Arrivals and
+// workload.Cluster.Next).
 type ChurnSpec struct {
 	// Rate is changes per second (0, the default, disables churn).
 	Rate float64 `yaml:"rate,omitempty" json:"rate,omitempty"`

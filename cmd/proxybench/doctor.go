@@ -12,6 +12,7 @@ import (
 
 	"github.com/proxybench/proxybench/internal/runner"
 	"github.com/proxybench/proxybench/internal/uml"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
@@ -51,7 +52,7 @@ where --kernel uml runs them.`,
 				return &exitError{1, err}
 			}
 			defer os.RemoveAll(dir)
-			sc := &scenarios.Scenario{Modes: runner.AllModes}
+			sc := &scenarios.Scenario{Modes: modes.Names()}
 			sc.SetDefaults()
 			res, err := uml.Run(cmd.Context(), uml.Guest{MemoryMiB: 1024, Timeout: sc.UML.Timeout.Duration,
 				Modules: append(runner.GuestModules(sc), schedulerModules()...), Argv: []string{exe, "doctor"}, WorkDir: filepath.Join(dir, "g")})

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/internal/uml"
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 )
@@ -33,20 +33,14 @@ type KernelChoice struct {
 	FellBack map[string]string
 }
 
-// guestUnsupported says why the user-mode-linux guest kernel (Debian's
-// 6.1 build) cannot run a mode, from its config
-// (/usr/share/doc/user-mode-linux/config.gz): CONFIG_NF_TABLES_IPV4 is not
-// set, so nf_tables has no ip family, which the nftables mode and the nft
-// back end of iptables need.
+// guestUnsupported says why the user-mode-linux guest kernel cannot run
+// mode with sc's settings (the mode's GuestUnsupported); "" when it can.
 func guestUnsupported(sc *scenarios.Scenario, mode string) string {
-	const noIP = "the user-mode-linux kernel has no nf_tables ip family (CONFIG_NF_TABLES_IPV4 is not set)"
-	switch {
-	case mode == "nftables":
-		return noIP
-	case (mode == "iptables" || mode == "userspace") && sc.IPTables.Backend == "nft":
-		return noIP + "; use iptables.backend: legacy"
+	m, err := modes.Lookup(mode)
+	if err != nil || m.GuestUnsupported == nil {
+		return ""
 	}
-	return ""
+	return m.GuestUnsupported(sc)
 }
 
 // ChooseKernel resolves sc.Kernel: host (every mode must work on this
@@ -236,7 +230,7 @@ func GuestModules(sc *scenarios.Scenario) []string {
 		mods = append(mods, "ip_vs_"+s)
 	}
 	for _, name := range sc.Modes {
-		if m, err := proxymodes.Lookup(name); err == nil && m.Modules != nil {
+		if m, err := modes.Lookup(name); err == nil && m.Modules != nil {
 			for _, x := range m.Modules(sc) {
 				if !slices.Contains(mods, x) {
 					mods = append(mods, x)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/iptables"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
@@ -467,7 +468,7 @@ func TestFairnessPhaseOnFake(t *testing.T) {
 		return &traffic.HoldResult{Active: []map[netip.Addr]int{{ep(0, 0): 4}, {ep(1, 3): 2}}, Misses: 2}, nil
 	}
 	var f faults
-	r, err := fairnessPhase(context.Background(), sc, &e.env, tb, []proxymodes.Proxier{p0, p1}, svcs, "iptables", &recProgress{}, &f)
+	r, err := fairnessPhase(context.Background(), sc, &e.env, tb, []proxymodes.Proxier{p0, p1}, svcs, iptables.Mode, &recProgress{}, &f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +507,10 @@ func TestFairnessPhaseOnFake(t *testing.T) {
 func TestRunModeOnFake(t *testing.T) {
 	sc, svcs := phaseScenario(t, ", perService: 4", "churn: {rate: 20, duration: 300ms, grace: 3s, probes: 2}\niptables: {minSyncPeriod: 20ms}\n")
 	p := newFakeProxier()
-	m := proxymodes.Mode{Name: "fake", New: func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) { return p, nil }}
+	// The fake mode's churn runs with the iptables block's sync periods
+	// (a mode without SyncPeriods has no churn phase).
+	m := proxymodes.Mode{Name: "fake", New: func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) { return p, nil },
+		SyncPeriods: iptables.Mode.SyncPeriods}
 	e := newFakeEnv(p)
 	e.firstPicks = func(_ context.Context, clients []*topology.Netns, _ []netip.Addr, _ []workload.Service, _ time.Duration) ([][]netip.Addr, error) {
 		return make([][]netip.Addr, len(clients)), nil

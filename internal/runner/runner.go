@@ -1,7 +1,7 @@
 //go:build linux
 
 // Package runner carries one scenario through the data flow of
-// ARCHITECTURE.md: services from the scenario, a testbed, and for each mode
+// docs/architecture.md: services from the scenario, a testbed, and for each mode
 // a proxier's full syncs and the traffic driver's phases, into a
 // reports.Result. The CLI only wires flags and output to it.
 package runner
@@ -18,9 +18,7 @@ import (
 
 	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/proxymodes"
-	// Each mode registers itself with proxymodes at init.
-	_ "github.com/proxybench/proxybench/proxymodes/iptables"
-	_ "github.com/proxybench/proxybench/proxymodes/none"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -94,9 +92,9 @@ func Preflight(sc *scenarios.Scenario, o Options) error {
 		return &InputError{Field: "services.protocol", Msg: fmt.Sprintf("%s services render, but the traffic driver only drives TCP in this version", sc.Services.Protocol), Fix: "use protocol: TCP"}
 	}
 	for _, m := range sc.Modes {
-		mode, err := proxymodes.Lookup(m)
+		mode, err := modes.Lookup(m)
 		if err != nil {
-			return &InputError{Field: "modes", Msg: err.Error(), Fix: "use one of " + strings.Join(proxymodes.Names(), ", ")}
+			return &InputError{Field: "modes", Msg: err.Error(), Fix: "use one of " + strings.Join(modes.Names(), ", ")}
 		}
 		if mode.Binaries == nil {
 			continue
@@ -162,7 +160,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 	}()
 	for i, n := range sizes {
 		for _, mode := range sc.Modes {
-			m, err := proxymodes.Lookup(mode)
+			m, err := modes.Lookup(mode)
 			if err != nil {
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
@@ -270,12 +268,15 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		_, mr.ProxyRSSBytes = u.Usage()
 	}
 	if sc.Traffic.PerService > 0 && !m.Direct {
-		if mr.FairnessRun, err = fairnessPhase(ctx, sc, e, tb, nodeProxiers, services, m.Name, o.Progress, &f); err != nil {
+		if mr.FairnessRun, err = fairnessPhase(ctx, sc, e, tb, nodeProxiers, services, m, o.Progress, &f); err != nil {
 			return mr, fmt.Errorf("fairness: %w", err)
 		}
 	}
 	if sc.Churn.Rate > 0 && !m.Direct {
-		values, period := sc.ChurnSyncPeriods(m.Name)
+		values, period, err := m.ChurnSyncPeriods(sc)
+		if err != nil {
+			return mr, err
+		}
 		for _, ms := range values {
 			if _, err := p.Sync(ctx, services); err != nil {
 				return mr, fmt.Errorf("sync before churn: %w", err)

@@ -13,8 +13,8 @@ import (
 
 // Handle is the part of an IPVS netlink handle a Proxier uses; *ipvs.Handle
 // (github.com/moby/ipvs, generic netlink family "IPVS" of
-// net/netfilter/ipvs/ip_vs_ctl.c) satisfies it, and FakeHandle is a
-// stateful fake. Errors are the kernel's: EEXIST when adding what exists,
+// net/netfilter/ipvs/ip_vs_ctl.c) satisfies it, and ipvs/testing.FakeHandle
+// is a stateful fake. Errors are the kernel's: EEXIST when adding what exists,
 // ESRCH for a missing virtual server, ENOENT for a missing real server or
 // scheduler.
 type Handle interface {

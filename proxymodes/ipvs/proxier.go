@@ -108,7 +108,7 @@ func New(cfg Config, node proxymodes.Node) *Proxier {
 
 // NewWithHandles returns a Proxier that programs IPVS through h and
 // kube-ipvs0 through a, and runs ipset and iptables with node.Run (for
-// tests with FakeHandle and FakeAddresses; the net.ipv4.vs sysctls are not
+// tests with the fakes of proxymodes/ipvs/testing; the net.ipv4.vs sysctls are not
 // written).
 func NewWithHandles(cfg Config, node proxymodes.Node, h Handle, a Addresses) *Proxier {
 	return &Proxier{
