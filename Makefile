@@ -15,6 +15,7 @@ STATICCHECK := bin/staticcheck
 # (internal/kubebin pins it; another version is built beside it as
 # bin/kube-proxy-<version>, e.g. make kube KUBE_VERSION=v1.36.4).
 KUBE_VERSION ?= v1.37.2
+KUBE_TARGETS ?= kube-proxy kube-apiserver
 
 .PHONY: setup deps build tools kube test test-short bench bench-full bench-sim aa lint clean
 
@@ -38,8 +39,9 @@ build:
 ## kube: build kube-proxy, kube-apiserver (k8s.io/kubernetes $(KUBE_VERSION)) and etcd into bin/ from the module
 ## internal/kubebin; cached (a bin/<name>-<version> that reports the version is kept). The first build takes
 ## about 20 min of CPU (40+ min of wall time on a busy 2-core machine).
+## KUBE_TARGETS=kube-proxy builds only kube-proxy (e.g. a second version for --kube-proxy).
 kube:
-	GO=$(GO) ./internal/kubebin/build.sh $(KUBE_VERSION) bin
+	GO=$(GO) KUBE_TARGETS="$(KUBE_TARGETS)" ./internal/kubebin/build.sh $(KUBE_VERSION) bin
 
 ## tools: bin/staticcheck at STATICCHECK_VERSION (no root; reinstalled when the pin changes)
 tools:
