@@ -3,6 +3,8 @@
 # k8s.io/kubernetes VERSION (e.g. v1.37.2) and etcd into BINDIR, as
 # BINDIR/<name>-<version> plus a symlink BINDIR/<name> to the default version.
 # Cached: a binary whose --version already says VERSION is not rebuilt.
+# KUBE_TARGETS (default "kube-proxy kube-apiserver") narrows what is built,
+# e.g. only kube-proxy for a second version run beside the pinned one.
 # The pinned module is this directory (go.mod); another VERSION is built from a
 # copy with every k8s.io staging module moved to the matching v0 tag.
 set -euo pipefail
@@ -40,7 +42,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 todo=()
-for name in kube-proxy kube-apiserver; do
+for name in ${KUBE_TARGETS:-kube-proxy kube-apiserver}; do
 	if have "$name-$version" "$version"; then
 		echo "kube: $bindir/$name-$version is $version (cached)"
 	else
