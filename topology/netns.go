@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/proxybench/proxybench/internal/cpuacct"
@@ -118,10 +119,11 @@ func (n *Netns) Do(fn func() error) error {
 // Run executes a program inside the namespace with stdin, like
 // `ip netns exec <Name> name args...` but without a new mount namespace.
 // It returns stdout; on failure the error holds stderr. The child is
-// waited for, so its CPU time counts in RUSAGE_CHILDREN. It carries this
-// process as its owner and the run ID in its environment (OwnerEnv,
-// RunIDEnv) and is killed if this process dies first (Pdeathsig), so a
-// killed run leaves no program running in its namespaces.
+// waited for, so its CPU time counts in RUSAGE_CHILDREN. It carries the
+// namespace's run ID in ChildEnv (so it never makes its run look live to
+// LiveRuns: its owner, this process, does) and is killed if this process
+// dies first (Pdeathsig), so a kill -9'd run leaves no program running in
+// its namespaces, and Cleanup right after it finds the run dead.
 func (n *Netns) Run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
 	var out, errb bytes.Buffer
 	err := n.Do(func() error {
@@ -130,7 +132,11 @@ func (n *Netns) Run(ctx context.Context, stdin []byte, name string, args ...stri
 			cmd.Stdin = bytes.NewReader(stdin)
 		}
 		cmd.Stdout, cmd.Stderr = &out, &errb
-		cmd.Env, cmd.SysProcAttr = childAttr(n.Name)
+		// A testbed child of the namespace's run (ChildEnv): it dies with
+		// this thread, which waits for it, so only when this process is
+		// killed; and Cleanup kills it if it is still there.
+		cmd.Env = append(os.Environ(), ChildEnv+"="+RunIDOf(n.Name))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		return cmd.Run()
 	})
 	if err != nil {

@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -284,23 +283,36 @@ func Leftovers() ([]string, error) {
 // runID when it is not empty) and returns their names. Links, routes,
 // rules and IPVS/nftables state live inside those namespaces and go with
 // them. A run that is still going (some process holds one of its
-// namespaces open, or has a thread inside one, see LiveRuns) is never
-// touched: its namespaces are returned in skipped. Programs a killed run
-// left running in its namespaces (its orphans, see LiveRuns) are killed
-// (SIGKILL) before the namespaces go.
+// namespaces open, or has a thread inside one) is never touched: its
+// namespaces are returned in skipped. Before the namespaces it kills the
+// orphaned children of dead runs (KillOrphans; returned as "process PID
+// (comm, run ID)") and then removes their temporary folders
+// (os.TempDir()/pb-<runID>-*, returned as "folder PATH").
 func Cleanup(runID string) (done, skipped []string, err error) {
+	var errs []error
+	// Orphaned children first: a process inside a namespace keeps it (and
+	// its links and rules) alive after the name is deleted.
+	killed, err := KillOrphans(runID)
+	for _, k := range killed {
+		done = append(done, "process "+k)
+	}
+	errs = append(errs, err)
 	names, err := Leftovers()
 	if err != nil {
-		return nil, nil, err
+		return done, nil, err
 	}
-	live, orphans := liveRuns(names)
-	var errs []error
-	for id, pids := range orphans {
-		if (runID == "" || id == runID) && !live[id] {
-			for _, pid := range pids {
-				_ = unix.Kill(pid, unix.SIGKILL)
-			}
+	live := LiveRuns(names)
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), Prefix+runID+"*"))
+	for _, d := range dirs {
+		id := RunIDOf(filepath.Base(d))
+		if id == "" || live[id] || (runID != "" && id != runID) || len(ChildProcesses(id)) > 0 {
+			continue
 		}
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done = append(done, "folder "+d)
 	}
 	for _, n := range names {
 		if runID != "" && !strings.HasPrefix(n, Prefix+runID+"-") {
@@ -345,20 +357,12 @@ func RunIDOf(name string) string {
 }
 
 // LiveRuns returns the run IDs among names whose namespace some process
-// still uses: an open file descriptor on it (a running proxybench, or test,
-// keeps one per namespace for as long as the namespace exists) or a thread
-// inside it, found by matching the namespace's nsfs inode against
-// /proc/*/fd/* and /proc/*/task/*/ns/net. A process inside a namespace
-// that is an orphan of a killed run (a program Netns.Run started, such as
-// iptables-restore, whose owner process is gone: see OwnerEnv) does not
-// make the run live: kill -9 of a run leaves it to be cleaned up at once.
+// still uses: an open file descriptor on it (a running proxybench keeps
+// one per namespace) or a thread inside it, found by matching the
+// namespace's nsfs inode against /proc/*/fd/* and /proc/*/task/*/ns/net.
+// The testbed's own children (ChildEnv set: etcd, kube-apiserver,
+// kube-proxy) do not count.
 func LiveRuns(names []string) map[string]bool {
-	live, _ := liveRuns(names)
-	return live
-}
-
-// liveRuns is LiveRuns, also returning the orphans (PIDs) by run ID.
-func liveRuns(names []string) (live map[string]bool, orphans map[string][]int) {
 	byIno := map[string]string{}
 	for _, n := range names {
 		var st unix.Stat_t
@@ -366,50 +370,37 @@ func liveRuns(names []string) (live map[string]bool, orphans map[string][]int) {
 			byIno[fmt.Sprintf("net:[%d]", st.Ino)] = RunIDOf(n)
 		}
 	}
-	live, orphans = map[string]bool{}, map[string][]int{}
+	live := map[string]bool{}
 	if len(byIno) == 0 {
-		return live, orphans
+		return live
 	}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		if p.Name()[0] < '0' || p.Name()[0] > '9' {
 			continue
 		}
-		// holds: the runs whose namespace the process has open (an owner).
-		holds := map[string]bool{}
+		if childRun(p.Name()) != "" {
+			// etcd, kube-apiserver, kube-proxy (and what they run) live
+			// inside the namespaces but do not keep a run alive: with
+			// their proxybench gone they are orphans (KillOrphans).
+			continue
+		}
+		var links []string
 		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
 		for _, fd := range fds {
-			if target, err := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name())); err == nil {
-				if id, ok := byIno[target]; ok {
-					holds[id] = true
-				}
-			}
+			links = append(links, filepath.Join("/proc", p.Name(), "fd", fd.Name()))
 		}
-		// inside: the runs with a namespace one of its threads is in.
-		inside := map[string]bool{}
 		tasks, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "task"))
 		for _, t := range tasks {
-			if target, err := os.Readlink(filepath.Join("/proc", p.Name(), "task", t.Name(), "ns", "net")); err == nil {
-				if id, ok := byIno[target]; ok && !holds[id] {
-					inside[id] = true
+			links = append(links, filepath.Join("/proc", p.Name(), "task", t.Name(), "ns", "net"))
+		}
+		for _, l := range links {
+			if target, err := os.Readlink(l); err == nil {
+				if id, ok := byIno[target]; ok {
+					live[id] = true
 				}
 			}
 		}
-		for id := range holds {
-			live[id] = true
-		}
-		if len(inside) == 0 {
-			continue
-		}
-		if pid, err := strconv.Atoi(p.Name()); err == nil && orphaned(p.Name()) {
-			for id := range inside {
-				orphans[id] = append(orphans[id], pid)
-			}
-			continue
-		}
-		for id := range inside {
-			live[id] = true
-		}
 	}
-	return live, orphans
+	return live
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -166,18 +167,13 @@ func containsName(names []string, n string) bool {
 	return false
 }
 
-// TestCleanupKillsOrphans: a program left running in a namespace by a
-// killed run (tagged with an owner that is gone) does not keep the run
-// live: Cleanup kills it and removes the namespace. An untagged process
-// inside (a user's shell) or a program Netns.Run runs for a live owner
-// keeps its run live.
+// TestCleanupKillsOrphans: a testbed child (ChildEnv) left running in a
+// namespace by a killed run does not keep the run live: Cleanup kills it
+// and removes the namespace. An untagged process inside (a user's shell)
+// keeps its run live, and so does a run whose owner holds its namespace
+// while Netns.Run runs a program there (tagged with the run ID).
 func TestCleanupKillsOrphans(t *testing.T) {
 	testenv.RequireKernel(t, "sleep")
-	dead := exec.Command("true")
-	if err := dead.Run(); err != nil {
-		t.Fatal(err)
-	}
-	deadTag := fmt.Sprintf("%d:1", dead.Process.Pid) // that process is gone
 	orphanID, userID, ownedID := topology.NewRunID(), topology.NewRunID(), topology.NewRunID()
 	nss := map[string]*topology.Netns{}
 	for _, id := range []string{orphanID, userID, ownedID} {
@@ -199,7 +195,7 @@ func TestCleanupKillsOrphans(t *testing.T) {
 		nss[id].Close()
 		return cmd
 	}
-	orphan := start(orphanID, []string{topology.OwnerEnv + "=" + deadTag})
+	orphan := start(orphanID, []string{topology.ChildEnv + "=" + orphanID})
 	orphanDone := make(chan error, 1)
 	go func() { orphanDone <- orphan.Wait() }()
 	user := start(userID, nil)
@@ -222,13 +218,14 @@ func TestCleanupKillsOrphans(t *testing.T) {
 		}
 		env = childEnv("sleep\x00601\x00")
 	}
-	if !strings.Contains(env, "\x00"+topology.OwnerEnv+"="+strconv.Itoa(os.Getpid())+":") || !strings.Contains(env, topology.RunIDEnv+"="+ownedID+"\x00") {
-		t.Errorf("Netns.Run's program lacks the owner and run ID tags: %q", env)
+	if !strings.Contains(env, "\x00"+topology.ChildEnv+"="+ownedID+"\x00") {
+		t.Errorf("Netns.Run's program lacks its run ID (%s): %q", topology.ChildEnv, env)
 	}
 
 	done, skipped, err := topology.Cleanup(orphanID)
-	if err != nil || len(done) != 1 || len(skipped) != 0 {
-		t.Fatalf("cleanup of the killed run %s: removed %v, kept %v, %v", orphanID, done, skipped, err)
+	want := []string{fmt.Sprintf("process %d (sleep, run %s)", orphan.Process.Pid, orphanID), nss[orphanID].Name}
+	if err != nil || !slices.Equal(done, want) || len(skipped) != 0 {
+		t.Fatalf("cleanup of the killed run %s: removed %v, kept %v, %v; want removed %v", orphanID, done, skipped, err, want)
 	}
 	if err := <-orphanDone; err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Errorf("the orphan's exit: %v, want killed", err)
