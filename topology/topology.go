@@ -11,6 +11,7 @@
 package topology
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -361,7 +363,8 @@ func RunIDOf(name string) string {
 // one per namespace) or a thread inside it, found by matching the
 // namespace's nsfs inode against /proc/*/fd/* and /proc/*/task/*/ns/net.
 // The testbed's own children (ChildEnv set: etcd, kube-apiserver,
-// kube-proxy) do not count.
+// kube-proxy, and the programs Netns.Run runs) do not count, nor do
+// threads that are exiting (PF_EXITING: killed, on their way out).
 func LiveRuns(names []string) map[string]bool {
 	byIno := map[string]string{}
 	for _, n := range names {
@@ -385,14 +388,21 @@ func LiveRuns(names []string) map[string]bool {
 			// their proxybench gone they are orphans (KillOrphans).
 			continue
 		}
+		// A thread that is exiting (a killed run's program: its
+		// environ, and so ChildEnv, is gone before its namespace is
+		// released) is leaving, not using, the namespace.
 		var links []string
-		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
-		for _, fd := range fds {
-			links = append(links, filepath.Join("/proc", p.Name(), "fd", fd.Name()))
+		if !exiting(filepath.Join("/proc", p.Name(), "stat")) {
+			fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
+			for _, fd := range fds {
+				links = append(links, filepath.Join("/proc", p.Name(), "fd", fd.Name()))
+			}
 		}
 		tasks, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "task"))
 		for _, t := range tasks {
-			links = append(links, filepath.Join("/proc", p.Name(), "task", t.Name(), "ns", "net"))
+			if !exiting(filepath.Join("/proc", p.Name(), "task", t.Name(), "stat")) {
+				links = append(links, filepath.Join("/proc", p.Name(), "task", t.Name(), "ns", "net"))
+			}
 		}
 		for _, l := range links {
 			if target, err := os.Readlink(l); err == nil {
@@ -403,4 +413,24 @@ func LiveRuns(names []string) map[string]bool {
 		}
 	}
 	return live
+}
+
+// pfExiting is the kernel's PF_EXITING task flag (include/linux/sched.h),
+// set at the start of do_exit (kernel/exit.c), before the task drops its
+// memory (environ), files and namespaces.
+const pfExiting = 0x4
+
+// exiting reports whether the task of the /proc stat file is exiting
+// (flags, field 9, has PF_EXITING), or is gone.
+func exiting(stat string) bool {
+	b, err := os.ReadFile(stat)
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 7 {
+		return true
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	return err == nil && flags&pfExiting != 0
 }

@@ -311,7 +311,7 @@ func TestCleanupAfterKill(t *testing.T) {
 	// without it cleanup removes every run's leftovers (same code path).
 	stdout, stderr, code := run(t, nil, "cleanup", "--run", id)
 	if code != 0 || strings.Count(stdout, "removed netns") < 3 {
-		t.Fatalf("cleanup exit %d: %s %s", code, stdout, stderr)
+		t.Fatalf("cleanup exit %d: %s %s\nprocesses in run %s's namespaces: %s", code, stdout, stderr, id, holders(id))
 	}
 	if left, _ := topology.Leftovers(); countRun(left, id) != 0 {
 		t.Errorf("cleanup left %v", left)
@@ -355,4 +355,31 @@ func assertNoNamespaces(t *testing.T, runID string) {
 	if all, _ := topology.Leftovers(); containsRun(all, runID) {
 		t.Errorf("bad input created namespaces of run %s: %v", runID, all)
 	}
+}
+
+// holders describes the processes that have a thread inside, or a file
+// descriptor on, a namespace of run id (for failure messages).
+func holders(id string) string {
+	inos := map[string]string{}
+	left, _ := topology.Leftovers()
+	for _, n := range left {
+		if st, err := os.Stat(filepath.Join("/run/netns", n)); err == nil && strings.HasPrefix(n, topology.Prefix+id+"-") {
+			inos[fmt.Sprintf("net:[%d]", st.Sys().(*syscall.Stat_t).Ino)] = n
+		}
+	}
+	var out []string
+	links, _ := filepath.Glob("/proc/[0-9]*/task/*/ns/net")
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, l := range append(links, fds...) {
+		target, _ := os.Readlink(l)
+		if n, ok := inos[target]; ok {
+			pid := strings.Split(l, "/")[2]
+			comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+			st, _ := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(l)), "stat"))
+			env, _ := os.ReadFile("/proc/" + pid + "/environ")
+			out = append(out, fmt.Sprintf("%s (%s) %s -> %s; stat %s; %s set: %v", pid, bytes.TrimSpace(comm), l, n,
+				bytes.TrimSpace(st), topology.ChildEnv, bytes.Contains(env, []byte(topology.ChildEnv+"="))))
+		}
+	}
+	return strings.Join(out, "\n")
 }
