@@ -97,7 +97,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			// its testbed removed, like SIGINT and SIGTERM.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 			defer stop()
-			kc, err := runner.ChooseKernel(ctx, sc)
+			plan, err := runner.PlanKernels(ctx, sc)
 			if err != nil {
 				if runner.IsInput(err) {
 					return badInput(err)
@@ -105,7 +105,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 				return &exitError{1, err}
 			}
 			if !uml.InGuest() {
-				fmt.Fprintf(os.Stderr, "kernel: %s (%s)\n", kc.Where, kc.Why)
+				fmt.Fprintf(os.Stderr, "kernel: %s (%s)\n", strings.Join(plan.Names(), ", "), plan.Why)
 			}
 			runID := f.runID
 			if runID == "" {
@@ -116,27 +116,15 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 				out = filepath.Join("results", fmt.Sprintf("%s-%s.json", sc.Name, time.Now().UTC().Format("20060102T150405Z")))
 			}
 			opts := runner.Options{RunID: runID, Version: version, Progress: newProgress(f.quiet)}
-			var res *reports.Result
 			var console io.Writer = os.Stderr
 			if f.quiet {
 				console = nil
 			}
-			switch kc.Where {
-			case "uml":
-				res, err = runner.RunInUML(ctx, sc, opts, console)
-			case "split":
-				res, err = runner.RunSplit(ctx, sc, kc, opts, console)
-			default:
-				res, err = runner.Run(ctx, sc, opts)
-			}
-			if res != nil {
-				res.Machine.KernelWhy = kc.Why
-				for i := range res.Modes {
-					for from, to := range kc.FellBack {
-						if res.Modes[i].Mode == to {
-							res.Modes[i].FellBackFrom = from
-						}
-					}
+			res, err := runner.Execute(ctx, sc, plan, opts, console)
+			if err != nil && res != nil && len(res.Modes) > 0 {
+				// Keep what the finished kernels measured.
+				if werr := res.Write(out); werr == nil {
+					fmt.Fprintf(os.Stderr, "partial result (kernels %s): %s\n", strings.Join(res.KernelNames(), ", "), out)
 				}
 			}
 			if err != nil {
@@ -163,7 +151,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 	cmd.Flags().StringVar(&f.output, "output", "", "result JSON path (default results/<scenario>-<timestamp>.json)")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed instead of the scenario's")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
-	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes run instead of the scenario's kernel (default auto): auto (host if it can run every mode, else user-mode-linux, or split between them), host, uml")
+	cmd.Flags().StringVar(&f.kernel, "kernel", "", "kernels to run on instead of the scenario's (default auto: the host if it can run every mode, else one user-mode-linux kernel that runs them all, else a split); or a comma-separated list run one after the other, each reported on its own: host, uml (default guest kernel), uml:6.12, uml:6.1 (make kernels), uml:debian, or a path to a user-mode-linux kernel binary")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
 	_ = cmd.Flags().MarkHidden("run-id")
 	cmd.Flags().StringVar(&f.engine, "engine", "", "real (network namespaces, needs root) or sim (models calibrated on a real kernel; no root)")

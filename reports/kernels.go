@@ -1,0 +1,70 @@
+package reports
+
+import "strings"
+
+// KernelNames returns the distinct kernels of r's modes (ModeResult.Kernel,
+// "" read as "host"), in the order they first appear.
+func (r *Result) KernelNames() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, m := range r.Modes {
+		k := kernelOf(m)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// MultiKernel reports whether r's modes ran on more than one kernel: its
+// tables are then grouped by kernel, each with its own baselines.
+func (r *Result) MultiKernel() bool { return len(r.KernelNames()) > 1 }
+
+// ForKernel returns a shallow copy of r holding only the modes that ran on
+// kernel name, with Machine.Kernel set to that kernel's release when r
+// records it; nil when no mode ran there.
+func (r *Result) ForKernel(name string) *Result {
+	c := *r
+	c.Modes = nil
+	for _, m := range r.Modes {
+		if kernelOf(m) == name {
+			c.Modes = append(c.Modes, m)
+		}
+	}
+	if len(c.Modes) == 0 {
+		return nil
+	}
+	c.Machine.Kernels = nil
+	for _, k := range r.Machine.Kernels {
+		if k.Name == name {
+			c.Machine.Kernel, c.Machine.KernelWhere = k.Release, k.Where
+			c.Machine.Kernels = []KernelRun{k}
+			c.Machine.GuestBootNs, c.Machine.GuestInitNs, c.Machine.GuestElapsedNs = k.BootNs, k.InitNs, k.GuestNs
+		}
+	}
+	if len(c.Machine.Kernels) == 0 && name != "host" && r.Machine.GuestKernel != "" {
+		c.Machine.Kernel, c.Machine.KernelWhere = r.Machine.GuestKernel, "uml"
+	}
+	return &c
+}
+
+// KernelRunOf returns r's record of kernel name (zero when not recorded).
+func (r *Result) KernelRunOf(name string) KernelRun {
+	for _, k := range r.Machine.Kernels {
+		if k.Name == name {
+			return k
+		}
+	}
+	return KernelRun{Name: name}
+}
+
+func kernelOf(m ModeResult) string {
+	if m.Kernel == "" {
+		return "host"
+	}
+	return m.Kernel
+}
+
+// isGuest reports whether kernel name is a user-mode-linux guest's.
+func isGuest(name string) bool { return name != "" && name != "host" && name != "sim" && !strings.HasPrefix(name, "host") }
