@@ -131,8 +131,8 @@ func Figures(r *Result) []Figure {
 	for _, m := range r.Modes {
 		size := modeSize(r, m)
 		kernel := ""
-		if m.Kernel == "uml" {
-			kernel = "uml"
+		if isGuest(kernelOf(m)) {
+			kernel = m.Kernel
 		}
 		add := func(name, pos string, v float64, n int) {
 			out = append(out, Figure{Name: name, Mode: m.Mode, Services: size, Kernel: kernel, Position: pos, Value: v, Unit: unitOf(name), N: n})

@@ -67,4 +67,6 @@ func kernelOf(m ModeResult) string {
 }
 
 // isGuest reports whether kernel name is a user-mode-linux guest's.
-func isGuest(name string) bool { return name != "" && name != "host" && name != "sim" && !strings.HasPrefix(name, "host") }
+func isGuest(name string) bool {
+	return name != "" && name != "host" && name != "sim" && !strings.HasPrefix(name, "host")
+}

@@ -52,10 +52,10 @@ type Machine struct {
 	// Kernels lists every kernel the run used, in run order; each
 	// ModeResult's Kernel names one of them.
 	Kernels     []KernelRun `json:"kernels,omitempty"`
-	CPUModel    string `json:"cpuModel"`
-	CPUs        int    `json:"cpus"`
-	MemoryBytes uint64 `json:"memoryBytes"`
-	GoVersion   string `json:"goVersion"`
+	CPUModel    string      `json:"cpuModel"`
+	CPUs        int         `json:"cpus"`
+	MemoryBytes uint64      `json:"memoryBytes"`
+	GoVersion   string      `json:"goVersion"`
 }
 
 // KernelRun is one kernel of a run.
