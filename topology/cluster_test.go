@@ -16,7 +16,7 @@ import (
 
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/topology"
-	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // dialFrom connects from client ns, bound to src, to dst:8080 and returns
@@ -32,7 +32,7 @@ func dialFrom(t *testing.T, cl *topology.Netns, src, dst netip.Addr) netip.Addr 
 		if err = netns.Set(cl.Handle()); err != nil {
 			return
 		}
-		landed, _, _, err = workload.DialEchoFrom(src, dst, 8080, 2*time.Second)
+		landed, _, _, err = traffic.DialEchoFrom(src, dst, 8080, 2*time.Second)
 	}()
 	<-done
 	if err != nil {
@@ -91,7 +91,7 @@ func TestClusterShared(t *testing.T) {
 		t.Fatalf("nodes %d fabric %v backend %v clientNode %v", len(tb.Nodes), tb.Fabric, tb.Backend, tb.ClientNode)
 	}
 	checkNoDefaultRoute(t, tb, id)
-	echo, err := workload.StartEcho(tb.Backend, []uint16{8080})
+	echo, err := traffic.StartEcho(tb.Backend, []uint16{8080})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestClusterIsolatedPods(t *testing.T) {
 		t.Fatalf("backend %v pods %d podNode %v build %v", tb.Backend, len(tb.Pods), tb.PodNode, tb.PodBuild)
 	}
 	checkNoDefaultRoute(t, tb, id)
-	echo, err := workload.StartEchoIn(tb.Pods, []uint16{8080})
+	echo, err := traffic.StartEchoIn(tb.Pods, []uint16{8080})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
-// Package workload generates what the proxy modes serve and what drives them:
-// services and endpoints from a scenario, the backend echo server, and the
-// closed-loop TCP traffic driver.
+// Package workload is the pure service model the proxy modes serve:
+// services, ServicePorts and endpoints generated from a scenario, the driver
+// positions over them, and the churn generator that mutates them. It touches
+// no kernel; the traffic that exercises it (echo server, driver, probes) is
+// in package workload/traffic.
 package workload
 
 import (

@@ -20,6 +20,7 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // observation follows one change in the data plane.
@@ -163,7 +164,7 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, tb *topology.Testbed,
 					time.Sleep(200 * time.Microsecond)
 					continue
 				}
-				landed, t0, _, err := workload.DialEcho(o.ch.VIP, o.ch.Port, time.Second)
+				landed, t0, _, err := traffic.DialEcho(o.ch.VIP, o.ch.Port, time.Second)
 				mu.Lock()
 				if !o.done && o.see(t0, landed.Addr(), err == nil) {
 					cluster.Release(o.ch.Service)

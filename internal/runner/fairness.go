@@ -14,6 +14,7 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // topologySpec is the testbed sc asks for: nodes, client pods and their
@@ -38,11 +39,11 @@ func topologySpec(sc *scenarios.Scenario, runID string, services []workload.Serv
 
 // startEcho starts the echo server in the backend host, or in every
 // isolated pod.
-func startEcho(tb *topology.Testbed, services []workload.Service) (*workload.EchoServer, error) {
+func startEcho(tb *topology.Testbed, services []workload.Service) (*traffic.EchoServer, error) {
 	if tb.Backend == nil {
-		return workload.StartEchoIn(tb.Pods, workload.TargetPorts(services))
+		return traffic.StartEchoIn(tb.Pods, workload.TargetPorts(services))
 	}
-	return workload.StartEcho(tb.Backend, workload.TargetPorts(services))
+	return traffic.StartEcho(tb.Backend, workload.TargetPorts(services))
 }
 
 // applyWeights sets every endpoint's Weight from
@@ -163,12 +164,12 @@ func runFairness(ctx context.Context, sc *scenarios.Scenario, tb *topology.Testb
 		}
 	}
 	o.Progress.Start(fmt.Sprintf("%s%s: fairness, first picks on %d nodes, then %d connections × %d services", mode, schedSuffix(r.Scheduler), len(firstClients), sc.Traffic.PerService, len(flat)), 1)
-	picks, err := workload.FirstPicks(ctx, firstClients, firstSrc, services, sc.Traffic.Timeout.Duration)
+	picks, err := traffic.FirstPicks(ctx, firstClients, firstSrc, services, sc.Traffic.Timeout.Duration)
 	if err != nil {
 		o.Progress.Done()
 		return nil, err
 	}
-	fr, err := workload.DriveFairness(ctx, workload.FairnessSpec{
+	fr, err := traffic.DriveFairness(ctx, traffic.FairnessSpec{
 		Clients: tb.Clients, Sources: tb.ClientSources, Services: services,
 		PerService: sc.Traffic.PerService, Concurrency: sc.Traffic.Concurrency, Timeout: sc.Traffic.Timeout.Duration,
 	})
@@ -247,7 +248,7 @@ func runFairness(ctx context.Context, sc *scenarios.Scenario, tb *topology.Testb
 			return nil, err
 		}
 		o.Progress.Start(fmt.Sprintf("%s%s: long-lived, %d connections × %d services held %s", mode, schedSuffix(r.Scheduler), ll.Connections, len(flat), ll.HoldFor()), 1)
-		hr, err := workload.HoldConnections(ctx, workload.HoldSpec{Clients: tb.Clients, Sources: tb.ClientSources, Services: services,
+		hr, err := traffic.HoldConnections(ctx, traffic.HoldSpec{Clients: tb.Clients, Sources: tb.ClientSources, Services: services,
 			PerService: ll.Connections, Hold: ll.HoldFor(), Timeout: sc.Traffic.Timeout.Duration})
 		o.Progress.Done()
 		if err != nil {

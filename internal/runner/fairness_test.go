@@ -16,6 +16,7 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 func eightNodes(t *testing.T, order string) *scenarios.Scenario {
@@ -135,7 +136,7 @@ func TestEightNodesIPVS(t *testing.T) {
 		for _, s := range tb.ClientSources {
 			srcs = append(srcs, s[0])
 		}
-		picks, err := workload.FirstPicks(ctx, tb.Clients, srcs, svcs, 2*time.Second)
+		picks, err := traffic.FirstPicks(ctx, tb.Clients, srcs, svcs, 2*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +159,7 @@ func TestEightNodesIPVS(t *testing.T) {
 	sh := eightNodes(t, "sorted")
 	sh.IPVS.Scheduler = "sh"
 	run(sh, func(tb *topology.Testbed, svcs []workload.Service) {
-		fr, err := workload.DriveFairness(ctx, workload.FairnessSpec{Clients: tb.Clients, Sources: tb.ClientSources,
+		fr, err := traffic.DriveFairness(ctx, traffic.FairnessSpec{Clients: tb.Clients, Sources: tb.ClientSources,
 			Services: svcs, PerService: 8 * 4 * 6, Concurrency: 8, Timeout: 2 * time.Second})
 		if err != nil || fr.Errors > 0 {
 			t.Fatalf("%v %+v", err, fr)

@@ -29,6 +29,7 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // InputError is bad input or an unusable machine, found before anything is
@@ -283,7 +284,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 			if chunk == 0 {
 				warm = sc.Traffic.Warmup
 			}
-			dr, err := workload.Drive(ctx, workload.DriveSpec{
+			dr, err := traffic.Drive(ctx, traffic.DriveSpec{
 				Clients: tb.Clients, Services: services, Direct: m.Direct, Position: position,
 				Connections: n, Warmup: warm, Concurrency: sc.Traffic.Concurrency,
 				Timeout: sc.Traffic.Timeout.Duration, Seed: sc.Seed + int64(rep*100000+chunk*100+i),

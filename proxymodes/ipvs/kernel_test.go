@@ -17,6 +17,7 @@ import (
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // requireIPVS runs the calling test where IP_VS exists: on the host when
@@ -142,7 +143,7 @@ func testbed(t *testing.T, clients int, svcs []workload.Service) *topology.Testb
 	if err != nil {
 		t.Fatal(err)
 	}
-	echo, err := workload.StartEcho(tb.Backend, workload.TargetPorts(svcs))
+	echo, err := traffic.StartEcho(tb.Backend, workload.TargetPorts(svcs))
 	if err != nil {
 		tb.Teardown()
 		t.Fatal(err)
@@ -171,7 +172,7 @@ func TestKernelTrafficReachesEveryEndpoint(t *testing.T) {
 	}
 	defer p.Cleanup(context.Background())
 	for _, pos := range []string{workload.PosFirst, workload.PosLast, workload.PosRandom} {
-		res, err := workload.Drive(context.Background(), workload.DriveSpec{
+		res, err := traffic.Drive(context.Background(), traffic.DriveSpec{
 			Clients: tb.Clients, Services: svcs, Position: pos,
 			Connections: 150, Warmup: 0, Concurrency: 1, Timeout: 5 * time.Second, Seed: 1,
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // listing is "nft list table ip kube-proxy" split into its chains (name ->
@@ -210,7 +211,7 @@ func TestKernelTraffic(t *testing.T) {
 		}
 		testenv.CompareRoot(t, before, testenv.RootSnapshot(t))
 	}()
-	echo, err := workload.StartEcho(tb.Backend, workload.TargetPorts(svcs))
+	echo, err := traffic.StartEcho(tb.Backend, workload.TargetPorts(svcs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func TestKernelTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pos := range []string{workload.PosFirst, workload.PosLast, workload.PosRandom} {
-		res, err := workload.Drive(context.Background(), workload.DriveSpec{
+		res, err := traffic.Drive(context.Background(), traffic.DriveSpec{
 			Clients: tb.Clients, Services: svcs, Position: pos,
 			Connections: 300, Warmup: 10, Concurrency: 3, Timeout: 2 * time.Second, Seed: 1,
 		})
@@ -256,7 +257,7 @@ func TestKernelAffinity(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tb.Teardown()
-	echo, err := workload.StartEcho(tb.Backend, workload.TargetPorts(svcs))
+	echo, err := traffic.StartEcho(tb.Backend, workload.TargetPorts(svcs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestKernelAffinity(t *testing.T) {
 		if _, err := p.Sync(context.Background(), svcs); err != nil {
 			t.Fatal(err)
 		}
-		res, err := workload.Drive(context.Background(), workload.DriveSpec{
+		res, err := traffic.Drive(context.Background(), traffic.DriveSpec{
 			Clients: tb.Clients, Services: svcs, Position: workload.PosFirst,
 			// One at a time: two first connections in flight together both
 			// miss the empty affinity set and may land apart (as in the kernel

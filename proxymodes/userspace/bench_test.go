@@ -14,6 +14,7 @@ import (
 	"github.com/proxybench/proxybench/proxymodes/iptables"
 	"github.com/proxybench/proxybench/proxymodes/userspace"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // BenchmarkFullSync measures, in a fresh namespace, a full Sync of 1k and
@@ -105,7 +106,7 @@ func BenchmarkTrafficCPU(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				c0, t0 := proxymodes.CPUTime(), time.Now()
-				res, err := workload.Drive(ctx, workload.DriveSpec{Clients: tb.Clients, Services: svcs, Position: workload.PosRandom,
+				res, err := traffic.Drive(ctx, traffic.DriveSpec{Clients: tb.Clients, Services: svcs, Position: workload.PosRandom,
 					Connections: conns, Concurrency: 4, Timeout: 2 * time.Second, Seed: int64(i)})
 				if err != nil || res.Errors != 0 {
 					b.Fatalf("%v %v", err, res.ErrorSamples)

@@ -22,6 +22,7 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 var (
@@ -54,7 +55,7 @@ func testbedB(t testing.TB, svcs []workload.Service) *topology.Testbed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	echo, err := workload.StartEcho(tb.Backend, workload.TargetPorts(svcs))
+	echo, err := traffic.StartEcho(tb.Backend, workload.TargetPorts(svcs))
 	if err != nil {
 		tb.Teardown()
 		t.Fatal(err)
@@ -183,7 +184,7 @@ func TestKernelProxy1k(t *testing.T) {
 		}
 	}
 	// The traffic driver at a random position: no error, no miss.
-	res, err := workload.Drive(ctx, workload.DriveSpec{Clients: tb.Clients, Services: svcs, Position: workload.PosRandom,
+	res, err := traffic.Drive(ctx, traffic.DriveSpec{Clients: tb.Clients, Services: svcs, Position: workload.PosRandom,
 		Connections: 2000, Warmup: 20, Concurrency: 4, Timeout: 2 * time.Second, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -292,9 +293,9 @@ func TestKernelEndpointDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drive := func(n int) *workload.DriveResult {
+	drive := func(n int) *traffic.DriveResult {
 		t.Helper()
-		res, err := workload.Drive(ctx, workload.DriveSpec{Clients: tb.Clients, Services: svcs, Position: workload.PosRandom,
+		res, err := traffic.Drive(ctx, traffic.DriveSpec{Clients: tb.Clients, Services: svcs, Position: workload.PosRandom,
 			Connections: n, Concurrency: 4, Timeout: 2 * time.Second, Seed: 7})
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,10 @@
 //go:build linux
 
-package workload
+// Package traffic is the kernel-side half of the workload: the backend echo
+// server and the TCP drivers (closed-loop, fairness, first picks,
+// long-lived connections) that run in the testbed's pod namespaces against
+// the services of package workload.
+package traffic
 
 import (
 	"context"

@@ -1,6 +1,6 @@
 //go:build linux
 
-package workload_test
+package traffic_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 func testServices(t *testing.T, n, eps int) []workload.Service {
@@ -43,13 +44,13 @@ func TestDirectTrafficReachesEveryEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	echo, err := workload.StartEcho(tb.Backend, workload.TargetPorts(svcs))
+	echo, err := traffic.StartEcho(tb.Backend, workload.TargetPorts(svcs))
 	if err != nil {
 		tb.Teardown()
 		t.Fatal(err)
 	}
 	for _, pos := range []string{workload.PosFirst, workload.PosMiddle, workload.PosLast, workload.PosRandom} {
-		res, err := workload.Drive(context.Background(), workload.DriveSpec{
+		res, err := traffic.Drive(context.Background(), traffic.DriveSpec{
 			Clients: tb.Clients, Services: svcs, Direct: true, Position: pos,
 			Connections: 300, Warmup: 10, Concurrency: 3, Timeout: 2 * time.Second, Seed: 1,
 		})

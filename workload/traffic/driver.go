@@ -1,6 +1,6 @@
 //go:build linux
 
-package workload
+package traffic
 
 import (
 	"bytes"
@@ -18,28 +18,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/proxybench/proxybench/topology"
+	"github.com/proxybench/proxybench/workload"
 )
-
-// Positions a driver can aim at, over the flat list of ServicePorts in the
-// order the proxier rendered them (service 0 port 0 first): "first" is the
-// first ServicePort, "middle" the one at index total/2, "last" the last,
-// "random" a uniformly drawn one for every connection. In iptables mode the
-// index is the rule's position in KUBE-SERVICES, which the kernel walks
-// linearly.
-const (
-	PosFirst  = "first"
-	PosMiddle = "middle"
-	PosLast   = "last"
-	PosRandom = "random"
-)
-
-// Target is one ServicePort: Services[Service].Ports[Port].
-type Target struct{ Service, Port int }
 
 // DriveSpec configures one closed-loop traffic phase.
 type DriveSpec struct {
 	Clients  []*topology.Netns // client pod namespaces; worker w uses Clients[w%len]
-	Services []Service
+	Services []workload.Service
 	// Direct dials a uniformly drawn ready endpoint at its target port
 	// instead of the ClusterIP (mode none: the no-proxy baseline).
 	Direct      bool
@@ -55,7 +40,7 @@ type DriveSpec struct {
 type DriveResult struct {
 	Position string
 	// Target is the ServicePort of a fixed position (zero for random).
-	Target Target
+	Target workload.Target
 	// LatenciesNs are the connect() times of successful connections, in
 	// nanoseconds: from the SYN being sent to the handshake completing,
 	// through the node's rules (or directly, in Direct mode).
@@ -79,33 +64,6 @@ type DriveResult struct {
 	Elapsed time.Duration
 }
 
-// FlatTargets returns every ServicePort in render order.
-func FlatTargets(services []Service) []Target {
-	var out []Target
-	for i, s := range services {
-		for j := range s.Ports {
-			out = append(out, Target{i, j})
-		}
-	}
-	return out
-}
-
-// PositionTarget maps a fixed position to its ServicePort.
-func PositionTarget(flat []Target, pos string) (Target, error) {
-	if len(flat) == 0 {
-		return Target{}, errors.New("no services")
-	}
-	switch pos {
-	case PosFirst:
-		return flat[0], nil
-	case PosMiddle:
-		return flat[len(flat)/2], nil
-	case PosLast:
-		return flat[len(flat)-1], nil
-	}
-	return Target{}, fmt.Errorf("position %q is not fixed", pos)
-}
-
 type sample struct {
 	lat    int64
 	ttfb   int64
@@ -126,11 +84,11 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 	if spec.Concurrency < 1 || len(spec.Clients) == 0 {
 		return nil, errors.New("drive: need concurrency >= 1 and a client")
 	}
-	flat := FlatTargets(spec.Services)
+	flat := workload.FlatTargets(spec.Services)
 	res := &DriveResult{Position: spec.Position, Hits: map[int]map[netip.Addr]int{}}
-	fixed := spec.Position != PosRandom
+	fixed := spec.Position != workload.PosRandom
 	if fixed {
-		t, err := PositionTarget(flat, spec.Position)
+		t, err := workload.PositionTarget(flat, spec.Position)
 		if err != nil {
 			return nil, err
 		}
@@ -209,12 +167,12 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 }
 
 // dialOnce makes one connection from the calling (namespace-locked) thread.
-func dialOnce(spec DriveSpec, t Target, rng *rand.Rand) sample {
+func dialOnce(spec DriveSpec, t workload.Target, rng *rand.Rand) sample {
 	svc := &spec.Services[t.Service]
 	port := svc.Ports[t.Port]
 	dst, dport := svc.ClusterIP, port.Port
 	if spec.Direct {
-		eps := readyEndpoints(svc)
+		eps := svc.ReadyEndpoints()
 		if len(eps) == 0 {
 			return sample{svc: t.Service, err: fmt.Errorf("%s: no ready endpoint", svc.PortName(port))}
 		}
@@ -229,7 +187,7 @@ func dialOnce(spec DriveSpec, t Target, rng *rand.Rand) sample {
 		return s
 	}
 	s.landed = landed.Addr()
-	s.miss = landed.Port() != port.TargetPort || !isEndpoint(svc, landed.Addr())
+	s.miss = landed.Port() != port.TargetPort || !svc.HasReadyEndpoint(landed.Addr())
 	return s
 }
 
@@ -311,40 +269,6 @@ func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 	return fd, landed, start, latency, nil
 }
 
-func readyEndpoints(s *Service) []Endpoint {
-	out := make([]Endpoint, 0, len(s.Endpoints))
-	for _, e := range s.Endpoints {
-		if e.Ready {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-func isEndpoint(s *Service, a netip.Addr) bool {
-	for _, e := range s.Endpoints {
-		if e.IP == a && e.Ready {
-			return true
-		}
-	}
-	return false
-}
-
-// TargetPorts returns the distinct target ports of services (for the echo server).
-func TargetPorts(services []Service) []uint16 {
-	seen := map[uint16]bool{}
-	var out []uint16
-	for _, s := range services {
-		for _, p := range s.Ports {
-			if !seen[p.TargetPort] {
-				seen[p.TargetPort] = true
-				out = append(out, p.TargetPort)
-			}
-		}
-	}
-	return out
-}
-
 // FairnessSpec configures the fairness phase: PerService connections to
 // every ServicePort's ClusterIP, spread evenly over the client pods and,
 // within a client pod, over its source addresses in turn.
@@ -352,7 +276,7 @@ type FairnessSpec struct {
 	Clients []*topology.Netns
 	// Sources[c] are client c's source addresses (empty: unbound).
 	Sources     [][]netip.Addr
-	Services    []Service
+	Services    []workload.Service
 	PerService  int
 	Concurrency int // connections in flight over all clients (>= 1)
 	Timeout     time.Duration
@@ -362,7 +286,7 @@ type FairnessSpec struct {
 // source Sources[Client][Source] to service Target that landed on Endpoint.
 type HitKey struct {
 	Client, Source int
-	Target         Target
+	Target         workload.Target
 	Endpoint       netip.Addr
 }
 
@@ -385,7 +309,7 @@ func DriveFairness(ctx context.Context, spec FairnessSpec) (*FairnessResult, err
 	if len(spec.Clients) == 0 || spec.PerService < 1 {
 		return nil, errors.New("drive fairness: need a client and perService >= 1")
 	}
-	flat := FlatTargets(spec.Services)
+	flat := workload.FlatTargets(spec.Services)
 	nc := len(spec.Clients)
 	per := max(1, spec.Concurrency/nc)
 	res := &FairnessResult{Hits: map[HitKey]int{}}
@@ -438,7 +362,7 @@ func DriveFairness(ctx context.Context, spec FairnessSpec) (*FairnessResult, err
 						if len(samples) < 5 {
 							samples = append(samples, err.Error())
 						}
-					case landed.Port() != port.TargetPort || !isEndpoint(svc, landed.Addr()):
+					case landed.Port() != port.TargetPort || !svc.HasReadyEndpoint(landed.Addr()):
 						misses++
 					default:
 						local[HitKey{Client: c, Source: si, Target: tg, Endpoint: landed.Addr()}]++
@@ -471,12 +395,12 @@ func DriveFairness(ctx context.Context, spec FairnessSpec) (*FairnessResult, err
 // FirstPicks makes, from every client in clients (typically the first
 // client pod of each node) at the same time, one connection to every
 // ServicePort in order, and returns the endpoint each landed on
-// (out[i][t] for clients[i] and FlatTargets(services)[t]; the zero Addr
+// (out[i][t] for clients[i] and workload.FlatTargets(services)[t]; the zero Addr
 // on failure). Right after a fresh sync this is each node's first pick:
 // with identical endpoint order, per-node rr picks the same endpoint on
 // every node.
-func FirstPicks(ctx context.Context, clients []*topology.Netns, sources []netip.Addr, services []Service, timeout time.Duration) ([][]netip.Addr, error) {
-	flat := FlatTargets(services)
+func FirstPicks(ctx context.Context, clients []*topology.Netns, sources []netip.Addr, services []workload.Service, timeout time.Duration) ([][]netip.Addr, error) {
+	flat := workload.FlatTargets(services)
 	out := make([][]netip.Addr, len(clients))
 	errc := make(chan error, len(clients))
 	var wg sync.WaitGroup
@@ -521,7 +445,7 @@ func FirstPicks(ctx context.Context, clients []*topology.Netns, sources []netip.
 type HoldSpec struct {
 	Clients    []*topology.Netns
 	Sources    [][]netip.Addr
-	Services   []Service
+	Services   []workload.Service
 	PerService int
 	Hold       time.Duration
 	Timeout    time.Duration
@@ -530,7 +454,7 @@ type HoldSpec struct {
 // HoldResult counts the connections still open at the end of the hold,
 // per ServicePort and endpoint: the active connections per real server.
 type HoldResult struct {
-	// Active[t][ep] for FlatTargets(services)[t].
+	// Active[t][ep] for workload.FlatTargets(services)[t].
 	Active         []map[netip.Addr]int
 	Errors, Misses int
 	ErrorSamples   []string
@@ -546,7 +470,7 @@ func HoldConnections(ctx context.Context, spec HoldSpec) (*HoldResult, error) {
 	if len(spec.Clients) == 0 || spec.PerService < 1 {
 		return nil, errors.New("hold: need a client and perService >= 1")
 	}
-	flat := FlatTargets(spec.Services)
+	flat := workload.FlatTargets(spec.Services)
 	type job struct {
 		src           netip.Addr
 		dst           netip.Addr
@@ -606,7 +530,7 @@ func HoldConnections(ctx context.Context, spec HoldSpec) (*HoldResult, error) {
 				if len(res.ErrorSamples) < 5 {
 					res.ErrorSamples = append(res.ErrorSamples, r.err.Error())
 				}
-			case r.landed.Port() != port.TargetPort || !isEndpoint(svc, r.landed.Addr()):
+			case r.landed.Port() != port.TargetPort || !svc.HasReadyEndpoint(r.landed.Addr()):
 				res.Misses++
 				unix.Close(r.fd)
 			default:

@@ -1,0 +1,86 @@
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// Positions a driver can aim at, over the flat list of ServicePorts in the
+// order the proxier rendered them (service 0 port 0 first): "first" is the
+// first ServicePort, "middle" the one at index total/2, "last" the last,
+// "random" a uniformly drawn one for every connection. In iptables mode the
+// index is the rule's position in KUBE-SERVICES, which the kernel walks
+// linearly.
+const (
+	PosFirst  = "first"
+	PosMiddle = "middle"
+	PosLast   = "last"
+	PosRandom = "random"
+)
+
+// Target is one ServicePort: Services[Service].Ports[Port].
+type Target struct{ Service, Port int }
+
+// FlatTargets returns every ServicePort in render order.
+func FlatTargets(services []Service) []Target {
+	var out []Target
+	for i, s := range services {
+		for j := range s.Ports {
+			out = append(out, Target{i, j})
+		}
+	}
+	return out
+}
+
+// PositionTarget maps a fixed position to its ServicePort.
+func PositionTarget(flat []Target, pos string) (Target, error) {
+	if len(flat) == 0 {
+		return Target{}, errors.New("no services")
+	}
+	switch pos {
+	case PosFirst:
+		return flat[0], nil
+	case PosMiddle:
+		return flat[len(flat)/2], nil
+	case PosLast:
+		return flat[len(flat)-1], nil
+	}
+	return Target{}, fmt.Errorf("position %q is not fixed", pos)
+}
+
+// ReadyEndpoints returns the service's ready endpoints, in order.
+func (s *Service) ReadyEndpoints() []Endpoint {
+	out := make([]Endpoint, 0, len(s.Endpoints))
+	for _, e := range s.Endpoints {
+		if e.Ready {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// HasReadyEndpoint reports whether a is a ready endpoint of the service.
+func (s *Service) HasReadyEndpoint(a netip.Addr) bool {
+	for _, e := range s.Endpoints {
+		if e.IP == a && e.Ready {
+			return true
+		}
+	}
+	return false
+}
+
+// TargetPorts returns the distinct target ports of services (for the echo server).
+func TargetPorts(services []Service) []uint16 {
+	seen := map[uint16]bool{}
+	var out []uint16
+	for _, s := range services {
+		for _, p := range s.Ports {
+			if !seen[p.TargetPort] {
+				seen[p.TargetPort] = true
+				out = append(out, p.TargetPort)
+			}
+		}
+	}
+	return out
+}
