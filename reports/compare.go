@@ -112,8 +112,8 @@ func sampleSets(r *Result) []sampleSet {
 		if s := m.Info["scheduler"]; s != "" && r.Scenario != nil && len(r.Scenario.Sweep.Schedulers) > 0 {
 			mode += "/" + s
 		}
-		if m.Kernel == "uml" {
-			mode += " (uml)" // a guest figure never matches a host one
+		if isGuest(kernelOf(m)) {
+			mode += " (uml)" // a guest figure never matches a host one (any guest kernel matches any other: the upgrade question)
 		}
 		if len(m.SyncFull) > 0 {
 			out = append(out, sampleSet{"sync.full", mode, "", size, 0.5, syncWalls(m)})

@@ -1,6 +1,9 @@
 package reports
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // KernelNames returns the distinct kernels of r's modes (ModeResult.Kernel,
 // "" read as "host"), in the order they first appear.
@@ -69,4 +72,20 @@ func kernelOf(m ModeResult) string {
 // isGuest reports whether kernel name is a user-mode-linux guest's.
 func isGuest(name string) bool {
 	return name != "" && name != "host" && name != "sim" && !strings.HasPrefix(name, "host")
+}
+
+// KernelSide returns the modes of r that ran on kernel name as a result of
+// their own, for Compare: its modes' Kernel is cleared so that the same
+// mode on two kernels (of one run or two) is matched as one figure. The
+// error names the kernels r has.
+func KernelSide(r *Result, name string) (*Result, error) {
+	sub := r.ForKernel(name)
+	if sub == nil {
+		return nil, fmt.Errorf("run %s has no modes on kernel %q; its kernels: %s", r.RunID, name, strings.Join(r.KernelNames(), ", "))
+	}
+	sub.Modes = append([]ModeResult(nil), sub.Modes...)
+	for i := range sub.Modes {
+		sub.Modes[i].Kernel = ""
+	}
+	return sub, nil
 }
