@@ -7,10 +7,10 @@ LDFLAGS := -X main.version=$(VERSION)
 # renders the HTML report in the screenshot test).
 APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod user-mode-linux chromium
 
-.PHONY: setup deps build test test-short bench bench-full bench-sim lint clean
+.PHONY: setup deps build kernels kernels-ci test test-short bench bench-full bench-sim lint clean
 
-## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench
-setup: deps build
+## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench and the guest kernel CI uses (make kernels-ci)
+setup: deps build kernels-ci
 
 deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make setup needs root (apt-get); run: sudo make setup" >&2; exit 2; fi
@@ -24,6 +24,28 @@ deps:
 ## build: bin/proxybench
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/proxybench ./cmd/proxybench
+
+# Guest kernels: user-mode-linux kernels built from Debian's linux-source-<v>
+# with internal/uml/kconfig/proxybench.config (every mode's options built in),
+# cached under $(PROXYBENCH_CACHE)/kernels/<package version>-<fragment hash>,
+# so a second build is instant. About 25 min each on a busy 2-core machine.
+KERNELS ?= 6.12 6.1
+CI_KERNELS ?= 6.12
+KERNEL_BUILD_PACKAGES := bc flex bison gcc make libc6-dev
+
+## kernels: build the guest kernels $(KERNELS) (--kernel uml:6.12, uml:6.1); a missing option fails the build naming it
+kernels:
+	@if [ "$$(id -u)" != 0 ]; then echo "make kernels needs root (apt-get, $${PROXYBENCH_CACHE:-/var/cache/proxybench}); run: sudo make kernels" >&2; exit 2; fi
+	@missing=""; for p in $(KERNEL_BUILD_PACKAGES) $(addprefix linux-source-,$(KERNELS)); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 $$missing; \
+	fi
+	@for v in $(KERNELS); do internal/uml/kconfig/build.sh $$v || exit 1; done
+
+## kernels-ci: the guest kernel the test suite boots (uml:$(CI_KERNELS))
+kernels-ci:
+	$(MAKE) kernels KERNELS="$(CI_KERNELS)"
 
 ## test: the whole suite (kernel tests need root; PROXYBENCH_REQUIRE_KERNEL=1 turns their skips into failures)
 test:

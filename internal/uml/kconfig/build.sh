@@ -14,6 +14,7 @@
 # source does not define at all (renamed or merged across versions) is
 # reported and skipped.
 set -euo pipefail
+unset MAKEFLAGS MFLAGS MAKELEVEL # a parent make's jobserver must not reach the kernel build
 series=${1:?usage: build.sh SERIES (6.1 or 6.12)}
 here=$(cd "$(dirname "$0")" && pwd)
 frag=$here/proxybench.config
