@@ -85,8 +85,10 @@ mk defconfig >/dev/null
 scripts/kconfig/merge_config.sh -m .config "$frag" >/dev/null
 mk olddefconfig >/dev/null
 check "after olddefconfig"
-echo "uml:$series: building in $src (make -j$(nproc) linux)"
-mk -j"$(nproc)" linux
+# PROXYBENCH_KERNEL_JOBS overrides make's -j (default: one job per CPU).
+jobs=${PROXYBENCH_KERNEL_JOBS:-$(nproc)}
+echo "uml:$series: building in $src (make -j$jobs linux)"
+mk -j"$jobs" linux
 check "after the build"
 release=$(mk -s kernelrelease)
 strip -o "$dir/linux.tmp" linux
