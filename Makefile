@@ -7,10 +7,14 @@ LDFLAGS := -X main.version=$(VERSION)
 # renders the HTML report in the screenshot test).
 APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod user-mode-linux chromium
 
-.PHONY: setup deps build kernels kernels-ci test test-short bench bench-full bench-sim lint clean
+# The linter, pinned: honnef.co/go/tools v0.8.2 is staticcheck 2026.2.2.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := bin/staticcheck
 
-## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench and the guest kernel CI uses (make kernels-ci)
-setup: deps build kernels-ci
+.PHONY: setup deps build tools kernels kernels-ci test test-short bench bench-full bench-sim lint clean
+
+## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench, install the pinned linter, build the guest kernel CI uses (make kernels-ci)
+setup: deps build tools kernels-ci
 
 deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make setup needs root (apt-get); run: sudo make setup" >&2; exit 2; fi
@@ -46,6 +50,19 @@ kernels:
 ## kernels-ci: the guest kernel the test suite boots (uml:$(CI_KERNELS))
 kernels-ci:
 	$(MAKE) kernels KERNELS="$(CI_KERNELS)"
+
+## tools: bin/staticcheck at STATICCHECK_VERSION (no root; reinstalled when the pin changes)
+tools:
+	@if ! $(STATICCHECK) -version 2>/dev/null | grep -qF '($(STATICCHECK_VERSION:v%=%))'; then \
+		echo "installing staticcheck $(STATICCHECK_VERSION) into bin/"; \
+		GOBIN=$(CURDIR)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
+	fi
+
+## lint: go vet, gofmt and the pinned staticcheck (every default check); clean means no output
+lint: tools
+	$(GO) vet ./...
+	@f=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$f" ]; then echo "gofmt needed: $$f" >&2; exit 1; fi
+	$(STATICCHECK) ./...
 
 ## test: the whole suite (kernel tests need root; PROXYBENCH_REQUIRE_KERNEL=1 turns their skips into failures)
 test:

@@ -28,6 +28,12 @@ type SyncStats struct {
 	Bytes int `json:"bytes"`
 	// Phases splits Wall by step (for example "render", "restore").
 	Phases map[string]time.Duration `json:"phasesNs,omitempty"`
+	// ConntrackDeleted counts the stale UDP conntrack entries the sync
+	// deleted after programming (kube-proxy's CleanStaleEntries, see
+	// proxymodes/conntrack; phase "conntrack"); ConntrackError is that
+	// step's failure, which kube-proxy logs without failing the sync.
+	ConntrackDeleted int    `json:"conntrackDeleted,omitempty"`
+	ConntrackError   string `json:"conntrackError,omitempty"`
 }
 
 // Proxier is one proxy mode programming one node namespace.

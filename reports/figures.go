@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/proxybench/proxybench/scenarios"
 )
@@ -181,6 +180,3 @@ func modeSize(r *Result, m ModeResult) int {
 	}
 	return r.Scenario.Services.Count
 }
-
-// nsDur converts float ns to a Duration.
-func nsDur(ns float64) time.Duration { return time.Duration(ns) }

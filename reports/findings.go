@@ -6,6 +6,19 @@ import (
 	"time"
 )
 
+// FaultWarnings returns one warning per fault of every mode
+// (ModeResult.Faults), after the mode's label: something failed
+// during the run that may make that mode's figures invalid.
+func FaultWarnings(r *Result) []string {
+	var out []string
+	for _, m := range r.Modes {
+		for _, f := range m.Faults {
+			out = append(out, fmt.Sprintf("%s: %s", r.label(m), f))
+		}
+	}
+	return out
+}
+
 // Findings returns one sentence per mode saying what the run found,
 // computed from its figures at the largest size measured: how p50 connect
 // latency changes from the first to the last service (with the cause for

@@ -38,6 +38,9 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 	top := sizes[len(sizes)-1]
 	pal := modeColors(r)
 	page := htmlPage{Title: "proxybench", Findings: Findings(r), Budgets: b, Criterion: capacityCriterion}
+	for _, w := range FaultWarnings(r) {
+		page.Findings = append(page.Findings, "warning: "+w)
+	}
 	if r.Scenario != nil {
 		page.Title += ": " + r.Scenario.Name
 		page.Description = r.Scenario.Description

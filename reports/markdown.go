@@ -106,7 +106,7 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 		}
 	}
 	b.WriteString("\n")
-	for _, w := range baselineWarnings(r, base) {
+	for _, w := range append(FaultWarnings(r), baselineWarnings(r, base)...) {
 		b.WriteString("- **warning**: " + w + "\n")
 	}
 	for _, m := range r.Modes {

@@ -211,3 +211,29 @@ func TestCapacityPlanFixture(t *testing.T) {
 		}
 	}
 }
+
+// TestFaultsShown: a mode's faults appear as warnings in the markdown and
+// HTML reports, and a result without faults has none.
+func TestFaultsShown(t *testing.T) {
+	r := loadFixture(t)
+	const fault = "conntrack flush of node0 before the last full sync failed"
+	for _, f := range []string{"md", "html"} {
+		var b bytes.Buffer
+		if err := WriteFormat(&b, r, f, ReportOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(b.String(), fault) {
+			t.Fatalf("%s: fault text in a report of a run without faults", f)
+		}
+	}
+	r.Modes[1].Faults = []string{fault}
+	for _, f := range []string{"md", "html"} {
+		var b bytes.Buffer
+		if err := WriteFormat(&b, r, f, ReportOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if want := r.label(r.Modes[1]) + ": " + fault; !strings.Contains(b.String(), want) {
+			t.Errorf("%s report does not show the fault %q", f, want)
+		}
+	}
+}

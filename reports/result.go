@@ -90,6 +90,11 @@ type ModeResult struct {
 	// iptables` (kube-proxy's downgrade when IP_VS is missing).
 	FellBackFrom string            `json:"fellBackFrom,omitempty"`
 	Info         map[string]string `json:"info,omitempty"` // back end, tool versions
+	// Faults are failures that did not stop the mode's phases but may make
+	// one of its figures invalid (a conntrack table that could not be
+	// flushed between modes), one sentence each; the report shows them as
+	// warnings.
+	Faults []string `json:"faults,omitempty"`
 	// Services is the service count this result was measured at (one
 	// ModeResult per mode and sweep size).
 	Services int `json:"services"`
@@ -148,16 +153,38 @@ type PositionResult struct {
 	TTFBSamplesNs []int64 `json:"ttfbSamplesNs,omitempty"`
 }
 
-// Write stores r as indented JSON at path, creating its folder.
-func (r *Result) Write(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
+// Write stores r as indented JSON at path atomically: it writes a
+// temporary file in path's folder, syncs it and renames it over path, so
+// path holds either the old content or the whole result, never a part.
+// It creates no folder.
+func (r *Result) Write(path string) (err error) {
 	b, err := json.MarshalIndent(r, "", " ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // Read loads a result written by Write. A result of a newer schema is an error.

@@ -57,6 +57,9 @@ type GateValue struct {
 func ParseGateValue(s string) (GateValue, error) {
 	s = strings.TrimSpace(s)
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsInf(f, 0) {
+			return GateValue{}, fmt.Errorf("%q is not a finite number", s)
+		}
 		return GateValue{V: f, Text: s}, nil
 	}
 	if d, err := time.ParseDuration(s); err == nil {
@@ -232,7 +235,7 @@ func (s *Scenario) validateGates(add func(field, msg, fix string)) {
 				add(f+"position", fmt.Sprintf("position %q is not measured (traffic.positions)", g.Position), fix)
 			}
 		}
-		if g.Services != 0 && !slices.Contains(s.Sizes(), g.Services) {
+		if (g.Services != 0 || s.has(f+"services")) && !slices.Contains(s.Sizes(), g.Services) {
 			add(f+"services", fmt.Sprintf("%d is not a measured size", g.Services),
 				"use one of "+strings.Trim(strings.Join(strings.Fields(fmt.Sprint(s.Sizes())), ", "), "[]")+", or remove it to check every size")
 		}

@@ -36,7 +36,9 @@ func Names() []string {
 func Load(nameOrPath string) (*Scenario, error) {
 	fi, err := os.Stat(nameOrPath)
 	switch {
-	case err == nil && fi.Mode().IsRegular():
+	case err == nil && fi.IsDir():
+		return nil, &FieldError{Source: nameOrPath, Msg: "is a directory, not a scenario file", Fix: dirFix(nameOrPath)}
+	case err == nil:
 		data, err := os.ReadFile(nameOrPath)
 		if err != nil {
 			return nil, fmt.Errorf("scenario %q: %w", nameOrPath, err)
@@ -93,4 +95,16 @@ func lookup(m *yaml.Node, key string) *yaml.Node {
 		}
 	}
 	return nil
+}
+
+// dirFix suggests the scenario files in dir.
+func dirFix(dir string) string {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if len(files) == 0 {
+		return "name a scenario file (such as " + filepath.Join(dir, "my.yaml") + ") or an embedded scenario (" + strings.Join(Names(), ", ") + ")"
+	}
+	if len(files) > 5 {
+		files = append(files[:5], "...")
+	}
+	return "name one scenario file in it: " + strings.Join(files, ", ")
 }

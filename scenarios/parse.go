@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -41,8 +42,12 @@ func Parse(data []byte, source string) (*Scenario, error) {
 		return nil, yamlError(source, err)
 	}
 
+	if len(doc.Content) == 0 || (doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].ShortTag() == "!!null") {
+		return nil, &FieldError{Source: source, Msg: "the scenario file is empty (no YAML mapping in it, only blank lines or comments)",
+			Fix: "write at least services: {count: 100}; `proxybench validate 1k-services` prints a complete example"}
+	}
 	sc := &Scenario{source: source, lines: map[string]int{}}
-	if len(doc.Content) > 0 {
+	{
 		w := walker{source: source, lines: sc.lines}
 		w.walk(doc.Content[0], reflect.TypeFor[Scenario](), "")
 		if len(w.errs) > 0 {
@@ -108,6 +113,15 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 		n = n.Alias
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		// An empty block ("churn:") is an empty mapping; an empty value
+		// must not silently become its default.
+		if t.Kind() != reflect.Struct && (t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct) && path != "" {
+			want, fix := describeType(t)
+			if t.Kind() == reflect.Slice {
+				want, fix = "a list", "write a list such as [a, b]"
+			}
+			w.fail(path, n.Line, "has no value (want "+want+")", fix+", or remove the line to use the default")
+		}
 		return
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
@@ -201,6 +215,10 @@ func (w *walker) leaf(n *yaml.Node, t reflect.Type, path string) {
 		w.fail(path, n.Line, fmt.Sprintf("want %s, got %s", want, describe(n)), fix)
 		return
 	}
+	if msg := exactNumber(n, t); msg != "" {
+		w.fail(path, n.Line, msg, fix)
+		return
+	}
 	if err := n.Decode(reflect.New(t).Interface()); err != nil {
 		msg := err.Error()
 		if _, ok := err.(*yaml.TypeError); ok {
@@ -208,6 +226,45 @@ func (w *walker) leaf(n *yaml.Node, t reflect.Type, path string) {
 		}
 		w.fail(path, n.Line, msg, fix)
 	}
+}
+
+// octalLike matches a YAML 1.1 octal written like a decimal ("010"), which
+// go.yaml.in/yaml reads as 8.
+var octalLike = regexp.MustCompile(`^[-+]?0[0-9_]+$`)
+
+// exactNumber refuses a scalar that yaml would decode into an integer or
+// float field only approximately: a fraction or exponent into an integer
+// (yaml truncates 10.5 to 10), an integer that overflows, a leading-zero
+// number yaml reads as octal, and NaN or infinity. It returns "" when the
+// value is exact (or not numeric, left to the decoder's type error).
+func exactNumber(n *yaml.Node, t reflect.Type) string {
+	tag := n.ShortTag()
+	switch t.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		switch {
+		case tag == "!!float":
+			return fmt.Sprintf("want an integer, got %s (not a whole number, or too large)", n.Value)
+		case tag == "!!int" && octalLike.MatchString(n.Value):
+			return fmt.Sprintf("%s has a leading zero, which YAML reads as an octal number", n.Value)
+		case tag == "!!int":
+			var v int64
+			if err := n.Decode(&v); err != nil || reflect.Zero(t).OverflowInt(v) {
+				return fmt.Sprintf("%s does not fit a %d-bit integer", n.Value, t.Bits())
+			}
+		}
+	case reflect.Float64:
+		if tag != "!!int" && tag != "!!float" {
+			return ""
+		}
+		var v float64
+		if err := n.Decode(&v); err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			return fmt.Sprintf("%s is not a finite number", n.Value)
+		}
+		if tag == "!!int" && octalLike.MatchString(n.Value) {
+			return fmt.Sprintf("%s has a leading zero, which YAML reads as an octal number", n.Value)
+		}
+	}
+	return ""
 }
 
 // yamlFields maps the yaml names of t's exported fields to their types, and
@@ -247,8 +304,8 @@ func describeType(t reflect.Type) (want, fix string) {
 		return "a duration", `write a duration with a unit, such as "2s" or "150ms"`
 	}
 	switch t.Kind() {
-	case reflect.Int, reflect.Int64:
-		return "an integer", "write a whole number without quotes"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "an integer", "write a whole number without quotes or leading zeros, such as 10"
 	case reflect.Float64:
 		return "a number", "write a number without quotes"
 	case reflect.Bool:

@@ -232,20 +232,16 @@ func (s *Scenario) ClientPrefix() netip.Prefix {
 // clusterCIDR, disjoint from the default pod, node and service CIDRs.
 const DefaultClientCIDR = "198.19.192.0/19"
 
-// HoldFor is LongLived.Hold, or 1s when unset.
-func (l LongLivedSpec) HoldFor() time.Duration {
-	if l.Hold.Duration == 0 {
-		return time.Second
-	}
-	return l.Hold.Duration
-}
+// HoldFor is LongLived.Hold (SetDefaults fills 1s when it is not given;
+// an explicit 0s closes the connections as soon as the last one opened).
+func (l LongLivedSpec) HoldFor() time.Duration { return l.Hold.Duration }
 
 // LongLivedSpec configures the long-lived connection phase.
 type LongLivedSpec struct {
 	// Connections held open at once, per service (0: no phase).
 	Connections int `yaml:"connections,omitempty" json:"connections,omitempty"`
 	// Hold is how long they stay open after the last one opened (default 1s).
-	Hold Duration `yaml:"hold,omitempty" json:"hold,omitempty"`
+	Hold Duration `yaml:"hold" json:"hold,omitempty"`
 }
 
 // SweepSpec lists the sizes of a capacity sweep.
@@ -292,7 +288,7 @@ type ChurnSpec struct {
 // SimSpec configures the sim engine.
 type SimSpec struct {
 	// Nodes is the number of simulated nodes, each running its own
-	// kube-proxy sync loop over the same services (0 or unset: 1; 1..100000).
+	// kube-proxy sync loop over the same services (unset: 1; 1..100000).
 	Nodes int `yaml:"nodes" json:"nodes"`
 	// Calibration is a file written by `proxybench calibrate`; empty uses
 	// the calibration shipped in the binary (marked default in results).

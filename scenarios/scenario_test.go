@@ -68,7 +68,7 @@ func TestParseErrors(t *testing.T) {
 
 		// services
 		{"services count zero", "services:\n  count: 0\n", "services.count", 2, "out of range"},
-		{"services missing", "seed: 1\n", "services.count", 0, "out of range"},
+		{"services missing", "seed: 1\n", "services.count", 0, "is missing"},
 		{"services count too large", "services:\n  count: 2000000\n", "services.count", 2, "out of range"},
 		{"port zero", "services:\n  count: 1\n  port: -1\n", "services.port", 3, "use 1..65535"},
 		{"port too large", "services:\n  count: 1\n  port: 70000\n", "services.port", 3, "use 1..65535"},
@@ -85,9 +85,9 @@ func TestParseErrors(t *testing.T) {
 		{"uniform min zero", "services:\n  count: 1\n  endpoints:\n    distribution: uniform\n    max: 3\n", "services.endpoints.min", 3, "below 1"},
 		{"uniform max below min", "services:\n  count: 1\n  endpoints:\n    distribution: uniform\n    min: 4\n    max: 3\n", "services.endpoints.max", 6, "below min"},
 		{"uniform with count", "services:\n  count: 1\n  endpoints:\n    distribution: uniform\n    min: 1\n    max: 3\n    count: 2\n", "services.endpoints.count", 7, "not used"},
-		{"zipf s", "services:\n  count: 1\n  endpoints:\n    distribution: zipf\n    s: 1\n    v: 1\n    max: 10\n", "services.endpoints.s", 5, "> 1"},
+		{"zipf s", "services:\n  count: 1\n  endpoints:\n    distribution: zipf\n    s: 1\n    v: 1\n    max: 10\n", "services.endpoints.s", 5, "not a finite number"},
 		{"zipf s infinite", "services:\n  count: 1\n  endpoints:\n    distribution: zipf\n    s: .inf\n    v: 1\n    max: 10\n", "services.endpoints.s", 5, "finite"},
-		{"zipf s nan", "services:\n  count: 1\n  endpoints:\n    distribution: zipf\n    s: .nan\n    v: 1\n    max: 10\n", "services.endpoints.s", 5, "> 1"},
+		{"zipf s nan", "services:\n  count: 1\n  endpoints:\n    distribution: zipf\n    s: .nan\n    v: 1\n    max: 10\n", "services.endpoints.s", 5, "not a finite number"},
 		{"zipf v", "services:\n  count: 1\n  endpoints:\n    distribution: zipf\n    s: 2\n    v: 0.5\n    max: 10\n", "services.endpoints.v", 6, ">= 1"},
 		{"zipf max", "services:\n  count: 1\n  endpoints:\n    distribution: zipf\n    s: 2\n    v: 1\n", "services.endpoints.max", 3, "below 1"},
 
@@ -105,7 +105,7 @@ func TestParseErrors(t *testing.T) {
 		{"positions empty", "services:\n  count: 1\ntraffic:\n  positions: []\n", "traffic.positions", 4, "is empty"},
 		{"warmup negative", "services:\n  count: 1\ntraffic:\n  warmup: -1\n", "traffic.warmup", 4, "out of range"},
 		{"timeout zero", "services:\n  count: 1\ntraffic:\n  timeout: 0s\n", "traffic.timeout", 4, "not positive"},
-		{"timeout negative", "services:\n  count: 1\ntraffic:\n  timeout: -1s\n", "traffic.timeout", 4, "not positive"},
+		{"timeout negative", "services:\n  count: 1\ntraffic:\n  timeout: -1s\n", "traffic.timeout", 4, "is negative"},
 
 		// top level
 		{"repetitions zero", "services:\n  count: 1\nrepetitions: -1\n", "repetitions", 3, "use 1..100"},
@@ -116,7 +116,7 @@ func TestParseErrors(t *testing.T) {
 		{"iptables backend", "services:\n  count: 1\niptables:\n  backend: nftables\n", "iptables.backend", 4, "use one of legacy, nft"},
 		{"unknown scheduler", "services:\n  count: 1\nipvs:\n  scheduler: wrrr\n", "ipvs.scheduler", 4, `did you mean "wrr"`},
 		{"bad excludeCIDR", "services:\n  count: 1\nipvs:\n  excludeCIDRs: [10.0.0.0/33]\n", "ipvs.excludeCIDRs[0]", 4, "not a CIDR"},
-		{"negative ipvs timeout", "services:\n  count: 1\nipvs:\n  tcpTimeout: -1s\n", "ipvs.tcpTimeout", 4, "zero or positive"},
+		{"negative ipvs timeout", "services:\n  count: 1\nipvs:\n  tcpTimeout: -1s\n", "ipvs.tcpTimeout", 4, "is negative"},
 		{"zero syncPeriod", "services:\n  count: 1\niptables:\n  syncPeriod: 0s\n", "iptables.syncPeriod", 4, "positive"},
 		{"unknown kernel", "services:\n  count: 1\nkernel: kvm\n", "kernel", 3, "use one of auto, host, uml"},
 		{"unknown fallback", "services:\n  count: 1\nfallback: userspace\n", "fallback", 3, "iptables"},
@@ -153,7 +153,7 @@ func TestValidateReportsAll(t *testing.T) {
 	for _, fe := range fieldErrors(t, err) {
 		fields = append(fields, fe.Field)
 	}
-	want := []string{"services.count", "traffic.concurrency"}
+	want := []string{"repetitions", "services.count", "traffic.concurrency"}
 	if !reflect.DeepEqual(fields, want) {
 		t.Errorf("fields = %v, want %v", fields, want)
 	}
@@ -334,6 +334,7 @@ description: skewed
 seed: -7
 repetitions: 1
 modes: [iptables]
+engine: sim
 services:
   count: 50
   portsPerService: 2

@@ -27,6 +27,9 @@ func RegisterMode(name string) {
 // KnownPositions lists the service positions traffic.positions may name.
 var KnownPositions = []string{"first", "middle", "last", "random"}
 
+// MaxEndpointsPerService bounds services.endpoints.count, min and max.
+const MaxEndpointsPerService = 1 << 16
+
 // MaxServices bounds services.count, so that validation (which draws every
 // endpoint count) stays cheap.
 const MaxServices = 1 << 20
@@ -58,76 +61,77 @@ func (e *FieldError) Error() string {
 	return b.String()
 }
 
-// SetDefaults fills every unset field with its documented default. For a
-// parsed scenario, explicit zeros (warmup: 0, a fixed endpoints count: 0)
-// are kept; for one built in Go, zero means unset.
+// SetDefaults fills every unset field with its documented default. A field
+// is unset when the parsed file does not name it; a value the file gives
+// (0 included) is never replaced, so Validate sees it and refuses it when it
+// is out of range. For a scenario built in Go (no source lines), zero means
+// unset.
 func (s *Scenario) SetDefaults() {
-	setIf := func(p *int, v int) {
-		if *p == 0 {
+	num := func(path string, p *int, v int) {
+		if *p == 0 && !s.has(path) {
 			*p = v
 		}
 	}
-	setStr := func(p *string, v string) {
-		if *p == "" {
+	str := func(path string, p *string, v string) {
+		if *p == "" && !s.has(path) {
 			*p = v
 		}
 	}
-	setStr(&s.Name, nameOf(s.source))
-	setIf(&s.Repetitions, 3)
-	if s.Modes == nil {
-		s.Modes = []string{"none", "iptables"}
-	}
-	sv := &s.Services
-	setIf(&sv.PortsPerService, 1)
-	setStr(&sv.Protocol, "TCP")
-	setIf(&sv.Port, 80)
-	setIf(&sv.TargetPort, 8080)
-	setStr(&sv.Endpoints.Distribution, "fixed")
-	if sv.Endpoints.Distribution == "fixed" && !s.has("services.endpoints.count") {
-		setIf(&sv.Endpoints.Count, 3)
-	}
-	n := &s.Network
-	setStr(&n.ServiceCIDR, "198.18.0.0/16")
-	setStr(&n.PodCIDR, "198.19.0.0/17")
-	setStr(&n.NodeCIDR, "198.19.255.0/24")
-	setStr(&n.ClusterCIDR, "198.19.0.0/16")
-	setIf(&s.Topology.ClientPods, 1)
-	t := &s.Traffic
-	setIf(&t.Connections, 2000)
-	setIf(&t.Concurrency, 4)
-	if t.Positions == nil {
-		t.Positions = slices.Clone(KnownPositions)
-	}
-	if !s.has("traffic.warmup") {
-		setIf(&t.Warmup, 50)
-	}
-	if t.Timeout.Duration == 0 && !s.has("traffic.timeout") {
-		t.Timeout.Duration = 2 * time.Second
-	}
-	setStr(&s.IPTables.Backend, "legacy")
-	setStr(&s.Kernel, "auto")
-	setStr(&sv.SessionAffinity, "None")
 	dur := func(path string, d *Duration, v time.Duration) {
 		if d.Duration == 0 && !s.has(path) {
 			d.Duration = v
 		}
 	}
+	str("name", &s.Name, nameOf(s.source))
+	num("repetitions", &s.Repetitions, 3)
+	if s.Modes == nil && !s.has("modes") {
+		s.Modes = []string{"none", "iptables"}
+	}
+	sv := &s.Services
+	num("services.portsPerService", &sv.PortsPerService, 1)
+	str("services.protocol", &sv.Protocol, "TCP")
+	num("services.port", &sv.Port, 80)
+	num("services.targetPort", &sv.TargetPort, 8080)
+	str("services.endpoints.distribution", &sv.Endpoints.Distribution, "fixed")
+	if sv.Endpoints.Distribution == "fixed" {
+		num("services.endpoints.count", &sv.Endpoints.Count, 3)
+	}
+	n := &s.Network
+	str("network.serviceCIDR", &n.ServiceCIDR, "198.18.0.0/16")
+	str("network.podCIDR", &n.PodCIDR, "198.19.0.0/17")
+	str("network.nodeCIDR", &n.NodeCIDR, "198.19.255.0/24")
+	str("network.clusterCIDR", &n.ClusterCIDR, "198.19.0.0/16")
+	num("topology.clientPods", &s.Topology.ClientPods, 1)
+	t := &s.Traffic
+	num("traffic.connections", &t.Connections, 2000)
+	num("traffic.concurrency", &t.Concurrency, 4)
+	if t.Positions == nil && !s.has("traffic.positions") {
+		t.Positions = slices.Clone(KnownPositions)
+	}
+	num("traffic.warmup", &t.Warmup, 50)
+	dur("traffic.timeout", &t.Timeout, 2*time.Second)
+	if t.LongLived.Connections > 0 {
+		dur("traffic.longLived.hold", &t.LongLived.Hold, time.Second)
+	}
+	str("iptables.backend", &s.IPTables.Backend, "legacy")
+	str("kernel", &s.Kernel, "auto")
+	str("services.sessionAffinity", &sv.SessionAffinity, "None")
 	dur("services.sessionAffinityTimeout", &sv.SessionAffinityTimeout, 10800*time.Second)
 	dur("iptables.syncPeriod", &s.IPTables.SyncPeriod, 30*time.Second)
 	dur("iptables.minSyncPeriod", &s.IPTables.MinSyncPeriod, time.Second)
-	setStr(&s.IPVS.Scheduler, "rr")
+	str("ipvs.scheduler", &s.IPVS.Scheduler, "rr")
 	dur("ipvs.syncPeriod", &s.IPVS.SyncPeriod, 30*time.Second)
 	dur("nftables.syncPeriod", &s.NFTables.SyncPeriod, 30*time.Second)
 	dur("nftables.minSyncPeriod", &s.NFTables.MinSyncPeriod, time.Second)
-	setIf(&s.UML.MemoryMiB, 2048)
+	num("uml.memoryMiB", &s.UML.MemoryMiB, 2048)
 	if s.Failure.DownEndpointsPerService > 0 {
-		setStr(&s.Failure.Mode, "reset")
+		str("failure.mode", &s.Failure.Mode, "reset")
 	}
 	if c := &s.Churn; c.Rate > 0 {
 		dur("churn.duration", &c.Duration, 60*time.Second)
 		dur("churn.grace", &c.Grace, 30*time.Second)
-		setStr(&c.Arrival, "poisson")
-		setIf(&c.Probes, 2)
+		str("churn.arrival", &c.Arrival, "poisson")
+		num("churn.probes", &c.Probes, 2)
 		if c.Mix == (ChurnMix{}) && !s.has("churn.mix") {
 			c.Mix = ChurnMix{EndpointAdd: 1, EndpointRemove: 1, ReadinessFlip: 1}
 		}
@@ -171,258 +175,384 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // Validate checks every field (run SetDefaults first) and returns nil, one
 // *FieldError, or several joined with errors.Join (one per line), in field
-// order. Checks: CIDRs are IPv4 prefixes without host bits; service, pod and
-// node CIDRs are disjoint and clusterCIDR is disjoint from serviceCIDR;
-// services, all endpoints (EndpointCounts) and (clientPods+1) /30 links fit
-// their CIDRs; ports, distribution parameters, modes, traffic and iptables
-// settings are in range.
+// order. Each section has its own check (checker's methods, listed in
+// Validate's body): CIDRs are IPv4 prefixes without host bits; service,
+// pod and node CIDRs are disjoint and clusterCIDR is disjoint from
+// serviceCIDR; services, all endpoints (EndpointCounts) and (clientPods+1)
+// /30 links fit their CIDRs; ports, distribution parameters, modes,
+// traffic, sync periods, churn, failure and gate settings are in range.
 func (s *Scenario) Validate() error {
-	var errs []error
-	add := func(field, msg, fix string) {
-		src := s.source
-		if src == "" {
-			src = "scenario"
-		}
-		errs = append(errs, &FieldError{Source: src, Line: s.line(field), Field: field, Msg: msg, Fix: fix})
+	c := &checker{s: s}
+	for _, check := range []func(*checker){
+		(*checker).top,
+		(*checker).services,
+		(*checker).network,
+		(*checker).sweep,
+		(*checker).capacity,
+		(*checker).topology,
+		(*checker).weights,
+		(*checker).traffic,
+		(*checker).engine,
+		(*checker).affinity,
+		(*checker).ipvs,
+		(*checker).periods,
+		(*checker).churn,
+		(*checker).failure,
+		(*checker).sweepPeriods,
+		(*checker).sweepSchedulers,
+		(*checker).gates,
+	} {
+		check(c)
 	}
-	between := func(field string, v, lo, hi int) bool {
-		if v < lo || v > hi {
-			add(field, fmt.Sprintf("%d is out of range", v), fmt.Sprintf("use %d..%d", lo, hi))
-			return false
-		}
-		return true
+	if len(c.errs) == 1 {
+		return c.errs[0]
 	}
-	oneOf := func(field, v string, known []string) bool {
-		if slices.Contains(known, v) {
-			return true
-		}
-		fix := "use one of " + strings.Join(known, ", ")
-		if c := closest(v, known); c != "" {
-			fix = fmt.Sprintf("did you mean %q?", c)
-		}
-		add(field, fmt.Sprintf("unknown value %q", v), fix)
+	return errors.Join(c.errs...)
+}
+
+// checker collects one Validate call's errors and what later sections need
+// from earlier ones (parsed CIDRs, whether the endpoint distribution may be
+// drawn).
+type checker struct {
+	s    *Scenario
+	errs []error
+
+	countOK, distOK            bool
+	svc, pod, node, cluster    netip.Prefix
+	svcOK, podOK, nodeOK, clOK bool
+}
+
+func (c *checker) add(field, msg, fix string) {
+	src := c.s.source
+	if src == "" {
+		src = "scenario"
+	}
+	c.errs = append(c.errs, &FieldError{Source: src, Line: c.s.line(field), Field: field, Msg: msg, Fix: fix})
+}
+
+// between checks lo <= v <= hi.
+func (c *checker) between(field string, v, lo, hi int) bool {
+	if v < lo || v > hi {
+		c.add(field, fmt.Sprintf("%d is out of range", v), fmt.Sprintf("use %d..%d", lo, hi))
 		return false
 	}
-	list := func(field string, vs, known []string) {
-		if len(vs) == 0 {
-			add(field, "is empty", "list at least one of "+strings.Join(known, ", "))
-		}
-		for i, v := range vs {
-			f := fmt.Sprintf("%s[%d]", field, i)
-			if j := slices.Index(vs, v); j < i {
-				add(f, fmt.Sprintf("%q is listed twice (also %s[%d])", v, field, j), "remove the duplicate")
-			} else {
-				oneOf(f, v, known)
-			}
+	return true
+}
+
+// oneOf checks that v is one of known, suggesting the closest.
+func (c *checker) oneOf(field, v string, known []string) bool {
+	if slices.Contains(known, v) {
+		return true
+	}
+	fix := "use one of " + strings.Join(known, ", ")
+	if n := closest(v, known); n != "" {
+		fix = fmt.Sprintf("did you mean %q?", n)
+	}
+	c.add(field, fmt.Sprintf("unknown value %q", v), fix)
+	return false
+}
+
+// list checks a non-empty list of distinct known values.
+func (c *checker) list(field string, vs, known []string) {
+	if len(vs) == 0 {
+		c.add(field, "is empty", "list at least one of "+strings.Join(known, ", "))
+	}
+	for i, v := range vs {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if j := slices.Index(vs, v); j < i {
+			c.add(f, fmt.Sprintf("%q is listed twice (also %s[%d])", v, field, j), "remove the duplicate")
+		} else {
+			c.oneOf(f, v, known)
 		}
 	}
+}
 
+// prefix parses an IPv4 CIDR without host bits.
+func (c *checker) prefix(field, v string) (netip.Prefix, bool) {
+	p, err := netip.ParsePrefix(v)
+	switch {
+	case err != nil:
+		c.add(field, fmt.Sprintf("%q is not a CIDR prefix", v), "write an IPv4 prefix such as 198.18.0.0/16")
+	case !p.Addr().Is4():
+		c.add(field, fmt.Sprintf("%s is not IPv4", p), "write an IPv4 prefix such as 198.18.0.0/16")
+	case p.Masked() != p:
+		c.add(field, fmt.Sprintf("%s has host bits set", p), "write "+p.Masked().String())
+	default:
+		return p, true
+	}
+	return p, false
+}
+
+// duration checks d >= 0, and d > 0 when positive.
+func (c *checker) duration(field string, d time.Duration, positive bool, example string) {
+	switch {
+	case d < 0:
+		c.add(field, fmt.Sprintf("%s is negative", d), fmt.Sprintf("use a duration such as %q", example))
+	case positive && d == 0:
+		c.add(field, "0s is not positive", fmt.Sprintf("use a duration such as %q", example))
+	}
+}
+
+// top checks name, repetitions and modes.
+func (c *checker) top() {
+	s := c.s
 	if !nameRE.MatchString(s.Name) {
-		add("name", fmt.Sprintf("%q is not usable in file names", s.Name), "use letters, digits, '.', '_' and '-' only, such as \"10k-services\"")
+		c.add("name", fmt.Sprintf("%q is not usable in file names", s.Name), "use letters, digits, '.', '_' and '-' only, such as \"10k-services\"")
 	}
-	between("repetitions", s.Repetitions, 1, 100)
-	list("modes", s.Modes, KnownModes)
+	c.between("repetitions", s.Repetitions, 1, 100)
+	c.list("modes", s.Modes, KnownModes)
+}
 
-	sv := s.Services
-	countOK := between("services.count", sv.Count, 1, MaxServices)
+// services checks services.count, its ports and protocol, and the endpoint
+// distribution.
+func (c *checker) services() {
+	s, sv := c.s, c.s.Services
+	if s.lines != nil && !s.has("services.count") && len(s.Sweep.Services) == 0 {
+		c.add("services.count", "is missing", "set services.count, such as services: {count: 1000}")
+	} else {
+		c.countOK = c.between("services.count", sv.Count, 1, MaxServices)
+	}
 	for _, p := range []struct {
 		field string
 		v     int
 	}{{"services.port", sv.Port}, {"services.targetPort", sv.TargetPort}} {
-		if between(p.field, p.v, 1, 65535) && sv.PortsPerService >= 1 && sv.PortsPerService <= 65535 && p.v > 65536-sv.PortsPerService {
-			add(p.field, fmt.Sprintf("%d+portsPerService-1 = %d exceeds 65535", p.v, p.v+sv.PortsPerService-1),
+		if c.between(p.field, p.v, 1, 65535) && sv.PortsPerService >= 1 && sv.PortsPerService <= 65535 && p.v > 65536-sv.PortsPerService {
+			c.add(p.field, fmt.Sprintf("%d+portsPerService-1 = %d exceeds 65535", p.v, p.v+sv.PortsPerService-1),
 				fmt.Sprintf("use a %s <= %d or fewer portsPerService", p.field[len("services."):], 65536-sv.PortsPerService))
 		}
 	}
-	between("services.portsPerService", sv.PortsPerService, 1, 65535)
-	oneOf("services.protocol", sv.Protocol, []string{"TCP", "UDP"})
-	distOK := s.validateEndpoints(add)
-
-	prefix := func(field, v string) (netip.Prefix, bool) {
-		p, err := netip.ParsePrefix(v)
-		switch {
-		case err != nil:
-			add(field, fmt.Sprintf("%q is not a CIDR prefix", v), "write an IPv4 prefix such as 198.18.0.0/16")
-		case !p.Addr().Is4():
-			add(field, fmt.Sprintf("%s is not IPv4", p), "write an IPv4 prefix such as 198.18.0.0/16")
-		case p.Masked() != p:
-			add(field, fmt.Sprintf("%s has host bits set", p), "write "+p.Masked().String())
-		default:
-			return p, true
-		}
-		return p, false
+	c.between("services.portsPerService", sv.PortsPerService, 1, 65535)
+	if c.oneOf("services.protocol", sv.Protocol, []string{"TCP", "UDP"}) && sv.Protocol != "TCP" && s.Engine != "sim" {
+		c.add("services.protocol", sv.Protocol+" services render, but the real engine's traffic driver only drives TCP in this version",
+			"use protocol: TCP, or engine: sim (which models UDP)")
 	}
-	svc, svcOK := prefix("network.serviceCIDR", s.Network.ServiceCIDR)
-	pod, podOK := prefix("network.podCIDR", s.Network.PodCIDR)
-	node, nodeOK := prefix("network.nodeCIDR", s.Network.NodeCIDR)
-	cluster, clusterOK := prefix("network.clusterCIDR", s.Network.ClusterCIDR)
+	c.distOK = s.validateEndpoints(c.add)
+}
+
+// network parses the four CIDRs and checks they do not overlap.
+func (c *checker) network() {
+	n := c.s.Network
+	c.svc, c.svcOK = c.prefix("network.serviceCIDR", n.ServiceCIDR)
+	c.pod, c.podOK = c.prefix("network.podCIDR", n.PodCIDR)
+	c.node, c.nodeOK = c.prefix("network.nodeCIDR", n.NodeCIDR)
+	c.cluster, c.clOK = c.prefix("network.clusterCIDR", n.ClusterCIDR)
 	for _, o := range []struct {
 		a, b     string
 		p, q     netip.Prefix
 		aOK, bOK bool
 	}{
-		{"podCIDR", "serviceCIDR", pod, svc, podOK, svcOK},
-		{"nodeCIDR", "serviceCIDR", node, svc, nodeOK, svcOK},
-		{"nodeCIDR", "podCIDR", node, pod, nodeOK, podOK},
-		{"clusterCIDR", "serviceCIDR", cluster, svc, clusterOK, svcOK},
+		{"podCIDR", "serviceCIDR", c.pod, c.svc, c.podOK, c.svcOK},
+		{"nodeCIDR", "serviceCIDR", c.node, c.svc, c.nodeOK, c.svcOK},
+		{"nodeCIDR", "podCIDR", c.node, c.pod, c.nodeOK, c.podOK},
+		{"clusterCIDR", "serviceCIDR", c.cluster, c.svc, c.clOK, c.svcOK},
 	} {
 		if o.aOK && o.bOK && o.p.Overlaps(o.q) {
-			add("network."+o.a, fmt.Sprintf("%s overlaps %s %s", o.p, o.b, o.q), "pick a range disjoint from "+o.b)
+			c.add("network."+o.a, fmt.Sprintf("%s overlaps %s %s", o.p, o.b, o.q), "pick a range disjoint from "+o.b)
 		}
 	}
+}
+
+// sweep checks sweep.services and that its largest point fits the address plan.
+func (c *checker) sweep() {
+	s, sv := c.s, c.s.Services
 	for i, n := range s.Sweep.Services {
 		f := fmt.Sprintf("sweep.services[%d]", i)
-		if between(f, n, 1, MaxServices) {
+		if c.between(f, n, 1, MaxServices) {
 			if j := slices.Index(s.Sweep.Services, n); j < i {
-				add(f, fmt.Sprintf("%d is listed twice", n), "remove the duplicate")
+				c.add(f, fmt.Sprintf("%d is listed twice", n), "remove the duplicate")
 			}
 		}
 	}
-	if m := slices.Max(append([]int{sv.Count}, s.Sweep.Services...)); m != sv.Count && m >= 1 && m <= MaxServices {
-		// The address plan must hold the largest point of the sweep.
-		big := s.AtSize(m)
-		big.source, big.lines = s.source, s.lines
-		if svcOK && int64(m) > usable(svc) {
-			add("sweep.services", fmt.Sprintf("%d services do not fit serviceCIDR %s (%d usable addresses)", m, svc, usable(svc)),
-				fmt.Sprintf("use fewer services or a /%d or larger network.serviceCIDR", fitting(int64(m)+2)))
-		}
-		if podOK && distOK {
-			var need int64
-			for _, c := range big.EndpointCounts() {
-				need += int64(c)
-			}
-			if need > usable(pod) {
-				add("sweep.services", fmt.Sprintf("at %d services the endpoints need %d pod addresses but %s has %d usable", m, need, pod, usable(pod)),
-					"use a larger network.podCIDR or fewer services in the sweep")
-			}
+	m := slices.Max(append([]int{sv.Count}, s.Sweep.Services...))
+	if m == sv.Count || m < 1 || m > MaxServices {
+		return
+	}
+	big := s.AtSize(m)
+	big.source, big.lines = s.source, s.lines
+	if c.svcOK && int64(m) > usable(c.svc) {
+		c.add("sweep.services", fmt.Sprintf("%d services do not fit serviceCIDR %s (%d usable addresses)", m, c.svc, usable(c.svc)),
+			fmt.Sprintf("use fewer services or a /%d or larger network.serviceCIDR", fitting(int64(m)+2)))
+	}
+	if c.podOK && c.distOK {
+		if need := endpointTotal(big); need > usable(c.pod) {
+			c.add("sweep.services", fmt.Sprintf("at %d services the endpoints need %d pod addresses but %s has %d usable", m, need, c.pod, usable(c.pod)),
+				"use a larger network.podCIDR or fewer services in the sweep")
 		}
 	}
-	if svcOK && countOK && int64(sv.Count) > usable(svc) {
-		add("services.count", fmt.Sprintf("%d services do not fit serviceCIDR %s (%d usable addresses)", sv.Count, svc, usable(svc)),
+}
+
+// endpointTotal is the sum of EndpointCounts, saturating.
+func endpointTotal(s *Scenario) int64 {
+	var need int64
+	for _, c := range s.EndpointCounts() {
+		need = min(need+int64(c), math.MaxInt64/2)
+	}
+	return need
+}
+
+// capacity checks that services.count fits serviceCIDR, its endpoints
+// podCIDR, and (one node) the /30 links nodeCIDR.
+func (c *checker) capacity() {
+	s, sv := c.s, c.s.Services
+	if c.svcOK && c.countOK && int64(sv.Count) > usable(c.svc) {
+		c.add("services.count", fmt.Sprintf("%d services do not fit serviceCIDR %s (%d usable addresses)", sv.Count, c.svc, usable(c.svc)),
 			fmt.Sprintf("use fewer services or a /%d or larger network.serviceCIDR", fitting(int64(sv.Count)+2)))
 	}
-	if podOK && countOK && distOK {
-		var need int64
-		for _, c := range s.EndpointCounts() {
-			need = min(need+int64(c), math.MaxInt64/2)
-		}
-		if need > usable(pod) {
+	if c.podOK && c.countOK && c.distOK {
+		if need := endpointTotal(s); need > usable(c.pod) {
 			fix := "use fewer endpoints per service"
 			if b := fitting(need + 2); b >= 0 {
 				fix = fmt.Sprintf("use a /%d or larger network.podCIDR (disjoint from serviceCIDR and nodeCIDR), or fewer endpoints", b)
 			}
-			add("network.podCIDR", fmt.Sprintf("services.endpoints need %d pod addresses but %s has %d usable", need, pod, usable(pod)), fix)
+			c.add("network.podCIDR", fmt.Sprintf("services.endpoints need %d pod addresses but %s has %d usable", need, c.pod, usable(c.pod)), fix)
 		}
 	}
-	if between("topology.clientPods", s.Topology.ClientPods, 1, math.MaxInt32) && nodeOK && s.Topology.Nodes <= 1 {
-		if links := int64(s.Topology.ClientPods) + 1; links*4 > size(node) {
-			add("network.nodeCIDR", fmt.Sprintf("%d /30 links (clientPods+1) need %d addresses but %s has %d", links, links*4, node, size(node)),
+	if c.between("topology.clientPods", s.Topology.ClientPods, 1, math.MaxInt32) && c.nodeOK && s.Topology.Nodes <= 1 {
+		if links := int64(s.Topology.ClientPods) + 1; links*4 > size(c.node) {
+			c.add("network.nodeCIDR", fmt.Sprintf("%d /30 links (clientPods+1) need %d addresses but %s has %d", links, links*4, c.node, size(c.node)),
 				fmt.Sprintf("use a /%d or larger nodeCIDR, or fewer topology.clientPods", fitting(links*4)))
 		}
 	}
+}
 
-	s.validateFairness(add, between, oneOf, prefix, node, nodeOK)
-
-	tr := s.Traffic
-	between("traffic.connections", tr.Connections, 1, math.MaxInt32)
-	between("traffic.concurrency", tr.Concurrency, 1, 1024)
-	list("traffic.positions", tr.Positions, KnownPositions)
-	between("traffic.warmup", tr.Warmup, 0, math.MaxInt32)
-	if tr.Timeout.Duration <= 0 {
-		add("traffic.timeout", fmt.Sprintf("%s is not positive", tr.Timeout.Duration), `use a positive duration such as "2s"`)
+// traffic checks the traffic block.
+func (c *checker) traffic() {
+	tr := c.s.Traffic
+	c.between("traffic.connections", tr.Connections, 1, math.MaxInt32)
+	c.between("traffic.concurrency", tr.Concurrency, 1, 1024)
+	c.list("traffic.positions", tr.Positions, KnownPositions)
+	c.between("traffic.warmup", tr.Warmup, 0, math.MaxInt32)
+	c.duration("traffic.timeout", tr.Timeout.Duration, true, "2s")
+	c.between("traffic.perService", tr.PerService, 0, 1<<24)
+	if l := tr.LongLived; l.Connections != 0 || l.Hold.Duration != 0 || c.s.has("traffic.longLived") {
+		c.between("traffic.longLived.connections", l.Connections, 1, 4096)
+		c.duration("traffic.longLived.hold", l.Hold.Duration, false, "2s")
 	}
-	oneOf("iptables.backend", s.IPTables.Backend, []string{"legacy", "nft"})
-	s.validateKernel(add)
-	// engine and sim.nodes stay unset by default: "" is real, 0 is 1 node.
-	if s.Engine == "" || oneOf("engine", s.Engine, []string{"real", "sim"}) {
+}
+
+// engine checks iptables.backend, kernel, engine, sim and fallback.
+func (c *checker) engine() {
+	s := c.s
+	c.oneOf("iptables.backend", s.IPTables.Backend, []string{"legacy", "nft"})
+	s.validateKernel(c.add)
+	// engine and sim.nodes stay unset by default: "" is real, unset is 1 node.
+	if s.Engine == "" || c.oneOf("engine", s.Engine, []string{"real", "sim"}) {
 		if s.Engine != "sim" && s.Sim.Nodes > 1 {
-			add("sim.nodes", fmt.Sprintf("%d nodes need the sim engine (a real run has one node)", s.Sim.Nodes), "set engine: sim, or sim.nodes: 1")
+			c.add("sim.nodes", fmt.Sprintf("%d nodes need the sim engine (a real run has one node)", s.Sim.Nodes), "set engine: sim, or sim.nodes: 1")
 		}
 	}
 	if s.Sim.Nodes != 0 || s.has("sim.nodes") {
-		between("sim.nodes", s.Sim.Nodes, 1, 100000)
+		c.between("sim.nodes", s.Sim.Nodes, 1, 100000)
 	}
-	if s.Sim.WatchDelay.Duration < 0 {
-		add("sim.watchDelay", fmt.Sprintf("%s is negative", s.Sim.WatchDelay.Duration), `use a duration such as "0s" or "100ms"`)
+	c.duration("sim.watchDelay", s.Sim.WatchDelay.Duration, false, "100ms")
+	if s.Fallback != "" || s.has("fallback") {
+		c.oneOf("fallback", s.Fallback, []string{"iptables"})
 	}
-	if s.Fallback != "" {
-		oneOf("fallback", s.Fallback, []string{"iptables"})
+}
+
+// affinity checks services.sessionAffinity and its timeout.
+func (c *checker) affinity() {
+	sv := c.s.Services
+	c.oneOf("services.sessionAffinity", sv.SessionAffinity, []string{"None", "ClientIP"})
+	d := sv.SessionAffinityTimeout.Duration
+	if d < 0 || (sv.SessionAffinity == "ClientIP" && (d <= 0 || d > 86400*time.Second || d%time.Second != 0)) {
+		c.add("services.sessionAffinityTimeout", fmt.Sprintf("%s is not a whole number of seconds in 1s..86400s", d), `use a value such as "10800s" (Kubernetes' limit is 86400s)`)
 	}
-	oneOf("services.sessionAffinity", sv.SessionAffinity, []string{"None", "ClientIP"})
-	if sv.SessionAffinity == "ClientIP" {
-		if d := sv.SessionAffinityTimeout.Duration; d <= 0 || d > 86400*time.Second || d%time.Second != 0 {
-			add("services.sessionAffinityTimeout", fmt.Sprintf("%s is not a whole number of seconds in 1s..86400s", d), `use a value such as "10800s" (Kubernetes' limit is 86400s)`)
+}
+
+// ipvs checks the ipvs block's scheduler, excludeCIDRs and timeouts.
+func (c *checker) ipvs() {
+	v := c.s.IPVS
+	c.oneOf("ipvs.scheduler", v.Scheduler, IPVSSchedulers)
+	for i, cidr := range v.ExcludeCIDRs {
+		c.prefix(fmt.Sprintf("ipvs.excludeCIDRs[%d]", i), cidr)
+	}
+	c.duration("ipvs.tcpTimeout", v.TCPTimeout.Duration, false, "900s")
+	c.duration("ipvs.tcpFinTimeout", v.TCPFinTimeout.Duration, false, "120s")
+	c.duration("ipvs.udpTimeout", v.UDPTimeout.Duration, false, "300s")
+}
+
+// periods checks every mode's sync periods and the guest's bounds.
+func (c *checker) periods() {
+	s := c.s
+	c.duration("ipvs.minSyncPeriod", s.IPVS.MinSyncPeriod.Duration, false, "1s")
+	c.duration("iptables.minSyncPeriod", s.IPTables.MinSyncPeriod.Duration, false, "1s")
+	c.duration("nftables.minSyncPeriod", s.NFTables.MinSyncPeriod.Duration, false, "1s")
+	c.duration("ipvs.syncPeriod", s.IPVS.SyncPeriod.Duration, true, "30s")
+	c.duration("iptables.syncPeriod", s.IPTables.SyncPeriod.Duration, true, "30s")
+	c.duration("nftables.syncPeriod", s.NFTables.SyncPeriod.Duration, true, "30s")
+	c.duration("uml.timeout", s.UML.Timeout.Duration, true, "30m")
+	c.between("uml.memoryMiB", s.UML.MemoryMiB, 256, 16384)
+}
+
+// churn checks the churn block when it is present or enabled.
+func (c *checker) churn() {
+	s, ch := c.s, c.s.Churn
+	if ch.Rate == 0 && !s.has("churn") {
+		return
+	}
+	if !(ch.Rate > 0 && ch.Rate <= 10000) {
+		c.add("churn.rate", fmt.Sprintf("%v is not in (0, 10000] changes per second", ch.Rate), "use a rate such as 10")
+	}
+	c.duration("churn.duration", ch.Duration.Duration, true, "60s")
+	c.duration("churn.grace", ch.Grace.Duration, false, "30s")
+	c.oneOf("churn.arrival", ch.Arrival, []string{"poisson", "constant"})
+	c.between("churn.probes", ch.Probes, 1, 64)
+	m := ch.Mix
+	negative := false
+	for _, w := range []struct {
+		name string
+		v    float64
+	}{{"endpointAdd", m.EndpointAdd}, {"endpointRemove", m.EndpointRemove}, {"readinessFlip", m.ReadinessFlip},
+		{"serviceCreate", m.ServiceCreate}, {"serviceDelete", m.ServiceDelete}} {
+		if w.v < 0 {
+			c.add("churn.mix."+w.name, fmt.Sprintf("%v is negative", w.v), "use a weight >= 0 (weights are relative)")
+			negative = true
 		}
 	}
-	oneOf("ipvs.scheduler", s.IPVS.Scheduler, IPVSSchedulers)
-	for i, c := range s.IPVS.ExcludeCIDRs {
-		prefix(fmt.Sprintf("ipvs.excludeCIDRs[%d]", i), c)
+	if !negative && m.EndpointAdd+m.EndpointRemove+m.ReadinessFlip+m.ServiceCreate+m.ServiceDelete <= 0 {
+		c.add("churn.mix", "weights are all zero", "set for example endpointAdd: 1, endpointRemove: 1, readinessFlip: 1")
 	}
-	for _, d := range []struct {
-		field string
-		v     time.Duration
-		pos   bool
-	}{
-		{"ipvs.tcpTimeout", s.IPVS.TCPTimeout.Duration, false}, {"ipvs.tcpFinTimeout", s.IPVS.TCPFinTimeout.Duration, false},
-		{"ipvs.udpTimeout", s.IPVS.UDPTimeout.Duration, false}, {"ipvs.minSyncPeriod", s.IPVS.MinSyncPeriod.Duration, false},
-		{"iptables.minSyncPeriod", s.IPTables.MinSyncPeriod.Duration, false}, {"nftables.minSyncPeriod", s.NFTables.MinSyncPeriod.Duration, false},
-		{"ipvs.syncPeriod", s.IPVS.SyncPeriod.Duration, true}, {"iptables.syncPeriod", s.IPTables.SyncPeriod.Duration, true},
-		{"nftables.syncPeriod", s.NFTables.SyncPeriod.Duration, true}, {"uml.timeout", s.UML.Timeout.Duration, true},
-	} {
-		if d.v < 0 || (d.pos && d.v == 0) {
-			add(d.field, fmt.Sprintf("%s is not %s", d.v, map[bool]string{true: "positive", false: "zero or positive"}[d.pos]), `use a duration such as "30s"`)
-		}
+}
+
+// failure checks the failure block: down endpoints leave one up.
+func (c *checker) failure() {
+	s, f, e := c.s, c.s.Failure, c.s.Services.Endpoints
+	if f.DownEndpointsPerService == 0 && f.Mode == "" && !s.has("failure") {
+		return
 	}
-	between("uml.memoryMiB", s.UML.MemoryMiB, 256, 16384)
-	if c := s.Churn; c.Rate != 0 || s.has("churn") {
-		if !(c.Rate > 0 && c.Rate <= 10000) {
-			add("churn.rate", fmt.Sprintf("%v is not in (0, 10000] changes per second", c.Rate), "use a rate such as 10")
-		}
-		if c.Duration.Duration <= 0 {
-			add("churn.duration", fmt.Sprintf("%s is not positive", c.Duration.Duration), `use a duration such as "60s"`)
-		}
-		if c.Grace.Duration < 0 {
-			add("churn.grace", fmt.Sprintf("%s is negative", c.Grace.Duration), `use a duration such as "30s"`)
-		}
-		oneOf("churn.arrival", c.Arrival, []string{"poisson", "constant"})
-		between("churn.probes", c.Probes, 1, 64)
-		m := c.Mix
-		if m.EndpointAdd < 0 || m.EndpointRemove < 0 || m.ReadinessFlip < 0 || m.ServiceCreate < 0 || m.ServiceDelete < 0 ||
-			m.EndpointAdd+m.EndpointRemove+m.ReadinessFlip+m.ServiceCreate+m.ServiceDelete <= 0 {
-			add("churn.mix", "weights must be >= 0 and not all zero", "set for example endpointAdd: 1, endpointRemove: 1, readinessFlip: 1")
-		}
+	smallest := e.Count
+	switch e.Distribution {
+	case "uniform":
+		smallest = e.Min
+	case "zipf":
+		smallest = 1
 	}
-	if f := s.Failure; f.DownEndpointsPerService != 0 || f.Mode != "" {
-		smallest := sv.Endpoints.Count
-		switch sv.Endpoints.Distribution {
-		case "uniform":
-			smallest = sv.Endpoints.Min
-		case "zipf":
-			smallest = 1
-		}
-		if f.DownEndpointsPerService < 0 || f.DownEndpointsPerService >= smallest {
-			add("failure.downEndpointsPerService", fmt.Sprintf("%d is not in 0..%d (services may have only %d endpoints; one must stay up)", f.DownEndpointsPerService, max(smallest-1, 0), smallest),
-				"use fewer down endpoints than the smallest endpoint count")
-		}
-		if oneOf("failure.mode", f.Mode, []string{"reset", "drop"}) && f.Mode == "drop" && s.Traffic.Timeout.Duration <= 250*time.Millisecond {
-			add("traffic.timeout", fmt.Sprintf("%s is too short for failure mode drop: the userspace proxy's first retry waits 250ms", s.Traffic.Timeout.Duration), `use "2s"`)
-		}
+	if f.DownEndpointsPerService < 0 || (f.DownEndpointsPerService > 0 && f.DownEndpointsPerService >= smallest) {
+		c.add("failure.downEndpointsPerService", fmt.Sprintf("%d is not in 0..%d (services may have only %d endpoints; one must stay up)", f.DownEndpointsPerService, max(smallest-1, 0), smallest),
+			"use fewer down endpoints than the smallest endpoint count")
 	}
+	if f.Mode == "" && f.DownEndpointsPerService == 0 {
+		return
+	}
+	if c.oneOf("failure.mode", f.Mode, []string{"reset", "drop"}) && f.Mode == "drop" && s.Traffic.Timeout.Duration <= 250*time.Millisecond {
+		c.add("traffic.timeout", fmt.Sprintf("%s is too short for failure mode drop: the userspace proxy's first retry waits 250ms", s.Traffic.Timeout.Duration), `use "2s"`)
+	}
+}
+
+// sweepPeriods checks sweep.minSyncPeriod.
+func (c *checker) sweepPeriods() {
+	s := c.s
 	for i, d := range s.Sweep.MinSyncPeriod {
-		if d.Duration < 0 {
-			add(fmt.Sprintf("sweep.minSyncPeriod[%d]", i), fmt.Sprintf("%s is negative", d.Duration), `use values such as "0s", "1s", "10s"`)
-		}
+		c.duration(fmt.Sprintf("sweep.minSyncPeriod[%d]", i), d.Duration, false, "1s")
 	}
 	if len(s.Sweep.MinSyncPeriod) > 0 && s.Churn.Rate == 0 {
-		add("sweep.minSyncPeriod", "has no effect without churn", "set churn.rate (the minSyncPeriod sweep repeats the churn phase)")
+		c.add("sweep.minSyncPeriod", "has no effect without churn", "set churn.rate (the minSyncPeriod sweep repeats the churn phase)")
 	}
-	s.validateGates(add)
-
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	return errors.Join(errs...)
 }
+
+// gates checks gates (gates.go).
+func (c *checker) gates() { c.s.validateGates(c.add) }
 
 // validateEndpoints checks services.endpoints and reports whether
 // EndpointCounts may be called.
@@ -439,25 +569,32 @@ func (s *Scenario) validateEndpoints(add func(field, msg, fix string)) bool {
 	unused := func(field string, set bool) {
 		need(field, !set, "is not used by distribution "+e.Distribution, "remove it")
 	}
+	upTo := func(field string, v int) {
+		need(field, v <= MaxEndpointsPerService, fmt.Sprintf("%d is more than %d endpoints per service", v, MaxEndpointsPerService), fmt.Sprintf("use at most %d", MaxEndpointsPerService))
+	}
 	switch e.Distribution {
 	case "fixed":
 		need("count", e.Count >= 0, fmt.Sprintf("%d is negative", e.Count), "use 0 or more")
-		unused("min", e.Min != 0)
-		unused("max", e.Max != 0)
-		unused("s", e.S != 0)
-		unused("v", e.V != 0)
+		upTo("count", e.Count)
+		unused("min", e.Min != 0 || s.has(f+"min"))
+		unused("max", e.Max != 0 || s.has(f+"max"))
+		unused("s", e.S != 0 || s.has(f+"s"))
+		unused("v", e.V != 0 || s.has(f+"v"))
 	case "uniform":
 		need("min", e.Min >= 1, fmt.Sprintf("%d is below 1", e.Min), "use 1 or more")
 		need("max", e.Max >= e.Min, fmt.Sprintf("%d is below min %d", e.Max, e.Min), "use max >= min")
-		unused("count", e.Count != 0)
-		unused("s", e.S != 0)
-		unused("v", e.V != 0)
+		upTo("min", e.Min)
+		upTo("max", e.Max)
+		unused("count", e.Count != 0 || s.has(f+"count"))
+		unused("s", e.S != 0 || s.has(f+"s"))
+		unused("v", e.V != 0 || s.has(f+"v"))
 	case "zipf":
 		need("s", e.S > 1 && !math.IsInf(e.S, 1), fmt.Sprintf("%v is not a finite number > 1", e.S), "use s > 1, such as 1.5")
 		need("v", e.V >= 1 && !math.IsInf(e.V, 1), fmt.Sprintf("%v is not a finite number >= 1", e.V), "use v >= 1, such as 1")
 		need("max", e.Max >= 1, fmt.Sprintf("%d is below 1", e.Max), "set max, the largest endpoint count, to 1 or more")
-		unused("count", e.Count != 0)
-		unused("min", e.Min != 0)
+		upTo("max", e.Max)
+		unused("count", e.Count != 0 || s.has(f+"count"))
+		unused("min", e.Min != 0 || s.has(f+"min"))
 	default:
 		fix := "use fixed, uniform or zipf"
 		if c := closest(e.Distribution, []string{"fixed", "uniform", "zipf"}); c != "" {
@@ -485,101 +622,117 @@ func fitting(n int64) int {
 	return -1
 }
 
-// validateFairness checks the fields of scheduler-fairness runs:
-// topology.nodes (1..64; the fabric block plus one /30 per client pod must
-// fit nodeCIDR), endpointOrder, pods (isolated: at most MaxIsolatedPods
-// endpoints, no failure injection or churn), clientAddresses (1..4096;
-// the blocks must fit network.clientCIDR, disjoint from the other CIDRs),
-// services.endpoints.weights, traffic.perService, traffic.longLived and
-// sweep.schedulers.
-func (s *Scenario) validateFairness(add func(field, msg, fix string), between func(string, int, int, int) bool,
-	oneOf func(string, string, []string) bool, prefix func(string, string) (netip.Prefix, bool), node netip.Prefix, nodeOK bool) {
-	t := s.Topology
+// topology checks topology.nodes (1..64; the fabric block plus one /30
+// per client pod must fit nodeCIDR), endpointOrder, pods (isolated: at
+// most MaxIsolatedPods endpoints, no failure injection or churn) and
+// clientAddresses (1..4096; the blocks must fit network.clientCIDR,
+// disjoint from the other CIDRs).
+func (c *checker) topology() {
+	s, t := c.s, c.s.Topology
 	if s.has("topology.nodes") || t.Nodes != 0 {
-		if between("topology.nodes", t.Nodes, 1, 64) && nodeOK && t.Nodes > 1 {
-			if need := FabricSize(t.Nodes) + 4*int64(t.ClientPods); need > size(node) {
-				add("network.nodeCIDR", fmt.Sprintf("%d nodes and %d client pods need %d addresses (a /%d fabric block and one /30 per client pod) but %s has %d",
-					t.Nodes, t.ClientPods, need, 32-bitsFor(FabricSize(t.Nodes)), node, size(node)),
+		if c.between("topology.nodes", t.Nodes, 1, 64) && c.nodeOK && t.Nodes > 1 {
+			if need := FabricSize(t.Nodes) + 4*int64(t.ClientPods); need > size(c.node) {
+				c.add("network.nodeCIDR", fmt.Sprintf("%d nodes and %d client pods need %d addresses (a /%d fabric block and one /30 per client pod) but %s has %d",
+					t.Nodes, t.ClientPods, need, 32-bitsFor(FabricSize(t.Nodes)), c.node, size(c.node)),
 					fmt.Sprintf("use a /%d or larger nodeCIDR, or fewer nodes or client pods", fitting(need)))
 			}
 		}
 	}
-	if t.EndpointOrder != "" {
-		oneOf("topology.endpointOrder", t.EndpointOrder, []string{"sorted", "shuffled"})
+	if t.EndpointOrder != "" || s.has("topology.endpointOrder") {
+		c.oneOf("topology.endpointOrder", t.EndpointOrder, []string{"sorted", "shuffled"})
 	}
-	if t.Pods != "" && oneOf("topology.pods", t.Pods, []string{"shared", "isolated"}) && t.Pods == "isolated" {
-		var n int64
-		if s.Services.Count >= 1 && s.Services.Count <= MaxServices {
-			for _, c := range s.EndpointCounts() {
-				n += int64(c)
-			}
-		}
-		if n > MaxIsolatedPods {
-			add("topology.pods", fmt.Sprintf("isolated gives each of the %d endpoints a namespace and veth; at most %d are supported", n, MaxIsolatedPods),
-				"use pods: shared (AnyIP) for this many endpoints, or fewer services or endpoints")
-		}
-		if s.Failure.DownEndpointsPerService > 0 {
-			add("failure.downEndpointsPerService", "failure injection needs pods: shared (it acts in the backend host)", "remove failure or use pods: shared")
-		}
-		if s.Churn.Rate > 0 {
-			add("churn.rate", "churn adds endpoints at new pod IPs, which need pods: shared (AnyIP)", "remove churn or use pods: shared")
-		}
+	if (t.Pods != "" || s.has("topology.pods")) && c.oneOf("topology.pods", t.Pods, []string{"shared", "isolated"}) && t.Pods == "isolated" {
+		c.isolated()
 	}
 	if s.has("topology.clientAddresses") || t.ClientAddresses != 0 {
-		if between("topology.clientAddresses", t.ClientAddresses, 1, 4096) && t.ClientAddresses > 1 {
-			if c, ok := prefix("network.clientCIDR", s.ClientPrefixString()); ok {
-				need := int64(nextPow2(t.ClientAddresses)) * int64(t.ClientPods)
-				if need > size(c) {
-					add("network.clientCIDR", fmt.Sprintf("%d client pods × %d addresses (blocks of %d) need %d addresses but %s has %d",
-						t.ClientPods, t.ClientAddresses, nextPow2(t.ClientAddresses), need, c, size(c)),
-						fmt.Sprintf("use a /%d or larger clientCIDR, or fewer addresses", fitting(need)))
-				}
-				for _, o := range []struct{ name, v string }{{"serviceCIDR", s.Network.ServiceCIDR}, {"podCIDR", s.Network.PodCIDR}, {"nodeCIDR", s.Network.NodeCIDR}} {
-					if q, err := netip.ParsePrefix(o.v); err == nil && q.Overlaps(c) {
-						add("network.clientCIDR", fmt.Sprintf("%s overlaps %s %s", c, o.name, q), "pick a range disjoint from "+o.name)
-					}
-				}
+		if c.between("topology.clientAddresses", t.ClientAddresses, 1, 4096) && t.ClientAddresses > 1 {
+			c.clientCIDR()
+		}
+	} else if s.Network.ClientCIDR != "" || s.has("network.clientCIDR") {
+		c.prefix("network.clientCIDR", s.Network.ClientCIDR)
+	}
+}
+
+// isolated checks what pods: isolated excludes.
+func (c *checker) isolated() {
+	s := c.s
+	var n int64
+	if s.Services.Count >= 1 && s.Services.Count <= MaxServices && c.distOK {
+		n = endpointTotal(s)
+	}
+	if n > MaxIsolatedPods {
+		c.add("topology.pods", fmt.Sprintf("isolated gives each of the %d endpoints a namespace and veth; at most %d are supported", n, MaxIsolatedPods),
+			"use pods: shared (AnyIP) for this many endpoints, or fewer services or endpoints")
+	}
+	if s.Failure.DownEndpointsPerService > 0 {
+		c.add("failure.downEndpointsPerService", "failure injection needs pods: shared (it acts in the backend host)", "remove failure or use pods: shared")
+	}
+	if s.Churn.Rate > 0 {
+		c.add("churn.rate", "churn adds endpoints at new pod IPs, which need pods: shared (AnyIP)", "remove churn or use pods: shared")
+	}
+}
+
+// clientCIDR checks that every client pod's address block fits
+// network.clientCIDR, disjoint from the other CIDRs.
+func (c *checker) clientCIDR() {
+	s, t := c.s, c.s.Topology
+	cl, ok := c.prefix("network.clientCIDR", s.ClientPrefixString())
+	if !ok {
+		return
+	}
+	need := int64(nextPow2(t.ClientAddresses)) * int64(t.ClientPods)
+	if need > size(cl) {
+		c.add("network.clientCIDR", fmt.Sprintf("%d client pods × %d addresses (blocks of %d) need %d addresses but %s has %d",
+			t.ClientPods, t.ClientAddresses, nextPow2(t.ClientAddresses), need, cl, size(cl)),
+			fmt.Sprintf("use a /%d or larger clientCIDR, or fewer addresses", fitting(need)))
+	}
+	for _, o := range []struct{ name, v string }{{"serviceCIDR", s.Network.ServiceCIDR}, {"podCIDR", s.Network.PodCIDR}, {"nodeCIDR", s.Network.NodeCIDR}} {
+		if q, err := netip.ParsePrefix(o.v); err == nil && q.Overlaps(cl) {
+			c.add("network.clientCIDR", fmt.Sprintf("%s overlaps %s %s", cl, o.name, q), "pick a range disjoint from "+o.name)
+		}
+	}
+}
+
+// weights checks services.endpoints.weights: a list of 1..256, or a
+// uniform distribution on [min, max] within 1..256.
+func (c *checker) weights() {
+	w := c.s.Services.Endpoints.Weights
+	if w == nil {
+		return
+	}
+	const f = "services.endpoints.weights"
+	switch {
+	case !w.Set():
+		c.add(f, "is empty", "set list: [1, 2, 3] or distribution: uniform with min and max")
+	case len(w.List) > 0 && (w.Distribution != "" || w.Min != 0 || w.Max != 0):
+		c.add(f, "sets both list and a distribution", "keep either list or distribution/min/max")
+	case len(w.List) > 0:
+		for i, v := range w.List {
+			c.between(fmt.Sprintf("%s.list[%d]", f, i), v, 1, 256)
+		}
+	default:
+		if c.oneOf(f+".distribution", w.Distribution, []string{"uniform"}) {
+			if c.between(f+".min", w.Min, 1, 256) && c.between(f+".max", w.Max, 1, 256) && w.Max < w.Min {
+				c.add(f+".max", fmt.Sprintf("%d is below min %d", w.Max, w.Min), "use max >= min")
 			}
 		}
-	} else if s.Network.ClientCIDR != "" {
-		prefix("network.clientCIDR", s.Network.ClientCIDR)
 	}
-	if w := s.Services.Endpoints.Weights; w != nil {
-		const f = "services.endpoints.weights"
-		switch {
-		case !w.Set():
-			add(f, "is empty", "set list: [1, 2, 3] or distribution: uniform with min and max")
-		case len(w.List) > 0 && (w.Distribution != "" || w.Min != 0 || w.Max != 0):
-			add(f, "sets both list and a distribution", "keep either list or distribution/min/max")
-		case len(w.List) > 0:
-			for i, v := range w.List {
-				between(fmt.Sprintf("%s.list[%d]", f, i), v, 1, 256)
-			}
-		default:
-			if oneOf(f+".distribution", w.Distribution, []string{"uniform"}) {
-				if between(f+".min", w.Min, 1, 256) && between(f+".max", w.Max, 1, 256) && w.Max < w.Min {
-					add(f+".max", fmt.Sprintf("%d is below min %d", w.Max, w.Min), "use max >= min")
-				}
-			}
-		}
-	}
-	between("traffic.perService", s.Traffic.PerService, 0, 1<<24)
-	if l := s.Traffic.LongLived; l.Connections != 0 || l.Hold.Duration != 0 {
-		between("traffic.longLived.connections", l.Connections, 1, 4096)
-		if l.Hold.Duration < 0 {
-			add("traffic.longLived.hold", fmt.Sprintf("%s is negative", l.Hold.Duration), `use a duration such as "2s"`)
-		}
-	}
+}
+
+// sweepSchedulers checks sweep.schedulers: distinct IPVS schedulers, with
+// mode ipvs measured.
+func (c *checker) sweepSchedulers() {
+	s := c.s
 	for i, sch := range s.Sweep.Schedulers {
 		f := fmt.Sprintf("sweep.schedulers[%d]", i)
 		if j := slices.Index(s.Sweep.Schedulers, sch); j < i {
-			add(f, fmt.Sprintf("%q is listed twice", sch), "remove the duplicate")
+			c.add(f, fmt.Sprintf("%q is listed twice", sch), "remove the duplicate")
 		} else {
-			oneOf(f, sch, IPVSSchedulers)
+			c.oneOf(f, sch, IPVSSchedulers)
 		}
 	}
 	if len(s.Sweep.Schedulers) > 0 && !slices.Contains(s.Modes, "ipvs") {
-		add("sweep.schedulers", "has no effect without mode ipvs", "add ipvs to modes or remove sweep.schedulers")
+		c.add("sweep.schedulers", "has no effect without mode ipvs", "add ipvs to modes or remove sweep.schedulers")
 	}
 }
 

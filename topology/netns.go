@@ -50,10 +50,9 @@ func (n *Netns) Netlink() (*netlink.Handle, error) {
 func (n *Netns) Do(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
-		runtime.LockOSThread()
-		// No UnlockOSThread: the thread exits with this goroutine.
-		if err := netns.Set(n.handle); err != nil {
-			errc <- fmt.Errorf("enter netns %q: %w", n.Name, err)
+		// The thread exits with this goroutine (enter never unlocks it).
+		if err := enter(n); err != nil {
+			errc <- err
 			return
 		}
 		errc <- fn()

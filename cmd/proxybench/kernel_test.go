@@ -78,4 +78,3 @@ func TestKernelFlagErrors(t *testing.T) {
 		}
 	}
 }
-

@@ -89,15 +89,25 @@ func TestBadInput(t *testing.T) {
 		{name: "not root", args: []string{"1k-services"}, asUID: true, want: []string{"root", "fix:"}},
 		{name: "unknown scenario", args: []string{"no-such-scenario"}, want: []string{"no-such-scenario", "10k-services"}},
 		{name: "bad flag override", args: []string{"1k-services", "--modes", "none,bogus"}, want: []string{"modes", "bogus"}},
+		{name: "output in /proc", args: []string{"1k-services", "--output", "/proc/x.json"}, want: []string{"--output /proc/x.json", "cannot create a file in /proc", "fix:"}},
+		{name: "output folder missing", args: []string{"1k-services", "--output", "/nonexistent-pb/dir/x.json"}, want: []string{"folder /nonexistent-pb/dir does not exist", "mkdir -p"}},
+		{name: "output is a folder", args: []string{"1k-services", "--output", "/tmp"}, want: []string{"is a directory", "fix:"}},
+		{name: "junit folder missing", args: []string{"1k-services", "--junit", "/nonexistent-pb/j.xml"}, want: []string{"--junit", "does not exist"}},
+		{name: "UDP", yaml: "services:\n  count: 10\n  protocol: UDP\n", want: []string{":3:", "services.protocol", "TCP", "fix:"}},
+		{name: "concurrency 0", yaml: "services:\n  count: 10\ntraffic:\n  connections: 100\n  concurrency: 0\n", want: []string{":5:", "traffic.concurrency", "0 is out of range"}},
+		{name: "fractional count", yaml: "services:\n  count: 10.5\n", want: []string{":2:", "services.count", "10.5"}},
+		{name: "empty file", yaml: "\n", want: []string{"is empty", "fix:"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			before, _ := topology.Leftovers()
+			// Other tests build testbeds at the same time: look only for
+			// this run's ID.
+			runID := topology.NewRunID()
 			args := c.args
 			if c.yaml != "" {
 				args = append([]string{writeFile(t, c.yaml)}, args...)
 			}
-			cmd := exec.Command(bin, append([]string{"run", "--quiet"}, args...)...)
+			cmd := exec.Command(bin, append([]string{"run", "--quiet", "--run-id", runID}, args...)...)
 			if c.asUID {
 				if os.Geteuid() != 0 {
 					// Already unprivileged: the plain call is the case.
@@ -105,24 +115,28 @@ func TestBadInput(t *testing.T) {
 					cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 				}
 			}
+			start := time.Now()
 			_, stderr, code := runCmd(t, cmd, c.env)
 			if code != 2 {
 				t.Fatalf("exit %d, want 2; stderr: %s", code, stderr)
 			}
+			t.Logf("exit 2 after %s", time.Since(start).Round(time.Millisecond))
 			msg := strings.TrimSpace(stderr)
 			for _, w := range c.want {
 				if !strings.Contains(msg, w) {
 					t.Errorf("error %q does not mention %q", msg, w)
 				}
 			}
-			after, _ := topology.Leftovers()
-			if ids := newRunIDs(before, after); len(ids) != 0 {
-				t.Errorf("bad input created namespaces: %v", after)
+			assertNoNamespaces(t, runID)
+			for _, p := range []string{"/proc/x.json", "/nonexistent-pb"} {
+				if _, err := os.Stat(p); err == nil {
+					t.Errorf("bad input created %s", p)
+				}
 			}
-			if c.yaml != "" && !c.asUID && c.env == nil {
+			if !c.asUID {
 				// validate agrees with run.
-				if _, _, vcode := run(t, nil, "validate", args[0]); vcode != 2 {
-					t.Errorf("validate exit %d, want 2", vcode)
+				if _, verr, vcode := run(t, c.env, append([]string{"validate"}, args...)...); vcode != 2 || strings.TrimSpace(verr) != msg {
+					t.Errorf("validate exit %d, %q; want 2, %q", vcode, verr, msg)
 				}
 			}
 		})
@@ -185,43 +199,28 @@ func containsRun(names []string, runID string) bool {
 }
 
 // startRun starts a long run and waits until its testbed exists; it
-// returns the run ID (read off the namespaces that appeared).
-func startRun(t *testing.T) (*exec.Cmd, string) {
+// returns the run ID (given with --run-id, so that other tests' testbeds
+// do not confuse it).
+func startRun(t *testing.T, extra ...string) (*exec.Cmd, string) {
 	t.Helper()
-	before, _ := topology.Leftovers()
-	cmd := exec.Command(bin, "run", "10k-services", "--modes", "iptables", "--quiet", "--output", filepath.Join(t.TempDir(), "r.json"))
+	runID := topology.NewRunID()
+	args := append([]string{"run", "10k-services", "--modes", "iptables", "--quiet", "--run-id", runID, "--output", filepath.Join(t.TempDir(), "r.json")}, extra...)
+	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		now, _ := topology.Leftovers()
-		if ids := newRunIDs(before, now); len(ids) == 1 && countRun(now, ids[0]) >= 3 {
+		if countRun(now, runID) >= 3 {
 			time.Sleep(300 * time.Millisecond) // into the sync
-			return cmd, ids[0]
+			return cmd, runID
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	cmd.Process.Kill()
 	t.Fatal("run did not build its testbed within 20 s")
 	return nil, ""
-}
-
-// newRunIDs returns the run IDs of namespaces in now but not in before.
-func newRunIDs(before, now []string) []string {
-	old := map[string]bool{}
-	for _, n := range before {
-		old[n] = true
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, n := range now {
-		if id := n[len(topology.Prefix) : len(topology.Prefix)+6]; !old[n] && !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
 }
 
 func countRun(names []string, runID string) int {
@@ -298,5 +297,13 @@ func TestKernelHostWithoutIPVS(t *testing.T) {
 	}
 	if strings.Join(got, " ") != "none<- iptables<-ipvs" || !strings.Contains(r.Machine.KernelWhy, "fallback") {
 		t.Errorf("modes %v, kernelWhy %q: want none and iptables marked as fallen back from ipvs", got, r.Machine.KernelWhy)
+	}
+}
+
+// assertNoNamespaces fails when a namespace of runID exists.
+func assertNoNamespaces(t *testing.T, runID string) {
+	t.Helper()
+	if all, _ := topology.Leftovers(); containsRun(all, runID) {
+		t.Errorf("bad input created namespaces of run %s: %v", runID, all)
 	}
 }

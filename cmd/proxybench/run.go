@@ -5,10 +5,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,6 +29,8 @@ type runFlags struct {
 	// engine and calibration select the sim engine (sim.go).
 	engine      string
 	calibration string
+	// geteuid replaces os.Geteuid in Preflight (nil: os.Geteuid).
+	geteuid func() int
 }
 
 // loadScenario loads a scenario and applies run's overrides, then validates
@@ -83,12 +83,13 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			if err != nil {
 				return err
 			}
+			out, def, err := checkRun(sc, f)
+			if err != nil {
+				return err
+			}
 			if sc.Engine == "sim" {
 				// No root, namespaces or kernel: the sim engine (sim.go).
-				return runSim(cmd, sc, f.output, f.calibration, f.quiet, f.junit)
-			}
-			if err := runner.Preflight(sc, runner.Options{}); err != nil {
-				return badInput(err)
+				return runSim(cmd, sc, out, def, f.calibration, f.quiet, f.junit)
 			}
 			if left, _ := topology.Stale(); len(left) > 0 && !uml.InGuest() {
 				fmt.Fprintf(os.Stderr, "note: %d namespaces of earlier runs are still here (%s ...); 'proxybench cleanup' removes them\n", len(left), left[0])
@@ -111,10 +112,6 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			if runID == "" {
 				runID = topology.NewRunID()
 			}
-			out := f.output
-			if out == "" {
-				out = filepath.Join("results", fmt.Sprintf("%s-%s.json", sc.Name, time.Now().UTC().Format("20060102T150405Z")))
-			}
 			opts := runner.Options{RunID: runID, Version: version, Progress: newProgress(f.quiet)}
 			var console io.Writer = os.Stderr
 			if f.quiet {
@@ -136,14 +133,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 				}
 				return &exitError{1, err}
 			}
-			if err := res.Write(out); err != nil {
-				return &exitError{1, fmt.Errorf("write result: %w", err)}
-			}
-			if err := reports.WriteMarkdown(os.Stdout, res); err != nil {
-				return &exitError{1, err}
-			}
-			fmt.Fprintf(os.Stdout, "\nresult: %s\n", out)
-			return evaluateGates(res, sc, f.junit)
+			return finish(res, sc, out, def, f.junit, "")
 		},
 	}
 	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes to run instead of the scenario's, e.g. none,iptables,nftables")
@@ -158,6 +148,51 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 	cmd.Flags().StringVar(&f.calibration, "calibration", "", "with --engine sim: a calibration file from 'proxybench calibrate' (default: the shipped one)")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "write the scenario's gates (or, without gates, every figure) as JUnit XML to this file")
 	return cmd
+}
+
+// checkRun does the checks run does before anything is created, after
+// the scenario's own validation: the output and JUnit paths can be written
+// (checkOutput) and, for the real engine, the machine can run the
+// scenario (runner.Preflight: root, each mode's programs). validate calls
+// it too, so that validate and run agree. It returns the result path and
+// whether it is the default.
+func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, err error) {
+	if sc.Engine != "sim" {
+		if err := runner.Preflight(sc, runner.Options{Geteuid: f.geteuid}); err != nil {
+			return "", false, badInput(err)
+		}
+	}
+	out, def = resultPath(f.output, sc, sc.Engine)
+	if err := checkOutput("--output", out, def); err != nil {
+		return "", false, err
+	}
+	if f.junit != "" {
+		if err := checkOutput("--junit", f.junit, false); err != nil {
+			return "", false, err
+		}
+	}
+	return out, def, nil
+}
+
+// finish saves res (saveResult: atomic, with a fallback file named on
+// stderr when out cannot be written), prints the Markdown summary on
+// stdout in every case, and evaluates the gates. extra is printed after
+// the result line (the sim's calibration).
+func finish(res *reports.Result, sc *scenarios.Scenario, out string, def bool, junit, extra string) error {
+	saved, werr := saveResult(res, out, def)
+	if werr != nil && saved != "" {
+		fmt.Fprintf(os.Stderr, "proxybench: %v\nproxybench: the result is saved at %s instead\n", werr, saved)
+	}
+	if err := reports.WriteMarkdown(os.Stdout, res); err != nil {
+		return &exitError{1, err}
+	}
+	if saved != "" {
+		fmt.Fprintf(os.Stdout, "\n%sresult: %s\n", extra, saved)
+	}
+	if werr != nil {
+		return &exitError{1, werr}
+	}
+	return evaluateGates(res, sc, junit)
 }
 
 // evaluateGates checks the scenario's gates against res, prints each
@@ -197,12 +232,26 @@ func newValidateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate SCENARIO",
 		Short: "Check a scenario and print it with defaults filled; creates nothing",
+		Long: `validate does every check run does before it creates anything: the scenario
+(each field parses exactly or is refused with file:line, field and fix), the
+command-line overrides, the --output and --junit paths (their folder must
+exist and be writable: a temporary file is created and removed there) and,
+for the real engine, each mode's programs. Run's root check is reported as
+a note. Exit 2 on any problem, as run.`,
 		Example: `  proxybench validate scenarios/10k-services.yaml
   proxybench validate my.yaml --services 20000`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sc, err := loadScenario(cmd, args[0], f)
 			if err != nil {
+				return err
+			}
+			if os.Geteuid() != 0 && sc.Engine != "sim" {
+				// Everything else run checks is checked; root is run's own.
+				f.geteuid = func() int { return 0 }
+				defer fmt.Fprintln(os.Stderr, "note: run needs root (the real engine creates network namespaces); the other checks passed")
+			}
+			if _, _, err := checkRun(sc, f); err != nil {
 				return err
 			}
 			b, err := sc.YAML()
@@ -219,6 +268,10 @@ func newValidateCmd() *cobra.Command {
 	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes")
 	cmd.Flags().IntVar(&f.services, "services", 0, "number of services")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed")
+	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes would run, as run --kernel")
+	cmd.Flags().StringVar(&f.engine, "engine", "", "real or sim, as run --engine")
+	cmd.Flags().StringVar(&f.output, "output", "", "result path run would write: its folder must exist and be writable")
+	cmd.Flags().StringVar(&f.junit, "junit", "", "JUnit path run would write: its folder must exist and be writable")
 	return cmd
 }
 

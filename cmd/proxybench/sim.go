@@ -10,14 +10,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/sim"
 )
 
 // runSim is `run` with engine sim: no root, no namespaces, no kernel
 // choice; the result has the real runs' schema with Engine "sim".
-func runSim(cmd *cobra.Command, sc *scenarios.Scenario, output, calibration string, quiet bool, junit string) error {
+func runSim(cmd *cobra.Command, sc *scenarios.Scenario, out string, def bool, calibration string, quiet bool, junit string) error {
 	cal, err := sim.LoadCalibration(firstNonEmpty(calibration, sc.Sim.Calibration))
 	if err != nil {
 		return badInput(err)
@@ -42,18 +41,7 @@ func runSim(cmd *cobra.Command, sc *scenarios.Scenario, output, calibration stri
 	if !quiet {
 		fmt.Fprintf(os.Stderr, "sim: done in %s\n", time.Since(start).Round(time.Millisecond))
 	}
-	out := output
-	if out == "" {
-		out = filepath.Join("results", fmt.Sprintf("%s-sim-%s.json", sc.Name, time.Now().UTC().Format("20060102T150405Z")))
-	}
-	if err := res.Write(out); err != nil {
-		return &exitError{1, fmt.Errorf("write result: %w", err)}
-	}
-	if err := reports.WriteMarkdown(os.Stdout, res); err != nil {
-		return &exitError{1, err}
-	}
-	fmt.Fprintf(os.Stdout, "\nengine: sim; calibration: %s (default: %t)\nresult: %s\n", cal.Source, cal.Default, out)
-	return evaluateGates(res, sc, junit)
+	return finish(res, sc, out, def, junit, fmt.Sprintf("engine: sim; calibration: %s (default: %t)\n", cal.Source, cal.Default))
 }
 
 func firstNonEmpty(xs ...string) string {

@@ -26,8 +26,8 @@ func TestRunSimWithoutRoot(t *testing.T) {
 	defer os.RemoveAll(dir)
 	_ = os.Chmod(dir, 0o777)
 	out := filepath.Join(dir, "sim.json")
-	before, _ := topology.Leftovers()
-	cmd := exec.Command(bin, "run", "1k-services", "--engine", "sim", "--modes", "none,iptables,nftables,ipvs,userspace", "--output", out, "--quiet")
+	runID := topology.NewRunID()
+	cmd := exec.Command(bin, "run", "1k-services", "--run-id", runID, "--engine", "sim", "--modes", "none,iptables,nftables,ipvs,userspace", "--output", out, "--quiet")
 	cmd.Dir = dir
 	if os.Geteuid() == 0 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
@@ -51,8 +51,7 @@ func TestRunSimWithoutRoot(t *testing.T) {
 			t.Fatalf("mode %s: info %v, %d positions, %d full syncs", m.Mode, m.Info, len(m.Lookup), m.SyncFullSummary.Count)
 		}
 	}
-	after, _ := topology.Leftovers()
-	if len(after) > len(before) {
+	if after, _ := topology.Leftovers(); containsRun(after, runID) {
 		t.Fatalf("sim created namespaces: %v", after)
 	}
 	// Every report format renders it.

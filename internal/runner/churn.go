@@ -5,174 +5,75 @@ package runner
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand"
-	"net/netip"
-	"runtime"
 	"sync"
 	"time"
-
-	"github.com/vishvananda/netns"
 
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/syncloop"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
-	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
-	"github.com/proxybench/proxybench/workload/traffic"
+	"github.com/proxybench/proxybench/workload/observe"
 )
 
-// observation follows one change in the data plane.
-type observation struct {
-	ch      workload.Change
-	at      time.Time
-	appear  bool
-	need    int // consecutive misses that confirm a disappearance
-	lastHit time.Time
-	miss    time.Time // start of the first miss after the last hit
-	misses  int
-	done    bool
-	latency time.Duration
-}
-
-// confirmMisses is how many consecutive connections must avoid a removed
-// endpoint (one of n) before it counts as gone: ((n-1)/n)^k < 0.001 for a
-// uniform random choice, and at least n for round-robin schedulers.
-func confirmMisses(n int) int {
-	if n <= 1 {
-		return 3
-	}
-	k := int(math.Ceil(math.Log(0.001) / math.Log(float64(n-1)/float64(n))))
-	return min(max(k, n+1, 3), 500)
-}
-
-// see records one probe connection started at start: landed is where it
-// landed (invalid on failure). It reports whether the observation is done.
-func (o *observation) see(start time.Time, landed netip.Addr, ok bool) bool {
-	if start.Before(o.at) {
-		return false
-	}
-	var hit bool
-	switch o.ch.Kind {
-	case workload.ServiceCreate, workload.ServiceDelete:
-		hit = ok
-	default:
-		hit = ok && landed == o.ch.Endpoint
-	}
-	if o.appear {
-		if hit {
-			o.done, o.latency = true, start.Sub(o.at)
-		}
-		return o.done
-	}
-	// Disappearance: an endpoint change only counts connections that
-	// reached some endpoint; a service deletion counts failures.
-	if !ok && o.ch.Kind != workload.ServiceDelete {
-		return false
-	}
-	if hit {
-		o.lastHit, o.misses, o.miss = start, 0, time.Time{}
-		return false
-	}
-	if o.misses == 0 {
-		o.miss = start
-	}
-	o.misses++
-	if o.misses >= o.need {
-		o.done, o.latency = true, o.miss.Sub(o.at)
-	}
-	return o.done
-}
-
-// runChurn changes the cluster at the scenario's churn rate while the
+// churnPhase changes the cluster at the scenario's churn rate while the
 // mode's sync loop (kube-proxy's semantics, minSync and period) keeps p in
 // step, and probes the data plane from the client namespaces to time each
-// change's programming latency: from the change to the first connection
-// through the VIP that lands on a new endpoint, or, for a removal, to the
-// first connection after the last one that still lands on it. p must be
-// in sync with services when it is called.
-func runChurn(ctx context.Context, sc *scenarios.Scenario, tb *topology.Testbed, p proxymodes.Proxier,
+// change's programming latency (package observe): from the change to the
+// first connection through the VIP that lands on a new endpoint, or, for
+// a removal, to the first connection after the last one that still lands
+// on it. p must be in sync with services when it is called. A probe
+// worker that cannot enter its namespace fails the phase before any
+// change is made; a failed sync fails it after (the result is returned
+// with the error).
+func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymodes.Proxier,
 	services []workload.Service, minSync, period time.Duration, prog Progress) (*reports.ChurnResult, error) {
 	c := sc.Churn
 	rng := rand.New(rand.NewSource(sc.Seed))
 	arrivals := workload.Arrivals(c.Rate, c.Duration.Duration, c.Arrival, rng)
-	cluster := workload.NewCluster(sc, services)
 	res := &reports.ChurnResult{MinSyncPeriodNs: int64(minSync), SyncPeriodNs: int64(period), Rate: c.Rate,
 		DurationNs: int64(c.Duration.Duration), Arrival: c.Arrival, ByKind: map[string]int{}}
 
-	var mu sync.Mutex // guards cluster, obs, res.Syncs
-	var obs []*observation
+	probes, err := e.probes(c.Probes)
+	if err != nil {
+		return nil, fmt.Errorf("churn probes: %w", err)
+	}
+	defer probes.Close()
+
+	var mu sync.Mutex // guards cluster
+	cluster := workload.NewCluster(sc, services)
+	var tracker observe.Tracker
 	start := time.Now()
 	cpu0 := proxymodes.CPUTime()
 
-	st := syncloop.New(minSync, period)
-	st.Start(start) // p already holds services: that was the loop's first (full) sync
-	st.Done(nil)
-	var syncErr error
-	loop := syncloop.NewRunner(st, func(ctx context.Context, full bool) error {
-		if fs, ok := p.(proxymodes.FullSyncer); ok && full {
-			fs.ForceFullSync()
-		}
+	loop := startSyncLoop(ctx, p, minSync, period, start, func() []workload.Service {
 		mu.Lock()
-		snap := cluster.Snapshot()
-		mu.Unlock()
-		at := time.Since(start)
-		s, err := p.Sync(context.WithoutCancel(ctx), snap)
-		rec := reports.SyncRecord{AtNs: int64(at), SyncStats: s}
-		if err != nil {
-			rec.Err = err.Error()
-		}
-		mu.Lock()
-		res.Syncs = append(res.Syncs, rec)
-		if err != nil && syncErr == nil {
-			syncErr = err
-		}
-		mu.Unlock()
-		return err
+		defer mu.Unlock()
+		return cluster.Snapshot()
 	})
-	loopCtx, stopLoop := context.WithCancel(ctx)
-	loopDone := make(chan struct{})
-	go func() { loop.Run(loopCtx); close(loopDone) }()
 
-	// Probes: workers locked into the client namespaces, cycling over the
-	// changes not yet observed.
+	// Probes: every worker cycles over the changes not yet observed.
 	probeCtx, stopProbes := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var next int
-	for w := 0; w < c.Probes; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-			if err := netns.Set(tb.Clients[w%len(tb.Clients)].Handle()); err != nil {
-				return
-			}
+	probesDone := make(chan struct{})
+	go func() {
+		defer close(probesDone)
+		probes.Each(func(int) {
 			for probeCtx.Err() == nil {
-				mu.Lock()
-				var o *observation
-				for i := 0; i < len(obs); i++ {
-					cand := obs[(next+i)%len(obs)]
-					if !cand.done {
-						o = cand
-						next = (next + i + 1) % len(obs)
-						break
-					}
-				}
-				mu.Unlock()
+				o := tracker.Next()
 				if o == nil {
 					time.Sleep(200 * time.Microsecond)
 					continue
 				}
-				landed, t0, _, err := traffic.DialEcho(o.ch.VIP, o.ch.Port, time.Second)
-				mu.Lock()
-				if !o.done && o.see(t0, landed.Addr(), err == nil) {
-					cluster.Release(o.ch.Service)
+				landed, t0, err := e.dial(o.Change.VIP, o.Change.Port, time.Second)
+				if tracker.See(o, t0, landed.Addr(), err == nil) {
+					mu.Lock()
+					cluster.Release(o.Change.Service)
+					mu.Unlock()
 				}
-				mu.Unlock()
 			}
-		}(w)
-	}
+		})
+	}()
 
 	prog.Start(fmt.Sprintf("%s: churn %.3g changes/s for %s, minSyncPeriod %s", p.Mode(), c.Rate, c.Duration.Duration, minSync), len(arrivals))
 	for _, off := range arrivals {
@@ -185,54 +86,108 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, tb *topology.Testbed,
 		}
 		mu.Lock()
 		ch, ok := cluster.Next(rng, c.Mix)
-		if ok {
-			o := &observation{ch: ch, at: time.Now(), appear: workload.Appears(ch.Kind), need: confirmMisses(ch.Ready)}
-			if ch.Kind == workload.ServiceDelete {
-				o.need = 3
-			}
-			obs = append(obs, o)
-			res.ByKind[ch.Kind]++
-		} else {
-			res.Skipped++
-		}
+		at := time.Now()
 		mu.Unlock()
 		if ok {
-			loop.Changed()
+			tracker.Add(observe.New(ch, at))
+			res.ByKind[ch.Kind]++
+			loop.changed()
+		} else {
+			res.Skipped++
 		}
 		prog.Add(1)
 	}
 	prog.Done()
 	// Let the last changes reach the data plane, up to the grace period.
 	deadline := time.Now().Add(c.Grace.Duration)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		mu.Lock()
-		pending := 0
-		for _, o := range obs {
-			if !o.done {
-				pending++
-			}
-		}
-		mu.Unlock()
-		if pending == 0 {
-			break
-		}
+	for time.Now().Before(deadline) && ctx.Err() == nil && tracker.Pending() > 0 {
 		time.Sleep(20 * time.Millisecond)
 	}
 	stopProbes()
-	wg.Wait()
-	stopLoop()
-	<-loopDone
+	<-probesDone
+	syncs, syncErr := loop.stop()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	res.CPUNs = int64(proxymodes.CPUTime() - cpu0)
+	res.Syncs = syncs
+	summarizeChurn(res, tracker.All(), start)
+	if syncErr != nil {
+		return res, fmt.Errorf("churn: a sync failed: %w", syncErr)
+	}
+	return res, nil
+}
 
+// syncLoop is a running syncloop.Runner that syncs a proxier to the
+// churned cluster and records every sync.
+type syncLoop struct {
+	runner *syncloop.Runner
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	syncs []reports.SyncRecord
+	err   error // the first failed sync's
+}
+
+// startSyncLoop runs the sync loop of minSync and period for p (which
+// already holds the cluster's services: that was the loop's first, full,
+// sync, started at start): every sync gives p snapshot() (full when the
+// loop says so and p is a proxymodes.FullSyncer) and is recorded with its
+// offset from start.
+func startSyncLoop(ctx context.Context, p proxymodes.Proxier, minSync, period time.Duration, start time.Time, snapshot func() []workload.Service) *syncLoop {
+	l := &syncLoop{done: make(chan struct{})}
+	st := syncloop.New(minSync, period)
+	st.Start(start)
+	st.Done(nil)
+	l.runner = syncloop.NewRunner(st, func(ctx context.Context, full bool) error {
+		if fs, ok := p.(proxymodes.FullSyncer); ok && full {
+			fs.ForceFullSync()
+		}
+		snap := snapshot()
+		at := time.Since(start)
+		s, err := p.Sync(context.WithoutCancel(ctx), snap)
+		rec := reports.SyncRecord{AtNs: int64(at), SyncStats: s}
+		if err != nil {
+			rec.Err = err.Error()
+		}
+		l.mu.Lock()
+		l.syncs = append(l.syncs, rec)
+		if err != nil && l.err == nil {
+			l.err = err
+		}
+		l.mu.Unlock()
+		return err
+	})
+	var loopCtx context.Context
+	loopCtx, l.cancel = context.WithCancel(ctx)
+	go func() { l.runner.Run(loopCtx); close(l.done) }()
+	return l
+}
+
+// changed tells the loop the desired state changed.
+func (l *syncLoop) changed() { l.runner.Changed() }
+
+// stop ends the loop and returns its syncs and the first sync error.
+func (l *syncLoop) stop() ([]reports.SyncRecord, error) {
+	l.cancel()
+	<-l.done
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.syncs, l.err
+}
+
+// summarizeChurn fills res's samples, counts, programming-latency summary
+// and buckets from the observations (an unobserved change is a sample
+// with latency -1), and the sync summaries and buckets per kind from
+// res.Syncs.
+func summarizeChurn(res *reports.ChurnResult, obs []*observe.Observation, start time.Time) {
 	var lat []int64
 	for _, o := range obs {
-		s := reports.ChurnSample{Kind: o.ch.Kind, AtNs: int64(o.at.Sub(start)), LatencyNs: -1}
-		if o.done {
-			s.LatencyNs = int64(o.latency)
-			lat = append(lat, int64(o.latency))
+		s := reports.ChurnSample{Kind: o.Change.Kind, AtNs: int64(o.At.Sub(start)), LatencyNs: -1}
+		if o.Done {
+			s.LatencyNs = int64(o.Latency)
+			lat = append(lat, int64(o.Latency))
 			res.Observed++
 		} else {
 			res.Unobserved++
@@ -252,8 +207,4 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, tb *topology.Testbed,
 		res.SyncSummary[k] = reports.Summarize(v)
 		res.SyncBuckets[k] = reports.BucketCounts(v, reports.SyncBucketBounds())
 	}
-	if syncErr != nil {
-		return res, fmt.Errorf("churn: a sync failed: %w", syncErr)
-	}
-	return res, nil
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 
 	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/proxymodes"
@@ -78,11 +77,6 @@ func Doctor(ctx context.Context) ([]ModeStatus, error) {
 		}
 	}
 	return ProbeHost(ctx, sc, names)
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	return s
 }
 
 // KernelStatus is what doctor says about one user-mode-linux kernel.

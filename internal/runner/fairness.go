@@ -102,19 +102,180 @@ func startNodes(ctx context.Context, m proxymodes.Mode, sc *scenarios.Scenario, 
 }
 
 // stopNodes cleans up the proxiers of startNodes and flushes their nodes'
-// conntrack tables.
-func stopNodes(ctx context.Context, tb *topology.Testbed, ps []proxymodes.Proxier) error {
+// conntrack tables; a failed flush is a fault (the next mode could follow
+// this one's NAT entries on that node).
+func stopNodes(ctx context.Context, e *env, ps []proxymodes.Proxier, f *faults) error {
 	var first error
 	for i, p := range ps {
 		if err := p.Cleanup(context.WithoutCancel(ctx)); err != nil && first == nil {
 			first = fmt.Errorf("node%d: cleanup: %w", i+1, err)
 		}
-		_ = flushConntrack(tb.Nodes[i+1])
+		if err := e.flush(i + 1); err != nil {
+			f.add("conntrack flush of node%d after the mode failed (the next mode may follow its NAT entries): %v", i+1, err)
+		}
 	}
 	return first
 }
 
-// runFairness is the fairness phase of one mode: every node's proxier
+// fairnessResync cleans up every node's proxier (proxiers[n] on node n),
+// flushes the node's conntrack table and syncs it fresh with its endpoint
+// order, so first picks and schedulers start from a fresh state. A failed
+// flush is a fault (first picks could follow old NAT entries).
+func fairnessResync(ctx context.Context, sc *scenarios.Scenario, e *env, proxiers []proxymodes.Proxier, services []workload.Service, f *faults) error {
+	for n, p := range proxiers {
+		if err := p.Cleanup(ctx); err != nil {
+			return fmt.Errorf("node%d: cleanup: %w", n, err)
+		}
+		if err := e.flush(n); err != nil {
+			f.add("fairness: conntrack flush of node%d before a fresh sync failed (first picks may follow old NAT entries): %v", n, err)
+		}
+		if _, err := p.Sync(ctx, nodeServices(sc, services, n)); err != nil {
+			return fmt.Errorf("node%d: sync: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// firstClients picks the first client pod of each node (in node order,
+// nodes without clients skipped): the clients, their first source
+// addresses, and each one's node.
+func firstClients(tb *topology.Testbed) (clients []*topology.Netns, sources []netip.Addr, node []int) {
+	for n := range tb.Nodes {
+		for c, cn := range tb.ClientNode {
+			if cn == n {
+				node = append(node, n)
+				clients = append(clients, tb.Clients[c])
+				sources = append(sources, tb.ClientSources[c][0])
+				break
+			}
+		}
+	}
+	return clients, sources, node
+}
+
+// fairnessTally arranges the fairness phase's raw counts into
+// reports.ServiceObs cells: one per node and ServicePort, with a row per
+// source address of the node's clients and a column per endpoint.
+type fairnessTally struct {
+	flat        []workload.Target
+	tIndex      map[workload.Target]int
+	clientNode  []int
+	srcIndex    map[[2]int]int // (client, source) -> index in sources
+	nodeSources [][]int        // per node: its rows, as indexes in sources
+	sources     []string
+	epIndex     []map[netip.Addr]int // per ServicePort: endpoint -> column
+	cells       map[[2]int]*reports.ServiceObs
+	nodes       int
+}
+
+// newFairnessTally lays out the cells for services on nodes nodes whose
+// client c sits on node clientNode[c] with source addresses
+// clientSources[c]. An endpoint's weight is its Weight, 0 when not ready.
+func newFairnessTally(services []workload.Service, nodes int, clientNode []int, clientSources [][]netip.Addr) *fairnessTally {
+	t := &fairnessTally{flat: workload.FlatTargets(services), tIndex: map[workload.Target]int{}, clientNode: clientNode,
+		srcIndex: map[[2]int]int{}, nodeSources: make([][]int, nodes), cells: map[[2]int]*reports.ServiceObs{}, nodes: nodes}
+	// Sources of the run, in client order; each node's rows are its clients' sources.
+	for c, srcs := range clientSources {
+		for s, a := range srcs {
+			t.srcIndex[[2]int{c, s}] = len(t.sources)
+			t.nodeSources[clientNode[c]] = append(t.nodeSources[clientNode[c]], len(t.sources))
+			t.sources = append(t.sources, a.String())
+		}
+	}
+	t.epIndex = make([]map[netip.Addr]int, len(t.flat))
+	for ti, tg := range t.flat {
+		t.tIndex[tg] = ti
+		svc := &services[tg.Service]
+		t.epIndex[ti] = map[netip.Addr]int{}
+		var eps []string
+		var ws []float64
+		for k, e := range svc.Endpoints {
+			t.epIndex[ti][e.IP] = k
+			eps = append(eps, e.IP.String())
+			w := float64(e.Weight)
+			if !e.Ready {
+				w = 0
+			}
+			ws = append(ws, w)
+		}
+		for n := 0; n < nodes; n++ {
+			if len(t.nodeSources[n]) == 0 {
+				continue
+			}
+			so := &reports.ServiceObs{Node: n, Service: svc.PortName(svc.Ports[tg.Port]), Endpoints: eps, Weights: ws,
+				Sources: t.nodeSources[n], FirstPick: -1}
+			so.Counts = make([][]int, len(t.nodeSources[n]))
+			for i := range so.Counts {
+				so.Counts[i] = make([]int, len(eps))
+			}
+			t.cells[[2]int{n, ti}] = so
+		}
+	}
+	return t
+}
+
+// firstPicks records picks[i][t], the endpoint the first connection of
+// node node[i] to ServicePort t landed on (invalid: failed).
+func (t *fairnessTally) firstPicks(picks [][]netip.Addr, node []int) {
+	for i, row := range picks {
+		n := node[i]
+		for ti, a := range row {
+			if k, ok := t.epIndex[ti][a]; ok && a.IsValid() {
+				t.cells[[2]int{n, ti}].FirstPick = k
+			}
+		}
+	}
+}
+
+// hits adds the fairness connections' counts; hits on an address that is
+// not an endpoint of the service are not counted (the driver counted them
+// as misses).
+func (t *fairnessTally) hits(hits map[traffic.HitKey]int) {
+	for k, v := range hits {
+		n := t.clientNode[k.Client]
+		ti := t.tIndex[k.Target]
+		so := t.cells[[2]int{n, ti}]
+		ep, ok := t.epIndex[ti][k.Endpoint]
+		if so == nil || !ok {
+			continue
+		}
+		so.Counts[slices.Index(t.nodeSources[n], t.srcIndex[[2]int{k.Client, k.Source}])][ep] += v
+	}
+}
+
+// active records the long-lived connections still open per endpoint
+// (active[t][endpoint]); the counts are cluster-wide and ride on the first
+// node's cell of each ServicePort.
+func (t *fairnessTally) active(active []map[netip.Addr]int) {
+	for ti := range t.flat {
+		for n := 0; n < t.nodes; n++ {
+			if so := t.cells[[2]int{n, ti}]; so != nil {
+				so.Active = make([]int, len(so.Endpoints))
+				for a, c := range active[ti] {
+					if k, ok := t.epIndex[ti][a]; ok {
+						so.Active[k] = c
+					}
+				}
+				break
+			}
+		}
+	}
+}
+
+// obs returns the cells, ServicePort by ServicePort, node by node.
+func (t *fairnessTally) obs() []reports.ServiceObs {
+	var out []reports.ServiceObs
+	for ti := range t.flat {
+		for n := 0; n < t.nodes; n++ {
+			if so := t.cells[[2]int{n, ti}]; so != nil {
+				out = append(out, *so)
+			}
+		}
+	}
+	return out
+}
+
+// fairnessPhase is the fairness phase of one mode: every node's proxier
 // (proxiers[n] on tb.Nodes[n]) is cleaned up and synced fresh with its
 // endpoint order; the first client of each node makes one connection to
 // every service (the first picks); DriveFairness makes traffic.perService
@@ -122,23 +283,11 @@ func stopNodes(ctx context.Context, tb *topology.Testbed, ps []proxymodes.Proxie
 // traffic.longLived, every node is synced fresh again and
 // HoldConnections counts the active connections per endpoint. Figures
 // come from reports.FairnessRun.Analyze.
-func runFairness(ctx context.Context, sc *scenarios.Scenario, tb *topology.Testbed, proxiers []proxymodes.Proxier, services []workload.Service, mode string, o Options) (*reports.FairnessRun, error) {
-	resync := func() error {
-		for n, p := range proxiers {
-			if err := p.Cleanup(ctx); err != nil {
-				return fmt.Errorf("node%d: cleanup: %w", n, err)
-			}
-			_ = flushConntrack(tb.Nodes[n])
-			if _, err := p.Sync(ctx, nodeServices(sc, services, n)); err != nil {
-				return fmt.Errorf("node%d: sync: %w", n, err)
-			}
-		}
-		return nil
-	}
-	if err := resync(); err != nil {
+func fairnessPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topology.Testbed, proxiers []proxymodes.Proxier,
+	services []workload.Service, mode string, prog Progress, f *faults) (*reports.FairnessRun, error) {
+	if err := fairnessResync(ctx, sc, e, proxiers, services, f); err != nil {
 		return nil, err
 	}
-	flat := workload.FlatTargets(services)
 	r := &reports.FairnessRun{
 		Mode: mode, Affinity: sc.Services.SessionAffinity == "ClientIP",
 		Nodes: len(tb.Nodes), Order: sc.Topology.Order(), Pods: sc.Topology.PodModel(),
@@ -148,136 +297,45 @@ func runFairness(ctx context.Context, sc *scenarios.Scenario, tb *topology.Testb
 		r.Scheduler = sc.IPVS.Scheduler
 	}
 	r.Expect = reports.ExpectationFor(mode, r.Scheduler, r.Affinity)
+	tally := newFairnessTally(services, len(tb.Nodes), tb.ClientNode, tb.ClientSources)
 
 	// First picks: the first client pod of each node, all at once.
-	var firstClients []*topology.Netns
-	var firstSrc []netip.Addr
-	firstNode := map[int]int{} // index in firstClients -> node
-	for n := range tb.Nodes {
-		for c, cn := range tb.ClientNode {
-			if cn == n {
-				firstNode[len(firstClients)] = n
-				firstClients = append(firstClients, tb.Clients[c])
-				firstSrc = append(firstSrc, tb.ClientSources[c][0])
-				break
-			}
-		}
-	}
-	o.Progress.Start(fmt.Sprintf("%s%s: fairness, first picks on %d nodes, then %d connections × %d services", mode, schedSuffix(r.Scheduler), len(firstClients), sc.Traffic.PerService, len(flat)), 1)
-	picks, err := traffic.FirstPicks(ctx, firstClients, firstSrc, services, sc.Traffic.Timeout.Duration)
+	clients, sources, node := firstClients(tb)
+	prog.Start(fmt.Sprintf("%s%s: fairness, first picks on %d nodes, then %d connections × %d services", mode, schedSuffix(r.Scheduler), len(clients), sc.Traffic.PerService, len(tally.flat)), 1)
+	picks, err := e.firstPicks(ctx, clients, sources, services, sc.Traffic.Timeout.Duration)
 	if err != nil {
-		o.Progress.Done()
+		prog.Done()
 		return nil, err
 	}
-	fr, err := traffic.DriveFairness(ctx, traffic.FairnessSpec{
+	fr, err := e.driveFairness(ctx, traffic.FairnessSpec{
 		Clients: tb.Clients, Sources: tb.ClientSources, Services: services,
 		PerService: sc.Traffic.PerService, Concurrency: sc.Traffic.Concurrency, Timeout: sc.Traffic.Timeout.Duration,
 	})
-	o.Progress.Done()
+	prog.Done()
 	if err != nil {
 		return nil, err
 	}
 	r.Errors, r.Misses, r.ErrorText = fr.Errors, fr.Misses, fr.ErrorSamples
-
-	// Sources of the run, in client order; each node's rows are its clients' sources.
-	srcIndex := map[[2]int]int{}
-	nodeSources := make([][]int, len(tb.Nodes))
-	for c, srcs := range tb.ClientSources {
-		for s, a := range srcs {
-			srcIndex[[2]int{c, s}] = len(r.Sources)
-			nodeSources[tb.ClientNode[c]] = append(nodeSources[tb.ClientNode[c]], len(r.Sources))
-			r.Sources = append(r.Sources, a.String())
-		}
-	}
-	type cell struct{ node, t int }
-	obs := map[cell]*reports.ServiceObs{}
-	epIndex := make([]map[netip.Addr]int, len(flat))
-	for t, tg := range flat {
-		svc := &services[tg.Service]
-		epIndex[t] = map[netip.Addr]int{}
-		var eps []string
-		var ws []float64
-		for k, e := range svc.Endpoints {
-			epIndex[t][e.IP] = k
-			eps = append(eps, e.IP.String())
-			w := float64(e.Weight)
-			if !e.Ready {
-				w = 0
-			}
-			ws = append(ws, w)
-		}
-		for n := range tb.Nodes {
-			if len(nodeSources[n]) == 0 {
-				continue
-			}
-			so := &reports.ServiceObs{Node: n, Service: svc.PortName(svc.Ports[tg.Port]), Endpoints: eps, Weights: ws,
-				Sources: nodeSources[n], FirstPick: -1}
-			so.Counts = make([][]int, len(nodeSources[n]))
-			for i := range so.Counts {
-				so.Counts[i] = make([]int, len(eps))
-			}
-			obs[cell{n, t}] = so
-		}
-	}
-	for i, row := range picks {
-		n := firstNode[i]
-		for t, a := range row {
-			if k, ok := epIndex[t][a]; ok && a.IsValid() {
-				obs[cell{n, t}].FirstPick = k
-			}
-		}
-	}
-	tIndex := map[workload.Target]int{}
-	for t, tg := range flat {
-		tIndex[tg] = t
-	}
-	rowOf := func(n, global int) int { return slices.Index(nodeSources[n], global) }
-	for k, v := range fr.Hits {
-		n := tb.ClientNode[k.Client]
-		t := tIndex[k.Target]
-		so := obs[cell{n, t}]
-		ep, ok := epIndex[t][k.Endpoint]
-		if so == nil || !ok {
-			continue
-		}
-		so.Counts[rowOf(n, srcIndex[[2]int{k.Client, k.Source}])][ep] += v
-	}
+	r.Sources = tally.sources
+	tally.firstPicks(picks, node)
+	tally.hits(fr.Hits)
 
 	if ll := sc.Traffic.LongLived; ll.Connections > 0 {
-		if err := resync(); err != nil {
+		if err := fairnessResync(ctx, sc, e, proxiers, services, f); err != nil {
 			return nil, err
 		}
-		o.Progress.Start(fmt.Sprintf("%s%s: long-lived, %d connections × %d services held %s", mode, schedSuffix(r.Scheduler), ll.Connections, len(flat), ll.HoldFor()), 1)
-		hr, err := traffic.HoldConnections(ctx, traffic.HoldSpec{Clients: tb.Clients, Sources: tb.ClientSources, Services: services,
+		prog.Start(fmt.Sprintf("%s%s: long-lived, %d connections × %d services held %s", mode, schedSuffix(r.Scheduler), ll.Connections, len(tally.flat), ll.HoldFor()), 1)
+		hr, err := e.hold(ctx, traffic.HoldSpec{Clients: tb.Clients, Sources: tb.ClientSources, Services: services,
 			PerService: ll.Connections, Hold: ll.HoldFor(), Timeout: sc.Traffic.Timeout.Duration})
-		o.Progress.Done()
+		prog.Done()
 		if err != nil {
 			return nil, err
 		}
 		r.Errors += hr.Errors
 		r.Misses += hr.Misses
-		for t := range flat {
-			// Active counts are cluster-wide: they ride on the first node's row.
-			for n := range tb.Nodes {
-				if so := obs[cell{n, t}]; so != nil {
-					so.Active = make([]int, len(so.Endpoints))
-					for a, c := range hr.Active[t] {
-						if k, ok := epIndex[t][a]; ok {
-							so.Active[k] = c
-						}
-					}
-					break
-				}
-			}
-		}
+		tally.active(hr.Active)
 	}
-	for t := range flat {
-		for n := range tb.Nodes {
-			if so := obs[cell{n, t}]; so != nil {
-				r.Obs = append(r.Obs, *so)
-			}
-		}
-	}
+	r.Obs = tally.obs()
 	r.Analyze()
 	return r, nil
 }

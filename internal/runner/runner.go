@@ -10,21 +10,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 	"time"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/proxymodes"
 	// Each mode registers itself with proxymodes at init.
 	_ "github.com/proxybench/proxybench/proxymodes/iptables"
 	_ "github.com/proxybench/proxybench/proxymodes/none"
-	"github.com/proxybench/proxybench/proxymodes/userspace"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -138,39 +134,34 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 		SchemaVersion: reports.SchemaVersion, Tool: "proxybench " + o.Version, RunID: o.RunID,
 		Engine: "real", Started: time.Now(), Machine: MachineInfo(), Scenario: sc,
 	}
-	o.Progress.Start("building testbed "+o.RunID, 1)
-	tb, err := topology.Build(ctx, topologySpec(sc, o.RunID, perSize[len(perSize)-1]))
-	o.Progress.Done()
+	tb, echo, err := buildPhase(ctx, sc, o, perSize)
 	if err != nil {
-		return nil, fmt.Errorf("build testbed: %w", err)
+		return nil, err
 	}
 	defer func() {
+		echo.Close()
 		if terr := tb.Teardown(); terr != nil && err == nil {
 			err = fmt.Errorf("teardown: %w", terr)
 		}
 	}()
-	echo, err := startEcho(tb, perSize[0])
+	e := newEnv(tb)
+	undo, err := failurePhase(ctx, sc, e, perSize[len(perSize)-1])
 	if err != nil {
 		return nil, err
 	}
-	defer echo.Close()
-	if n := sc.Failure.DownEndpointsPerService; n > 0 {
-		var down []netip.Addr
-		for _, s := range perSize[len(perSize)-1] {
-			for _, e := range s.Endpoints[:min(n, len(s.Endpoints))] {
-				down = append(down, e.IP)
-			}
+	defer func() {
+		if uerr := undo(); uerr != nil && err == nil {
+			err = fmt.Errorf("failure injection: undo: %w", uerr)
 		}
-		undo, err := userspace.DownEndpoints(ctx, tb.Backend, down, sc.Failure.Mode)
-		if err != nil {
-			return nil, fmt.Errorf("failure injection: %w", err)
-		}
-		defer undo()
-	}
+	}()
 	for i, n := range sizes {
 		for _, mode := range sc.Modes {
+			m, err := proxymodes.Lookup(mode)
+			if err != nil {
+				return nil, &InputError{Field: "modes", Msg: err.Error()}
+			}
 			for _, vsc := range modeVariants(sc.AtSize(n), mode) {
-				mr, err := runMode(ctx, vsc, o, tb, perSize[i], mode)
+				mr, err := runMode(ctx, vsc, o, tb, e, perSize[i], m)
 				if err != nil {
 					return nil, fmt.Errorf("mode %s at %d services: %w", modeLabel(mode, vsc), n, err)
 				}
@@ -183,76 +174,66 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 	return res, nil
 }
 
-func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topology.Testbed, services []workload.Service, mode string) (mr *reports.ModeResult, err error) {
-	m, err := proxymodes.Lookup(mode)
+// buildPhase builds the testbed for the largest service set (the last of
+// perSize) and starts the echo server for the first. On error nothing is
+// left behind.
+func buildPhase(ctx context.Context, sc *scenarios.Scenario, o Options, perSize [][]workload.Service) (*topology.Testbed, *traffic.EchoServer, error) {
+	o.Progress.Start("building testbed "+o.RunID, 1)
+	tb, err := topology.Build(ctx, topologySpec(sc, o.RunID, perSize[len(perSize)-1]))
+	o.Progress.Done()
 	if err != nil {
-		return nil, &InputError{Field: "modes", Msg: err.Error()}
+		return nil, nil, fmt.Errorf("build testbed: %w", err)
 	}
+	echo, err := startEcho(tb, perSize[0])
+	if err != nil {
+		if terr := tb.Teardown(); terr != nil {
+			err = errors.Join(err, fmt.Errorf("teardown: %w", terr))
+		}
+		return nil, nil, err
+	}
+	return tb, echo, nil
+}
+
+// runMode runs one mode's phases on the testbed in order: sync.full,
+// sync.incremental, the other nodes' proxiers, traffic, fairness and
+// churn (the last three as sc asks), then cleans up the mode and flushes
+// the node's conntrack table. Faults that do not stop a phase but may
+// make a figure invalid are in the result's Faults.
+func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topology.Testbed, e *env, services []workload.Service, m proxymodes.Mode) (mr *reports.ModeResult, err error) {
 	p, err := m.New(sc, tb.Node)
 	if err != nil {
 		return nil, err
 	}
-	mr = &reports.ModeResult{Mode: mode, Info: p.Info(), Kernel: "host"}
+	mr = &reports.ModeResult{Mode: m.Name, Info: p.Info(), Kernel: "host"}
 	if uml.InGuest() {
 		mr.Kernel = "uml"
 	}
+	var f faults
 	defer func() {
 		if cerr := p.Cleanup(context.WithoutCancel(ctx)); cerr != nil && err == nil {
 			err = fmt.Errorf("cleanup: %w", cerr)
 		}
-		_ = flushConntrack(tb.Node)
+		if ferr := e.flush(0); ferr != nil {
+			f.add("conntrack flush of node0 after the mode failed (the next mode may follow its NAT entries): %v", ferr)
+		}
+		if mr != nil {
+			mr.Faults = f
+		}
 	}()
-	o.Progress.Start(fmt.Sprintf("%s: sync.full × %d (%d services)", mode, sc.Repetitions, len(services)), sc.Repetitions)
-	var walls []int64
-	// Every repetition programs a kernel namespace that has never held this
-	// mode's state: the first ones a fresh scratch namespace each (a
-	// proxier's Cleanup leaves kernel state behind that slows a re-sync,
-	// e.g. IPVS keeps deleted real servers in its trash list for minutes),
-	// the last one the node itself, which then carries the traffic.
-	for rep := 0; rep < sc.Repetitions; rep++ {
-		if err := ctx.Err(); err != nil {
+	if mr.SyncFull, mr.SyncFullSummary, err = syncFullPhase(ctx, sc, e, m, p, services, o.Progress, &f); err != nil {
+		return nil, err
+	}
+	if !m.Direct {
+		if mr.SyncIncremental, mr.SyncIncrementalSummary, err = syncIncrementalPhase(ctx, p, services, sc.Repetitions); err != nil {
 			return nil, err
 		}
-		var st proxymodes.SyncStats
-		if rep < sc.Repetitions-1 {
-			st, err = scratchSync(ctx, sc, m, topology.NetnsName(tb.RunID, fmt.Sprintf("sync%d", rep)), services)
-		} else {
-			_ = flushConntrack(tb.Node)
-			st, err = p.Sync(ctx, services)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("sync: %w", err)
-		}
-		mr.SyncFull = append(mr.SyncFull, st)
-		walls = append(walls, int64(st.Wall))
-		o.Progress.Add(1)
-	}
-	o.Progress.Done()
-	mr.SyncFullSummary = reports.Summarize(walls)
-
-	// sync.incremental: one endpoint moves to a fresh pod IP, Sync, and
-	// back (the way back is not recorded).
-	if !m.Direct {
-		var incs []int64
-		for rep := 0; rep < sc.Repetitions; rep++ {
-			st, err := p.Sync(ctx, moveOneEndpoint(services, rep))
-			if err != nil {
-				return nil, fmt.Errorf("incremental sync: %w", err)
-			}
-			mr.SyncIncremental = append(mr.SyncIncremental, st)
-			incs = append(incs, int64(st.Wall))
-			if _, err := p.Sync(ctx, services); err != nil {
-				return nil, fmt.Errorf("sync back after the incremental sync: %w", err)
-			}
-		}
-		mr.SyncIncrementalSummary = reports.Summarize(incs)
 	}
 	// Every other node runs its own proxier over the same services.
 	nodeProxiers := []proxymodes.Proxier{p}
 	if !m.Direct && len(tb.Nodes) > 1 {
 		extra, serr := startNodes(ctx, m, sc, tb, services)
 		defer func() {
-			if cerr := stopNodes(ctx, tb, extra); cerr != nil && err == nil {
+			if cerr := stopNodes(ctx, e, extra, &f); cerr != nil && err == nil {
 				err = cerr
 			}
 		}()
@@ -262,117 +243,26 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		nodeProxiers = append(nodeProxiers, extra...)
 	}
 
-	flat := workload.FlatTargets(services)
-	pos := map[string]*reports.PositionResult{}
-	hits := map[string]map[netip.Addr]int{}
-	var elapsed = map[string]time.Duration{}
 	cpu0 := proxymodes.CPUTime()
-	o.Progress.Start(fmt.Sprintf("%s: traffic, %d positions × %d repetitions × %d connections", mode, len(sc.Traffic.Positions), sc.Repetitions, sc.Traffic.Connections), len(sc.Traffic.Positions)*sc.Repetitions*((sc.Traffic.Connections+trafficChunk-1)/trafficChunk))
-	// Positions are interleaved in chunks of at most trafficChunk
-	// connections, in an order rotated every chunk, so that slow drifts of
-	// the machine (a guest warming up, a neighbour's load) fall on every
-	// position alike and position differences are the data plane's.
-	chunks := (sc.Traffic.Connections + trafficChunk - 1) / trafficChunk
-	np := len(sc.Traffic.Positions)
-	for rep := 0; rep < sc.Repetitions; rep++ {
-		for k := 0; k < chunks*np; k++ {
-			chunk := k / np
-			i := (k + rep + chunk) % np
-			position := sc.Traffic.Positions[i]
-			n := min(trafficChunk, sc.Traffic.Connections-chunk*trafficChunk)
-			warm := 0
-			if chunk == 0 {
-				warm = sc.Traffic.Warmup
-			}
-			dr, err := traffic.Drive(ctx, traffic.DriveSpec{
-				Clients: tb.Clients, Services: services, Direct: m.Direct, Position: position,
-				Connections: n, Warmup: warm, Concurrency: sc.Traffic.Concurrency,
-				Timeout: sc.Traffic.Timeout.Duration, Seed: sc.Seed + int64(rep*100000+chunk*100+i),
-			})
-			if err != nil {
-				return nil, fmt.Errorf("traffic at %s: %w", position, err)
-			}
-			pr := pos[position]
-			if pr == nil {
-				pr = &reports.PositionResult{Position: position, Index: -1}
-				if position != workload.PosRandom {
-					t := dr.Target
-					svc := &services[t.Service]
-					pr.Service = svc.PortName(svc.Ports[t.Port])
-					pr.Index = flatIndex(flat, t)
-					hits[position] = map[netip.Addr]int{}
-				}
-				pos[position] = pr
-			}
-			pr.SamplesNs = append(pr.SamplesNs, dr.LatenciesNs...)
-			pr.TTFBSamplesNs = append(pr.TTFBSamplesNs, dr.TTFBNs...)
-			pr.Errors += dr.Errors
-			pr.Misses += dr.Misses
-			for _, e := range dr.ErrorSamples {
-				if len(pr.ErrorText) < 5 {
-					pr.ErrorText = append(pr.ErrorText, e)
-				}
-			}
-			elapsed[position] += dr.Elapsed
-			mr.TrafficConns += len(dr.LatenciesNs) + dr.Errors + dr.Misses
-			if h := hits[position]; h != nil {
-				for _, m := range dr.Hits {
-					for a, n := range m {
-						h[a] += n
-					}
-				}
-			}
-			o.Progress.Add(1)
-		}
+	if mr.Lookup, mr.Fairness, mr.TrafficConns, err = trafficPhase(ctx, sc, e, tb.Clients, services, m.Direct, m.Name, o.Progress); err != nil {
+		return nil, err
 	}
-	o.Progress.Done()
 	mr.TrafficCPUNs = int64(proxymodes.CPUTime() - cpu0)
 	if u, ok := p.(proxymodes.Usager); ok {
 		_, mr.ProxyRSSBytes = u.Usage()
 	}
-	var fs []reports.Fairness
-	for _, position := range sc.Traffic.Positions {
-		pr := pos[position]
-		pr.Latency = reports.Summarize(pr.SamplesNs)
-		pr.TTFB = reports.Summarize(pr.TTFBSamplesNs)
-		if d := elapsed[position]; d > 0 {
-			pr.CPS = float64(len(pr.SamplesNs)) / d.Seconds()
-		}
-		if h := hits[position]; h != nil {
-			t, _ := workload.PositionTarget(flat, position)
-			svc := &services[t.Service]
-			pr.Hits = map[string]int{}
-			var obs, w []float64
-			for k, e := range svc.Endpoints {
-				if !e.Ready || k < sc.Failure.DownEndpointsPerService {
-					continue // fairness is over the live endpoints
-				}
-				pr.Hits[e.IP.String()] = h[e.IP]
-				obs = append(obs, float64(h[e.IP]))
-				w = append(w, float64(e.Weight))
-			}
-			f := reports.ComputeFairness(obs, w)
-			pr.Fairness = &f
-			fs = append(fs, f)
-		}
-		mr.Lookup = append(mr.Lookup, *pr)
-	}
-	mr.Fairness = reports.PoolFairness(fs)
 	if sc.Traffic.PerService > 0 && !m.Direct {
-		fr, ferr := runFairness(ctx, sc, tb, nodeProxiers, services, mode, o)
-		if ferr != nil {
-			return nil, fmt.Errorf("fairness: %w", ferr)
+		if mr.FairnessRun, err = fairnessPhase(ctx, sc, e, tb, nodeProxiers, services, m.Name, o.Progress, &f); err != nil {
+			return nil, fmt.Errorf("fairness: %w", err)
 		}
-		mr.FairnessRun = fr
 	}
-
 	if sc.Churn.Rate > 0 && !m.Direct {
-		values, period := sc.ChurnSyncPeriods(mode)
+		values, period := sc.ChurnSyncPeriods(m.Name)
 		for _, ms := range values {
 			if _, err := p.Sync(ctx, services); err != nil {
 				return nil, fmt.Errorf("sync before churn: %w", err)
 			}
-			cr, err := runChurn(ctx, sc, tb, p, services, ms, period, o.Progress)
+			cr, err := churnPhase(ctx, sc, e, p, services, ms, period, o.Progress)
 			if err != nil {
 				return nil, err
 			}
@@ -380,76 +270,6 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		}
 	}
 	return mr, nil
-}
-
-// scratchSync measures one full sync of services by a new proxier of mode
-// m in a fresh namespace called name, then cleans up and deletes it.
-func scratchSync(ctx context.Context, sc *scenarios.Scenario, m proxymodes.Mode, name string, services []workload.Service) (st proxymodes.SyncStats, err error) {
-	ns, err := topology.CreateNetns(name)
-	if err != nil {
-		return st, err
-	}
-	defer func() {
-		ns.Close()
-		if derr := topology.DeleteNetns(name); derr != nil && err == nil {
-			err = derr
-		}
-	}()
-	p, err := m.New(sc, ns)
-	if err != nil {
-		return st, err
-	}
-	st, err = p.Sync(ctx, services)
-	if cerr := p.Cleanup(context.WithoutCancel(ctx)); cerr != nil && err == nil {
-		err = fmt.Errorf("cleanup of %s: %w", name, cerr)
-	}
-	return st, err
-}
-
-// trafficChunk is the most connections driven at one position before the
-// traffic phase moves to the next.
-const trafficChunk = 250
-
-// moveOneEndpoint returns services with the first endpoint of one service
-// (chosen by rep, spread over the list) moved to a pod IP no service uses.
-func moveOneEndpoint(services []workload.Service, rep int) []workload.Service {
-	out := append([]workload.Service(nil), services...)
-	i := (rep*7919 + len(services)/2) % len(services)
-	var maxIP netip.Addr
-	for _, s := range services {
-		for _, e := range s.Endpoints {
-			if !maxIP.IsValid() || maxIP.Less(e.IP) {
-				maxIP = e.IP
-			}
-		}
-	}
-	if len(out[i].Endpoints) == 0 || !maxIP.IsValid() {
-		return out
-	}
-	eps := append([]workload.Endpoint(nil), out[i].Endpoints...)
-	eps[0].IP = maxIP.Next()
-	out[i].Endpoints = eps
-	return out
-}
-
-func flatIndex(flat []workload.Target, t workload.Target) int {
-	for i, x := range flat {
-		if x == t {
-			return i
-		}
-	}
-	return -1
-}
-
-// flushConntrack empties the node namespace's conntrack table (like
-// `conntrack -F` there), so no mode inherits another's NAT decisions.
-func flushConntrack(node *topology.Netns) error {
-	h, err := node.Netlink()
-	if err != nil {
-		return err
-	}
-	defer h.Close()
-	return h.ConntrackTableFlush(netlink.ConntrackTable)
 }
 
 // MachineInfo describes this machine for the result.

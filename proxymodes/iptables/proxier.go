@@ -14,6 +14,7 @@ import (
 	goipt "github.com/coreos/go-iptables/iptables"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/conntrack"
 	"github.com/proxybench/proxybench/workload"
 )
 
@@ -249,6 +250,9 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	t = time.Now()
 	_, err = p.ns.Run(ctx, rs.Data, p.binary("restore"), "--noflush")
 	st.Phases["restore"] = time.Since(t)
+	if err == nil && !p.cfg.NoConntrackCleanup {
+		conntrack.AfterSync(p.ns, services).Into(&st)
+	}
 	finish()
 	if err != nil {
 		// The kernel may or may not hold the new chains; remember both

@@ -68,6 +68,10 @@ type Config struct {
 	// KUBE-SVC first sends a client seen within the timeout back to its
 	// endpoint (-m recent --name KUBE-SEP-X --rcheck --seconds T --reap).
 	AffinityTimeout time.Duration
+	// NoConntrackCleanup turns off the deletion of stale UDP conntrack
+	// entries after each sync (kube-proxy always does it; see
+	// proxymodes/conntrack), to measure what it prevents.
+	NoConntrackCleanup bool
 }
 
 // Validate reports a Config error: an unknown back end or an invalid or

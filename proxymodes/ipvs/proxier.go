@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/conntrack"
 	"github.com/proxybench/proxybench/workload"
 )
 
@@ -332,6 +333,10 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 	st.Phases["iptables"] = time.Since(t)
 	if err != nil {
 		return st, err
+	}
+
+	if !p.cfg.NoConntrackCleanup {
+		conntrack.AfterSync(p.node, services).Into(&st)
 	}
 
 	synced := make(map[string][]RealServer, len(rs.Virtual))

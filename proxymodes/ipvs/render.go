@@ -72,6 +72,10 @@ type Config struct {
 	// TCPTimeout, TCPFinTimeout and UDPTimeout are the IPVS connection
 	// timeouts (ipvsadm --set); 0 leaves the kernel's value.
 	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
+	// NoConntrackCleanup turns off the deletion of stale UDP conntrack
+	// entries after each sync (kube-proxy always does it; see
+	// proxymodes/conntrack), to measure what it prevents.
+	NoConntrackCleanup bool
 }
 
 // Validate reports a Config error: an unknown scheduler, a non-IPv4 CIDR

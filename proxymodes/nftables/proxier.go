@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/conntrack"
 	"github.com/proxybench/proxybench/workload"
 )
 
@@ -169,6 +170,9 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 		t = time.Now()
 		err = p.run(ctx, nft, tx)
 		st.Phases["transaction"] = time.Since(t)
+	}
+	if err == nil && !p.cfg.NoConntrackCleanup {
+		conntrack.AfterSync(p.ns, services).Into(&st)
 	}
 	finish()
 	if err != nil {

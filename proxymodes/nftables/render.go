@@ -88,6 +88,10 @@ type Config struct {
 	// faster at 10k services (see the package benchmarks). Zero: one
 	// transaction, as kube-proxy.
 	ChainsPerTransaction int
+	// NoConntrackCleanup turns off the deletion of stale UDP conntrack
+	// entries after each sync (kube-proxy always does it; see
+	// proxymodes/conntrack), to measure what it prevents.
+	NoConntrackCleanup bool
 }
 
 // Validate reports an invalid or non-IPv4 ClusterCIDR.

@@ -9,12 +9,10 @@ import (
 	"fmt"
 	"math/rand"
 	"net/netip"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/proxybench/proxybench/topology"
@@ -98,42 +96,29 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 	var next atomic.Int64
 	var startRec atomic.Int64 // unix ns when the first recorded connection starts
 	per := make([][]sample, spec.Concurrency)
-	var wg sync.WaitGroup
-	setupErr := make(chan error, spec.Concurrency)
-	for w := 0; w < spec.Concurrency; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-			if err := netns.Set(spec.Clients[w%len(spec.Clients)].Handle()); err != nil {
-				setupErr <- err
+	err := topology.RunPinned(spec.Concurrency, func(w int) *topology.Netns { return spec.Clients[w%len(spec.Clients)] }, func(w int) {
+		rng := rand.New(rand.NewSource(spec.Seed + int64(w)*7919))
+		for ctx.Err() == nil {
+			i := next.Add(1) - 1
+			if i >= total {
 				return
 			}
-			rng := rand.New(rand.NewSource(spec.Seed + int64(w)*7919))
-			for ctx.Err() == nil {
-				i := next.Add(1) - 1
-				if i >= total {
-					return
-				}
-				if i == int64(spec.Warmup) {
-					startRec.CompareAndSwap(0, time.Now().UnixNano())
-				}
-				t := res.Target
-				if !fixed {
-					t = flat[rng.Intn(len(flat))]
-				}
-				s := dialOnce(spec, t, rng)
-				if i >= int64(spec.Warmup) {
-					per[w] = append(per[w], s)
-				}
+			if i == int64(spec.Warmup) {
+				startRec.CompareAndSwap(0, time.Now().UnixNano())
 			}
-		}(w)
-	}
-	wg.Wait()
+			t := res.Target
+			if !fixed {
+				t = flat[rng.Intn(len(flat))]
+			}
+			s := dialOnce(spec, t, rng)
+			if i >= int64(spec.Warmup) {
+				per[w] = append(per[w], s)
+			}
+		}
+	})
 	end := time.Now()
-	close(setupErr)
-	if err := <-setupErr; err != nil {
-		return nil, fmt.Errorf("drive: enter client netns: %w", err)
+	if err != nil {
+		return nil, fmt.Errorf("drive: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -230,12 +215,24 @@ func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 			fd = -1
 		}
 	}()
+	// Each option decides whether the connection measures what it should
+	// (no TIME_WAIT left behind, a bounded connect and read, a source port
+	// picked at connect time): a failure fails the connection, which the
+	// caller counts as an error with this text.
 	tv := unix.NsecToTimeval(timeout.Nanoseconds())
-	_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+	if err = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0}); err != nil {
+		return -1, landed, time.Now(), 0, fmt.Errorf("setsockopt SO_LINGER: %w", err)
+	}
+	if err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		return -1, landed, time.Now(), 0, fmt.Errorf("setsockopt SO_SNDTIMEO %v: %w", timeout, err)
+	}
+	if err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return -1, landed, time.Now(), 0, fmt.Errorf("setsockopt SO_RCVTIMEO %v: %w", timeout, err)
+	}
 	if src.IsValid() {
-		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
+		if err = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); err != nil {
+			return -1, landed, time.Now(), 0, fmt.Errorf("setsockopt IP_BIND_ADDRESS_NO_PORT: %w", err)
+		}
 		if err = unix.Bind(fd, &unix.SockaddrInet4{Addr: src.As4()}); err != nil {
 			return -1, landed, time.Now(), 0, fmt.Errorf("bind %s: %w", src, err)
 		}
@@ -314,80 +311,70 @@ func DriveFairness(ctx context.Context, spec FairnessSpec) (*FairnessResult, err
 	per := max(1, spec.Concurrency/nc)
 	res := &FairnessResult{Hits: map[HitKey]int{}}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	setupErr := make(chan error, nc*per)
-	t0 := time.Now()
-	for c := 0; c < nc; c++ {
-		// Client c's share of every service's connections.
+	// Client c's share of every service's connections, taken in turn by
+	// its per workers (workers c*per .. c*per+per-1).
+	totals := make([]int64, nc)
+	nexts := make([]atomic.Int64, nc)
+	for c := range totals {
 		share := spec.PerService / nc
 		if c < spec.PerService%nc {
 			share++
 		}
-		total := int64(share * len(flat))
-		var next atomic.Int64
+		totals[c] = int64(share * len(flat))
+	}
+	t0 := time.Now()
+	err := topology.RunPinned(nc*per, func(w int) *topology.Netns { return spec.Clients[w/per] }, func(w int) {
+		c := w / per
 		var srcs []netip.Addr
 		if c < len(spec.Sources) {
 			srcs = spec.Sources[c]
 		}
-		for w := 0; w < per; w++ {
-			wg.Add(1)
-			go func(c int) {
-				defer wg.Done()
-				runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-				if err := netns.Set(spec.Clients[c].Handle()); err != nil {
-					setupErr <- err
-					return
+		local := map[HitKey]int{}
+		var errs, misses int
+		var samples []string
+		for ctx.Err() == nil {
+			t := nexts[c].Add(1) - 1
+			if t >= totals[c] {
+				break
+			}
+			tg := flat[int(t)%len(flat)]
+			si := 0
+			var src netip.Addr
+			if len(srcs) > 0 {
+				si = int(t/int64(len(flat))) % len(srcs)
+				src = srcs[si]
+			}
+			svc := &spec.Services[tg.Service]
+			port := svc.Ports[tg.Port]
+			landed, _, _, err := DialEchoFrom(src, svc.ClusterIP, port.Port, spec.Timeout)
+			switch {
+			case err != nil:
+				errs++
+				if len(samples) < 5 {
+					samples = append(samples, err.Error())
 				}
-				local := map[HitKey]int{}
-				var errs, misses int
-				var samples []string
-				for ctx.Err() == nil {
-					t := next.Add(1) - 1
-					if t >= total {
-						break
-					}
-					tg := flat[int(t)%len(flat)]
-					si := 0
-					var src netip.Addr
-					if len(srcs) > 0 {
-						si = int(t/int64(len(flat))) % len(srcs)
-						src = srcs[si]
-					}
-					svc := &spec.Services[tg.Service]
-					port := svc.Ports[tg.Port]
-					landed, _, _, err := DialEchoFrom(src, svc.ClusterIP, port.Port, spec.Timeout)
-					switch {
-					case err != nil:
-						errs++
-						if len(samples) < 5 {
-							samples = append(samples, err.Error())
-						}
-					case landed.Port() != port.TargetPort || !svc.HasReadyEndpoint(landed.Addr()):
-						misses++
-					default:
-						local[HitKey{Client: c, Source: si, Target: tg, Endpoint: landed.Addr()}]++
-					}
-				}
-				mu.Lock()
-				defer mu.Unlock()
-				for k, v := range local {
-					res.Hits[k] += v
-				}
-				res.Errors += errs
-				res.Misses += misses
-				for _, e := range samples {
-					if len(res.ErrorSamples) < 5 {
-						res.ErrorSamples = append(res.ErrorSamples, e)
-					}
-				}
-			}(c)
+			case landed.Port() != port.TargetPort || !svc.HasReadyEndpoint(landed.Addr()):
+				misses++
+			default:
+				local[HitKey{Client: c, Source: si, Target: tg, Endpoint: landed.Addr()}]++
+			}
 		}
-	}
-	wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for k, v := range local {
+			res.Hits[k] += v
+		}
+		res.Errors += errs
+		res.Misses += misses
+		for _, e := range samples {
+			if len(res.ErrorSamples) < 5 {
+				res.ErrorSamples = append(res.ErrorSamples, e)
+			}
+		}
+	})
 	res.Elapsed = time.Since(t0)
-	close(setupErr)
-	if err := <-setupErr; err != nil {
-		return nil, fmt.Errorf("drive fairness: enter client netns: %w", err)
+	if err != nil {
+		return nil, fmt.Errorf("drive fairness: %w", err)
 	}
 	return res, ctx.Err()
 }
@@ -402,38 +389,30 @@ func DriveFairness(ctx context.Context, spec FairnessSpec) (*FairnessResult, err
 func FirstPicks(ctx context.Context, clients []*topology.Netns, sources []netip.Addr, services []workload.Service, timeout time.Duration) ([][]netip.Addr, error) {
 	flat := workload.FlatTargets(services)
 	out := make([][]netip.Addr, len(clients))
-	errc := make(chan error, len(clients))
-	var wg sync.WaitGroup
-	for i, cl := range clients {
+	for i := range out {
 		out[i] = make([]netip.Addr, len(flat))
-		wg.Add(1)
-		go func(i int, cl *topology.Netns) {
-			defer wg.Done()
-			runtime.LockOSThread()
-			if err := netns.Set(cl.Handle()); err != nil {
-				errc <- err
+	}
+	if len(clients) == 0 {
+		return out, ctx.Err()
+	}
+	err := topology.RunPinned(len(clients), func(i int) *topology.Netns { return clients[i] }, func(i int) {
+		var src netip.Addr
+		if i < len(sources) {
+			src = sources[i]
+		}
+		for t, tg := range flat {
+			if ctx.Err() != nil {
 				return
 			}
-			var src netip.Addr
-			if i < len(sources) {
-				src = sources[i]
+			svc := &services[tg.Service]
+			landed, _, _, err := DialEchoFrom(src, svc.ClusterIP, svc.Ports[tg.Port].Port, timeout)
+			if err == nil {
+				out[i][t] = landed.Addr()
 			}
-			for t, tg := range flat {
-				if ctx.Err() != nil {
-					return
-				}
-				svc := &services[tg.Service]
-				landed, _, _, err := DialEchoFrom(src, svc.ClusterIP, svc.Ports[tg.Port].Port, timeout)
-				if err == nil {
-					out[i][t] = landed.Addr()
-				}
-			}
-		}(i, cl)
-	}
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
-		return nil, fmt.Errorf("first picks: enter client netns: %w", err)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("first picks: %w", err)
 	}
 	return out, ctx.Err()
 }
@@ -471,33 +450,10 @@ func HoldConnections(ctx context.Context, spec HoldSpec) (*HoldResult, error) {
 		return nil, errors.New("hold: need a client and perService >= 1")
 	}
 	flat := workload.FlatTargets(spec.Services)
-	type job struct {
-		src           netip.Addr
-		dst           netip.Addr
-		port, tgtPort uint16
-		reply         chan openResult
-	}
-	jobs := make([]chan job, len(spec.Clients))
-	var wg sync.WaitGroup
-	setupErr := make(chan error, len(spec.Clients))
-	for c, cl := range spec.Clients {
-		jobs[c] = make(chan job)
-		wg.Add(1)
-		go func(cl *topology.Netns, in chan job) {
-			defer wg.Done()
-			runtime.LockOSThread()
-			if err := netns.Set(cl.Handle()); err != nil {
-				setupErr <- err
-				for j := range in {
-					j.reply <- openResult{fd: -1, err: err}
-				}
-				return
-			}
-			for j := range in {
-				fd, landed, _, _, err := OpenEcho(j.src, j.dst, j.port, spec.Timeout)
-				j.reply <- openResult{fd: fd, landed: landed, err: err}
-			}
-		}(cl, jobs[c])
+	// One worker per client pod opens that client's connections.
+	workers, err := topology.StartWorkers(len(spec.Clients), func(c int) *topology.Netns { return spec.Clients[c] })
+	if err != nil {
+		return nil, fmt.Errorf("hold: %w", err)
 	}
 	res := &HoldResult{Active: make([]map[netip.Addr]int, len(flat))}
 	type held struct {
@@ -511,7 +467,6 @@ func HoldConnections(ctx context.Context, spec HoldSpec) (*HoldResult, error) {
 			unix.Close(h.fd)
 		}
 	}()
-	reply := make(chan openResult)
 	for t, tg := range flat {
 		svc := &spec.Services[tg.Service]
 		port := svc.Ports[tg.Port]
@@ -522,8 +477,10 @@ func HoldConnections(ctx context.Context, spec HoldSpec) (*HoldResult, error) {
 			if c < len(spec.Sources) && len(spec.Sources[c]) > 0 {
 				src = spec.Sources[c][(j/len(spec.Clients))%len(spec.Sources[c])]
 			}
-			jobs[c] <- job{src: src, dst: svc.ClusterIP, port: port.Port, tgtPort: port.TargetPort, reply: reply}
-			r := <-reply
+			var r openResult
+			workers.Do(c, func() {
+				r.fd, r.landed, _, _, r.err = OpenEcho(src, svc.ClusterIP, port.Port, spec.Timeout)
+			})
 			switch {
 			case r.err != nil:
 				res.Errors++
@@ -538,14 +495,7 @@ func HoldConnections(ctx context.Context, spec HoldSpec) (*HoldResult, error) {
 			}
 		}
 	}
-	for _, in := range jobs {
-		close(in)
-	}
-	wg.Wait()
-	close(setupErr)
-	if err := <-setupErr; err != nil {
-		return nil, fmt.Errorf("hold: enter client netns: %w", err)
-	}
+	workers.Close()
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()

@@ -1,0 +1,102 @@
+//go:build linux
+
+package runner
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/workload"
+)
+
+// faults collects what went wrong in a phase without stopping it but may
+// make a figure invalid (a conntrack table that could not be flushed); the
+// mode's result carries them (reports.ModeResult.Faults) and the report
+// shows them.
+type faults []string
+
+func (f *faults) add(format string, a ...any) { *f = append(*f, fmt.Sprintf(format, a...)) }
+
+// syncFullPhase is sync.full: sc.Repetitions full syncs of services, each
+// into a kernel namespace that has never held this mode's state: the
+// first ones by a fresh proxier of m in a scratch namespace each (a
+// proxier's Cleanup leaves kernel state behind that slows a re-sync, e.g.
+// IPVS keeps deleted real servers in its trash list for minutes), the
+// last by p on the node, whose conntrack table is flushed first and which
+// then carries the traffic. A failed flush is a fault (the traffic could
+// inherit another mode's NAT decisions), a failed sync an error.
+func syncFullPhase(ctx context.Context, sc *scenarios.Scenario, e *env, m proxymodes.Mode, p proxymodes.Proxier,
+	services []workload.Service, prog Progress, f *faults) ([]proxymodes.SyncStats, reports.Summary, error) {
+	prog.Start(fmt.Sprintf("%s: sync.full × %d (%d services)", m.Name, sc.Repetitions, len(services)), sc.Repetitions)
+	defer prog.Done()
+	var out []proxymodes.SyncStats
+	var walls []int64
+	for rep := 0; rep < sc.Repetitions; rep++ {
+		if err := ctx.Err(); err != nil {
+			return nil, reports.Summary{}, err
+		}
+		var st proxymodes.SyncStats
+		var err error
+		if rep < sc.Repetitions-1 {
+			st, err = e.scratchSync(ctx, sc, m, rep, services)
+		} else {
+			if ferr := e.flush(0); ferr != nil {
+				f.add("conntrack flush of node0 before the last full sync failed (traffic may follow another mode's NAT entries): %v", ferr)
+			}
+			st, err = p.Sync(ctx, services)
+		}
+		if err != nil {
+			return nil, reports.Summary{}, fmt.Errorf("sync: %w", err)
+		}
+		out = append(out, st)
+		walls = append(walls, int64(st.Wall))
+		prog.Add(1)
+	}
+	return out, reports.Summarize(walls), nil
+}
+
+// syncIncrementalPhase is sync.incremental: reps times, one endpoint
+// moves to a fresh pod IP (moveOneEndpoint) and p syncs, then syncs back
+// (the way back is not recorded). p must hold services.
+func syncIncrementalPhase(ctx context.Context, p proxymodes.Proxier, services []workload.Service, reps int) ([]proxymodes.SyncStats, reports.Summary, error) {
+	var out []proxymodes.SyncStats
+	var incs []int64
+	for rep := 0; rep < reps; rep++ {
+		st, err := p.Sync(ctx, moveOneEndpoint(services, rep))
+		if err != nil {
+			return nil, reports.Summary{}, fmt.Errorf("incremental sync: %w", err)
+		}
+		out = append(out, st)
+		incs = append(incs, int64(st.Wall))
+		if _, err := p.Sync(ctx, services); err != nil {
+			return nil, reports.Summary{}, fmt.Errorf("sync back after the incremental sync: %w", err)
+		}
+	}
+	return out, reports.Summarize(incs), nil
+}
+
+// moveOneEndpoint returns services with the first endpoint of one service
+// (chosen by rep, spread over the list) moved to a pod IP no service uses.
+func moveOneEndpoint(services []workload.Service, rep int) []workload.Service {
+	out := append([]workload.Service(nil), services...)
+	i := (rep*7919 + len(services)/2) % len(services)
+	var maxIP netip.Addr
+	for _, s := range services {
+		for _, e := range s.Endpoints {
+			if !maxIP.IsValid() || maxIP.Less(e.IP) {
+				maxIP = e.IP
+			}
+		}
+	}
+	if len(out[i].Endpoints) == 0 || !maxIP.IsValid() {
+		return out
+	}
+	eps := append([]workload.Endpoint(nil), out[i].Endpoints...)
+	eps[0].IP = maxIP.Next()
+	out[i].Endpoints = eps
+	return out
+}

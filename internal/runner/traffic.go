@@ -1,0 +1,176 @@
+//go:build linux
+
+package runner
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/topology"
+	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
+)
+
+// trafficChunk is the most connections driven at one position before the
+// traffic phase moves to the next.
+const trafficChunk = 250
+
+// trafficStep is one call of the driver in the traffic phase.
+type trafficStep struct {
+	Position    string
+	Connections int // recorded
+	Warmup      int // unrecorded, made first
+	Seed        int64
+}
+
+// trafficPlan is the traffic phase's order of work: per repetition, every
+// position gets its connections in chunks of at most trafficChunk, the
+// positions interleaved chunk by chunk in an order rotated every chunk and
+// every repetition, so that slow drifts of the machine (a guest warming
+// up, a neighbour's load) fall on every position alike and position
+// differences are the data plane's. The warmup goes with each position's
+// first chunk. Seeds are distinct per repetition, chunk and position.
+func trafficPlan(t scenarios.TrafficSpec, reps int, seed int64) []trafficStep {
+	chunks := (t.Connections + trafficChunk - 1) / trafficChunk
+	np := len(t.Positions)
+	var out []trafficStep
+	for rep := 0; rep < reps; rep++ {
+		for k := 0; k < chunks*np; k++ {
+			chunk := k / np
+			i := (k + rep + chunk) % np
+			st := trafficStep{Position: t.Positions[i], Connections: min(trafficChunk, t.Connections-chunk*trafficChunk),
+				Seed: seed + int64(rep*100000+chunk*100+i)}
+			if chunk == 0 {
+				st.Warmup = t.Warmup
+			}
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// trafficAgg sums the driver's results per position.
+type trafficAgg struct {
+	services []workload.Service
+	flat     []workload.Target
+	pos      map[string]*reports.PositionResult
+	hits     map[string]map[netip.Addr]int // fixed positions: connections per endpoint
+	elapsed  map[string]time.Duration
+	conns    int // every connection made, recorded or failed
+}
+
+func newTrafficAgg(services []workload.Service) *trafficAgg {
+	return &trafficAgg{services: services, flat: workload.FlatTargets(services),
+		pos: map[string]*reports.PositionResult{}, hits: map[string]map[netip.Addr]int{}, elapsed: map[string]time.Duration{}}
+}
+
+// add folds one driver result for position in.
+func (a *trafficAgg) add(position string, dr *traffic.DriveResult) {
+	pr := a.pos[position]
+	if pr == nil {
+		pr = &reports.PositionResult{Position: position, Index: -1}
+		if position != workload.PosRandom {
+			t := dr.Target
+			svc := &a.services[t.Service]
+			pr.Service = svc.PortName(svc.Ports[t.Port])
+			pr.Index = flatIndex(a.flat, t)
+			a.hits[position] = map[netip.Addr]int{}
+		}
+		a.pos[position] = pr
+	}
+	pr.SamplesNs = append(pr.SamplesNs, dr.LatenciesNs...)
+	pr.TTFBSamplesNs = append(pr.TTFBSamplesNs, dr.TTFBNs...)
+	pr.Errors += dr.Errors
+	pr.Misses += dr.Misses
+	for _, e := range dr.ErrorSamples {
+		if len(pr.ErrorText) < 5 {
+			pr.ErrorText = append(pr.ErrorText, e)
+		}
+	}
+	a.elapsed[position] += dr.Elapsed
+	a.conns += len(dr.LatenciesNs) + dr.Errors + dr.Misses
+	if h := a.hits[position]; h != nil {
+		for _, m := range dr.Hits {
+			for ip, n := range m {
+				h[ip] += n
+			}
+		}
+	}
+}
+
+// results summarizes every position of positions (each must have been
+// added): latency and TTFB summaries, connection rate, and at the fixed
+// positions the hits per live endpoint (ready, and not among the first
+// down of the service, which failure injection killed) with their
+// fairness, pooled over positions.
+func (a *trafficAgg) results(positions []string, down int) ([]reports.PositionResult, reports.FairnessSummary) {
+	var out []reports.PositionResult
+	var fs []reports.Fairness
+	for _, position := range positions {
+		pr := a.pos[position]
+		pr.Latency = reports.Summarize(pr.SamplesNs)
+		pr.TTFB = reports.Summarize(pr.TTFBSamplesNs)
+		if d := a.elapsed[position]; d > 0 {
+			pr.CPS = float64(len(pr.SamplesNs)) / d.Seconds()
+		}
+		if h := a.hits[position]; h != nil {
+			t, _ := workload.PositionTarget(a.flat, position)
+			svc := &a.services[t.Service]
+			pr.Hits = map[string]int{}
+			var obs, w []float64
+			for k, e := range svc.Endpoints {
+				if !e.Ready || k < down {
+					continue // fairness is over the live endpoints
+				}
+				pr.Hits[e.IP.String()] = h[e.IP]
+				obs = append(obs, float64(h[e.IP]))
+				w = append(w, float64(e.Weight))
+			}
+			f := reports.ComputeFairness(obs, w)
+			pr.Fairness = &f
+			fs = append(fs, f)
+		}
+		out = append(out, *pr)
+	}
+	return out, reports.PoolFairness(fs)
+}
+
+// trafficPhase is the traffic phase of one mode: trafficPlan's steps,
+// driven from clients through the ClusterIPs (directly to endpoints when
+// direct), summed per position. It returns the per-position results, the
+// pooled fairness at the fixed positions and the connection count.
+func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients []*topology.Netns, services []workload.Service,
+	direct bool, label string, prog Progress) ([]reports.PositionResult, reports.FairnessSummary, int, error) {
+	t := sc.Traffic
+	plan := trafficPlan(t, sc.Repetitions, sc.Seed)
+	prog.Start(fmt.Sprintf("%s: traffic, %d positions × %d repetitions × %d connections", label, len(t.Positions), sc.Repetitions, t.Connections), len(plan))
+	defer prog.Done()
+	agg := newTrafficAgg(services)
+	for _, st := range plan {
+		dr, err := e.drive(ctx, traffic.DriveSpec{
+			Clients: clients, Services: services, Direct: direct, Position: st.Position,
+			Connections: st.Connections, Warmup: st.Warmup, Concurrency: t.Concurrency,
+			Timeout: t.Timeout.Duration, Seed: st.Seed,
+		})
+		if err != nil {
+			return nil, reports.FairnessSummary{}, 0, fmt.Errorf("traffic at %s: %w", st.Position, err)
+		}
+		agg.add(st.Position, dr)
+		prog.Add(1)
+	}
+	lookup, fair := agg.results(t.Positions, sc.Failure.DownEndpointsPerService)
+	return lookup, fair, agg.conns, nil
+}
+
+func flatIndex(flat []workload.Target, t workload.Target) int {
+	for i, x := range flat {
+		if x == t {
+			return i
+		}
+	}
+	return -1
+}
