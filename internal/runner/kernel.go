@@ -254,7 +254,7 @@ func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 	// No single kernel runs every mode: split between the host and the best
 	// guest kernel, each group with the baselines that make it comparable.
 	k := guests[0]
-	var guest, hostOnly []string
+	var guest []string
 	for _, s := range st {
 		why := GuestUnsupported(sc, k, s.Mode)
 		switch {
@@ -263,8 +263,6 @@ func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 				Fix: "build a guest kernel with every mode (make kernels), or drop the mode"}
 		case !s.Available:
 			guest = append(guest, s.Mode)
-		case why != "":
-			hostOnly = append(hostOnly, s.Mode)
 		}
 	}
 	for _, b := range []string{"none", "iptables"} {
