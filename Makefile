@@ -11,7 +11,7 @@ APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod u
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/staticcheck
 
-.PHONY: setup deps build tools kernels kernels-ci test test-short bench bench-full bench-sim lint clean
+.PHONY: setup deps build tools kernels kernels-ci test test-short bench bench-full bench-sim aa lint clean
 
 ## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench, install the pinned linter, build the guest kernel CI uses (make kernels-ci)
 setup: deps build tools kernels-ci
@@ -70,23 +70,37 @@ test:
 	@f=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$f" ]; then echo "gofmt needed: $$f" >&2; exit 1; fi
 	$(GO) test -count=1 -p 1 -timeout 15m ./...
 
-## test-short: the tests that need no root
+## test-short: the loop tier (go test -short): runs as any user, needs no root, touches no kernel state, boots no guest;
+## kernel and guest tests skip (internal/testenv)
 test-short:
 	$(GO) test -short -count=1 ./...
 
 ## bench: every benchmark: render at 1k/5k/10k, partial render at 10k, full syncs against the raw tool on the same bytes
 ## (iptables-restore, nft -f) as ratio-vs-raw, userspace listeners, sim at scale; then nftables at 10k (about 2 min an iteration)
 bench:
-	$(GO) test -short -run '^$$' -bench . -benchtime 3x -benchmem ./...
-	$(GO) test -run '^$$' -bench 'FullSync/services=10000' -benchtime 1x ./proxymodes/nftables
+	$(GO) test -run '^$$' -bench . -benchtime 3x -benchmem ./...
+	PROXYBENCH_SLOW=1 $(GO) test -run '^$$' -bench 'FullSync/services=10000' -benchtime 1x ./proxymodes/nftables
 
-## bench-full: also the iptables nft back end at 10k (iptables-nft-restore --noflush: about 70 s an iteration)
+## bench-full: also the iptables nft back end at 10k (iptables-nft-restore --noflush: about 70 s an iteration); PROXYBENCH_SLOW=1 enables such cases
 bench-full:
-	$(GO) test -run '^$$' -bench . -benchtime 3x -benchmem -timeout 60m ./...
+	PROXYBENCH_SLOW=1 $(GO) test -run '^$$' -bench . -benchtime 3x -benchmem -timeout 60m ./...
 
 ## bench-sim: the sim engine at scale (100k services on one node; 10k services x 5000 nodes x 10 changes/s x 10 min): wall-s/op and sys-MiB (no root)
 bench-sim:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -benchmem ./sim
+
+AA_RUNS ?= 5
+AA_SCENARIO ?= 1k-services
+AA_MODES ?= none,iptables
+AA_DIR ?= results/aa
+## aa: A/A self-check of this machine (root; about 3 min quiet): two results of AA_SCENARIO (1k-services)
+## --modes AA_MODES (none,iptables) --count AA_RUNS (5), one after the other with the same build, then
+## compare --self-check: every flagged figure is a false alarm; prints the false-alarm rate and the noise floor per figure
+aa: build
+	@mkdir -p $(AA_DIR)
+	bin/proxybench run $(AA_SCENARIO) --modes $(AA_MODES) --count $(AA_RUNS) --quiet --output $(AA_DIR)/a.json >/dev/null
+	bin/proxybench run $(AA_SCENARIO) --modes $(AA_MODES) --count $(AA_RUNS) --quiet --output $(AA_DIR)/b.json >/dev/null
+	bin/proxybench compare --self-check $(AA_DIR)/a.json $(AA_DIR)/b.json | tee $(AA_DIR)/self-check.txt
 
 clean:
 	rm -rf bin results

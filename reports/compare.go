@@ -1,77 +1,123 @@
 package reports
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
-	"gonum.org/v1/gonum/stat"
+	"golang.org/x/perf/benchmath"
 )
 
-// CompareOptions configures Compare.
+// CompareOptions configures CompareRuns.
 type CompareOptions struct {
 	// Tolerance is the relative change below which nothing is flagged
 	// (0.10 = 10%).
 	Tolerance float64
-	// Confidence is the level of the bootstrap interval (default 0.95).
-	Confidence float64
-	// Resamples is the number of bootstrap resamples (default 2000).
-	Resamples int
-	// Seed seeds the resampling, so a comparison is reproducible (default 1).
-	Seed uint64
-	// MinSamples is the fewest raw samples per side for a figure to be
-	// judged significant (default 5); fewer gives a change without a verdict.
-	MinSamples int
+	// Alpha is the significance level of the rank test (default 0.05).
+	Alpha float64
+	// AnySize matches figures whatever their service count (a figure at
+	// 2000 services against the same figure at 1000): for comparing a
+	// deliberately resized run. Each side should hold one size.
+	AnySize bool
 }
 
 func (o CompareOptions) withDefaults() CompareOptions {
-	if o.Confidence == 0 {
-		o.Confidence = 0.95
-	}
-	if o.Resamples == 0 {
-		o.Resamples = 2000
-	}
-	if o.Seed == 0 {
-		o.Seed = 1
-	}
-	if o.MinSamples == 0 {
-		o.MinSamples = 5
+	if o.Alpha == 0 {
+		o.Alpha = 0.05
 	}
 	return o
 }
 
-// Change is one figure's change from a base run to a new run.
+// CompareFigures are the figures compare judges; for each, higher is
+// worse. The lookup and CPU ratios against mode none and the sync ratio
+// against the raw tool are measured within one run, so a noisy neighbour
+// that slows a whole run cancels out of them (docs/gates.md).
+var CompareFigures = []string{
+	"lookup.latency.p50", "lookup.latency.p99", "lookup.vsnone.p50", "lookup.vsnone.p99",
+	"sync.full", "sync.full.vsraw", "cpu.perconn", "cpu.vsnone",
+}
+
+// Change is one figure's change from the base runs to the new runs.
 type Change struct {
 	Figure   string `json:"figure"`
 	Mode     string `json:"mode"`
+	Kernel   string `json:"kernel,omitempty"`
 	Services int    `json:"services"`
-	Position string `json:"position,omitempty"`
-	// Base and New are the statistic (ns) of each run's raw samples.
-	Base float64 `json:"base"`
-	New  float64 `json:"new"`
-	// Ratio is New/Base; Lo and Hi bound it at the chosen confidence
-	// (percentile bootstrap, each run resampled independently).
+	// BaseServices is the base side's size when it differs (AnySize).
+	BaseServices int    `json:"baseServices,omitempty"`
+	Position     string `json:"position,omitempty"`
+	Unit         string `json:"unit"`
+	// BaseRuns and NewRuns are the figure per run (each computed from
+	// that run's raw samples only), in Unit.
+	BaseRuns []float64 `json:"baseRuns"`
+	NewRuns  []float64 `json:"newRuns"`
+	// Base and New are the medians of BaseRuns and NewRuns; Ratio is
+	// New/Base (NaN when Base is 0).
+	Base  float64 `json:"base"`
+	New   float64 `json:"new"`
 	Ratio float64 `json:"ratio"`
-	Lo    float64 `json:"lo"`
-	Hi    float64 `json:"hi"`
-	// NBase and NNew are the raw sample counts.
-	NBase int `json:"nBase"`
-	NNew  int `json:"nNew"`
-	// Significant is true when the interval excludes 1.
+	// P is the two-sided p-value of the Mann-Whitney U test of BaseRuns
+	// against NewRuns (golang.org/x/perf/benchmath, AssumeNothing); Alpha
+	// the level it is judged at.
+	P     float64 `json:"p"`
+	Alpha float64 `json:"alpha"`
+	// Floor is the noise floor: the smallest relative change (0.05 = 5%)
+	// the test could flag given the spread between runs on each side
+	// (NoiseFloor). Meaningless under "too few runs".
+	Floor float64 `json:"floor"`
+	// NeedRuns is the fewest runs per side for which the test can reach
+	// Alpha at all (4 at 0.05).
+	NeedRuns int `json:"needRuns"`
+	// Significant is P <= Alpha with enough runs.
 	Significant bool `json:"significant"`
-	// Verdict is "regression", "improvement" (both: larger than the
-	// tolerance and significant), "" (no flag) or "too few samples".
+	// Verdict is "regression" or "improvement" (significant and larger
+	// than the tolerance), "" (no verdict) or "too few runs".
 	Verdict string `json:"verdict"`
 }
 
 // Regression reports whether the change is a flagged regression.
 func (c Change) Regression() bool { return c.Verdict == "regression" }
+
+// Flagged reports whether the change is a regression or an improvement.
+func (c Change) Flagged() bool { return c.Verdict == "regression" || c.Verdict == "improvement" }
+
+// Key names the figure as gates and reports do.
+func (c Change) Key() string {
+	f := Figure{Name: c.Figure, Mode: c.Mode, Kernel: c.Kernel, Position: c.Position, Services: c.Services}
+	return f.Key()
+}
+
+// VerdictText is the verdict for people: "regression", "improvement",
+// "no verdict" (not significant), "within tolerance" (significant but
+// smaller than the tolerance) or "too few runs: need ≥ 4 per side".
+func (c Change) VerdictText() string {
+	switch {
+	case c.Verdict == "too few runs":
+		return fmt.Sprintf("too few runs: need ≥ %d per side", c.NeedRuns)
+	case c.Verdict != "":
+		return c.Verdict
+	case c.Significant:
+		return "within tolerance"
+	}
+	return "no verdict"
+}
+
+// String is one line: "lookup.latency.p50{…} +3.0% (floor 5.0%, p=0.421, n=5+5): no verdict".
+func (c Change) String() string {
+	return fmt.Sprintf("%s %s (floor %s, p=%.3f, n=%d+%d): %s", c.Key(), pct(c.Ratio), floorText(c), c.P, len(c.BaseRuns), len(c.NewRuns), c.VerdictText())
+}
+
+func floorText(c Change) string {
+	if c.Verdict == "too few runs" || math.IsInf(c.Floor, 0) || math.IsNaN(c.Floor) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", c.Floor*100)
+}
 
 // SameMachine returns nil when a and b ran on the same machine and
 // kernel (hostname, kernel release, host or uml, CPU model), else an error
@@ -94,224 +140,246 @@ func SameMachine(a, b *Result) error {
 	return errors.New("runs come from different machines or kernels (" + strings.Join(diffs, "; ") + "), so their figures are not comparable")
 }
 
-type sampleSet struct {
-	figure, mode, position string
-	services               int
-	q                      float64 // quantile compared
-	samples                []int64
-}
-
-// sampleSets lists the figures Compare judges, with their raw samples:
-// lookup.latency.p50 and .p99 per mode, size and position (SamplesNs), and
-// sync.full (median of SyncFull walls).
-func sampleSets(r *Result) []sampleSet {
-	var out []sampleSet
-	for _, m := range r.Modes {
-		size := modeSize(r, m)
-		mode := m.Mode
-		if s := m.Info["scheduler"]; s != "" && r.Scenario != nil && len(r.Scenario.Sweep.Schedulers) > 0 {
-			mode += "/" + s
+// runFigures returns the judged figures of one run keyed for matching
+// (name, mode with swept scheduler, kernel, position and, unless anySize,
+// size), in the run's order. Ratios of mode none to itself and syncs of
+// mode none (it programs nothing) are left out.
+func runFigures(r *Result, anySize bool) (keys []string, figs map[string]Figure) {
+	figs = map[string]Figure{}
+	for _, f := range Figures(r) {
+		if !slices.Contains(CompareFigures, f.Name) || f.Mode == "none" && (strings.Contains(f.Name, ".vs") || strings.HasPrefix(f.Name, "sync.")) {
+			continue
 		}
-		if isGuest(kernelOf(m)) {
-			mode += " (uml)" // a guest figure never matches a host one (any guest kernel matches any other: the upgrade question)
+		mode := f.Mode
+		if f.variant != "" {
+			mode += "/" + f.variant
 		}
-		if len(m.SyncFull) > 0 {
-			out = append(out, sampleSet{"sync.full", mode, "", size, 0.5, syncWalls(m)})
+		// Any guest kernel matches any other (two runs on uml:6.1 and
+		// uml:6.12: the upgrade question), never the host.
+		kernel := f.Kernel
+		if isGuest(kernel) {
+			kernel = "uml"
 		}
-		for _, p := range m.Lookup {
-			if len(p.SamplesNs) == 0 {
-				continue
-			}
-			out = append(out, sampleSet{"lookup.latency.p50", mode, p.Position, size, 0.5, p.SamplesNs},
-				sampleSet{"lookup.latency.p99", mode, p.Position, size, 0.99, p.SamplesNs})
+		k := fmt.Sprint(f.Name, "|", mode, "|", kernel, "|", f.Position)
+		if !anySize {
+			k += fmt.Sprint("|", f.Services)
 		}
+		f.Mode = mode
+		if _, dup := figs[k]; !dup {
+			keys = append(keys, k)
+		}
+		figs[k] = f
 	}
-	return out
+	return keys, figs
 }
 
-// Compare judges every figure present in both runs: the ratio new/base of
-// the figure's quantile (median for p50 and sync.full, 0.99 for p99), with
-// a percentile-bootstrap confidence interval from the raw samples (quantiles
-// by gonum's stat.Quantile, Empirical). A change is flagged when it is both
-// larger than the tolerance and significant (the interval excludes 1);
-// higher is worse for every figure compared. Figures are matched by name,
-// mode, size and position; those in one run only are skipped.
-func Compare(base, cur *Result, opt CompareOptions) []Change {
+// CompareRuns judges every figure of CompareFigures present on both
+// sides across runs: each run contributes one value per figure (its
+// statistic over its own raw samples), and the two sides' values are
+// compared with the Mann-Whitney U test (two-sided, exact for small
+// samples; golang.org/x/perf/benchmath, the test benchstat uses). A
+// change is flagged when P <= Alpha and the change of the medians is
+// larger than the tolerance; with fewer runs than the test needs to ever
+// reach Alpha the verdict is "too few runs". base and cur are single runs
+// (SplitRuns); figures are matched by name, mode, kernel, position and
+// size, and those on one side only are skipped.
+func CompareRuns(base, cur []*Result, opt CompareOptions) []Change {
 	opt = opt.withDefaults()
-	rng := rand.New(rand.NewPCG(opt.Seed, 0x9e3779b97f4a7c15))
-	idx := map[string]sampleSet{}
-	for _, s := range sampleSets(base) {
-		idx[fmt.Sprint(s.figure, s.mode, s.position, s.services)] = s
+	collect := func(runs []*Result) ([]string, map[string][]Figure) {
+		var order []string
+		vals := map[string][]Figure{}
+		for _, r := range runs {
+			keys, figs := runFigures(r, opt.AnySize)
+			for _, k := range keys {
+				if _, seen := vals[k]; !seen {
+					order = append(order, k)
+				}
+				vals[k] = append(vals[k], figs[k])
+			}
+		}
+		return order, vals
 	}
+	_, bv := collect(base)
+	order, nv := collect(cur)
+	need := NeedRuns(opt.Alpha)
 	var out []Change
-	for _, n := range sampleSets(cur) {
-		b, ok := idx[fmt.Sprint(n.figure, n.mode, n.position, n.services)]
+	for _, k := range order {
+		bf, ok := bv[k]
 		if !ok {
 			continue
 		}
-		c := Change{Figure: n.figure, Mode: n.mode, Services: n.services, Position: n.position, NBase: len(b.samples), NNew: len(n.samples)}
-		bs, ns := sortedFloats(b.samples), sortedFloats(n.samples)
-		c.Base = stat.Quantile(n.q, stat.Empirical, bs, nil)
-		c.New = stat.Quantile(n.q, stat.Empirical, ns, nil)
-		c.Ratio = c.New / c.Base
-		if c.Base == 0 {
-			c.Ratio = math.NaN()
+		nf := nv[k]
+		f := nf[0]
+		c := Change{Figure: f.Name, Mode: f.Mode, Kernel: f.Kernel, Services: f.Services, Position: f.Position, Unit: f.Unit,
+			Alpha: opt.Alpha, NeedRuns: need}
+		if bf[0].Services != f.Services {
+			c.BaseServices = bf[0].Services
 		}
-		ratios := make([]float64, 0, opt.Resamples)
-		counts := make([]int, max(len(bs), len(ns)))
-		rb0, rn0 := ranksOf(b.samples), ranksOf(n.samples)
-		for range opt.Resamples {
-			rb := blockResampledQuantile(rng, bs, rb0, n.q, counts)
-			rn := blockResampledQuantile(rng, ns, rn0, n.q, counts)
-			if rb > 0 {
-				ratios = append(ratios, rn/rb)
-			}
+		for _, x := range bf {
+			c.BaseRuns = append(c.BaseRuns, x.Value)
 		}
-		slices.Sort(ratios)
-		alpha := (1 - opt.Confidence) / 2
-		if len(ratios) > 0 {
-			c.Lo = stat.Quantile(alpha, stat.Empirical, ratios, nil)
-			c.Hi = stat.Quantile(1-alpha, stat.Empirical, ratios, nil)
-		} else {
-			c.Lo, c.Hi = math.NaN(), math.NaN()
+		for _, x := range nf {
+			c.NewRuns = append(c.NewRuns, x.Value)
 		}
-		c.Significant = c.Lo > 1 || c.Hi < 1
-		switch {
-		case c.NBase < opt.MinSamples || c.NNew < opt.MinSamples,
-			// A tail quantile needs enough samples beyond it for its
-			// bootstrap interval to mean anything (p99: 2000 samples).
-			n.q > 0.5 && float64(min(c.NBase, c.NNew))*(1-n.q) < MinTailSamples:
-			c.Significant = false
-			c.Verdict = "too few samples"
-		case c.Significant && c.Ratio > 1+opt.Tolerance:
-			c.Verdict = "regression"
-		case c.Significant && c.Ratio < 1-opt.Tolerance:
-			c.Verdict = "improvement"
-		}
+		judge(&c, opt)
 		out = append(out, c)
 	}
 	return out
 }
 
-func sortedFloats(xs []int64) []float64 {
-	out := make([]float64, len(xs))
-	for i, x := range xs {
-		out[i] = float64(x)
+// judge fills Base, New, Ratio, P, Floor, Significant and Verdict of c
+// from its runs.
+func judge(c *Change, opt CompareOptions) {
+	c.Base, c.New = median(c.BaseRuns), median(c.NewRuns)
+	c.Ratio = c.New / c.Base
+	if c.Base == 0 {
+		c.Ratio = math.NaN()
 	}
-	slices.Sort(out)
-	return out
+	c.P = uTest(c.BaseRuns, c.NewRuns, opt.Alpha)
+	if minP(len(c.BaseRuns), len(c.NewRuns)) > opt.Alpha {
+		c.Verdict = "too few runs"
+		c.Floor = math.Inf(1)
+		return
+	}
+	c.Floor = max(NoiseFloor(c.BaseRuns, opt.Alpha), NoiseFloor(c.NewRuns, opt.Alpha))
+	c.Significant = c.P <= opt.Alpha
+	switch {
+	case c.Significant && c.Ratio > 1+opt.Tolerance:
+		c.Verdict = "regression"
+	case c.Significant && c.Ratio < 1-opt.Tolerance:
+		c.Verdict = "improvement"
+	}
 }
 
-// MinTailSamples is the fewest samples beyond a tail quantile (for p99,
-// 1% of the run) for Compare to judge it.
-const MinTailSamples = 20
-
-// BootstrapBlock is the block length of Compare's bootstrap: the traffic
-// driver measures each position in chunks of this many connections, and
-// resampling whole chunks (a moving-block bootstrap, circular) keeps the
-// drift between chunks of a run in the interval, which resampling single
-// connections would hide and so flag changes between identical runs.
-const BootstrapBlock = 250
-
-// ranksOf returns, for each sample in run order, its index in sorted order.
-func ranksOf(xs []int64) []int {
-	idx := make([]int, len(xs))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(xs[a], xs[b]) })
-	ranks := make([]int, len(xs))
-	for r, i := range idx {
-		ranks[i] = r
-	}
-	return ranks
-}
-
-// blockResampledQuantile is resampledQuantile over blocks: it draws
-// len(sorted) samples as runs of BootstrapBlock consecutive samples (in run
-// order, wrapping around) from random starts. ranks maps run order to
-// sorted order (ranksOf).
-func blockResampledQuantile(rng *rand.Rand, sorted []float64, ranks []int, q float64, counts []int) float64 {
-	n := len(sorted)
-	if n == 0 {
+// median is the sample median (benchmath's AssumeNothing summary).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
 		return math.NaN()
 	}
-	block := min(BootstrapBlock, max(1, n/10))
-	clear(counts[:n])
-	for drawn := 0; drawn < n; {
-		start := rng.IntN(n)
-		for k := 0; k < block && drawn < n; k++ {
-			counts[ranks[(start+k)%n]]++
-			drawn++
-		}
-	}
-	return countedQuantile(sorted, counts[:n], q)
+	s := benchmath.NewSample(slices.Clone(xs), &benchmath.Thresholds{CompareAlpha: 0.05})
+	return benchmath.AssumeNothing.Summary(s, 0.95).Center
 }
 
-// countedQuantile is the empirical q-quantile (the smallest value whose
-// cumulative share reaches q, as stat.Empirical) of a resample given as
-// draw counts per rank of sorted.
-func countedQuantile(sorted []float64, counts []int, q float64) float64 {
-	n := len(sorted)
-	need := max(int(math.Ceil(q*float64(n))), 1)
-	cum := 0
-	for i, c := range counts {
-		cum += c
-		if cum >= need {
-			return sorted[i]
-		}
-	}
-	return sorted[n-1]
+// uTest is the two-sided Mann-Whitney U p-value of a against b (1 when
+// the test cannot be computed, e.g. every value equal).
+func uTest(a, b []float64, alpha float64) float64 {
+	t := &benchmath.Thresholds{CompareAlpha: alpha}
+	return benchmath.AssumeNothing.Compare(benchmath.NewSample(slices.Clone(a), t), benchmath.NewSample(slices.Clone(b), t)).P
 }
 
-// resampledQuantile draws len(sorted) values with replacement and returns
-// their empirical q-quantile (the smallest value whose cumulative share
-// reaches q, as stat.Empirical), counting draws per rank instead of
-// sorting the resample. counts is scratch space of at least len(sorted).
-func resampledQuantile(rng *rand.Rand, sorted []float64, q float64, counts []int) float64 {
-	n := len(sorted)
-	if n == 0 {
-		return math.NaN()
+var minPCache sync.Map
+
+// minP is the smallest p-value the U test can give for samples of n1
+// and n2 values (two fully separated samples).
+func minP(n1, n2 int) float64 {
+	if n1 == 0 || n2 == 0 {
+		return 1
 	}
-	clear(counts[:n])
-	for range n {
-		counts[rng.IntN(n)]++
+	key := [2]int{n1, n2}
+	if p, ok := minPCache.Load(key); ok {
+		return p.(float64)
 	}
-	return countedQuantile(sorted, counts[:n], q)
+	a, b := make([]float64, n1), make([]float64, n2)
+	for i := range a {
+		a[i] = float64(i)
+	}
+	for i := range b {
+		b[i] = float64(n1 + i)
+	}
+	p := uTest(a, b, 0.05)
+	minPCache.Store(key, p)
+	return p
+}
+
+// NeedRuns is the fewest runs per side with which the U test can reach
+// alpha at all: 4 at 0.05 (two fully separated sets of 4 give p = 0.029),
+// 5 at 0.01. It is 50 when even that is not enough.
+func NeedRuns(alpha float64) int {
+	for n := 2; n <= 50; n++ {
+		if minP(n, n) <= alpha {
+			return n
+		}
+	}
+	return 50
+}
+
+// NoiseFloor is the smallest relative change δ (0.05 = 5%) such that the
+// runs xs against the same runs scaled by 1+δ would be judged significant
+// at alpha by the U test: the change this spread between runs can
+// resolve with this many runs. It is +Inf when no change can be (too few
+// runs) and 0 when the runs are all equal.
+func NoiseFloor(xs []float64, alpha float64) float64 {
+	n := len(xs)
+	if n == 0 || minP(n, n) > alpha {
+		return math.Inf(1)
+	}
+	// The test's outcome changes only where a scaled run crosses an
+	// unscaled one: at the ratios between runs. Try them in order.
+	cands := []float64{0}
+	for _, a := range xs {
+		for _, b := range xs {
+			if a > 0 && b > a {
+				cands = append(cands, b/a-1)
+			}
+		}
+	}
+	slices.Sort(cands)
+	cands = slices.Compact(cands)
+	scaled := make([]float64, n)
+	for _, d := range cands {
+		step := d*(1+1e-9) + 1e-12
+		for i, x := range xs {
+			scaled[i] = x * (1 + step)
+		}
+		if uTest(xs, scaled, alpha) <= alpha {
+			return d
+		}
+	}
+	return math.Inf(1)
 }
 
 // WriteComparison prints a table of changes and a verdict line.
 func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 	opt = opt.withDefaults()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "figure\tmode\tservices\tposition\tbase\tnew\tchange\t%.0f%% CI\tn\tverdict\n", opt.Confidence*100)
-	regs, imps := 0, 0
+	fmt.Fprintf(tw, "figure\tmode\tservices\tposition\tbase\tnew\tchange\tfloor\tp\truns\tverdict\n")
+	regs, imps, few := 0, 0, 0
+	nb, nn := 0, 0
 	for _, c := range cs {
 		pos := c.Position
 		if pos == "" {
 			pos = "-"
 		}
-		v := c.Verdict
-		switch v {
-		case "":
-			v = "~"
-			if c.Significant {
-				v = "~ (within tolerance)"
-			}
+		size := fmt.Sprint(c.Services)
+		if c.BaseServices != 0 {
+			size = fmt.Sprintf("%d→%d", c.BaseServices, c.Services)
+		}
+		v := c.VerdictText()
+		switch c.Verdict {
 		case "regression":
 			regs++
 			v = "REGRESSION"
 		case "improvement":
 			imps++
+		case "too few runs":
+			few++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t[%s, %s]\t%d/%d\t%s\n", c.Figure, c.Mode, c.Services, pos,
-			FormatNs(c.Base), FormatNs(c.New), pct(c.Ratio), pct(c.Lo), pct(c.Hi), c.NBase, c.NNew, v)
+		if c.Verdict == "" {
+			v = "~ " + v
+		}
+		mode := c.Mode
+		if c.Kernel != "" {
+			mode += "@" + c.Kernel
+		}
+		nb, nn = max(nb, len(c.BaseRuns)), max(nn, len(c.NewRuns))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%d+%d\t%s\n", c.Figure, mode, size, pos,
+			FormatValue(c.Figure, c.Base), FormatValue(c.Figure, c.New), pct(c.Ratio), floorText(c), c.P, len(c.BaseRuns), len(c.NewRuns), v)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%d figures compared: %d regressions, %d improvements (flagged when |change| > %.0f%% and the %.0f%% interval excludes 0%%; bootstrap, %d resamples, seed %d)\n",
-		len(cs), regs, imps, opt.Tolerance*100, opt.Confidence*100, opt.Resamples, opt.Seed)
+	_, err := fmt.Fprintf(w, "\n%d figures compared across %d+%d runs: %d regressions, %d improvements, %d with too few runs (two-sided Mann-Whitney U test of the per-run figures, α = %g, need ≥ %d runs per side; flagged when p ≤ α and |change| > %.0f%%; floor: the smallest change the spread between runs can resolve)\n",
+		len(cs), nb, nn, regs, imps, few, opt.Alpha, NeedRuns(opt.Alpha), opt.Tolerance*100)
 	return err
 }
 

@@ -3,8 +3,12 @@ package reports
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
@@ -30,6 +34,9 @@ type Figure struct {
 	Unit string `json:"unit"`
 	// N is the number of raw samples behind Value.
 	N int `json:"n"`
+	// variant is the IPVS scheduler of a scheduler sweep (compare keeps
+	// the schedulers apart).
+	variant string
 }
 
 // Key identifies a figure within a result: "name{mode=…,position=…,services=…}".
@@ -83,7 +90,7 @@ func unitOf(name string) string {
 	switch {
 	case scenarios.GateFigures[name].Duration:
 		return "ns"
-	case strings.HasPrefix(name, "lookup.vsnone."):
+	case strings.HasPrefix(name, "lookup.vsnone."), name == "cpu.vsnone", name == "sync.full.vsraw":
 		return "ratio"
 	case name == "lookup.errors":
 		return "count"
@@ -114,16 +121,21 @@ func syncWalls(m ModeResult) []int64 {
 }
 
 // Figures lists every figure of r, in mode order: sync.full, sync.full.max,
-// sync.full.cpu, then per position lookup.latency.{p50,p90,p99,p999,max},
-// lookup.vsnone.{p50,p99} (when mode none ran at that size and position),
+// sync.full.cpu, sync.full.vsraw (when the syncs record a tool phase),
+// cpu.perconn and cpu.vsnone (when the traffic CPU was measured), then
+// per position lookup.latency.{p50,p90,p99,p999,max}, lookup.vsnone.{p50,p99} (when mode none ran at that size and position),
 // lookup.errors and throughput.cps, then fairness.{jain,maxmin,pvalue}.
 func Figures(r *Result) []Figure {
 	var out []Figure
 	base := map[string]Summary{} // "size/position" -> none's latency
+	baseCPU := map[string]float64{}
 	for _, m := range r.Modes {
 		if m.Mode == "none" {
 			for _, p := range m.Lookup {
 				base[baseKey(m, p.Position)] = lookupSummary(p)
+			}
+			if c, ok := cpuPerConn(m); ok {
+				baseCPU[baseKey(m, "")] = c
 			}
 		}
 	}
@@ -133,8 +145,12 @@ func Figures(r *Result) []Figure {
 		if isGuest(kernelOf(m)) {
 			kernel = m.Kernel
 		}
+		variant := ""
+		if s := m.Info["scheduler"]; s != "" && r.Scenario != nil && len(r.Scenario.Sweep.Schedulers) > 0 {
+			variant = s
+		}
 		add := func(name, pos string, v float64, n int) {
-			out = append(out, Figure{Name: name, Mode: m.Mode, Services: size, Kernel: kernel, Position: pos, Value: v, Unit: unitOf(name), N: n})
+			out = append(out, Figure{Name: name, Mode: m.Mode, Services: size, Kernel: kernel, Position: pos, Value: v, Unit: unitOf(name), N: n, variant: variant})
 		}
 		if len(m.SyncFull) > 0 {
 			w := Summarize(syncWalls(m))
@@ -146,6 +162,15 @@ func Figures(r *Result) []Figure {
 			add("sync.full", "", float64(w.P50), w.Count)
 			add("sync.full.max", "", float64(w.Max), w.Count)
 			add("sync.full.cpu", "", float64(c.P50), c.Count)
+			if v, n := syncVsRaw(m); n > 0 {
+				add("sync.full.vsraw", "", v, n)
+			}
+		}
+		if c, ok := cpuPerConn(m); ok {
+			add("cpu.perconn", "", c, m.TrafficConns)
+			if b := baseCPU[baseKey(m, "")]; b > 0 {
+				add("cpu.vsnone", "", c/b, m.TrafficConns)
+			}
 		}
 		for _, p := range m.Lookup {
 			l := lookupSummary(p)
@@ -170,6 +195,48 @@ func Figures(r *Result) []Figure {
 		}
 	}
 	return out
+}
+
+// cpuPerConn is a mode's traffic CPU time per connection (ns), when the
+// result has it.
+func cpuPerConn(m ModeResult) (float64, bool) {
+	if m.TrafficConns <= 0 || m.TrafficCPUNs <= 0 {
+		return 0, false
+	}
+	return float64(m.TrafficCPUNs) / float64(m.TrafficConns), true
+}
+
+// RawToolNs is the time a full sync spent in the kernel's own tool on the
+// bytes the proxier rendered: the "restore" phase (iptables-restore, as
+// the iptables and userspace proxiers record it) or the "chains" plus
+// "elements" phases (nft transactions, nftables). ok is false for syncs
+// without such phases (none, ipvs: netlink calls, no tool).
+func RawToolNs(s proxymodes.SyncStats) (ns int64, ok bool) {
+	if d, has := s.Phases["restore"]; has {
+		return int64(d), d > 0
+	}
+	c, hasC := s.Phases["chains"]
+	e, hasE := s.Phases["elements"]
+	if hasC || hasE {
+		return int64(c + e), c+e > 0
+	}
+	return 0, false
+}
+
+// syncVsRaw is the median over a mode's full syncs of wall time over
+// RawToolNs, and how many syncs had a tool phase.
+func syncVsRaw(m ModeResult) (float64, int) {
+	var rs []float64
+	for _, s := range m.SyncFull {
+		if raw, ok := RawToolNs(s); ok {
+			rs = append(rs, float64(s.Wall)/float64(raw))
+		}
+	}
+	if len(rs) == 0 {
+		return 0, 0
+	}
+	slices.Sort(rs)
+	return stat.Quantile(0.5, stat.Empirical, rs, nil), len(rs)
 }
 
 // modeSize is the size a ModeResult was measured at (results written

@@ -11,7 +11,7 @@ import (
 )
 
 // Formats lists the report formats WriteFormat accepts.
-var Formats = []string{"md", "html", "csv", "junit", "gobench"}
+var Formats = []string{"md", "html", "csv", "junit", "gobench", "openmetrics"}
 
 // ReportOptions configures WriteFormat.
 type ReportOptions struct {
@@ -44,6 +44,8 @@ func WriteFormat(w io.Writer, r *Result, format string, opt ReportOptions) error
 		return WriteJUnitFigures(w, r)
 	case "gobench":
 		return WriteGoBench(w, r)
+	case "openmetrics":
+		return WriteOpenMetrics(w, r)
 	}
 	return fmt.Errorf("unknown report format %q; use one of %s", format, strings.Join(Formats, ", "))
 }
@@ -140,7 +142,12 @@ type junitCase struct {
 	Classname string        `xml:"classname,attr"`
 	Time      string        `xml:"time,attr"`
 	Failure   *junitFailure `xml:"failure,omitempty"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
 }
 
 type junitFailure struct {

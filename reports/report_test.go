@@ -92,55 +92,6 @@ func TestEvaluateGates(t *testing.T) {
 	}
 }
 
-// TestCompare: an injected 30% regression is flagged; two samples of one
-// distribution are not.
-func TestCompare(t *testing.T) {
-	base := newFixture()
-	same := newFixture()
-	rng := rand.New(rand.NewPCG(99, 1))
-	for i := range same.Modes {
-		for j := range same.Modes[i].Lookup {
-			p := &same.Modes[i].Lookup[j]
-			med := float64(p.Latency.P50)
-			p.SamplesNs = logNormal(rng, len(p.SamplesNs), med, 0.25) // a fresh draw of the same distribution
-		}
-	}
-	for _, c := range Compare(base, same, CompareOptions{Tolerance: 0.10}) {
-		if c.Verdict == "regression" || c.Verdict == "improvement" {
-			t.Errorf("same distribution flagged: %+v", c)
-		}
-	}
-	slow := newFixture()
-	for i := range slow.Modes {
-		if slow.Modes[i].Mode != "iptables" {
-			continue
-		}
-		for j := range slow.Modes[i].Lookup {
-			for k := range slow.Modes[i].Lookup[j].SamplesNs {
-				slow.Modes[i].Lookup[j].SamplesNs[k] = slow.Modes[i].Lookup[j].SamplesNs[k] * 13 / 10
-			}
-		}
-	}
-	flagged := 0
-	for _, c := range Compare(base, slow, CompareOptions{Tolerance: 0.10}) {
-		if c.Mode == "iptables" && c.Figure == "lookup.latency.p50" {
-			if !c.Regression() || c.Ratio < 1.25 || c.Lo > 1.3 || c.Hi < 1.3 {
-				t.Errorf("30%% regression not flagged with a CI around 1.3: %+v", c)
-			}
-			flagged++
-		}
-		if c.Mode == "none" && (c.Verdict == "regression" || c.Verdict == "improvement") {
-			t.Errorf("unchanged mode flagged: %+v", c)
-		}
-		if c.Figure == "sync.full" && c.Verdict != "too few samples" {
-			t.Errorf("sync.full with 2 repetitions judged: %+v", c)
-		}
-	}
-	if flagged != 16 {
-		t.Errorf("%d iptables p50 figures compared, want 16", flagged)
-	}
-}
-
 func TestSameMachine(t *testing.T) {
 	a, b := newFixture(), newFixture()
 	if err := SameMachine(a, b); err != nil {

@@ -29,6 +29,10 @@ type Result struct {
 	Machine       Machine             `json:"machine"`
 	Scenario      *scenarios.Scenario `json:"scenario"`
 	Modes         []ModeResult        `json:"modes"`
+	// MoreRuns are runs 2..N of `run --count N` (Modes is run 1): the
+	// whole measurement repeated, so compare can judge each figure
+	// across runs (Runs splits them).
+	MoreRuns []Run `json:"moreRuns,omitempty"`
 }
 
 // Machine identifies where a run happened; compare refuses to mix machines.

@@ -23,6 +23,7 @@ var numericFields = []struct {
 }{
 	{"seed", "services: {count: 10}\nseed: @\n", "znl"},
 	{"repetitions", "services: {count: 10}\nrepetitions: @\n", ""},
+	{"runs", "services: {count: 10}\nruns: @\n", ""},
 	{"services.count", "services:\n  count: @\n", ""},
 	{"services.portsPerService", "services:\n  count: 10\n  portsPerService: @\n", ""},
 	{"services.port", "services:\n  count: 10\n  port: @\n", ""},

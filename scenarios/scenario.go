@@ -21,6 +21,11 @@ type Scenario struct {
 	// Repetitions is how many times each full sync and each traffic phase is
 	// repeated per mode (default 3).
 	Repetitions int `yaml:"repetitions" json:"repetitions"`
+	// Runs is how many times the whole measurement is repeated (default
+	// 1; `run --count N` overrides it), run after run with every mode in
+	// each, so drift between runs hits all modes alike. The result holds
+	// every run, and compare judges each figure across them.
+	Runs int `yaml:"runs,omitempty" json:"runs,omitempty"`
 	// Modes lists the proxy modes to measure, in order: none, iptables
 	// (later userspace, ipvs, nftables).
 	Modes []string `yaml:"modes" json:"modes"`

@@ -167,6 +167,7 @@ func TestDefaults(t *testing.T) {
 	want := Scenario{
 		Name:        "my-test",
 		Repetitions: 3,
+		Runs:        1,
 		Modes:       []string{"none", "iptables"},
 		Kernel:      "auto",
 		Services: ServicesSpec{Count: 10, PortsPerService: 1, Protocol: "TCP", Port: 80, TargetPort: 8080,

@@ -84,6 +84,7 @@ func (s *Scenario) SetDefaults() {
 	}
 	str("name", &s.Name, nameOf(s.source))
 	num("repetitions", &s.Repetitions, 3)
+	num("runs", &s.Runs, 1)
 	if s.Modes == nil && !s.has("modes") {
 		s.Modes = []string{"none", "iptables"}
 	}
@@ -293,13 +294,14 @@ func (c *checker) duration(field string, d time.Duration, positive bool, example
 	}
 }
 
-// top checks name, repetitions and modes.
+// top checks name, repetitions, runs and modes.
 func (c *checker) top() {
 	s := c.s
 	if !nameRE.MatchString(s.Name) {
 		c.add("name", fmt.Sprintf("%q is not usable in file names", s.Name), "use letters, digits, '.', '_' and '-' only, such as \"10k-services\"")
 	}
 	c.between("repetitions", s.Repetitions, 1, 100)
+	c.between("runs", s.Runs, 1, 100)
 	c.list("modes", s.Modes, KnownModes)
 }
 

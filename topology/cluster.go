@@ -14,20 +14,9 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-)
 
-// FabricSize is the number of NodeCIDR addresses of the fabric block for n
-// nodes: the smallest power of two >= n+3 (network, n nodes, backend host,
-// broadcast), at least 4 (with one node: the /30 node-backend link).
-// Client pod i's /30 link starts at offset FabricSize + 4i. It matches
-// scenarios.FabricSize.
-func FabricSize(n int) int {
-	p := 4
-	for p < n+3 {
-		p <<= 1
-	}
-	return p
-}
+	"github.com/proxybench/proxybench/scenarios"
+)
 
 // podGateway is the link-local next hop of every isolated pod, as in
 // Calico; every node holds it on lo and so answers ARP for it.
@@ -55,22 +44,27 @@ func ClientBlock(clientCIDR netip.Prefix, i, n int) netip.Prefix {
 	return netip.PrefixFrom(addrAt(clientCIDR, i*size), bits)
 }
 
-// buildCluster builds the general testbed: Nodes node namespaces (joined
-// by a bridge "br0" in namespace pb-<id>-fabric when more than one), the
-// AnyIP backend host on the fabric or one namespace per isolated pod, and
-// client pods spread over the nodes with their source addresses. Routes:
+// Build creates the namespaces, veth pairs, addresses, routes and sysctls
+// of spec: Nodes node namespaces (one joined to the backend host by a
+// veth; more joined by a bridge "br0" in namespace pb-<id>-fabric), the
+// AnyIP backend host or one namespace per isolated pod, and client pods
+// spread over the nodes with their source addresses. NodeCIDR starts with
+// the fabric block (scenarios.FabricSize(Nodes) addresses; with one node
+// the /30 node-backend link), then client pod i's /30 link at offset
+// FabricSize + 4i. Routes:
 // clients send the service and pod CIDRs to their node; a node sends pod
 // addresses to the backend host (shared) or to the pod's veth or node
 // (isolated), and other nodes' clients to those nodes; the backend host
 // and pods send client addresses back through the client's node, so the
 // node that translated a connection sees its replies. No namespace gets a
-// default route.
-func buildCluster(ctx context.Context, spec Spec) (tb *Testbed, err error) {
+// default route. On any error it removes what it created and returns the
+// error; ctx cancellation is checked between steps.
+func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 	nodes := max(spec.Nodes, 1)
 	if spec.ClientPods < 1 {
 		return nil, fmt.Errorf("topology: clientPods must be >= 1, got %d", spec.ClientPods)
 	}
-	fab := FabricSize(nodes)
+	fab := int(scenarios.FabricSize(nodes))
 	if need := fab + 4*spec.ClientPods; 1<<(32-spec.NodeCIDR.Bits()) < need {
 		return nil, fmt.Errorf("topology: nodeCIDR %s has fewer than the %d addresses %d nodes and %d client pods need", spec.NodeCIDR, need, nodes, spec.ClientPods)
 	}

@@ -43,6 +43,19 @@ func (n *Netns) Netlink() (*netlink.Handle, error) {
 	return netlink.NewHandleAt(n.handle, unix.NETLINK_ROUTE, unix.NETLINK_NETFILTER)
 }
 
+// enter locks the calling goroutine to its OS thread and switches that
+// thread into ns. The thread is never unlocked: it exits with the
+// goroutine, so a namespace never leaks into other goroutines. This is the
+// one place the testbed pins a thread to a namespace (Do; package nspool
+// keeps such threads as workers).
+func enter(ns *Netns) error {
+	runtime.LockOSThread()
+	if err := netns.Set(ns.handle); err != nil {
+		return fmt.Errorf("enter netns %q: %w", ns.Name, err)
+	}
+	return nil
+}
+
 // Do runs fn on a locked OS thread switched into the namespace. The thread
 // is discarded afterwards (never returned to the Go scheduler), so a failed
 // switch back cannot leak the namespace into other goroutines. Sockets

@@ -11,7 +11,6 @@
 package topology
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -51,7 +50,7 @@ type Spec struct {
 	ClientPods  int          // >= 1
 	ServiceCIDR netip.Prefix // routed from clients to the node
 	PodCIDR     netip.Prefix // answered by the backend host (AnyIP)
-	// NodeCIDR is carved into a fabric block (FabricSize(Nodes) addresses:
+	// NodeCIDR is carved into a fabric block (scenarios.FabricSize(Nodes) addresses:
 	// with one node the /30 node-backend link, else the bridge subnet of
 	// every node and the backend host) followed by one /30 link per client pod.
 	NodeCIDR netip.Prefix
@@ -117,95 +116,6 @@ func linkAddrs(nodeCIDR netip.Prefix, i int) (near, far netip.Addr) {
 	v += uint32(4*i + 1)
 	near = netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 	return near, near.Next()
-}
-
-// Build creates the namespaces, veth pairs, addresses, routes and sysctls
-// of spec. On any error it removes what it created and returns the error;
-// ctx cancellation is checked between steps.
-func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
-	if spec.Nodes > 1 || len(spec.IsolatedPods) > 0 || spec.ClientAddresses > 1 {
-		return buildCluster(ctx, spec)
-	}
-	if spec.ClientPods < 1 {
-		return nil, fmt.Errorf("topology: clientPods must be >= 1, got %d", spec.ClientPods)
-	}
-	if need := 4 * (spec.ClientPods + 1); 1<<(32-spec.NodeCIDR.Bits()) < need {
-		return nil, fmt.Errorf("topology: nodeCIDR %s has fewer than the %d addresses %d links need", spec.NodeCIDR, need, spec.ClientPods+1)
-	}
-	tb = &Testbed{RunID: spec.RunID}
-	defer func() {
-		if err != nil {
-			_ = tb.Teardown()
-			tb = nil
-		}
-	}()
-	create := tb.create
-	if tb.Node, err = create("node0"); err != nil {
-		return tb, err
-	}
-	tb.Nodes = []*Netns{tb.Node}
-	if tb.Backend, err = create("backend"); err != nil {
-		return tb, err
-	}
-	// Node forwards between its links; nothing else changes from the
-	// namespace defaults. These writes reach only the node namespace.
-	if err = tb.Node.Sysctl("net/ipv4/ip_forward", "1"); err != nil {
-		return tb, err
-	}
-	nodeB, backB := linkAddrs(spec.NodeCIDR, 0)
-	tb.NodeBackendAddr = nodeB
-	tb.NodeAddrs = []netip.Addr{nodeB}
-	bl := fmt.Sprintf("pb%s-b", spec.RunID)
-	if err = veth(tb.Node, bl, tb.Backend, "eth0", nodeB, backB); err != nil {
-		return tb, err
-	}
-	// Backend host: AnyIP for the whole pod CIDR, and a route back to the
-	// node CIDR (clients, node) through the node. No default route.
-	if err = tb.Backend.withNetlink(func(h *netlink.Handle) error {
-		if err := anyIP(h, spec.PodCIDR); err != nil {
-			return err
-		}
-		return h.RouteAdd(&netlink.Route{Dst: ipnet(spec.NodeCIDR), Gw: net.IP(nodeB.AsSlice())})
-	}); err != nil {
-		return tb, fmt.Errorf("netns %q: %w", tb.Backend.Name, err)
-	}
-	if err = tb.Node.withNetlink(func(h *netlink.Handle) error {
-		return nodeRoutes(h, spec, backB)
-	}); err != nil {
-		return tb, fmt.Errorf("netns %q: %w", tb.Node.Name, err)
-	}
-	for i := 0; i < spec.ClientPods; i++ {
-		if err = ctx.Err(); err != nil {
-			return tb, err
-		}
-		c, err := create(fmt.Sprintf("client%d", i))
-		if err != nil {
-			return tb, err
-		}
-		tb.Clients = append(tb.Clients, c)
-		nodeC, cli := linkAddrs(spec.NodeCIDR, i+1)
-		if err = veth(tb.Node, fmt.Sprintf("pb%s-c%d", spec.RunID, i), c, "eth0", nodeC, cli); err != nil {
-			return tb, err
-		}
-		if err = c.withNetlink(func(h *netlink.Handle) error {
-			for _, dst := range []netip.Prefix{spec.ServiceCIDR, spec.PodCIDR} {
-				if err := h.RouteAdd(&netlink.Route{Dst: ipnet(dst), Gw: net.IP(nodeC.AsSlice())}); err != nil {
-					return fmt.Errorf("route %s: %w", dst, err)
-				}
-			}
-			return nil
-		}); err != nil {
-			return tb, fmt.Errorf("netns %q: %w", c.Name, err)
-		}
-		// Many short connections: the whole ephemeral range.
-		if err = c.Sysctl("net/ipv4/ip_local_port_range", "1024 65535"); err != nil {
-			return tb, err
-		}
-		tb.ClientAddrs = append(tb.ClientAddrs, cli)
-		tb.ClientSources = append(tb.ClientSources, []netip.Addr{cli})
-		tb.ClientNode = append(tb.ClientNode, 0)
-	}
-	return tb, nil
 }
 
 // anyIP makes the namespace of h answer for every address of pods:

@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -11,91 +13,165 @@ import (
 	"github.com/proxybench/proxybench/reports"
 )
 
+// compareFormats are compare's --format values.
+var compareFormats = []string{"text", "benchstat", "junit", "json"}
+
 func newCompareCmd() *cobra.Command {
-	var tolerance, kernels string
-	var failOnRegression, force bool
-	var seed uint64
+	var tolerance, format, output, kernels string
+	var alpha float64
+	var failOnRegression, force, anySize, selfCheck bool
 	cmd := &cobra.Command{
-		Use:   "compare BASE.json NEW.json | compare RUN.json --kernels A,B",
-		Short: "Compare two saved results, or two kernels of one result, figure by figure, with confidence intervals",
-		Long: `compare matches every figure of NEW to BASE (by mode, size and position) and
-prints the change of lookup.latency.p50, lookup.latency.p99 and sync.full
-with a 95% percentile-bootstrap confidence interval computed from the raw
-samples. A change is flagged only when it is both larger than --tolerance
-and significant (the interval excludes no change). sync.full needs at least
-5 repetitions per run to be judged.
+		Use:   "compare BASE.json... -- NEW.json...  |  compare BASE.json NEW.json  |  compare RUN.json --kernels A,B",
+		Short: "Compare runs figure by figure across runs, with a rank test and a noise floor",
+		Long: `compare judges every gate figure of the NEW runs against the BASE runs
+across runs: each run gives one value per figure (lookup.latency.p50 and .p99,
+lookup.vsnone.p50 and .p99, sync.full, sync.full.vsraw, cpu.perconn,
+cpu.vsnone; each computed from that run's own raw samples), and the values of
+the two sides are compared with the two-sided Mann-Whitney U test
+(golang.org/x/perf/benchmath, as benchstat). A result may hold several runs
+('run --count N'); several files per side are pooled. A change is flagged only
+when p <= --alpha and it is larger than --tolerance. With fewer runs than the
+test needs (4 per side at alpha 0.05) the verdict is "too few runs: need >= N
+per side", never a guess. Each figure carries its noise floor: the smallest
+change the spread between this side's runs can resolve.
+
+--self-check reads the two sides as an A/A experiment (the same build measured
+twice, e.g. 'make aa'): every flagged figure is a false alarm, and it prints
+the false-alarm rate and the noise floor per figure.
 
 Runs from different machines or kernels (hostname, kernel release, host or
 uml, CPU model) are refused unless --force.
 
---kernels compares kernels instead of runs (the kernel-upgrade question):
-with one result, --kernels A,B compares its modes on kernel A (base) with
-the same modes on kernel B (new), e.g. --kernels uml:6.1,uml:6.12; with
-two results, --kernels A,B takes kernel A of BASE and kernel B of NEW, and
---kernels A kernel A of both. Absolute guest figures are not host figures
-(syscalls cost ~25x more in a guest): compare a host kernel with a guest
-kernel through each report's ratios to none, not here.
+--kernels compares kernels instead of builds (the kernel-upgrade question):
+with one result, --kernels A,B compares its modes on kernel A (base) with the
+same modes on kernel B (new), e.g. --kernels uml:6.1,uml:6.12 (run it with
+--count N for the rank test to judge); with two sides, --kernels A,B takes
+kernel A of BASE and kernel B of NEW, and --kernels A kernel A of both.
+Absolute guest figures are not host figures (syscalls cost ~25x more in a
+guest): between the host and a guest kernel, read the vsnone figures.
 
 Exit codes: 0 no flagged regression (or --fail-on-regression not given),
-1 a regression with --fail-on-regression, 2 bad input or refused runs.`,
-		Example: `  proxybench compare results/base.json results/new.json
+1 a flagged regression with --fail-on-regression, 2 bad input or refused runs.`,
+		Example: `  proxybench run 1k-services --count 5 --output base.json   # before the change
+  proxybench run 1k-services --count 5 --output new.json    # after
   proxybench compare base.json new.json --tolerance 5% --fail-on-regression
+  proxybench compare base-*.json -- new-*.json --format benchstat
+  proxybench compare base.json new.json --format junit --output compare.xml
+  proxybench compare --self-check aa/a-*.json -- aa/b-*.json
   proxybench compare results/kernel-upgrade.json --kernels uml:6.1,uml:6.12`,
-		Args: cobra.RangeArgs(1, 2),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(compareFormats, format) {
+				return badInput(fmt.Errorf("--format %q: use one of %s", format, strings.Join(compareFormats, ", ")))
+			}
 			tol, err := parsePercent(tolerance)
 			if err != nil {
 				return badInput(fmt.Errorf("--tolerance: %w", err))
 			}
-			base, err := reports.Read(args[0])
+			if alpha <= 0 || alpha >= 1 {
+				return badInput(fmt.Errorf("--alpha %g: use a level in (0, 1) such as 0.05", alpha))
+			}
+			basePaths, newPaths := args, []string(nil)
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				basePaths, newPaths = args[:dash], args[dash:]
+			} else if len(args) == 2 {
+				basePaths, newPaths = args[:1], args[1:]
+			}
+			oneFile := len(args) == 1 && kernels != ""
+			if oneFile {
+				newPaths = args // the same run, the other kernel
+			}
+			if len(basePaths) == 0 || len(newPaths) == 0 {
+				return badInput(fmt.Errorf("give the base results, then --, then the new results (or exactly two results, or one result and --kernels A,B)"))
+			}
+			read := func(paths []string) ([]*reports.Result, error) {
+				var rs []*reports.Result
+				for _, p := range paths {
+					r, err := reports.Read(p)
+					if err != nil {
+						return nil, err
+					}
+					if note := reports.PartialNote(r); note != "" {
+						// Figures it holds are compared; missing ones are not.
+						fmt.Fprintf(os.Stderr, "note: %s is a partial result: %s\n", p, strings.TrimPrefix(note, "PARTIAL RESULT: "))
+					}
+					rs = append(rs, r)
+				}
+				return reports.SplitRuns(rs), nil
+			}
+			base, err := read(basePaths)
 			if err != nil {
 				return badInput(err)
 			}
-			cur := base
-			if len(args) == 2 {
-				if cur, err = reports.Read(args[1]); err != nil {
-					return badInput(err)
-				}
+			cur, err := read(newPaths)
+			if err != nil {
+				return badInput(err)
 			}
-			oneRun := len(args) == 1
 			if kernels != "" {
 				ks := strings.Split(kernels, ",")
-				if len(ks) > 2 || (oneRun && len(ks) != 2) {
-					return badInput(fmt.Errorf("--kernels %q: give two kernels A,B (one result), or one or two (two results)", kernels))
+				if len(ks) > 2 || (oneFile && len(ks) != 2) {
+					return badInput(fmt.Errorf("--kernels %q: give two kernels A,B (one result), or one or two (two sides)", kernels))
 				}
 				a, b := strings.TrimSpace(ks[0]), strings.TrimSpace(ks[len(ks)-1])
-				if base, err = reports.KernelSide(base, a); err != nil {
-					return badInput(fmt.Errorf("--kernels: %w", err))
+				side := func(rs []*reports.Result, k string) ([]*reports.Result, error) {
+					var out []*reports.Result
+					for _, r := range rs {
+						s, err := reports.KernelSide(r, k)
+						if err != nil {
+							return nil, fmt.Errorf("--kernels: %w", err)
+						}
+						out = append(out, s)
+					}
+					return out, nil
 				}
-				if cur, err = reports.KernelSide(cur, b); err != nil {
-					return badInput(fmt.Errorf("--kernels: %w", err))
+				if base, err = side(base, a); err != nil {
+					return badInput(err)
 				}
-				fmt.Fprintf(os.Stdout, "base: kernel %s (%s), new: kernel %s (%s)\n\n", a, base.Machine.Kernel, b, cur.Machine.Kernel)
+				if cur, err = side(cur, b); err != nil {
+					return badInput(err)
+				}
+				fmt.Fprintf(os.Stderr, "base: kernel %s (%s), new: kernel %s (%s)\n", a, base[0].Machine.Kernel, b, cur[0].Machine.Kernel)
 				if (a == "host") != (b == "host") {
-					fmt.Fprintln(os.Stderr, "note: one side ran on the host and one in a user-mode-linux guest; absolute figures differ by the guest's syscall cost, compare the reports' ratios to none instead")
+					fmt.Fprintln(os.Stderr, "note: one side ran on the host and one in a user-mode-linux guest; absolute figures differ by the guest's syscall cost, read the vsnone figures")
 				}
-			} else if oneRun {
-				return badInput(fmt.Errorf("compare needs two results, or one result and --kernels A,B"))
 			}
-			// Two kernels of one run share the machine by construction.
-			if err := reports.SameMachine(base, cur); err != nil && !oneRun {
-				if !force {
-					return badInput(fmt.Errorf("%w; fix: compare runs of one machine, or pass --force to compare anyway", err))
+			for _, r := range append(base[1:], cur...) {
+				if oneFile {
+					break // two kernels of the same runs: one machine by construction
 				}
-				fmt.Fprintf(os.Stderr, "warning (--force): %v\n", err)
+				if err := reports.SameMachine(base[0], r); err != nil {
+					if !force {
+						return badInput(fmt.Errorf("%w; fix: compare runs of one machine, or pass --force to compare anyway", err))
+					}
+					fmt.Fprintf(os.Stderr, "warning (--force): %v\n", err)
+					break
+				}
 			}
-			opt := reports.CompareOptions{Tolerance: tol, Seed: seed}
-			cs := reports.Compare(base, cur, opt)
+			opt := reports.CompareOptions{Tolerance: tol, Alpha: alpha, AnySize: anySize}
+			cs := reports.CompareRuns(base, cur, opt)
 			if len(cs) == 0 {
-				return badInput(fmt.Errorf("no figure is present in both runs (different modes, sizes or positions)"))
+				return badInput(fmt.Errorf("no figure is present on both sides (different modes, sizes or positions; --any-size matches different sizes)"))
 			}
-			if err := reports.WriteComparison(os.Stdout, cs, opt); err != nil {
-				return &exitError{1, err}
+			err = writeTo(output, func(w io.Writer) error {
+				switch {
+				case selfCheck:
+					return reports.WriteSelfCheck(w, cs, opt)
+				case format == "benchstat":
+					return reports.WriteBenchstat(w, cs, basePaths, newPaths)
+				case format == "junit":
+					return reports.WriteComparisonJUnit(w, cs, opt)
+				case format == "json":
+					return reports.WriteComparisonJSON(w, cs)
+				}
+				return reports.WriteComparison(w, cs, opt)
+			})
+			if err != nil {
+				return err
 			}
 			if failOnRegression {
 				for _, c := range cs {
 					if c.Regression() {
-						return &exitError{1, fmt.Errorf("regression: %s of %s at %d services %s changed %+.1f%%", c.Figure, c.Mode, c.Services, c.Position, (c.Ratio-1)*100)}
+						return &exitError{1, fmt.Errorf("regression: %s", c)}
 					}
 				}
 			}
@@ -103,10 +179,14 @@ Exit codes: 0 no flagged regression (or --fail-on-regression not given),
 		},
 	}
 	cmd.Flags().StringVar(&tolerance, "tolerance", "10%", "smallest relative change that is flagged (10% or 0.1)")
+	cmd.Flags().Float64Var(&alpha, "alpha", 0.05, "significance level of the rank test")
 	cmd.Flags().BoolVar(&failOnRegression, "fail-on-regression", false, "exit 1 when a regression is flagged")
 	cmd.Flags().BoolVar(&force, "force", false, "compare runs from different machines or kernels")
-	cmd.Flags().StringVar(&kernels, "kernels", "", "compare kernels: A,B of one result (e.g. uml:6.1,uml:6.12), or of BASE and NEW")
-	cmd.Flags().Uint64Var(&seed, "seed", 1, "bootstrap resampling seed")
+	cmd.Flags().BoolVar(&anySize, "any-size", false, "match figures whatever their service count (each side one size)")
+	cmd.Flags().BoolVar(&selfCheck, "self-check", false, "read the sides as an A/A experiment: print the false-alarm rate and the noise floor per figure")
+	cmd.Flags().StringVarP(&format, "format", "f", "text", "text, benchstat (its table, ~ and p-values), junit (one testcase per judged figure) or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	cmd.Flags().StringVar(&kernels, "kernels", "", "compare kernels: A,B of one result (e.g. uml:6.1,uml:6.12), or kernel A of BASE with B of NEW")
 	return cmd
 }
 

@@ -77,6 +77,7 @@ func TestBadInput(t *testing.T) {
 		args  []string // extra args
 		env   []string
 		asUID bool // run as an unprivileged user
+		root  bool // needs root: the check comes after run's root check
 		want  []string
 	}{
 		{name: "malformed YAML", yaml: "services: [1,\n", want: []string{":1:", "YAML"}},
@@ -85,14 +86,14 @@ func TestBadInput(t *testing.T) {
 		{name: "endpoints do not fit", yaml: "services:\n  count: 2000\n  endpoints:\n    count: 3\nnetwork:\n  podCIDR: 198.19.0.0/20\n", want: []string{"podCIDR", "fix:"}},
 		{name: "services do not fit", yaml: "services:\n  count: 300\nnetwork:\n  serviceCIDR: 198.18.0.0/24\n", want: []string{"services.count", "fix:"}},
 		{name: "overlapping CIDRs", yaml: "network:\n  serviceCIDR: 198.19.0.0/16\n", want: []string{"overlap", "fix:"}},
-		{name: "missing iptables binary", args: []string{"1k-services"}, env: []string{"PATH=/nonexistent"}, want: []string{"iptables-legacy", "make setup"}},
+		{name: "missing iptables binary", args: []string{"1k-services"}, env: []string{"PATH=/nonexistent"}, root: true, want: []string{"iptables-legacy", "make setup"}},
 		{name: "not root", args: []string{"1k-services"}, asUID: true, want: []string{"root", "fix:"}},
 		{name: "unknown scenario", args: []string{"no-such-scenario"}, want: []string{"no-such-scenario", "10k-services"}},
 		{name: "bad flag override", args: []string{"1k-services", "--modes", "none,bogus"}, want: []string{"modes", "bogus"}},
-		{name: "output in /proc", args: []string{"1k-services", "--output", "/proc/x.json"}, want: []string{"--output /proc/x.json", "cannot create a file in /proc", "fix:"}},
-		{name: "output folder missing", args: []string{"1k-services", "--output", "/nonexistent-pb/dir/x.json"}, want: []string{"folder /nonexistent-pb/dir does not exist", "mkdir -p"}},
-		{name: "output is a folder", args: []string{"1k-services", "--output", "/tmp"}, want: []string{"is a directory", "fix:"}},
-		{name: "junit folder missing", args: []string{"1k-services", "--junit", "/nonexistent-pb/j.xml"}, want: []string{"--junit", "does not exist"}},
+		{name: "output in /proc", args: []string{"1k-services", "--output", "/proc/x.json"}, root: true, want: []string{"--output /proc/x.json", "cannot create a file in /proc", "fix:"}},
+		{name: "output folder missing", args: []string{"1k-services", "--output", "/nonexistent-pb/dir/x.json"}, root: true, want: []string{"folder /nonexistent-pb/dir does not exist", "mkdir -p"}},
+		{name: "output is a folder", args: []string{"1k-services", "--output", "/tmp"}, root: true, want: []string{"is a directory", "fix:"}},
+		{name: "junit folder missing", args: []string{"1k-services", "--junit", "/nonexistent-pb/j.xml"}, root: true, want: []string{"--junit", "does not exist"}},
 		{name: "UDP", yaml: "services:\n  count: 10\n  protocol: UDP\n", want: []string{":3:", "services.protocol", "TCP", "fix:"}},
 		{name: "concurrency 0", yaml: "services:\n  count: 10\ntraffic:\n  connections: 100\n  concurrency: 0\n", want: []string{":5:", "traffic.concurrency", "0 is out of range"}},
 		{name: "fractional count", yaml: "services:\n  count: 10.5\n", want: []string{":2:", "services.count", "10.5"}},
@@ -100,6 +101,9 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if c.root {
+				testenv.RequireRoot(t)
+			}
 			// Other tests build testbeds at the same time: look only for
 			// this run's ID.
 			runID := topology.NewRunID()

@@ -18,7 +18,7 @@ func newReportCmd() *cobra.Command {
 	b := reports.DefaultBudgets
 	cmd := &cobra.Command{
 		Use:   "report RESULT.json",
-		Short: "Render a saved result as md, html, csv, junit or gobench",
+		Short: "Render a saved result as md, html, csv, junit, gobench or openmetrics",
 		Long: `report renders a result written by 'proxybench run' without rerunning
 anything; every figure is recomputed from the raw samples in the file.
 
@@ -30,13 +30,19 @@ anything; every figure is recomputed from the raw samples in the file.
   csv      one row per figure: mode,services,position,figure,value,unit,n
   junit    JUnit XML, one testcase per figure
   gobench  Go benchmark lines (one per repetition) for benchstat old.txt new.txt
+  openmetrics
+           OpenMetrics text exposition (Prometheus): kube-proxy's sync and
+           network-programming histograms with its names and buckets
+           (kubeproxy_sync_full_proxy_rules_duration_seconds, ...), connect
+           time histograms, and one gauge per figure (proxybench_*)
 
 For a sweep, --budget-p99 and --budget-sync set the capacity question: the
 largest service count whose fitted p99 lookup latency (position last) and
 full sync time stay within them.`,
 		Example: `  proxybench report results/10k-services-20250101T000000Z.json --format html --output report.html
   proxybench report sweep.json --format md --budget-p99 1ms --budget-sync 2s
-  proxybench report old.json --format gobench > old.txt`,
+  proxybench report old.json --format gobench > old.txt
+  proxybench report r.json --format openmetrics > r.prom`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(reports.Formats, format) {
@@ -54,7 +60,7 @@ full sync time stay within them.`,
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&format, "format", "f", "md", "md, html, csv, junit or gobench")
+	cmd.Flags().StringVarP(&format, "format", "f", "md", "md, html, csv, junit, gobench or openmetrics")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
 	cmd.Flags().DurationVar(&b.P99, "budget-p99", b.P99, "capacity budget for p99 lookup latency at position last")
 	cmd.Flags().DurationVar(&b.Sync, "budget-sync", b.Sync, "capacity budget for full sync wall time")

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/proxybench/proxybench/internal/testenv"
+	"github.com/proxybench/proxybench/topology"
 )
 
 const fixture = "../../reports/testdata/fixture.json"
@@ -60,6 +61,70 @@ func TestCompareRefusesOtherMachine(t *testing.T) {
 	}
 }
 
+// TestCompareAcrossRuns: one run against one run gets "too few runs"
+// (exit 0 even with --fail-on-regression); four runs per side, one side
+// a file holding four runs (moreRuns) and the other four files after
+// "--", judge a 2x slowdown of iptables a regression (exit 1) and leave
+// mode none alone; benchstat and junit formats render it.
+func TestCompareAcrossRuns(t *testing.T) {
+	stdout, stderr, code := run(t, nil, "compare", fixture, fixture, "--fail-on-regression")
+	if code != 0 || !strings.Contains(stdout, "too few runs: need ≥ 4 per side") {
+		t.Fatalf("1+1 runs: exit %d\n%s%s", code, stdout, stderr)
+	}
+	b, _ := os.ReadFile(fixture)
+	var base map[string]any
+	if err := json.Unmarshal(b, &base); err != nil {
+		t.Fatal(err)
+	}
+	modes := base["modes"].([]any)
+	base["moreRuns"] = []any{map[string]any{"modes": modes}, map[string]any{"modes": modes}, map[string]any{"modes": modes}}
+	dir := t.TempDir()
+	basePath := filepath.Join(dir, "base.json")
+	b, _ = json.Marshal(base)
+	_ = os.WriteFile(basePath, b, 0o644)
+	var slow map[string]any
+	_ = json.Unmarshal(b, &slow)
+	delete(slow, "moreRuns")
+	for _, m := range slow["modes"].([]any) {
+		mm := m.(map[string]any)
+		if mm["mode"] != "iptables" {
+			continue
+		}
+		for _, p := range mm["lookup"].([]any) {
+			ss := p.(map[string]any)["samplesNs"].([]any)
+			for i := range ss {
+				ss[i] = ss[i].(float64) * 2
+			}
+		}
+	}
+	var news []string
+	for i := range 4 {
+		p := filepath.Join(dir, "new"+string(rune('a'+i))+".json")
+		b, _ = json.Marshal(slow)
+		_ = os.WriteFile(p, b, 0o644)
+		news = append(news, p)
+	}
+	// Flags go before "--": everything after it is a NEW result.
+	args := func(flags ...string) []string {
+		return append(append(append([]string{"compare"}, flags...), basePath, "--"), news...)
+	}
+	stdout, stderr, code = run(t, nil, args("--fail-on-regression")...)
+	if code != 1 || !strings.Contains(stderr, "regression: lookup.latency.p50{mode=iptables") || !strings.Contains(stdout, "across 4+4 runs") {
+		t.Fatalf("2x slowdown: exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.Contains(line, " none ") && strings.Contains(line, "lookup.latency") && !strings.Contains(line, "~ no verdict") {
+			t.Errorf("unchanged mode none judged: %s", line)
+		}
+	}
+	if stdout, stderr, code = run(t, nil, args("--format", "benchstat")...); code != 0 || !strings.Contains(stdout, "+100.") || !strings.Contains(stdout, "(p=0.029 n=4)") {
+		t.Errorf("benchstat: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if stdout, _, code = run(t, nil, args("--format", "junit")...); code != 0 || !strings.Contains(stdout, `type="regression"`) {
+		t.Errorf("junit: exit %d\n%s", code, stdout)
+	}
+}
+
 // TestGateFails runs a tiny scenario whose gate cannot pass: exit 1, the
 // failing check printed with its measured value, and a JUnit failure.
 func TestGateFails(t *testing.T) {
@@ -88,5 +153,50 @@ gates:
 	x, err := os.ReadFile(junit)
 	if err != nil || !strings.Contains(string(x), `failures="1"`) || !strings.Contains(string(x), "<failure message=\"measured ") {
 		t.Errorf("junit (%v):\n%s", err, x)
+	}
+}
+
+// TestRunCount: --count 2 repeats the whole run on fresh testbeds (two
+// run IDs), stores both runs in one result, leaves no namespace of
+// either, and compare reads the result as two runs.
+func TestRunCount(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-legacy-restore")
+	sc := writeFile(t, `services:
+  count: 20
+repetitions: 1
+modes: [none, iptables]
+traffic:
+  connections: 50
+  positions: [last]
+`)
+	out := filepath.Join(t.TempDir(), "r.json")
+	_, stderr, code := run(t, nil, "run", sc, "--quiet", "--kernel", "host", "--count", "2", "--output", out)
+	if code != 0 {
+		t.Fatalf("run --count 2: exit %d: %s", code, stderr)
+	}
+	b, _ := os.ReadFile(out)
+	var r struct {
+		RunID    string
+		Modes    []struct{ Mode string }
+		MoreRuns []struct {
+			RunID string
+			Modes []struct{ Mode string }
+		}
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Modes) != 2 || len(r.MoreRuns) != 1 || len(r.MoreRuns[0].Modes) != 2 || r.MoreRuns[0].RunID == "" || r.MoreRuns[0].RunID == r.RunID {
+		t.Fatalf("result: run %s with %d modes, more runs %+v", r.RunID, len(r.Modes), r.MoreRuns)
+	}
+	left, _ := topology.Leftovers()
+	for _, id := range []string{r.RunID, r.MoreRuns[0].RunID} {
+		if n := countRun(left, id); n != 0 {
+			t.Errorf("run %s left %d namespaces", id, n)
+		}
+	}
+	stdout, stderr, code := run(t, nil, "compare", out, out)
+	if code != 0 || !strings.Contains(stdout, "across 2+2 runs") || !strings.Contains(stdout, "too few runs: need ≥ 4 per side") {
+		t.Errorf("compare of a 2-run result: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

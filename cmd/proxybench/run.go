@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/proxybench/proxybench/internal/runner"
 	"github.com/proxybench/proxybench/internal/uml"
@@ -22,6 +24,7 @@ type runFlags struct {
 	runID    string
 	modes    string
 	services int
+	count    int
 	output   string
 	seed     int64
 	quiet    bool
@@ -51,6 +54,9 @@ func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scena
 	}
 	if cmd.Flags().Changed("seed") {
 		sc.Seed = f.seed
+	}
+	if cmd.Flags().Lookup("count") != nil && cmd.Flags().Changed("count") {
+		sc.Runs = f.count
 	}
 	if cmd.Flags().Changed("kernel") {
 		sc.Kernel = f.kernel
@@ -96,7 +102,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			}
 			// SIGPIPE too: a closed stdout/stderr pipe ends the run with
 			// its testbed removed, like SIGINT and SIGTERM.
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+			ctx, stop := signalContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 			defer stop()
 			plan, err := runner.PlanKernels(ctx, sc)
 			if err != nil {
@@ -112,32 +118,63 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			if runID == "" {
 				runID = topology.NewRunID()
 			}
-			opts := runner.Options{RunID: runID, Version: version, Progress: newProgress(f.quiet)}
 			var console io.Writer = os.Stderr
 			if f.quiet {
 				console = nil
 			}
-			res, err := runner.Execute(ctx, sc, plan, opts, console)
-			if err != nil && res != nil && len(res.Modes) > 0 {
-				// Keep what the finished kernels measured.
-				if werr := res.Write(out); werr == nil {
-					fmt.Fprintf(os.Stderr, "partial result (kernels %s): %s\n", strings.Join(res.KernelNames(), ", "), out)
+			// One run measures every mode; with runs: N (--count N) the
+			// whole run repeats, each on a fresh testbed with its own
+			// run ID, so drift between runs hits every mode alike.
+			var res *reports.Result
+			for k := range max(sc.Runs, 1) {
+				id := runID
+				if k > 0 {
+					id = topology.NewRunID()
 				}
+				if sc.Runs > 1 && !f.quiet {
+					fmt.Fprintf(os.Stderr, "run %d of %d (%s)\n", k+1, sc.Runs, id)
+				}
+				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet)}
+				// Every kernel of the plan, one after the other (runner.Execute
+				// also marks fallen-back modes and records each kernel).
+				var r *reports.Result
+				r, err = runner.Execute(ctx, sc, plan, opts, console)
+				if err != nil && k > 0 && res != nil {
+					// The runs already made are kept: save them, then
+					// report the failure.
+					fmt.Fprintf(os.Stderr, "proxybench: run %d of %d failed: %v; keeping the %d runs made\n", k+1, sc.Runs, err, k)
+					if ferr := finish(res, sc, out, def, "", ""); ferr != nil {
+						fmt.Fprintf(os.Stderr, "proxybench: %v\n", ferr)
+					}
+					break
+				}
+				if r == nil || err != nil {
+					res = r
+					break
+				}
+				if k == 0 {
+					res = r
+					continue
+				}
+				res.MoreRuns = append(res.MoreRuns, reports.Run{RunID: r.RunID, Started: r.Started, Finished: r.Finished, Modes: r.Modes})
+				res.Finished = r.Finished
 			}
 			if err != nil {
 				if runner.IsInput(err) {
 					return badInput(err)
 				}
+				code, msg := 1, err.Error()
 				if ctx.Err() != nil {
-					return &exitError{130, fmt.Errorf("interrupted; testbed %s removed: %w", runID, err)}
+					code, msg = 130, fmt.Sprintf("%v; testbed %s removed: %v", context.Cause(ctx), runID, err)
 				}
-				return &exitError{1, err}
+				return savePartial(res, out, def, code, msg)
 			}
 			return finish(res, sc, out, def, f.junit, "")
 		},
 	}
 	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes to run instead of the scenario's, e.g. none,iptables,nftables")
 	cmd.Flags().IntVar(&f.services, "services", 0, "number of services instead of the scenario's services.count")
+	cmd.Flags().IntVar(&f.count, "count", 0, "repeat the whole measurement N times instead of the scenario's runs (default 1); the result holds every run, for compare")
 	cmd.Flags().StringVar(&f.output, "output", "", "result JSON path (default results/<scenario>-<timestamp>.json)")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed instead of the scenario's")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
@@ -193,6 +230,51 @@ func finish(res *reports.Result, sc *scenarios.Scenario, out string, def bool, j
 		return &exitError{1, werr}
 	}
 	return evaluateGates(res, sc, junit)
+}
+
+// signalContext is cancelled on the first of sigs, with the cause
+// "interrupted by <signal>"; stop restores the default handling.
+func signalContext(parent context.Context, sigs ...os.Signal) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(fmt.Errorf("interrupted by %s", unix.SignalName(s.(syscall.Signal))))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
+}
+
+// savePartial ends a run that stopped early (code 130: a signal, 1: a
+// mode failed): when res holds finished measurements it is marked partial
+// with msg, saved (saveResult) and summarised on stdout, and the error
+// says where it is. The exit code stays code.
+func savePartial(res *reports.Result, out string, def bool, code int, msg string) error {
+	if res == nil || len(res.Modes) == 0 {
+		return &exitError{code, fmt.Errorf("%s; nothing was measured yet, no result written", msg)}
+	}
+	res.Partial = msg
+	var done []string
+	for _, m := range res.Modes {
+		label := m.Mode
+		if m.Partial != "" {
+			label += " (partly)"
+		}
+		done = append(done, label)
+	}
+	saved, werr := saveResult(res, out, def)
+	_ = reports.WriteMarkdown(os.Stdout, res)
+	if saved == "" {
+		return &exitError{code, fmt.Errorf("%s; the partial result (%s) could not be saved: %v", msg, strings.Join(done, ", "), werr)}
+	}
+	if werr != nil {
+		fmt.Fprintf(os.Stderr, "proxybench: %v\n", werr)
+	}
+	fmt.Fprintf(os.Stdout, "\npartial result: %s\n", saved)
+	return &exitError{code, fmt.Errorf("%s\nproxybench: partial result (finished: %s) saved at %s; 'proxybench report %s' renders it", msg, strings.Join(done, ", "), saved, saved)}
 }
 
 // evaluateGates checks the scenario's gates against res, prints each
@@ -267,6 +349,7 @@ a note. Exit 2 on any problem, as run.`,
 	}
 	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes")
 	cmd.Flags().IntVar(&f.services, "services", 0, "number of services")
+	cmd.Flags().IntVar(&f.count, "count", 0, "runs of the whole measurement, as run --count")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed")
 	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes would run, as run --kernel")
 	cmd.Flags().StringVar(&f.engine, "engine", "", "real or sim, as run --engine")

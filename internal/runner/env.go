@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/proxybench/proxybench/internal/nspool"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/userspace"
 	"github.com/proxybench/proxybench/scenarios"
@@ -37,7 +38,7 @@ type env struct {
 	driveFairness func(ctx context.Context, spec traffic.FairnessSpec) (*traffic.FairnessResult, error)
 	hold          func(ctx context.Context, spec traffic.HoldSpec) (*traffic.HoldResult, error)
 	// probes starts n probe workers, worker w pinned into client pod
-	// namespace w mod the client count (a *topology.Workers); its error
+	// namespace w mod the client count (an nspool.Workers); its error
 	// says a worker could not enter its namespace.
 	probes func(n int) (workerPool, error)
 	// dial makes one probe connection from a probe worker: where it
@@ -49,7 +50,7 @@ type env struct {
 }
 
 // workerPool runs functions on workers pinned into namespaces
-// (topology.Workers).
+// (nspool.Workers).
 type workerPool interface {
 	// Each runs fn(w) on every worker w at once and waits.
 	Each(fn func(w int))
@@ -69,7 +70,11 @@ func newEnv(tb *topology.Testbed) *env {
 		driveFairness: traffic.DriveFairness,
 		hold:          traffic.HoldConnections,
 		probes: func(n int) (workerPool, error) {
-			return topology.StartWorkers(n, func(w int) *topology.Netns { return tb.Clients[w%len(tb.Clients)] })
+			p, err := nspool.Start(n, func(w int) nspool.Namespace { return tb.Clients[w%len(tb.Clients)] })
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
 		},
 		dial: func(dst netip.Addr, port uint16, timeout time.Duration) (netip.AddrPort, time.Time, error) {
 			landed, start, _, err := traffic.DialEcho(dst, port, timeout)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/proxybench/proxybench/proxymodes"
 )
 
 // RootSnapshot captures the host root namespace's iptables (both back
@@ -32,8 +34,9 @@ func RootSnapshot(t testing.TB) map[string]string {
 		}
 		snap[key] = strings.Join(keep, "\n")
 	}
-	run("iptables-legacy", "iptables-legacy-save")
-	run("iptables-nft", "iptables-nft-save")
+	for _, be := range []string{"legacy", "nft"} {
+		run(proxymodes.IPTablesBinary(be, ""), proxymodes.IPTablesBinary(be, "save"))
+	}
 	run("nft", "nft", "list", "ruleset")
 	run("routes", "ip", "route", "show", "table", "all")
 	run("rules", "ip", "rule", "show")

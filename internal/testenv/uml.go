@@ -23,12 +23,15 @@ import (
 // runs here. Otherwise it boots a guest that runs this same test binary
 // with -test.run for this test only, with modules loaded, logs the guest's
 // output, fails the test when the guest's run failed, and returns true.
-// Without user-mode-linux it skips (a failure when kernel tests are
-// required).
+// Without user-mode-linux, or in the short tier, it skips (a failure when
+// kernel tests are required). Call it after RequireKernel.
 func InUML(t *testing.T, hostOK bool, modules ...string) bool {
 	t.Helper()
 	if hostOK || uml.InGuest() {
 		return false
+	}
+	if Short() {
+		Skip(t, shortReason)
 	}
 	if _, err := uml.Available(); err != nil {
 		Skip(t, "host kernel lacks the feature and "+err.Error())
@@ -63,4 +66,16 @@ func InUML(t *testing.T, hostOK bool, modules ...string) bool {
 		t.Fatalf("test skipped inside the user-mode-linux guest")
 	}
 	return true
+}
+
+// RequireGuest skips (or fails, see Skip) in the short tier and when
+// user-mode-linux is not installed: for tests that boot a guest themselves.
+func RequireGuest(t testing.TB) {
+	t.Helper()
+	if Short() {
+		Skip(t, shortReason)
+	}
+	if _, err := uml.Available(); err != nil {
+		Skip(t, err.Error())
+	}
 }

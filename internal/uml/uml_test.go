@@ -14,18 +14,11 @@ import (
 	. "github.com/proxybench/proxybench/internal/uml"
 )
 
-func requireUML(t *testing.T) {
-	t.Helper()
-	if _, err := Available(); err != nil {
-		testenv.Skip(t, err.Error())
-	}
-}
-
 // TestGuestRunsProgramWithIPVS boots a guest, loads ip_vs and checks the
 // program ran inside it (its kernel release, /proc/net/ip_vs, a file
 // written through the hostfs mount and the exit code back on the host).
 func TestGuestRunsProgramWithIPVS(t *testing.T) {
-	requireUML(t)
+	testenv.RequireGuest(t)
 	dir := t.TempDir()
 	res, err := Run(context.Background(), Guest{
 		MemoryMiB: 512, Timeout: 60 * time.Second, Modules: []string{"ip_vs", "ip_vs_rr"},
@@ -53,7 +46,7 @@ func TestGuestRunsProgramWithIPVS(t *testing.T) {
 // TestGuestTimeoutKills: a program that hangs is killed at the timeout,
 // with an error that says so, and no guest process remains.
 func TestGuestTimeoutKills(t *testing.T) {
-	requireUML(t)
+	testenv.RequireGuest(t)
 	dir := t.TempDir()
 	start := time.Now()
 	res, err := Run(context.Background(), Guest{MemoryMiB: 256, Timeout: 8 * time.Second, Argv: []string{"/bin/sleep", "600"}, WorkDir: dir})
@@ -72,7 +65,7 @@ func TestGuestTimeoutKills(t *testing.T) {
 // TestGuestCrashIsAnError: a guest whose program never reports an exit
 // code (here: the kernel halts under it) is an error, not a success.
 func TestGuestCrashIsAnError(t *testing.T) {
-	requireUML(t)
+	testenv.RequireGuest(t)
 	dir := t.TempDir()
 	_, err := Run(context.Background(), Guest{MemoryMiB: 256, Timeout: 60 * time.Second, Argv: []string{"/sbin/halt", "-f"}, WorkDir: dir})
 	if err == nil || !strings.Contains(err.Error(), "stopped before the program finished") {

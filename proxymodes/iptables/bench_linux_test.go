@@ -4,7 +4,6 @@ package iptables
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -17,19 +16,18 @@ import (
 // (Cleanup between iterations, untimed). It reports both in seconds and
 // their ratio ("ratio-vs-raw"): the Proxier's own overhead (render, jump
 // rules) on top of the kernel tool. Root only; -benchtime=3x is enough.
-// With -short the nft back end is skipped: iptables-nft-restore --noflush
-// (1.8.9) is superlinear and takes about 70 s per restore at 10k here.
+// The nft back end runs only with PROXYBENCH_SLOW=1 (make bench-full):
+// iptables-nft-restore --noflush (1.8.9) is superlinear and takes about
+// 70 s per restore at 10k here.
 func BenchmarkFullSync10k(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root (network namespaces)")
-	}
+	testenv.RequireKernel(b)
 	svcs := genServices(10000, 3)
 	for _, backend := range []string{BackendLegacy, BackendNft} {
 		b.Run("backend="+backend, func(b *testing.B) {
 			testenv.RequireKernel(b, "iptables-"+backend+"-restore")
-			if backend == BackendNft && testing.Short() {
+			if backend == BackendNft {
 				// iptables-nft-restore 1.8.9 --noflush takes ~70 s here at 10k.
-				b.Skip("nft at 10k services takes minutes; run without -short")
+				testenv.RequireSlow(b, "nft at 10k services takes minutes")
 			}
 			ns := testenv.NewNetns(b, "bench"+backend)
 			ctx := context.Background()

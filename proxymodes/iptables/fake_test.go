@@ -50,8 +50,9 @@ func (k *fakeKernel) Run(_ context.Context, stdin []byte, name string, args ...s
 	k.runs = append(k.runs, fakeRun{name, args, string(stdin)})
 	switch {
 	case strings.HasSuffix(name, "-restore"):
-		if len(args) != 1 || args[0] != "--noflush" {
-			return nil, fmt.Errorf("fake: restore without --noflush: %q", args)
+		// kube-proxy's invocation: wait at most 5 s for the xtables lock.
+		if strings.Join(args, " ") != "-w 5 -W 100000 --noflush" {
+			return nil, fmt.Errorf("fake: restore without -w 5 -W 100000 --noflush: %q", args)
 		}
 		return nil, k.restore(string(stdin))
 	case strings.HasSuffix(name, "-save"):
@@ -250,8 +251,8 @@ func TestSyncFake(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(k.runs) != 1 || k.runs[0].name != "iptables-"+backend+"-restore" || strings.Join(k.runs[0].args, " ") != "--noflush" {
-				t.Fatalf("runs = %+v, want one iptables-%s-restore --noflush", k.runs, backend)
+			if len(k.runs) != 1 || k.runs[0].name != "iptables-"+backend+"-restore" || strings.Join(k.runs[0].args, " ") != "-w 5 -W 100000 --noflush" {
+				t.Fatalf("runs = %+v, want one iptables-%s-restore -w 5 -W 100000 --noflush", k.runs, backend)
 			}
 			if len(*paths) != 1 || (*paths)[0] != "/usr/sbin/iptables-"+backend {
 				t.Errorf("go-iptables paths %q, want /usr/sbin/iptables-%s", *paths, backend)

@@ -97,7 +97,7 @@ func (p *Proxier) ForceFullSync() {
 // an invalid cfg makes Sync fail.
 func New(cfg Config, ns Namespace) *Proxier {
 	return &Proxier{cfg: cfg, ns: ns, newCmd: func(path string) (iptablesCmd, error) {
-		return goipt.New(goipt.Path(path))
+		return goipt.New(goipt.Path(path), goipt.Timeout(5)) // kube-proxy: -w 5
 	}}
 }
 
@@ -248,7 +248,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	st.Phases["ensure"] = time.Since(t)
 
 	t = time.Now()
-	_, err = p.ns.Run(ctx, rs.Data, p.binary("restore"), "--noflush")
+	_, err = p.ns.Run(ctx, rs.Data, p.binary("restore"), proxymodes.RestoreArgs("--noflush")...)
 	st.Phases["restore"] = time.Since(t)
 	if err == nil && !p.cfg.NoConntrackCleanup {
 		conntrack.AfterSync(p.ns, services).Into(&st)
@@ -328,7 +328,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	}
 	data := cleanupInput(out)
 	if data != nil {
-		if _, err := p.ns.Run(ctx, data, p.binary("restore"), "--noflush"); err != nil {
+		if _, err := p.ns.Run(ctx, data, p.binary("restore"), proxymodes.RestoreArgs("--noflush")...); err != nil {
 			return fmt.Errorf("iptables: cleanup: %w", err)
 		}
 	}

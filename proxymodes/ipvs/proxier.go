@@ -24,11 +24,13 @@ import (
 	"github.com/proxybench/proxybench/workload"
 )
 
-// Binaries run inside the node namespace.
-const (
-	binIPSet   = "ipset"
-	binRestore = "iptables-legacy-restore"
-	binSave    = "iptables-legacy-save"
+// Binaries run inside the node namespace: kube-proxy's IPVS mode programs
+// its iptables rules through the legacy back end.
+const binIPSet = "ipset"
+
+var (
+	binRestore = proxymodes.IPTablesBinary("legacy", "restore")
+	binSave    = proxymodes.IPTablesBinary("legacy", "save")
 )
 
 // ipsetMaxElem is the KUBE-CLUSTER-IP maxelem: fixed (a different value
@@ -616,7 +618,7 @@ func (p *Proxier) syncIPTables(ctx context.Context, rs *Ruleset, st *proxymodes.
 		return fmt.Errorf("ipvs: %w", err)
 	}
 	in, jumps := natInput(rs.NAT, save)
-	if _, err := p.node.Run(ctx, in, binRestore, "--noflush"); err != nil {
+	if _, err := p.node.Run(ctx, in, binRestore, proxymodes.RestoreArgs("--noflush")...); err != nil {
 		return fmt.Errorf("ipvs: restore nat rules: %w", err)
 	}
 	st.Bytes += len(in)
@@ -639,7 +641,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
 	} else if in := cleanupInput(save); in != nil {
-		if _, err := p.node.Run(ctx, in, binRestore, "--noflush"); err != nil {
+		if _, err := p.node.Run(ctx, in, binRestore, proxymodes.RestoreArgs("--noflush")...); err != nil {
 			errs = append(errs, fmt.Errorf("ipvs: cleanup nat rules: %w", err))
 		}
 	}

@@ -4,7 +4,6 @@ package nftables
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -22,14 +21,13 @@ import (
 // Proxier's overhead (render, knftables, two transactions) on top of nft,
 // with Config.ChainsPerTransaction 0 (one transaction of chains and rules)
 // and 4000 (rules in transactions of 4000 chains).
-// Root only; 1k and 3k services, plus 10k without -short (about 30 s per
-// nft -f on this kernel); -benchtime=3x is enough.
+// Root only; 1k and 3k services, plus 10k with PROXYBENCH_SLOW=1 (about
+// 30 s per nft -f on this kernel; make bench runs it once); -benchtime=3x
+// is enough.
 func BenchmarkFullSync(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root (network namespaces)")
-	}
+	testenv.RequireKernel(b, "nft")
 	sizes := []int{1000, 3000}
-	if !testing.Short() {
+	if testenv.Slow() {
 		sizes = append(sizes, 10000)
 	}
 	for _, n := range sizes {

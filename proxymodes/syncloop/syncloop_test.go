@@ -158,18 +158,25 @@ func TestRunnerRealTime(t *testing.T) {
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
 	for i := 0; i < 20; i++ {
 		r.Changed()
 		time.Sleep(5 * time.Millisecond)
 	}
+	burst := time.Since(start)
 	time.Sleep(250 * time.Millisecond)
 	cancel()
 	<-done
 	mu.Lock()
 	defer mu.Unlock()
 	// Initial full sync, the burst token at the first change, then the
-	// remaining changes batched behind minSyncPeriod: far fewer than 21.
-	if len(syncs) < 2 || len(syncs) > 4 || !syncs[0] {
-		t.Errorf("syncs %v: want 2..4 syncs, the first full", syncs)
+	// remaining changes batched behind minSyncPeriod (100 ms; a bucket of
+	// 2 tokens): the initial sync, both tokens, one sync per period the
+	// burst lasted and the one for the changes left at its end. On a
+	// loaded machine the 5 ms sleeps take longer, so the bound comes from
+	// the measured burst; quiet, it is 5 syncs for 21 changes.
+	most := 4 + int(burst/(100*time.Millisecond))
+	if len(syncs) < 2 || len(syncs) > most || !syncs[0] {
+		t.Errorf("syncs %v over a %v burst: want 2..%d syncs, the first full", syncs, burst, most)
 	}
 }

@@ -5,7 +5,6 @@ package userspace_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -26,9 +25,7 @@ import (
 // the "listeners" phase and of the whole Sync, and the restore phase.
 // Root only; -benchtime=3x is enough.
 func BenchmarkFullSync(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root (network namespaces)")
-	}
+	testenv.RequireKernel(b)
 	for _, tc := range []struct {
 		n      int
 		kernel bool
@@ -76,9 +73,7 @@ func BenchmarkFullSync(b *testing.B) {
 // the process's RSS after the traffic ("rss-MiB"). The userspace figure
 // minus the iptables one is the proxy's own CPU cost per connection.
 func BenchmarkTrafficCPU(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root (network namespaces)")
-	}
+	testenv.RequireKernel(b)
 	testenv.RequireKernel(b, "iptables-legacy-restore", "iptables-legacy")
 	svcs := testServices(b, 1000, 3)
 	tb := testbedB(b, svcs)

@@ -363,7 +363,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 	st.Bytes = len(rs.Data)
 
 	t = time.Now()
-	_, err = p.node.Run(ctx, rs.Data, p.binary("restore"), "--noflush")
+	_, err = p.node.Run(ctx, rs.Data, p.binary("restore"), proxymodes.RestoreArgs("--noflush")...)
 	st.Phases["restore"] = time.Since(t)
 	if err != nil {
 		p.lastData = nil
@@ -483,12 +483,13 @@ func (p *Proxier) listen(lc *net.ListenConfig) (*net.TCPListener, error) {
 // portal chains where missing (iptables -C, then -I 1).
 func (p *Proxier) ensureJumps(ctx context.Context) error {
 	for _, j := range jumpRules {
-		args := append([]string{"-w", "-t", "nat", "-C", j.chain}, j.args...)
+		// -w 5: wait for the xtables lock at most 5 s, as kube-proxy.
+		args := append([]string{"-w", "5", "-t", "nat", "-C", j.chain}, j.args...)
 		if _, err := p.node.Run(ctx, nil, p.binary(""), args...); err == nil {
 			continue
 		}
-		args[3] = "-I"
-		args = append(args[:5], append([]string{"1"}, args[5:]...)...)
+		args[4] = "-I"
+		args = append(args[:6], append([]string{"1"}, args[6:]...)...)
 		if _, err := p.node.Run(ctx, nil, p.binary(""), args...); err != nil {
 			return fmt.Errorf("userspace: jump nat %s -> %s: %w", j.chain, j.args[len(j.args)-1], err)
 		}
@@ -525,14 +526,14 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	p.ensured = false
 	for _, j := range jumpRules {
 		// Delete every copy; -D fails once none is left (or the chain is gone).
-		args := append([]string{"-w", "-t", "nat", "-D", j.chain}, j.args...)
+		args := append([]string{"-w", "5", "-t", "nat", "-D", j.chain}, j.args...)
 		for i := 0; i < 8; i++ {
 			if _, err := p.node.Run(ctx, nil, p.binary(""), args...); err != nil {
 				break
 			}
 		}
 	}
-	if _, err := p.node.Run(ctx, []byte(cleanupData), p.binary("restore"), "--noflush"); err != nil {
+	if _, err := p.node.Run(ctx, []byte(cleanupData), p.binary("restore"), proxymodes.RestoreArgs("--noflush")...); err != nil {
 		return fmt.Errorf("userspace: cleanup: %w", err)
 	}
 	return nil

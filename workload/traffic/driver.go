@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/proxybench/proxybench/internal/nspool"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
 )
@@ -96,7 +97,7 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 	var next atomic.Int64
 	var startRec atomic.Int64 // unix ns when the first recorded connection starts
 	per := make([][]sample, spec.Concurrency)
-	err := topology.RunPinned(spec.Concurrency, func(w int) *topology.Netns { return spec.Clients[w%len(spec.Clients)] }, func(w int) {
+	err := nspool.Run(spec.Concurrency, func(w int) nspool.Namespace { return spec.Clients[w%len(spec.Clients)] }, func(w int) {
 		rng := rand.New(rand.NewSource(spec.Seed + int64(w)*7919))
 		for ctx.Err() == nil {
 			i := next.Add(1) - 1
@@ -323,7 +324,7 @@ func DriveFairness(ctx context.Context, spec FairnessSpec) (*FairnessResult, err
 		totals[c] = int64(share * len(flat))
 	}
 	t0 := time.Now()
-	err := topology.RunPinned(nc*per, func(w int) *topology.Netns { return spec.Clients[w/per] }, func(w int) {
+	err := nspool.Run(nc*per, func(w int) nspool.Namespace { return spec.Clients[w/per] }, func(w int) {
 		c := w / per
 		var srcs []netip.Addr
 		if c < len(spec.Sources) {
@@ -395,7 +396,7 @@ func FirstPicks(ctx context.Context, clients []*topology.Netns, sources []netip.
 	if len(clients) == 0 {
 		return out, ctx.Err()
 	}
-	err := topology.RunPinned(len(clients), func(i int) *topology.Netns { return clients[i] }, func(i int) {
+	err := nspool.Run(len(clients), func(i int) nspool.Namespace { return clients[i] }, func(i int) {
 		var src netip.Addr
 		if i < len(sources) {
 			src = sources[i]
@@ -451,7 +452,7 @@ func HoldConnections(ctx context.Context, spec HoldSpec) (*HoldResult, error) {
 	}
 	flat := workload.FlatTargets(spec.Services)
 	// One worker per client pod opens that client's connections.
-	workers, err := topology.StartWorkers(len(spec.Clients), func(c int) *topology.Netns { return spec.Clients[c] })
+	workers, err := nspool.Start(len(spec.Clients), func(c int) nspool.Namespace { return spec.Clients[c] })
 	if err != nil {
 		return nil, fmt.Errorf("hold: %w", err)
 	}

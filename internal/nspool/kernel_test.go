@@ -1,6 +1,6 @@
 //go:build linux
 
-package topology_test
+package nspool_test
 
 import (
 	"strings"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/proxybench/proxybench/internal/nspool"
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/topology"
 )
@@ -19,7 +20,7 @@ func TestWorkersPinned(t *testing.T) {
 	testenv.RequireKernel(t)
 	a, b := testenv.NewNetns(t, "wa"), testenv.NewNetns(t, "wb")
 	nss := []*topology.Netns{a, b}
-	p, err := topology.StartWorkers(5, func(w int) *topology.Netns { return nss[w%2] })
+	p, err := nspool.Start(5, func(w int) nspool.Namespace { return nss[w%2] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,8 +54,8 @@ func TestWorkersPinned(t *testing.T) {
 	}
 }
 
-// TestWorkersEnterFails: a namespace that cannot be entered fails
-// StartWorkers with its name, and RunPinned runs nothing.
+// TestWorkersEnterFails: a namespace that cannot be entered fails Start
+// with its name, and Run runs nothing.
 func TestWorkersEnterFails(t *testing.T) {
 	testenv.RequireKernel(t)
 	good := testenv.NewNetns(t, "wg")
@@ -63,17 +64,17 @@ func TestWorkersEnterFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad.Close() // its handle is now invalid
-	nsOf := func(w int) *topology.Netns {
+	nsOf := func(w int) nspool.Namespace {
 		if w == 1 {
 			return bad
 		}
 		return good
 	}
-	if _, err := topology.StartWorkers(3, nsOf); err == nil || !strings.Contains(err.Error(), good.Name) {
+	if _, err := nspool.Start(3, nsOf); err == nil || !strings.Contains(err.Error(), good.Name) {
 		t.Fatalf("err %v, want a failure naming %s", err, good.Name)
 	}
 	ran := false
-	if err := topology.RunPinned(3, nsOf, func(int) { ran = true }); err == nil || ran {
-		t.Errorf("RunPinned: err %v, ran %v: want an error and nothing run", err, ran)
+	if err := nspool.Run(3, nsOf, func(int) { ran = true }); err == nil || ran {
+		t.Errorf("Run: err %v, ran %v: want an error and nothing run", err, ran)
 	}
 }

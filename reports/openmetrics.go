@@ -1,0 +1,185 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/proxybench/proxybench/scenarios"
+)
+
+// LookupBucketBounds are the bounds (seconds) of
+// proxybench_lookup_connect_duration_seconds: 2.5 µs doubling 18 times,
+// to 0.33 s (kube-proxy has no connect-time histogram).
+func LookupBucketBounds() []float64 {
+	b := make([]float64, 18)
+	v := 2.5e-6
+	for i := range b {
+		b[i] = v
+		v *= 2
+	}
+	return b
+}
+
+// WriteOpenMetrics writes r in the OpenMetrics text exposition format
+// (github.com/prometheus/common/expfmt), so a result can be pushed to the
+// Prometheus that already charts a cluster's kube-proxy:
+//
+//   - kubeproxy_sync_full_proxy_rules_duration_seconds and
+//     kubeproxy_sync_partial_proxy_rules_duration_seconds (histograms of
+//     the full and incremental syncs, every mode but none), and
+//     kubeproxy_sync_proxy_rules_duration_seconds (both, plus the churn
+//     phases' syncs), with kube-proxy's names and buckets (1 ms doubling
+//     to 16.384 s, pkg/proxy/metrics);
+//   - kubeproxy_network_programming_duration_seconds, the churn phases'
+//     programming latency, in kube-proxy's buckets;
+//   - proxybench_lookup_connect_duration_seconds, a histogram of the raw
+//     connect times per mode and position (LookupBucketBounds);
+//   - one gauge per figure (Figures): proxybench_<figure> with dots as
+//     underscores and _seconds for durations (in seconds), e.g.
+//     proxybench_lookup_latency_p99_seconds, proxybench_lookup_vsnone_p50.
+//
+// Every series carries the labels scenario, run_id, mode, kernel
+// ("host" or "uml") and services; lookup series also position. Durations
+// are in seconds, as Prometheus names them.
+func WriteOpenMetrics(w io.Writer, r *Result) error {
+	scen := ""
+	if r.Scenario != nil {
+		scen = r.Scenario.Name
+	}
+	labels := func(m ModeResult, extra ...string) []*dto.LabelPair {
+		kernel := m.Kernel
+		if kernel == "" {
+			kernel = "host"
+		}
+		mode := r.modeLabel(m)
+		mode = strings.TrimSuffix(mode, " (uml)")
+		kv := append([]string{"scenario", scen, "run_id", r.RunID, "mode", mode, "kernel", kernel, "services", strconv.Itoa(modeSize(r, m))}, extra...)
+		var out []*dto.LabelPair
+		for i := 0; i+1 < len(kv); i += 2 {
+			out = append(out, &dto.LabelPair{Name: proto.String(kv[i]), Value: proto.String(kv[i+1])})
+		}
+		return out
+	}
+	hist := func(name, help string) *dto.MetricFamily {
+		return &dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: dto.MetricType_HISTOGRAM.Enum()}
+	}
+	full := hist("kubeproxy_sync_full_proxy_rules_duration_seconds", "Full sync wall time in seconds (kube-proxy: SyncProxyRules latency for full resyncs)")
+	partial := hist("kubeproxy_sync_partial_proxy_rules_duration_seconds", "Incremental sync wall time in seconds (kube-proxy: SyncProxyRules latency for partial resyncs)")
+	all := hist("kubeproxy_sync_proxy_rules_duration_seconds", "Sync wall time in seconds, every sync (kube-proxy: SyncProxyRules latency)")
+	prog := hist("kubeproxy_network_programming_duration_seconds", "Churn phases: time from a change to its first observation in the data plane, in seconds")
+	lookup := hist("proxybench_lookup_connect_duration_seconds", "TCP connect time through the ClusterIP, in seconds")
+	for _, m := range r.Modes {
+		var fullNs, partNs, allNs, progNs []int64
+		for _, s := range m.SyncFull {
+			fullNs = append(fullNs, int64(s.Wall))
+		}
+		for _, s := range m.SyncIncremental {
+			partNs = append(partNs, int64(s.Wall))
+		}
+		allNs = append(append(allNs, fullNs...), partNs...)
+		for _, c := range m.Churn {
+			for _, s := range c.Syncs {
+				if s.Err == "" {
+					allNs = append(allNs, int64(s.Wall))
+				}
+			}
+			for _, s := range c.Samples {
+				progNs = append(progNs, s.LatencyNs)
+			}
+		}
+		if m.Mode != "none" {
+			addHistogram(full, labels(m), fullNs, SyncBucketBounds())
+			addHistogram(partial, labels(m), partNs, SyncBucketBounds())
+			addHistogram(all, labels(m), allNs, SyncBucketBounds())
+		}
+		addHistogram(prog, labels(m), progNs, ProgrammingBuckets())
+		for _, p := range m.Lookup {
+			addHistogram(lookup, labels(m, "position", p.Position), p.SamplesNs, LookupBucketBounds())
+		}
+	}
+	fams := []*dto.MetricFamily{full, partial, all, prog, lookup}
+	gauges := map[string]*dto.MetricFamily{}
+	var order []string
+	byMode := map[string]ModeResult{}
+	for _, m := range r.Modes {
+		byMode[fmt.Sprint(m.Mode, "|", m.Kernel, "|", modeSize(r, m), "|", m.Info["scheduler"])] = m
+	}
+	for _, f := range Figures(r) {
+		name := "proxybench_" + strings.ReplaceAll(f.Name, ".", "_")
+		v := f.Value
+		if f.Unit == "ns" {
+			name += "_seconds"
+			v /= 1e9
+		}
+		g, ok := gauges[name]
+		if !ok {
+			g = &dto.MetricFamily{Name: proto.String(name), Type: dto.MetricType_GAUGE.Enum(), Help: proto.String(figureHelp(f.Name))}
+			gauges[name] = g
+			order = append(order, name)
+		}
+		kernel := ""
+		if f.Kernel == "uml" {
+			kernel = "uml"
+		}
+		m := byMode[fmt.Sprint(f.Mode, "|", kernel, "|", f.Services, "|", f.variant)]
+		if m.Mode == "" {
+			m = ModeResult{Mode: f.Mode, Kernel: kernel, Services: f.Services}
+		}
+		var extra []string
+		if f.Position != "" {
+			extra = []string{"position", f.Position}
+		}
+		g.Metric = append(g.Metric, &dto.Metric{Label: labels(m, extra...), Gauge: &dto.Gauge{Value: proto.Float64(v)}})
+	}
+	for _, n := range order {
+		fams = append(fams, gauges[n])
+	}
+	for _, f := range fams {
+		if len(f.Metric) == 0 {
+			continue
+		}
+		if _, err := expfmt.MetricFamilyToOpenMetrics(w, f); err != nil {
+			return err
+		}
+	}
+	_, err := expfmt.FinalizeOpenMetrics(w)
+	return err
+}
+
+func figureHelp(name string) string {
+	if k, ok := scenarios.GateFigures[name]; ok {
+		return name + ": " + k.Doc
+	}
+	return name
+}
+
+// addHistogram appends one histogram of samplesNs (cumulative counts in
+// bounds, seconds) to f; nothing when there are no samples.
+func addHistogram(f *dto.MetricFamily, labels []*dto.LabelPair, samplesNs []int64, bounds []float64) {
+	if len(samplesNs) == 0 {
+		return
+	}
+	s := slices.Clone(samplesNs)
+	slices.Sort(s)
+	h := &dto.Histogram{SampleCount: proto.Uint64(uint64(len(s)))}
+	var sum float64
+	for _, x := range s {
+		sum += float64(x) / 1e9
+	}
+	h.SampleSum = proto.Float64(sum)
+	i := 0
+	for _, b := range bounds {
+		for i < len(s) && float64(s[i])/1e9 <= b {
+			i++
+		}
+		h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: proto.Float64(b), CumulativeCount: proto.Uint64(uint64(i))})
+	}
+	f.Metric = append(f.Metric, &dto.Metric{Label: labels, Histogram: h})
+}
