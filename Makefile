@@ -100,7 +100,7 @@ aa: build
 	@mkdir -p $(AA_DIR)
 	bin/proxybench run $(AA_SCENARIO) --modes $(AA_MODES) --count $(AA_RUNS) --quiet --output $(AA_DIR)/a.json >/dev/null
 	bin/proxybench run $(AA_SCENARIO) --modes $(AA_MODES) --count $(AA_RUNS) --quiet --output $(AA_DIR)/b.json >/dev/null
-	bin/proxybench compare --self-check $(AA_DIR)/a.json $(AA_DIR)/b.json | tee $(AA_DIR)/self-check.txt
+	bin/proxybench compare --self-check --gate ratios $(AA_DIR)/a.json $(AA_DIR)/b.json | tee $(AA_DIR)/self-check.txt
 
 clean:
 	rm -rf bin results

@@ -1,40 +1,21 @@
-// Package proxymodes defines what every Service proxy mode implements. Each
-// mode lives in its own sub-package with a pure render step (services to a
-// ruleset, no kernel) and an apply step (ruleset to the kernel of one node
-// namespace).
+// Package proxymodes defines what every Service proxy mode is (Mode, one
+// value per mode) and implements (Proxier). Each mode lives in its own
+// sub-package with a pure render step (services to a ruleset, no kernel),
+// an apply step (ruleset to the kernel of one node namespace) and its
+// Mode; package proxymodes/modes lists them. See docs/architecture.md.
 package proxymodes
 
 import (
 	"context"
 	"time"
 
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/workload"
 )
 
-// SyncStats describes one Sync.
-type SyncStats struct {
-	// Kind is "full" (programs every service from empty) or "incremental".
-	Kind string `json:"kind"`
-	// Wall is the wall time of the whole Sync (render + apply).
-	Wall time.Duration `json:"wallNs"`
-	// CPU is user+system CPU time of this process and its waited-for
-	// children (getrusage RUSAGE_SELF + RUSAGE_CHILDREN) during the Sync.
-	CPU time.Duration `json:"cpuNs"`
-	// Objects is the number of kernel objects programmed (iptables rules,
-	// nft elements, IPVS servers).
-	Objects int `json:"objects"`
-	// Bytes is the size of what was sent to the kernel or its tool
-	// (iptables-restore input).
-	Bytes int `json:"bytes"`
-	// Phases splits Wall by step (for example "render", "restore").
-	Phases map[string]time.Duration `json:"phasesNs,omitempty"`
-	// ConntrackDeleted counts the stale UDP conntrack entries the sync
-	// deleted after programming (kube-proxy's CleanStaleEntries, see
-	// proxymodes/conntrack; phase "conntrack"); ConntrackError is that
-	// step's failure, which kube-proxy logs without failing the sync.
-	ConntrackDeleted int    `json:"conntrackDeleted,omitempty"`
-	ConntrackError   string `json:"conntrackError,omitempty"`
-}
+// SyncStats describes one Sync (defined in the leaf package measure, so
+// that reports reads it without importing proxymodes).
+type SyncStats = measure.SyncStats
 
 // Proxier is one proxy mode programming one node namespace.
 //
@@ -71,4 +52,12 @@ type FullSyncer interface {
 // resident set size in bytes (/proc/self/status VmRSS).
 type Usager interface {
 	Usage() (cpu time.Duration, rssBytes uint64)
+}
+
+// Renderer is implemented by proxiers that can render without a kernel:
+// the Rendering of what their next full Sync programs, from their own
+// configuration. Tests compare it with Mode.Render, what the sim engine
+// models (proxymodes/modes: TestSimRendersWhatTheRunPrograms).
+type Renderer interface {
+	Rendering(services []workload.Service) (*Rendering, error)
 }

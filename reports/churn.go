@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/measure"
 )
 
 // ChurnResult is one churn phase of a mode: the changes made, the
@@ -56,7 +56,7 @@ type ChurnSample struct {
 // SyncRecord is one sync of the loop, at an offset from the phase start.
 type SyncRecord struct {
 	AtNs int64 `json:"atNs"`
-	proxymodes.SyncStats
+	measure.SyncStats
 	Err string `json:"error,omitempty"`
 }
 

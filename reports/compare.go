@@ -24,6 +24,38 @@ type CompareOptions struct {
 	// 2000 services against the same figure at 1000): for comparing a
 	// deliberately resized run. Each side should hold one size.
 	AnySize bool
+	// Gate names the figures whose regression fails the gate (Change.Gated;
+	// --fail-on-regression, JUnit). Empty: every figure compared.
+	Gate []string
+}
+
+// RatioFigures are the figures measured against a baseline within one
+// run (docs/gates.md recommends gating on them): `compare --gate ratios`.
+var RatioFigures = []string{"lookup.vsnone.p50", "lookup.vsnone.p99", "sync.full.vsraw", "cpu.vsnone"}
+
+// ParseGate reads --gate: "all" (nil), "ratios" (RatioFigures), or a
+// comma-separated list of CompareFigures; an unknown name is an error
+// naming the known ones.
+func ParseGate(s string) ([]string, error) {
+	switch strings.TrimSpace(s) {
+	case "", "all":
+		return nil, nil
+	case "ratios":
+		return slices.Clone(RatioFigures), nil
+	}
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "ratios" {
+			out = append(out, RatioFigures...)
+			continue
+		}
+		if !slices.Contains(CompareFigures, f) {
+			return nil, fmt.Errorf("%q is not a compared figure; use all, ratios or names from %s", f, strings.Join(CompareFigures, ", "))
+		}
+		out = append(out, f)
+	}
+	return out, nil
 }
 
 func (o CompareOptions) withDefaults() CompareOptions {
@@ -67,8 +99,10 @@ type Change struct {
 	P     float64 `json:"p"`
 	Alpha float64 `json:"alpha"`
 	// Floor is the noise floor: the smallest relative change (0.05 = 5%)
-	// the test could flag given the spread between runs on each side
-	// (NoiseFloor). Meaningless under "too few runs".
+	// the test would flag for certain given the spread between the base
+	// runs, the machine when nothing changed (NoiseFloor). A change below
+	// it is flagged only when the new runs happen to separate from the
+	// base runs anyway. Meaningless under "too few runs".
 	Floor float64 `json:"floor"`
 	// NeedRuns is the fewest runs per side for which the test can reach
 	// Alpha at all (4 at 0.05).
@@ -78,10 +112,18 @@ type Change struct {
 	// Verdict is "regression" or "improvement" (significant and larger
 	// than the tolerance), "" (no verdict) or "too few runs".
 	Verdict string `json:"verdict"`
+	// Gated is true when the figure is one the gate acts on
+	// (CompareOptions.Gate); a regression of another figure is shown but
+	// fails nothing.
+	Gated bool `json:"gated"`
 }
 
 // Regression reports whether the change is a flagged regression.
 func (c Change) Regression() bool { return c.Verdict == "regression" }
+
+// Fails reports whether the change fails the gate: a regression of a
+// gated figure.
+func (c Change) Fails() bool { return c.Gated && c.Regression() }
 
 // Flagged reports whether the change is a regression or an improvement.
 func (c Change) Flagged() bool { return c.Verdict == "regression" || c.Verdict == "improvement" }
@@ -221,6 +263,7 @@ func CompareRuns(base, cur []*Result, opt CompareOptions) []Change {
 		for _, x := range nf {
 			c.NewRuns = append(c.NewRuns, x.Value)
 		}
+		c.Gated = len(opt.Gate) == 0 || slices.Contains(opt.Gate, c.Figure)
 		judge(&c, opt)
 		out = append(out, c)
 	}
@@ -241,7 +284,7 @@ func judge(c *Change, opt CompareOptions) {
 		c.Floor = math.Inf(1)
 		return
 	}
-	c.Floor = max(NoiseFloor(c.BaseRuns, opt.Alpha), NoiseFloor(c.NewRuns, opt.Alpha))
+	c.Floor = NoiseFloor(c.BaseRuns, opt.Alpha)
 	c.Significant = c.P <= opt.Alpha
 	switch {
 	case c.Significant && c.Ratio > 1+opt.Tolerance:
@@ -343,7 +386,7 @@ func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 	opt = opt.withDefaults()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "figure\tmode\tservices\tposition\tbase\tnew\tchange\tfloor\tp\truns\tverdict\n")
-	regs, imps, few := 0, 0, 0
+	regs, imps, few, ungated := 0, 0, 0, 0
 	nb, nn := 0, 0
 	for _, c := range cs {
 		pos := c.Position
@@ -357,8 +400,12 @@ func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 		v := c.VerdictText()
 		switch c.Verdict {
 		case "regression":
-			regs++
-			v = "REGRESSION"
+			if c.Gated {
+				regs++
+				v = "REGRESSION"
+			} else {
+				ungated++
+			}
 		case "improvement":
 			imps++
 		case "too few runs":
@@ -366,6 +413,9 @@ func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 		}
 		if c.Verdict == "" {
 			v = "~ " + v
+		}
+		if !c.Gated {
+			v += " (not gated)"
 		}
 		mode := c.Mode
 		if c.Kernel != "" {
@@ -378,8 +428,12 @@ func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%d figures compared across %d+%d runs: %d regressions, %d improvements, %d with too few runs (two-sided Mann-Whitney U test of the per-run figures, α = %g, need ≥ %d runs per side; flagged when p ≤ α and |change| > %.0f%%; floor: the smallest change the spread between runs can resolve)\n",
-		len(cs), nb, nn, regs, imps, few, opt.Alpha, NeedRuns(opt.Alpha), opt.Tolerance*100)
+	gate := "every figure gated"
+	if len(opt.Gate) > 0 {
+		gate = fmt.Sprintf("gated: %s; %d regressions of figures not gated", strings.Join(opt.Gate, ", "), ungated)
+	}
+	_, err := fmt.Fprintf(w, "\n%d figures compared across %d+%d runs: %d regressions, %d improvements, %d with too few runs (%s)\n(two-sided Mann-Whitney U test of the per-run figures, α = %g, need ≥ %d runs per side; flagged when p ≤ α and |change| > %.0f%%; floor: the smallest change the spread between the base runs lets the test resolve)\n",
+		len(cs), nb, nn, regs, imps, few, gate, opt.Alpha, NeedRuns(opt.Alpha), opt.Tolerance*100)
 	return err
 }
 

@@ -44,8 +44,8 @@ func WriteComparisonJSON(w io.Writer, cs []Change) error {
 	}{cs})
 }
 
-// WriteComparisonJUnit writes JUnit XML with one testcase per judged
-// figure: a flagged regression fails (message: the change, floor and
+// WriteComparisonJUnit writes JUnit XML with one testcase per gated
+// figure (Change.Gated): a flagged regression fails (message: the change, floor and
 // p-value), a figure with too few runs is skipped with the runs it
 // needs, every other one passes with its line in system-out.
 func WriteComparisonJUnit(w io.Writer, cs []Change, opt CompareOptions) error {
@@ -54,6 +54,9 @@ func WriteComparisonJUnit(w io.Writer, cs []Change, opt CompareOptions) error {
 		{"alpha", fmt.Sprint(opt.Alpha)}, {"tolerance", fmt.Sprint(opt.Tolerance)}, {"test", "Mann-Whitney U, two-sided (golang.org/x/perf/benchmath)"},
 	}}
 	for _, c := range cs {
+		if !c.Gated {
+			continue
+		}
 		jc := junitCase{Name: c.Key(), Classname: "proxybench.compare." + c.Mode, Time: "0", SystemOut: c.String()}
 		switch {
 		case c.Regression():
@@ -80,6 +83,7 @@ func WriteSelfCheck(w io.Writer, cs []Change, opt CompareOptions) error {
 		return err
 	}
 	judged, alarms, sig := 0, 0, 0
+	gJudged, gAlarms := 0, 0
 	floors := map[string][]float64{}
 	var names []string
 	for _, c := range cs {
@@ -89,6 +93,12 @@ func WriteSelfCheck(w io.Writer, cs []Change, opt CompareOptions) error {
 		judged++
 		if c.Flagged() {
 			alarms++
+		}
+		if c.Gated {
+			gJudged++
+			if c.Flagged() {
+				gAlarms++
+			}
 		}
 		if c.Significant {
 			sig++
@@ -108,6 +118,9 @@ func WriteSelfCheck(w io.Writer, cs []Change, opt CompareOptions) error {
 		return float64(n) / float64(judged) * 100
 	}
 	fmt.Fprintf(&b, "\nfalse alarms: %d of %d judged figures (%.1f%%) flagged as a regression or improvement beyond the %.0f%% tolerance\n", alarms, judged, rate(alarms), opt.Tolerance*100)
+	if len(opt.Gate) > 0 && gJudged > 0 {
+		fmt.Fprintf(&b, "false alarms of the gated figures (%s): %d of %d (%.1f%%)\n", strings.Join(opt.Gate, ", "), gAlarms, gJudged, float64(gAlarms)/float64(gJudged)*100)
+	}
 	fmt.Fprintf(&b, "significant at α = %g whatever the size: %d of %d (%.1f%%); with no change the U test does so at most α of the time\n", opt.Alpha, sig, judged, rate(sig))
 	if judged < len(cs) {
 		fmt.Fprintf(&b, "too few runs: %d figures (need ≥ %d runs per side at α = %g)\n", len(cs)-judged, NeedRuns(opt.Alpha), opt.Alpha)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/proxybench/proxybench/measure"
 )
 
 // Fairness-phase defaults: the significance level of every verdict, the
@@ -26,97 +28,17 @@ const (
 	FairnessEffect = 0.05
 )
 
-// Units a scheduler balances, and so what the fairness figures count.
+// Units a scheduler balances (see measure).
 const (
-	// UnitConnection: every new connection is one draw (rr, wrr, iptables'
-	// statistic random, nftables' numgen, userspace round robin).
-	UnitConnection = "connection"
-	// UnitSource: a hash of the client address picks the endpoint (sh, mh,
-	// and any scheduler under ClientIP affinity); each source address is one
-	// draw, counted on the endpoint most of its connections reached.
-	UnitSource = "source"
-	// UnitDestination: a hash or locality table of the destination (the
-	// ClusterIP) picks the endpoint (dh, lblc, lblcr): every connection of a
-	// service should reach one endpoint; the figure is that stickiness.
-	UnitDestination = "destination"
-	// UnitActive: active (long-lived) connections per endpoint (lc, wlc,
-	// sed, nq balance them).
-	UnitActive = "active"
+	UnitConnection  = measure.UnitConnection
+	UnitSource      = measure.UnitSource
+	UnitDestination = measure.UnitDestination
+	UnitActive      = measure.UnitActive
 )
 
-// Expectation is what a scheduler's kernel definition promises.
-type Expectation struct {
-	// Unit is one of the Unit* constants.
-	Unit string `json:"unit"`
-	// Weighted: expected shares are proportional to endpoint weights;
-	// otherwise equal over endpoints of non-zero weight.
-	Weighted bool `json:"weighted"`
-	// Source names the definition (kernel file or kube-proxy behaviour).
-	Source string `json:"source"`
-}
-
-// ExpectationFor returns the expectation of mode with its IPVS scheduler
-// (ignored for other modes) and session affinity:
-//
-//   - iptables: `-m statistic --mode random --probability 1/(n-i)`, equal
-//     shares, weights ignored (kube-proxy pkg/proxy/iptables);
-//   - nftables: `numgen random mod n` vmap, equal shares;
-//   - userspace: round robin over a shuffled list, equal shares;
-//   - ipvs rr: equal (ip_vs_rr.c skips weight-0 servers only); wrr:
-//     weighted (ip_vs_wrr.c); lc: equal active connections (ip_vs_lc.c);
-//     wlc, sed, nq: active connections proportional to weight
-//     (ip_vs_wlc.c, ip_vs_sed.c, ip_vs_nq.c); sh, mh: source-address hash,
-//     buckets proportional to weight (ip_vs_sh.c puts a server weight times
-//     in the table; ip_vs_mh.c weights its permutation turns); dh, lblc,
-//     lblcr: destination hash/locality, one server per ClusterIP
-//     (ip_vs_dh.c, ip_vs_lblc.c, ip_vs_lblcr.c).
-//
-// Under ClientIP affinity (iptables' recent match, IPVS persistence,
-// nftables' affinity sets, userspace sessions) every unit but destination
-// becomes source: a client address is pinned to its first pick.
-func ExpectationFor(mode, scheduler string, affinity bool) Expectation {
-	e := Expectation{Unit: UnitConnection}
-	switch mode {
-	case "iptables":
-		e.Source = "kube-proxy iptables: statistic random 1/(n-i), weights ignored"
-	case "nftables":
-		e.Source = "kube-proxy nftables: numgen random mod n, weights ignored"
-	case "userspace":
-		e.Source = "legacy userspace proxy: round robin over a shuffled list"
-	case "ipvs":
-		switch scheduler {
-		case "", "rr":
-			e.Source = "ip_vs_rr.c: rotation, weights ignored (0 skips)"
-		case "wrr":
-			e.Weighted, e.Source = true, "ip_vs_wrr.c: interleaved weighted rotation"
-		case "lc":
-			e.Unit, e.Source = UnitActive, "ip_vs_lc.c: fewest active (×256) + inactive connections"
-		case "wlc":
-			e.Unit, e.Weighted, e.Source = UnitActive, true, "ip_vs_wlc.c: fewest (active×256+inactive)/weight"
-		case "sed":
-			e.Unit, e.Weighted, e.Source = UnitActive, true, "ip_vs_sed.c: fewest (active+1)/weight"
-		case "nq":
-			e.Unit, e.Weighted, e.Source = UnitActive, true, "ip_vs_nq.c: an idle server first, else fewest (active+1)/weight"
-		case "sh":
-			e.Unit, e.Weighted, e.Source = UnitSource, true, "ip_vs_sh.c: source hash over 256 buckets, weight buckets per server"
-		case "mh":
-			e.Unit, e.Weighted, e.Source = UnitSource, true, "ip_vs_mh.c: Maglev hash of the source, weighted turns"
-		case "dh":
-			e.Unit, e.Source = UnitDestination, "ip_vs_dh.c: destination hash over 256 buckets"
-		case "lblc":
-			e.Unit, e.Source = UnitDestination, "ip_vs_lblc.c: one server per destination until overloaded"
-		case "lblcr":
-			e.Unit, e.Source = UnitDestination, "ip_vs_lblcr.c: a server set per destination"
-		}
-	default:
-		e.Source = mode
-	}
-	if affinity && e.Unit != UnitDestination {
-		e.Unit = UnitSource
-		e.Source += "; ClientIP affinity pins each client address"
-	}
-	return e
-}
+// Expectation is what a scheduler's kernel definition promises; each
+// mode's proxymodes.Mode.Fairness gives it (see measure).
+type Expectation = measure.Expectation
 
 // ServiceObs is the raw observation of one service (one ServicePort) on
 // one node: Counts[s][k] connections from the run's source address
@@ -215,8 +137,11 @@ type FairnessRun struct {
 	// nodes whose first connection reached the same endpoint (1: every
 	// node picked the same one, the rollout hot spot).
 	FirstPickMaxShare float64 `json:"firstPickMaxShare"`
-	// Verdict is "fair", "UNFAIR" or "fair?" (not rejected, but fewer
-	// samples than Needed); for destination units "sticky" or "NOT STICKY".
+	// Verdict is "fair", "UNFAIR", "fair?" (not rejected, but fewer
+	// samples than Needed) or "untestable" (too few samples in the unit for
+	// the test, for example one client address under sh; Why then reports
+	// the concentration seen); for destination units "sticky" or "NOT
+	// STICKY".
 	Verdict string `json:"verdict"`
 	Why     string `json:"why"`
 }
@@ -300,26 +225,71 @@ func (r *FairnessRun) verdict() (string, string) {
 	if r.Expect.Unit == UnitActive && r.LongLived != nil {
 		a = *r.LongLived
 	}
-	return Verdict(a, r.Expect)
+	v, why := Verdict(a, r.Expect)
+	if v == VerdictUntestable && r.Expect.Unit == UnitSource {
+		why += "; " + r.concentration()
+	}
+	return v, why
 }
 
-// Verdict judges a pooled test: "UNFAIR" when the pooled chi-square
-// rejects at FairnessAlpha, else "fair" with enough samples (Needed) or
-// "fair?" without.
+// concentration describes where the connections of each source went, for
+// a verdict that cannot test the source unit: the share of a source's
+// connections on its top endpoint, and the spread over connections
+// (Jain, starved endpoints) that this concentration produces.
+func (r *FairnessRun) concentration() string {
+	c := *r
+	c.Expect.Unit = UnitConnection
+	var fs []ServiceFairness
+	for _, o := range r.Obs {
+		fs = append(fs, c.serviceFigures(o.Service, o.Endpoints, o.Weights, o.Counts))
+	}
+	conn := Aggregate(fs)
+	head := fmt.Sprintf("%.1f%% of each client's connections on one endpoint", 100*r.Cluster.Stickiness)
+	if r.Cluster.Stickiness >= 0.999 {
+		head = "all connections of a client on one endpoint"
+	}
+	return fmt.Sprintf("concentration seen: %s (over %d connections: mean Jain %.2f, %d endpoints starved)", head, conn.Samples, conn.MeanJain, conn.Starved)
+}
+
+// VerdictUntestable is the verdict when the unit of randomness has too few
+// samples for the chi-square test to mean anything (fewer than
+// MinExpectedPerEndpoint expected per endpoint), for example one source
+// address under a source hash.
+const VerdictUntestable = "untestable"
+
+// MinExpectedPerEndpoint is the smallest mean expected count per endpoint
+// at which the chi-square approximation is trusted (Cochran's rule of 5).
+const MinExpectedPerEndpoint = 5
+
+// Verdict judges a pooled test: "untestable" when the samples are fewer
+// than MinExpectedPerEndpoint per endpoint, "UNFAIR" when the pooled
+// chi-square rejects at FairnessAlpha, else "fair" with enough samples
+// (Needed) or "fair?" without.
 func Verdict(a FairnessAggregate, e Expectation) (string, string) {
 	shares := "equal shares"
 	if e.Weighted {
 		shares = "weight-proportional shares"
 	}
+	endpoints := a.DoF + a.Services // each service tests its endpoints - 1 dof
 	switch {
 	case a.Samples == 0:
 		return "n/a", "no samples"
+	case a.Samples < MinExpectedPerEndpoint*endpoints:
+		return VerdictUntestable, fmt.Sprintf("%d %ss over %d endpoints are too few to test %s (χ² needs >= %d per endpoint: %d)", a.Samples, unitName(e.Unit), endpoints, shares, MinExpectedPerEndpoint, MinExpectedPerEndpoint*endpoints)
 	case a.PValue < FairnessAlpha:
 		return "UNFAIR", fmt.Sprintf("pooled χ²=%.1f on %d dof rejects %s (p=%.3g < %g); %d of %d services reject alone", a.ChiSquare, a.DoF, shares, a.PValue, FairnessAlpha, a.Rejected, a.Services)
 	case a.Underpowered:
 		return "fair?", fmt.Sprintf("%s not rejected (p=%.3g), but %d %ss are fewer than the %d needed to detect a %.0f%% deviation", shares, a.PValue, a.Samples, e.Unit, a.Needed, 100*FairnessEffect)
 	}
 	return "fair", fmt.Sprintf("%s not rejected (p=%.3g) with %d %ss (>= %d needed to detect a %.0f%% deviation)", shares, a.PValue, a.Samples, e.Unit, a.Needed, 100*FairnessEffect)
+}
+
+// unitName names a unit's sample for a sentence ("source address").
+func unitName(u string) string {
+	if u == UnitSource {
+		return "source address"
+	}
+	return u
 }
 
 // serviceFigures reduces a service's source × endpoint counts to the
@@ -528,8 +498,8 @@ func writeFairnessMarkdown(b *strings.Builder, r *Result) {
 		return
 	}
 	fmt.Fprintf(b, "\n### fairness per mode and scheduler (every service, every client pod and source address)\n\n")
-	fmt.Fprintf(b, "Verdicts: pooled Pearson χ² over services against the expected shares at α = %g; `needed` is the sample size (in the unit) at which that test detects a %.0f%% deviation (Cohen's w = %.2f) with power %.0f%% (noncentral χ², gonum); `fair?` means not rejected but fewer samples than needed. Jain is on weight-normalised shares. `1st-pick` is the mean largest share of nodes whose first connection after a sync reached the same endpoint (1 = all nodes pick the same).\n\n",
-		FairnessAlpha, 100*FairnessEffect, FairnessEffect, 100*FairnessPower)
+	fmt.Fprintf(b, "Verdicts: pooled Pearson χ² over services against the expected shares at α = %g; `needed` is the sample size (in the unit) at which that test detects a %.0f%% deviation (Cohen's w = %.2f) with power %.0f%% (noncentral χ², gonum); `fair?` means not rejected but fewer samples than needed; `untestable` means fewer than %d samples per endpoint in the unit (one client address under a source hash is one sample), and the why names the concentration seen instead. Jain is on weight-normalised shares. `1st-pick` is the mean largest share of nodes whose first connection after a sync reached the same endpoint (1 = all nodes pick the same).\n\n",
+		FairnessAlpha, 100*FairnessEffect, FairnessEffect, 100*FairnessPower, MinExpectedPerEndpoint)
 	b.WriteString("| mode | scheduler | unit | shares | nodes | order | pods | services | samples | needed | mean Jain | min Jain | max max/min | mean CV | χ² | dof | p-value | svc rejected | stickiness | 1st-pick | long-lived active (p) | errors | verdict |\n")
 	b.WriteString("|---|---|---|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|---|\n")
 	for _, f := range runs {
@@ -549,9 +519,13 @@ func writeFairnessMarkdown(b *strings.Builder, r *Result) {
 		if f.LongLived != nil {
 			ll = fmt.Sprintf("Jain %.3f, max/min %s (p=%.3g, n=%d)", f.LongLived.MeanJain, ratio(*f.LongLived), f.LongLived.PValue, f.LongLived.Samples)
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %s | %s | %d | %d | %d | %.4f | %.4f | %s | %.4f | %.1f | %d | %.3g | %d | %.3f | %.2f | %s | %d | **%s** |\n",
+		verdict := "**" + f.Verdict + "**"
+		if f.Verdict == VerdictUntestable && f.Expect.Unit == UnitSource {
+			verdict += fmt.Sprintf(" (%.0f%% of each client's connections on one endpoint)", 100*a.Stickiness)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %s | %s | %d | %d | %d | %.4f | %.4f | %s | %.4f | %.1f | %d | %.3g | %d | %.3f | %.2f | %s | %d | %s |\n",
 			mode[f], sched, f.Expect.Unit, shares, f.Nodes, f.Order, f.Pods, a.Services, a.Samples, a.Needed, a.MeanJain, a.MinJain,
-			ratio(a), a.MeanCV, a.ChiSquare, a.DoF, a.PValue, a.Rejected, a.Stickiness, f.FirstPickMaxShare, ll, f.Errors+f.Misses, f.Verdict)
+			ratio(a), a.MeanCV, a.ChiSquare, a.DoF, a.PValue, a.Rejected, a.Stickiness, f.FirstPickMaxShare, ll, f.Errors+f.Misses, verdict)
 	}
 	b.WriteString("\n")
 	for _, f := range runs {

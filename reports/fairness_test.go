@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/proxybench/proxybench/proxymodes/ipvs"
 )
 
 // TestNoncentralAgainstNormal checks the Poisson-mixture survival against
@@ -116,12 +119,12 @@ func TestWRRKnownShares(t *testing.T) {
 		t.Fatalf("wrr counts %v, want 100 200 300", counts)
 	}
 	obs := []ServiceObs{{Service: "s", Endpoints: []string{"a", "b", "c"}, Weights: []float64{1, 2, 3}, Counts: [][]int{counts}, FirstPick: -1}}
-	r := &FairnessRun{Mode: "ipvs", Scheduler: "wrr", Expect: ExpectationFor("ipvs", "wrr", false), Nodes: 1, Obs: obs}
+	r := &FairnessRun{Mode: "ipvs", Scheduler: "wrr", Expect: ipvs.Expectation("wrr"), Nodes: 1, Obs: obs}
 	r.Analyze()
 	if r.Cluster.PValue < 0.999 || r.Cluster.MeanJain < 0.999999 {
 		t.Errorf("wrr against weights: %+v", r.Cluster)
 	}
-	r = &FairnessRun{Mode: "ipvs", Scheduler: "rr", Expect: ExpectationFor("ipvs", "rr", false), Nodes: 1, Obs: obs}
+	r = &FairnessRun{Mode: "ipvs", Scheduler: "rr", Expect: ipvs.Expectation("rr"), Nodes: 1, Obs: obs}
 	r.Analyze()
 	if r.Verdict != "UNFAIR" {
 		t.Errorf("1:2:3 against rr's equal shares: %s", r.Verdict)
@@ -168,14 +171,14 @@ func TestSourceAndDestinationUnits(t *testing.T) {
 		row[s%3] = 10
 		rows = append(rows, row)
 	}
-	r := &FairnessRun{Mode: "ipvs", Scheduler: "sh", Expect: ExpectationFor("ipvs", "sh", false), Nodes: 1,
+	r := &FairnessRun{Mode: "ipvs", Scheduler: "sh", Expect: ipvs.Expectation("sh"), Nodes: 1,
 		Obs: []ServiceObs{{Service: "s", Endpoints: []string{"a", "b", "c"}, Weights: []float64{1, 1, 1}, Counts: rows, FirstPick: -1}}}
 	r.Analyze()
 	if r.Cluster.Samples != 30 || r.Cluster.Stickiness != 1 || r.PerService[0].Hits["a"] != 10 {
 		t.Errorf("sh: %+v hits %v", r.Cluster, r.PerService[0].Hits)
 	}
 	one := [][]int{{0, 50, 0}, {0, 50, 0}}
-	r = &FairnessRun{Mode: "ipvs", Scheduler: "dh", Expect: ExpectationFor("ipvs", "dh", false), Nodes: 1,
+	r = &FairnessRun{Mode: "ipvs", Scheduler: "dh", Expect: ipvs.Expectation("dh"), Nodes: 1,
 		Obs: []ServiceObs{{Service: "s", Endpoints: []string{"a", "b", "c"}, Weights: []float64{1, 1, 1}, Counts: one, FirstPick: -1}}}
 	r.Analyze()
 	if r.Verdict != "sticky" {
@@ -187,7 +190,7 @@ func TestSourceAndDestinationUnits(t *testing.T) {
 // 8 nodes spread over 4 endpoints two each give 0.25.
 func TestFirstPickShare(t *testing.T) {
 	mk := func(picks []int) float64 {
-		r := &FairnessRun{Mode: "ipvs", Expect: ExpectationFor("ipvs", "rr", false), Nodes: len(picks)}
+		r := &FairnessRun{Mode: "ipvs", Expect: ipvs.Expectation("rr"), Nodes: len(picks)}
 		for n, p := range picks {
 			r.Obs = append(r.Obs, ServiceObs{Node: n, Service: "s", Endpoints: []string{"a", "b", "c", "d"}, Weights: []float64{1, 1, 1, 1}, Counts: [][]int{{1, 1, 1, 1}}, FirstPick: p})
 		}
@@ -205,4 +208,39 @@ func TestFirstPickShare(t *testing.T) {
 func ExampleSamplesToDetect() {
 	fmt.Println(SamplesToDetect(2, FairnessEffect, FairnessAlpha, FairnessPower) > 0)
 	// Output: true
+}
+
+// TestOneClientUnderSourceHash: with one client address, sh sends every
+// connection of a service to one endpoint. The source unit then has one
+// sample per service, too few to test: the verdict says so (never "fair?")
+// and names the concentration; with sh-port every connection is a draw.
+func TestOneClientUnderSourceHash(t *testing.T) {
+	var obs []ServiceObs
+	for s := 0; s < 4; s++ {
+		row := make([]int, 4)
+		row[s%4] = 250
+		obs = append(obs, ServiceObs{Service: fmt.Sprint("s", s), Endpoints: []string{"a", "b", "c", "d"},
+			Weights: []float64{1, 1, 1, 1}, Sources: []int{0}, Counts: [][]int{row}, FirstPick: -1})
+	}
+	for _, sched := range []string{"sh", "mh"} {
+		r := &FairnessRun{Mode: "ipvs", Scheduler: sched, Expect: ipvs.Expectation(sched), Nodes: 1, Obs: obs}
+		r.Analyze()
+		if r.Verdict != VerdictUntestable || !strings.Contains(r.Why, "all connections of a client on one endpoint") || !strings.Contains(r.Why, "12 endpoints starved") {
+			t.Errorf("%s, one client: verdict %q, why %q; want untestable naming the concentration and 12 starved endpoints", sched, r.Verdict, r.Why)
+		}
+		var b strings.Builder
+		writeFairnessMarkdown(&b, &Result{Modes: []ModeResult{{Mode: "ipvs", FairnessRun: r}}})
+		if strings.Contains(b.String(), "fair?") && !strings.Contains(b.String(), "`fair?` means") {
+			t.Errorf("%s: markdown says fair?:\n%s", sched, b.String())
+		}
+	}
+	e := ipvs.Expectation("sh", "sh-port")
+	if e.Unit != UnitConnection || !strings.Contains(e.Source, "sh-port") {
+		t.Errorf("sh+sh-port expectation %+v, want the connection unit", e)
+	}
+	r := &FairnessRun{Mode: "ipvs", Scheduler: "sh+sh-port", Expect: e, Nodes: 1, Obs: obs}
+	r.Analyze()
+	if r.Verdict != "UNFAIR" {
+		t.Errorf("sh+sh-port with every connection on one endpoint: %q (%s), want UNFAIR", r.Verdict, r.Why)
+	}
 }

@@ -11,7 +11,13 @@ import (
 // during the run that may make that mode's figures invalid.
 func FaultWarnings(r *Result) []string {
 	var out []string
+	if r.Partial != "" {
+		out = append(out, PartialNote(r))
+	}
 	for _, m := range r.Modes {
+		if m.Partial != "" {
+			out = append(out, fmt.Sprintf("%s: stopped early, only its phases shown were finished (%s)", r.label(m), m.Partial))
+		}
 		for _, f := range m.Faults {
 			out = append(out, fmt.Sprintf("%s: %s", r.label(m), f))
 		}
@@ -139,4 +145,24 @@ func posSummary(m ModeResult, pos string) Summary {
 		}
 	}
 	return Summary{}
+}
+
+// PartialNote says that r is a partial result (Result.Partial), why, and
+// which modes it holds; "" for a complete result.
+func PartialNote(r *Result) string {
+	if r.Partial == "" {
+		return ""
+	}
+	var done []string
+	for _, m := range r.Modes {
+		l := r.label(m)
+		if m.Partial != "" {
+			l += " (partly)"
+		}
+		done = append(done, l)
+	}
+	if len(done) == 0 {
+		done = []string{"nothing"}
+	}
+	return fmt.Sprintf("PARTIAL RESULT: the run stopped before its end (%s); finished: %s. Modes and phases not shown were never measured.", r.Partial, strings.Join(done, ", "))
 }

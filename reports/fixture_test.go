@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
@@ -50,10 +50,10 @@ func newFixture() *Result {
 		for _, mode := range sc.Modes {
 			m := ModeResult{Mode: mode, Services: n, Info: map[string]string{"backend": map[string]string{"none": "none", "iptables": "legacy"}[mode]}}
 			for range sc.Repetitions {
-				st := proxymodes.SyncStats{Kind: "full"}
+				st := measure.SyncStats{Kind: "full"}
 				if mode == "iptables" {
 					wall := time.Duration(float64(5*time.Millisecond+time.Duration(n)*50*time.Microsecond) * (1 + 0.03*rng.NormFloat64()))
-					st = proxymodes.SyncStats{Kind: "full", Wall: wall, CPU: wall * 7 / 10, Objects: 11*n + 9, Bytes: 150 * n,
+					st = measure.SyncStats{Kind: "full", Wall: wall, CPU: wall * 7 / 10, Objects: 11*n + 9, Bytes: 150 * n,
 						Phases: map[string]time.Duration{"render": wall / 50, "ensure": wall / 2, "restore": wall - wall/50 - wall/2}}
 				} else {
 					st.Wall = time.Duration(200 + rng.IntN(100))

@@ -38,15 +38,15 @@ func (r *Result) ForKernel(name string) *Result {
 	if len(c.Modes) == 0 {
 		return nil
 	}
-	c.Machine.Kernels = nil
-	for _, k := range r.Machine.Kernels {
+	c.Kernels = nil
+	for _, k := range r.Kernels {
 		if k.Name == name {
 			c.Machine.Kernel, c.Machine.KernelWhere = k.Release, k.Where
-			c.Machine.Kernels = []KernelRun{k}
+			c.Kernels = []KernelRun{k}
 			c.Machine.GuestBootNs, c.Machine.GuestInitNs, c.Machine.GuestElapsedNs = k.BootNs, k.InitNs, k.GuestNs
 		}
 	}
-	if len(c.Machine.Kernels) == 0 && name != "host" && r.Machine.GuestKernel != "" {
+	if len(c.Kernels) == 0 && name != "host" && r.Machine.GuestKernel != "" {
 		c.Machine.Kernel, c.Machine.KernelWhere = r.Machine.GuestKernel, "uml"
 	}
 	return &c
@@ -54,7 +54,7 @@ func (r *Result) ForKernel(name string) *Result {
 
 // KernelRunOf returns r's record of kernel name (zero when not recorded).
 func (r *Result) KernelRunOf(name string) KernelRun {
-	for _, k := range r.Machine.Kernels {
+	for _, k := range r.Kernels {
 		if k.Name == name {
 			return k
 		}

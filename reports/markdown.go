@@ -2,7 +2,7 @@ package reports
 
 import (
 	"fmt"
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/measure"
 	"io"
 	"math"
 	"sort"
@@ -31,6 +31,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "run %s · %s · kernel %s (%s) · %d CPUs · %d services × %d ports · %d repetitions · %s\n\n",
 		r.RunID, r.Engine, r.Machine.Kernel, r.Machine.KernelWhere, r.Machine.CPUs, sc.Services.Count,
 		sc.Services.PortsPerService, sc.Repetitions, r.Started.UTC().Format(time.RFC3339))
+	if note := PartialNote(r); note != "" {
+		fmt.Fprintf(&b, "**%s**\n\n", note)
+	}
 	if r.MultiKernel() {
 		fmt.Fprintf(&b, "The modes ran on %d kernels: %s. Each kernel's section has its own `none` baseline and ratios against it; compare absolute figures within one kernel only (a user-mode-linux guest runs syscalls ~25× slower than the host). %s\n\n",
 			len(r.KernelNames()), strings.Join(r.KernelNames(), ", "), r.Machine.KernelWhy)
@@ -302,4 +305,4 @@ func firstLast(m ModeResult) (first, last int64, ok bool) {
 	return first, last, first > 0 && last > 0
 }
 
-type syncSample = proxymodes.SyncStats
+type syncSample = measure.SyncStats

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
@@ -20,15 +20,22 @@ const SchemaVersion = 1
 // Result is one run: the machine, the effective scenario, and per mode the
 // raw samples and their summaries.
 type Result struct {
-	SchemaVersion int                 `json:"schemaVersion"`
-	Tool          string              `json:"tool"` // "proxybench <version>"
-	RunID         string              `json:"runID"`
-	Engine        string              `json:"engine"` // "real"
-	Started       time.Time           `json:"started"`
-	Finished      time.Time           `json:"finished"`
-	Machine       Machine             `json:"machine"`
-	Scenario      *scenarios.Scenario `json:"scenario"`
-	Modes         []ModeResult        `json:"modes"`
+	SchemaVersion int       `json:"schemaVersion"`
+	Tool          string    `json:"tool"` // "proxybench <version>"
+	RunID         string    `json:"runID"`
+	Engine        string    `json:"engine"` // "real"
+	Started       time.Time `json:"started"`
+	Finished      time.Time `json:"finished"`
+	Machine       Machine   `json:"machine"`
+	// Kernels lists every kernel the run used, in run order; each
+	// ModeResult's Kernel names one of them.
+	Kernels  []KernelRun         `json:"kernels,omitempty"`
+	Scenario *scenarios.Scenario `json:"scenario"`
+	Modes    []ModeResult        `json:"modes"`
+	// Partial, when set, says why the run stopped before its end
+	// (interrupted by a signal, a mode failed): Modes holds what was
+	// finished, and the modes and phases missing were never measured.
+	Partial string `json:"partial,omitempty"`
 	// MoreRuns are runs 2..N of `run --count N` (Modes is run 1): the
 	// whole measurement repeated, so compare can judge each figure
 	// across runs (Runs splits them).
@@ -51,15 +58,12 @@ type Machine struct {
 	GuestBootNs int64 `json:"guestBootNs,omitempty"`
 	// GuestInitNs is the guest's time from start to its init script, and
 	// GuestElapsedNs from start to halt, in ns (a run in one guest).
-	GuestInitNs    int64 `json:"guestInitNs,omitempty"`
-	GuestElapsedNs int64 `json:"guestElapsedNs,omitempty"`
-	// Kernels lists every kernel the run used, in run order; each
-	// ModeResult's Kernel names one of them.
-	Kernels     []KernelRun `json:"kernels,omitempty"`
-	CPUModel    string      `json:"cpuModel"`
-	CPUs        int         `json:"cpus"`
-	MemoryBytes uint64      `json:"memoryBytes"`
-	GoVersion   string      `json:"goVersion"`
+	GuestInitNs    int64  `json:"guestInitNs,omitempty"`
+	GuestElapsedNs int64  `json:"guestElapsedNs,omitempty"`
+	CPUModel       string `json:"cpuModel"`
+	CPUs           int    `json:"cpus"`
+	MemoryBytes    uint64 `json:"memoryBytes"`
+	GoVersion      string `json:"goVersion"`
 }
 
 // KernelRun is one kernel of a run.
@@ -99,17 +103,21 @@ type ModeResult struct {
 	// flushed between modes), one sentence each; the report shows them as
 	// warnings.
 	Faults []string `json:"faults,omitempty"`
+	// Partial, when set, says why this mode stopped: the phases present
+	// (sync.full, then sync.incremental, traffic, fairness, churn in that
+	// order) were finished; the later ones are missing.
+	Partial string `json:"partial,omitempty"`
 	// Services is the service count this result was measured at (one
 	// ModeResult per mode and sweep size).
 	Services int `json:"services"`
 	// SyncFull are the raw samples of sync.full (one per repetition).
-	SyncFull []proxymodes.SyncStats `json:"syncFull"`
+	SyncFull []measure.SyncStats `json:"syncFull"`
 	// SyncFullSummary summarises SyncFull wall times.
 	SyncFullSummary Summary `json:"syncFullSummary"`
 	// SyncIncremental are the raw samples of sync.incremental: a Sync
 	// after one endpoint change at Services services (one per repetition).
-	SyncIncremental        []proxymodes.SyncStats `json:"syncIncremental,omitempty"`
-	SyncIncrementalSummary Summary                `json:"syncIncrementalSummary"`
+	SyncIncremental        []measure.SyncStats `json:"syncIncremental,omitempty"`
+	SyncIncrementalSummary Summary             `json:"syncIncrementalSummary"`
 	// Churn holds the churn phases (one per minSyncPeriod of a sweep).
 	Churn []ChurnResult `json:"churn,omitempty"`
 	// TrafficCPUNs is the CPU time (user+sys, self+children) of the whole

@@ -2,7 +2,6 @@ package scenarios
 
 import (
 	"math/rand"
-	"time"
 )
 
 // EndpointCounts draws, with a generator seeded by Seed, the endpoint count of every service from the
@@ -28,27 +27,4 @@ func (sc *Scenario) EndpointCounts() []int {
 		}
 	}
 	return out
-}
-
-// ChurnSyncPeriods returns, for mode, the minSyncPeriod values its churn
-// phase runs with (sweep.minSyncPeriod when set, else the mode's own
-// KubeProxyConfiguration block: ipvs, nftables, or iptables for iptables
-// and userspace) and its syncPeriod.
-func (s *Scenario) ChurnSyncPeriods(mode string) (minSyncs []time.Duration, period time.Duration) {
-	var min time.Duration
-	switch mode {
-	case "ipvs":
-		min, period = s.IPVS.MinSyncPeriod.Duration, s.IPVS.SyncPeriod.Duration
-	case "nftables":
-		min, period = s.NFTables.MinSyncPeriod.Duration, s.NFTables.SyncPeriod.Duration
-	default:
-		min, period = s.IPTables.MinSyncPeriod.Duration, s.IPTables.SyncPeriod.Duration
-	}
-	if len(s.Sweep.MinSyncPeriod) == 0 {
-		return []time.Duration{min}, period
-	}
-	for _, d := range s.Sweep.MinSyncPeriod {
-		minSyncs = append(minSyncs, d.Duration)
-	}
-	return minSyncs, period
 }

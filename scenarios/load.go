@@ -33,7 +33,11 @@ func Names() []string {
 // without ".yaml", optionally under a "scenarios/" folder, so
 // "10k-services" and "scenarios/10k-services.yaml" work from any directory.
 // An unknown name is an error listing the embedded names.
-func Load(nameOrPath string) (*Scenario, error) {
+//
+// Load does not check mode names (see Validate); Catalog.Load does.
+func Load(nameOrPath string) (*Scenario, error) { return load(nameOrPath, nil) }
+
+func load(nameOrPath string, cat *Catalog) (*Scenario, error) {
 	fi, err := os.Stat(nameOrPath)
 	switch {
 	case err == nil && fi.IsDir():
@@ -43,14 +47,14 @@ func Load(nameOrPath string) (*Scenario, error) {
 		if err != nil {
 			return nil, fmt.Errorf("scenario %q: %w", nameOrPath, err)
 		}
-		return Parse(data, nameOrPath)
+		return parse(data, nameOrPath, cat)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("scenario %q: %w", nameOrPath, err)
 	}
 	if dir := filepath.Dir(nameOrPath); dir == "." || filepath.Base(dir) == "scenarios" {
 		file := strings.TrimSuffix(filepath.Base(nameOrPath), ".yaml") + ".yaml"
 		if data, err := embedded.ReadFile(file); err == nil {
-			return Parse(data, file)
+			return parse(data, file, cat)
 		}
 	}
 	return nil, fmt.Errorf("scenario %q: no such file and no embedded scenario of that name (embedded: %s)",

@@ -25,7 +25,11 @@ const maxDecodeErrors = 20
 // line of Error(): malformed YAML (with its line), an unknown or misspelt
 // field (full path, line, closest known field), a value of the wrong type
 // (path, line), a second YAML document, and every Validate failure.
-func Parse(data []byte, source string) (*Scenario, error) {
+//
+// Parse does not check mode names (see Validate); Catalog.Parse does.
+func Parse(data []byte, source string) (*Scenario, error) { return parse(data, source, nil) }
+
+func parse(data []byte, source string, cat *Catalog) (*Scenario, error) {
 	if source == "" {
 		source = "scenario"
 	}
@@ -60,7 +64,7 @@ func Parse(data []byte, source string) (*Scenario, error) {
 		}
 	}
 	sc.SetDefaults()
-	if err := sc.Validate(); err != nil {
+	if err := sc.validate(cat); err != nil {
 		return nil, err
 	}
 	return sc, nil

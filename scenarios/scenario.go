@@ -6,6 +6,7 @@ package scenarios
 import (
 	"math/rand"
 	"net/netip"
+	"strings"
 	"time"
 )
 
@@ -26,8 +27,9 @@ type Scenario struct {
 	// each, so drift between runs hits all modes alike. The result holds
 	// every run, and compare judges each figure across them.
 	Runs int `yaml:"runs,omitempty" json:"runs,omitempty"`
-	// Modes lists the proxy modes to measure, in order: none, iptables
-	// (later userspace, ipvs, nftables).
+	// Modes lists the proxy modes to measure, in order (default none,
+	// iptables): names of the build's modes (proxymodes/modes: none,
+	// iptables, ipvs, nftables, userspace), checked by Catalog.Parse.
 	Modes []string `yaml:"modes" json:"modes"`
 
 	// Kernel picks where the modes run: auto (default: the host when its
@@ -271,7 +273,8 @@ type FailureSpec struct {
 	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
 }
 
-// ChurnSpec is the open-loop churn generator (workload.Churn).
+// ChurnSpec is the open-loop churn generator (workload.Arrivals and
+// workload.Cluster.Next).
 type ChurnSpec struct {
 	// Rate is changes per second (0, the default, disables churn).
 	Rate float64 `yaml:"rate,omitempty" json:"rate,omitempty"`
@@ -335,6 +338,11 @@ type IPVSSpec struct {
 	// Scheduler is the IPVS scheduler of every virtual server: rr
 	// (default), wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh.
 	Scheduler string `yaml:"scheduler" json:"scheduler"`
+	// SchedulerFlags are the scheduler's options (ipvsadm -b): sh-fallback
+	// and sh-port for sh, mh-fallback and mh-port for mh. With sh-port or
+	// mh-port the hash covers the source port too, so one client address
+	// spreads over the endpoints. Not a KubeProxyConfiguration field.
+	SchedulerFlags []string `yaml:"schedulerFlags,omitempty" json:"schedulerFlags,omitempty"`
 	// ExcludeCIDRs are CIDRs whose IPVS virtual servers a sync must not
 	// remove (kube-proxy leaves foreign virtual servers there alone).
 	ExcludeCIDRs []string `yaml:"excludeCIDRs,omitempty" json:"excludeCIDRs,omitempty"`
@@ -347,6 +355,22 @@ type IPVSSpec struct {
 	// MinSyncPeriod the shortest (default 0s: sync on every change).
 	SyncPeriod    Duration `yaml:"syncPeriod" json:"syncPeriod"`
 	MinSyncPeriod Duration `yaml:"minSyncPeriod" json:"minSyncPeriod"`
+}
+
+// IPVSSchedulerFlags lists the flags each scheduler accepts
+// (include/uapi/linux/ip_vs.h IP_VS_SVC_F_SCHED_{SH,MH}_{FALLBACK,PORT}).
+var IPVSSchedulerFlags = map[string][]string{
+	"sh": {"sh-fallback", "sh-port"},
+	"mh": {"mh-fallback", "mh-port"},
+}
+
+// SchedulerLabel names the scheduler with its flags as results and
+// reports show it: "sh", or "sh+sh-port" with flags.
+func (v IPVSSpec) SchedulerLabel() string {
+	if len(v.SchedulerFlags) == 0 {
+		return v.Scheduler
+	}
+	return v.Scheduler + "+" + strings.Join(v.SchedulerFlags, "+")
 }
 
 // NFTablesSpec is KubeProxyConfiguration's nftables block.

@@ -117,6 +117,8 @@ func TestParseErrors(t *testing.T) {
 		{"unknown scheduler", "services:\n  count: 1\nipvs:\n  scheduler: wrrr\n", "ipvs.scheduler", 4, `did you mean "wrr"`},
 		{"bad excludeCIDR", "services:\n  count: 1\nipvs:\n  excludeCIDRs: [10.0.0.0/33]\n", "ipvs.excludeCIDRs[0]", 4, "not a CIDR"},
 		{"negative ipvs timeout", "services:\n  count: 1\nipvs:\n  tcpTimeout: -1s\n", "ipvs.tcpTimeout", 4, "is negative"},
+		{"flag of another scheduler", "services:\n  count: 1\nipvs:\n  scheduler: sh\n  schedulerFlags: [mh-port]\n", "ipvs.schedulerFlags[0]", 0, `did you mean "sh-port"`},
+		{"flags on rr", "services:\n  count: 1\nipvs:\n  schedulerFlags: [sh-port]\n", "ipvs.schedulerFlags[0]", 0, `scheduler "rr" takes no flags`},
 		{"zero syncPeriod", "services:\n  count: 1\niptables:\n  syncPeriod: 0s\n", "iptables.syncPeriod", 4, "positive"},
 		{"unknown kernel", "services:\n  count: 1\nkernel: kvm\n", "kernel", 3, "use one of auto, host, uml"},
 		{"unknown fallback", "services:\n  count: 1\nfallback: userspace\n", "fallback", 3, "iptables"},
@@ -128,7 +130,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Parse([]byte(tt.in), "t.yaml")
+			_, err := testCatalog.Parse([]byte(tt.in), "t.yaml")
 			if err == nil {
 				t.Fatal("Parse succeeded, want an error")
 			}
@@ -228,13 +230,9 @@ func assertRoundTrip(t *testing.T, sc *Scenario) {
 	}
 }
 
-// The binary registers every mode (proxymodes.Register at init); the
-// shipped scenarios name them, so this package's tests register the names.
-func init() {
-	for _, m := range []string{"ipvs", "nftables", "userspace"} {
-		RegisterMode(m)
-	}
-}
+// testCatalog names the build's modes (proxymodes/modes.Catalog gives the
+// binary's; scenarios cannot import it).
+var testCatalog = Catalog{Modes: []string{"none", "iptables", "ipvs", "nftables", "userspace"}}
 
 func TestShippedScenarios(t *testing.T) {
 	want := map[string]int{"1k-services": 1000, "5k-services": 5000, "10k-services": 10000}
@@ -249,13 +247,13 @@ func TestShippedScenarios(t *testing.T) {
 	}
 	// Every shipped scenario loads and validates.
 	for _, name := range got {
-		if _, err := Load(name); err != nil {
+		if _, err := testCatalog.Load(name); err != nil {
 			t.Errorf("shipped scenario %s: %v", name, err)
 		}
 	}
 	// The 1k/5k/10k scenarios compare modes against the baseline.
 	for name, count := range want {
-		sc, err := Load(name)
+		sc, err := testCatalog.Load(name)
 		if err != nil {
 			t.Fatal(err)
 		}

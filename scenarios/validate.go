@@ -12,17 +12,27 @@ import (
 	"time"
 )
 
-// KnownModes lists the proxy modes a scenario may name, in the order they
-// were implemented. proxymodes.Register adds each mode through RegisterMode.
-var KnownModes = []string{"none", "iptables"}
-
-// RegisterMode makes name a valid entry of modes (idempotent). Called by
-// proxymodes.Register at init, before any scenario is parsed.
-func RegisterMode(name string) {
-	if !slices.Contains(KnownModes, name) {
-		KnownModes = append(KnownModes, name)
-	}
+// Catalog is what a scenario may name that is defined above this
+// package: the proxy modes of this build, in list order. Package
+// proxymodes/modes builds it from its list (modes.Catalog); scenarios
+// imports no mode (docs/architecture.md, "Layers").
+type Catalog struct {
+	Modes []string
 }
+
+// Parse is the package-level Parse that also checks every entry of modes
+// against c (unknown names are a *FieldError with the closest known name).
+func (c Catalog) Parse(data []byte, source string) (*Scenario, error) {
+	return parse(data, source, &c)
+}
+
+// Load is the package-level Load that also checks modes against c.
+func (c Catalog) Load(nameOrPath string) (*Scenario, error) {
+	return load(nameOrPath, &c)
+}
+
+// ValidateWith is Validate that also checks modes against c.
+func (s *Scenario) ValidateWith(c Catalog) error { return s.validate(&c) }
 
 // KnownPositions lists the service positions traffic.positions may name.
 var KnownPositions = []string{"first", "middle", "last", "random"}
@@ -182,8 +192,14 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 // serviceCIDR; services, all endpoints (EndpointCounts) and (clientPods+1)
 // /30 links fit their CIDRs; ports, distribution parameters, modes,
 // traffic, sync periods, churn, failure and gate settings are in range.
-func (s *Scenario) Validate() error {
-	c := &checker{s: s}
+//
+// Validate checks that modes is a non-empty list without duplicates but
+// not the names: they are defined above this package, so a caller checks
+// them with ValidateWith and the build's Catalog.
+func (s *Scenario) Validate() error { return s.validate(nil) }
+
+func (s *Scenario) validate(cat *Catalog) error {
+	c := &checker{s: s, cat: cat}
 	for _, check := range []func(*checker){
 		(*checker).top,
 		(*checker).services,
@@ -216,6 +232,7 @@ func (s *Scenario) Validate() error {
 // drawn).
 type checker struct {
 	s    *Scenario
+	cat  *Catalog // nil: mode names are not checked
 	errs []error
 
 	countOK, distOK            bool
@@ -254,15 +271,20 @@ func (c *checker) oneOf(field, v string, known []string) bool {
 }
 
 // list checks a non-empty list of distinct known values.
+// With known nil, list checks only emptiness and duplicates.
 func (c *checker) list(field string, vs, known []string) {
 	if len(vs) == 0 {
-		c.add(field, "is empty", "list at least one of "+strings.Join(known, ", "))
+		fix := "list at least one"
+		if known != nil {
+			fix += " of " + strings.Join(known, ", ")
+		}
+		c.add(field, "is empty", fix)
 	}
 	for i, v := range vs {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if j := slices.Index(vs, v); j < i {
 			c.add(f, fmt.Sprintf("%q is listed twice (also %s[%d])", v, field, j), "remove the duplicate")
-		} else {
+		} else if known != nil {
 			c.oneOf(f, v, known)
 		}
 	}
@@ -302,7 +324,11 @@ func (c *checker) top() {
 	}
 	c.between("repetitions", s.Repetitions, 1, 100)
 	c.between("runs", s.Runs, 1, 100)
-	c.list("modes", s.Modes, KnownModes)
+	var known []string
+	if c.cat != nil {
+		known = c.cat.Modes
+	}
+	c.list("modes", s.Modes, known)
 }
 
 // services checks services.count, its ports and protocol, and the endpoint
@@ -466,6 +492,21 @@ func (c *checker) affinity() {
 func (c *checker) ipvs() {
 	v := c.s.IPVS
 	c.oneOf("ipvs.scheduler", v.Scheduler, IPVSSchedulers)
+	for i, f := range v.SchedulerFlags {
+		field := fmt.Sprintf("ipvs.schedulerFlags[%d]", i)
+		known := IPVSSchedulerFlags[v.Scheduler]
+		switch {
+		case len(known) == 0:
+			c.add(field, fmt.Sprintf("scheduler %q takes no flags", v.Scheduler), "remove ipvs.schedulerFlags, or use scheduler sh or mh")
+		case slices.Contains(v.SchedulerFlags[:i], f):
+			c.add(field, fmt.Sprintf("%q is listed twice", f), "list each flag once")
+		default:
+			c.oneOf(field, f, known)
+		}
+	}
+	if len(v.SchedulerFlags) > 0 && len(c.s.Sweep.Schedulers) > 0 {
+		c.add("ipvs.schedulerFlags", "cannot be combined with sweep.schedulers (flags belong to one scheduler)", "remove one of the two")
+	}
 	for i, cidr := range v.ExcludeCIDRs {
 		c.prefix(fmt.Sprintf("ipvs.excludeCIDRs[%d]", i), cidr)
 	}

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"runtime"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func runBench(b *testing.B, sc *scenarios.Scenario) {
 	var maxSys uint64
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		if _, err := Run(context.Background(), sc, Options{Calibration: cal}); err != nil {
+		if _, err := Run(context.Background(), sc, Options{Calibration: cal, Modes: modes.All}); err != nil {
 			b.Fatal(err)
 		}
 		var ms runtime.MemStats

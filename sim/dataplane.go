@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"math/rand"
@@ -9,102 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/proxybench/proxybench/proxymodes/iptables"
 	"github.com/proxybench/proxybench/proxymodes/userspace"
 	"github.com/proxybench/proxybench/workload"
 )
-
-type vipPort struct {
-	vip  netip.Addr
-	port uint16
-}
-
-// IPTablesWalker evaluates packets against a rendered iptables ruleset as
-// x_tables does: the nat table's KUBE-SERVICES chain is walked rule by
-// rule until a rule's destination and port match (net/ipv4/netfilter/
-// ip_tables.c, ipt_do_table: one rule after another, no index).
-type IPTablesWalker struct {
-	index map[vipPort]int // rule position in nat KUBE-SERVICES, 0-based
-	// NatServices is the number of rules of nat KUBE-SERVICES; FilterServices
-	// of filter KUBE-SERVICES (REJECT rules of services without
-	// endpoints), walked whole by every new connection.
-	NatServices, FilterServices int
-}
-
-// NewIPTablesWalker reads the KUBE-SERVICES rules of rs.Data (both
-// tables). It fails on a nat KUBE-SERVICES rule it cannot parse (a jump
-// to a service chain without "-d <ip>" and "--dport <port>").
-func NewIPTablesWalker(rs *iptables.Ruleset) (*IPTablesWalker, error) {
-	w := &IPTablesWalker{index: map[vipPort]int{}}
-	data := rs.Data
-	table := ""
-	prefix := []byte("-A KUBE-SERVICES ")
-	for len(data) > 0 {
-		var line []byte
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			line, data = data, nil
-		}
-		if len(line) > 0 && line[0] == '*' {
-			table = string(line[1:])
-			continue
-		}
-		if !bytes.HasPrefix(line, prefix) {
-			continue
-		}
-		if table == "filter" {
-			w.FilterServices++
-			continue
-		}
-		if table != "nat" {
-			continue
-		}
-		pos := w.NatServices
-		w.NatServices++
-		d := field(line, " -d ")
-		p := field(line, " --dport ")
-		if d == nil && p == nil {
-			continue // the KUBE-NODEPORTS rule (matches no ClusterIP)
-		}
-		vip, err := netip.ParseAddr(string(d))
-		if err != nil {
-			return nil, fmt.Errorf("sim: iptables rule %q: destination: %w", line, err)
-		}
-		port, err := strconv.ParseUint(string(p), 10, 16)
-		if err != nil {
-			return nil, fmt.Errorf("sim: iptables rule %q: port: %w", line, err)
-		}
-		k := vipPort{vip, uint16(port)}
-		if _, dup := w.index[k]; !dup {
-			w.index[k] = pos
-		}
-	}
-	return w, nil
-}
-
-// field returns the word after key in line, or nil.
-func field(line []byte, key string) []byte {
-	i := bytes.Index(line, []byte(key))
-	if i < 0 {
-		return nil
-	}
-	rest := line[i+len(key):]
-	if j := bytes.IndexByte(rest, ' '); j >= 0 {
-		rest = rest[:j]
-	}
-	return rest
-}
-
-// RulesWalked returns how many nat KUBE-SERVICES rules a new connection
-// to vip:port evaluates: the rules before its own plus its own (position
-// + 1), or, when no rule matches, the whole chain and false.
-func (w *IPTablesWalker) RulesWalked(vip netip.Addr, port uint16) (int, bool) {
-	if i, ok := w.index[vipPort{vip, port}]; ok {
-		return i + 1, true
-	}
-	return w.NatServices, false
-}
 
 // StatisticChoice picks the endpoint a KUBE-SVC chain of n endpoints
 // sends a new connection to: rule i (i < n-1) matches with
@@ -266,4 +172,48 @@ func (v *ipvsChooser) done(ep int, now time.Duration) {
 	v.dests[i].Active--
 	v.dests[i].Inactive++
 	v.expiry = append(v.expiry, closed{now + ipvsCloseTimeout, i})
+}
+
+// affinityChooser is ClientIP session affinity over another chooser: a
+// client address whose last connection is less than timeout ago goes to
+// the same endpoint, and each connection renews it (iptables' "-m recent
+// --rcheck --seconds T" then --set, IPVS persistence templates, the
+// userspace proxy's sessions); other connections ask the inner chooser.
+type affinityChooser struct {
+	inner   chooser
+	timeout time.Duration
+	last    map[netip.Addr]pin
+	// pinned counts open pinned connections per endpoint: their done is
+	// not the inner chooser's.
+	pinned map[int]int
+}
+
+type pin struct {
+	ep int
+	at time.Duration
+}
+
+func newAffinityChooser(inner chooser, timeout time.Duration) *affinityChooser {
+	return &affinityChooser{inner: inner, timeout: timeout, last: map[netip.Addr]pin{}, pinned: map[int]int{}}
+}
+
+func (a *affinityChooser) choose(c Conn, now time.Duration) (int, error) {
+	if p, ok := a.last[c.Src]; ok && now-p.at < a.timeout {
+		a.last[c.Src] = pin{p.ep, now}
+		a.pinned[p.ep]++
+		return p.ep, nil
+	}
+	ep, err := a.inner.choose(c, now)
+	if err == nil {
+		a.last[c.Src] = pin{ep, now}
+	}
+	return ep, err
+}
+
+func (a *affinityChooser) done(ep int, now time.Duration) {
+	if a.pinned[ep] > 0 {
+		a.pinned[ep]--
+		return
+	}
+	a.inner.done(ep, now)
 }

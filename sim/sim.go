@@ -37,20 +37,18 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/proxymodes"
-	"github.com/proxybench/proxybench/proxymodes/iptables"
-	"github.com/proxybench/proxybench/proxymodes/ipvs"
-	"github.com/proxybench/proxybench/proxymodes/nftables"
-	"github.com/proxybench/proxybench/proxymodes/userspace"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
 )
 
-// Modes are the modes the sim engine models.
-var Modes = []string{"none", "iptables", "nftables", "ipvs", "userspace"}
-
 // Options configure Run.
 type Options struct {
+	// Modes is the build's mode list (proxymodes/modes.All): the sim
+	// renders each scenario mode with its Mode.Render and models its data
+	// plane after its Mode.Sim. Required; the sim imports no mode itself,
+	// so it links no kernel library.
+	Modes   []proxymodes.Mode
 	RunID   string // empty: "sim-" + a number from the clock
 	Version string
 	// Calibration to use; nil loads sc.Sim.Calibration (empty: the
@@ -66,6 +64,19 @@ type Options struct {
 // control-plane simulation over Sim.Nodes nodes. Errors: an unknown mode,
 // a calibration that cannot be read or lacks a mode, a render failure.
 func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Result, error) {
+	byName := map[string]proxymodes.Mode{}
+	for _, m := range o.Modes {
+		byName[m.Name] = m
+	}
+	var known []string
+	for _, m := range o.Modes {
+		known = append(known, m.Name)
+	}
+	for _, name := range sc.Modes {
+		if _, ok := byName[name]; !ok {
+			return nil, fmt.Errorf("sim: unknown mode %q (Options.Modes: %v)", name, known)
+		}
+	}
 	cal := o.Calibration
 	if cal == nil {
 		var err error
@@ -102,7 +113,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Resul
 				return nil, err
 			}
 			progress(fmt.Sprintf("sim %s at %d services", mode, n))
-			mr, err := runMode(ctx, at, cal, services, mode)
+			mr, err := runMode(ctx, at, cal, services, byName[mode])
 			if err != nil {
 				return nil, fmt.Errorf("sim: mode %s at %d services: %w", mode, n, err)
 			}
@@ -117,79 +128,68 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Resul
 // model is one mode's rendered state at one size.
 type model struct {
 	mode     string
+	md       proxymodes.Mode
 	direct   bool
 	cal      *Calibration
 	cost     *ModeCost
 	objects  int
 	bytes    int
-	walker   *IPTablesWalker
-	portBase []int // first flat index of each service's ports (userspace portals)
+	r        *proxymodes.Rendering
 	services []workload.Service
 	flat     []workload.Target
 	sc       *scenarios.Scenario
 }
 
-// newModel renders services with mode's render step and counts what a
-// full sync programs, as the real proxier's SyncStats counts it.
-func newModel(sc *scenarios.Scenario, cal *Calibration, services []workload.Service, mode string) (*model, error) {
-	cost, err := cal.Mode(mode)
+// ModeCost returns c's costs for md: its own entry, or, for a direct mode
+// (no rules, no sync cost) without one, empty costs marked not measured,
+// since its connect times are the calibration's baseline. Other modes
+// without an entry are an error naming the fix.
+func (c *Calibration) ModeCost(md proxymodes.Mode) (*ModeCost, error) {
+	cost, err := c.Mode(md.Name)
+	if err != nil && md.Sim.Lookup == proxymodes.LookupDirect {
+		return &ModeCost{Note: "a direct mode: the baseline's connect times, no rules"}, nil
+	}
+	return cost, err
+}
+
+// newModel renders services with the mode's Render (the configuration
+// the real run's proxier gets from the same scenario) and counts what a
+// full sync programs. It fails on a lookup or choice model the sim does
+// not know.
+func newModel(sc *scenarios.Scenario, cal *Calibration, services []workload.Service, md proxymodes.Mode) (*model, error) {
+	cost, err := cal.ModeCost(md)
 	if err != nil {
 		return nil, err
 	}
-	_, _, _, cluster := sc.Prefixes()
-	m := &model{mode: mode, cal: cal, cost: cost, services: services, flat: workload.FlatTargets(services), sc: sc}
-	switch mode {
-	case "none":
+	if md.Render == nil {
+		return nil, fmt.Errorf("mode %s has no Render: the sim engine cannot model it", md.Name)
+	}
+	r, err := md.Render(sc, services)
+	if err != nil {
+		return nil, err
+	}
+	if md.Sim.Choice == proxymodes.ChoiceScheduler && len(r.SchedulerFlags) > 0 {
+		return nil, fmt.Errorf("sim: ipvs.schedulerFlags %v are not modelled (the sim's sh and mh hash the source address only); run with --engine real", r.SchedulerFlags)
+	}
+	m := &model{mode: md.Name, md: md, cal: cal, cost: cost, services: services, flat: workload.FlatTargets(services), sc: sc,
+		r: r, objects: r.Objects, bytes: r.Bytes}
+	switch md.Sim.Lookup {
+	case proxymodes.LookupDirect:
 		m.direct = true
-	case "iptables":
-		rs, err := iptables.Render(iptables.Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster}, services)
-		if err != nil {
-			return nil, err
+	case proxymodes.LookupLinear:
+		if r.Walk == nil {
+			return nil, fmt.Errorf("mode %s: linear lookup without Rendering.Walk", md.Name)
 		}
-		m.objects, m.bytes = rs.NatRules+rs.FilterRules, len(rs.Data)
-		if m.walker, err = NewIPTablesWalker(rs); err != nil {
-			return nil, err
-		}
-	case "nftables":
-		rs, err := nftables.Render(nftables.Config{ClusterCIDR: cluster}, services)
-		if err != nil {
-			return nil, err
-		}
-		m.objects = rs.Counts().Objects()
-		m.bytes = m.objects * 120 // nft's netlink messages: about 120 bytes per object
-	case "ipvs":
-		rs, err := ipvs.Render(ipvs.Config{Scheduler: sc.IPVS.Scheduler, ClusterCIDR: cluster}, services)
-		if err != nil {
-			return nil, err
-		}
-		m.objects = len(rs.Virtual) + rs.RealServers + len(rs.Addresses) + len(rs.SetEntries) + rs.NATRules
-		m.bytes = len(rs.NAT) + 64*(m.objects-rs.NATRules)
-	case "userspace":
-		var portals []userspace.Portal
-		pp := uint16(30000)
-		for i := range services {
-			s := &services[i]
-			for _, p := range s.Ports {
-				portals = append(portals, userspace.Portal{Name: s.PortName(p), ClusterIP: s.ClusterIP, Port: p.Port, Protocol: p.Protocol, ProxyPort: pp})
-				pp++
-				if pp == 0 {
-					pp = 30000
-				}
-			}
-		}
-		rs, err := userspace.Render(portals)
-		if err != nil {
-			return nil, err
-		}
-		m.objects, m.bytes = len(portals)+rs.Rules, len(rs.Data)
-		m.portBase = make([]int, len(services))
-		k := 0
-		for i := range services {
-			m.portBase[i] = k
-			k += len(services[i].Ports)
-		}
+	case proxymodes.LookupHash:
 	default:
-		return nil, fmt.Errorf("the sim engine has no model of mode %q (models: %v)", mode, Modes)
+		return nil, fmt.Errorf("the sim engine has no lookup model %q (mode %s)", md.Sim.Lookup, md.Name)
+	}
+	if !m.direct {
+		switch md.Sim.Choice {
+		case proxymodes.ChoiceStatistic, proxymodes.ChoiceNumgen, proxymodes.ChoiceScheduler, proxymodes.ChoiceRoundRobin:
+		default:
+			return nil, fmt.Errorf("the sim engine has no endpoint choice model %q (mode %s)", md.Sim.Choice, md.Name)
+		}
 	}
 	return m, nil
 }
@@ -228,8 +228,9 @@ func seedOf(sc *scenarios.Scenario, mode string, extra int64) int64 {
 	return sc.Seed ^ int64(h.Sum64()>>1) ^ extra
 }
 
-func runMode(ctx context.Context, sc *scenarios.Scenario, cal *Calibration, services []workload.Service, mode string) (*reports.ModeResult, error) {
-	m, err := newModel(sc, cal, services, mode)
+func runMode(ctx context.Context, sc *scenarios.Scenario, cal *Calibration, services []workload.Service, md proxymodes.Mode) (*reports.ModeResult, error) {
+	mode := md.Name
+	m, err := newModel(sc, cal, services, md)
 	if err != nil {
 		return nil, err
 	}
@@ -238,17 +239,14 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, cal *Calibration, serv
 		"calibration.machine": cal.Machine, "calibration.kernel": cal.Kernel + " (" + cal.KernelWhere + ")",
 		"calibration.measured": strconv.FormatBool(m.cost.Measured),
 	}}
-	switch mode {
-	case "iptables":
-		mr.Info["backend"] = sc.IPTables.Backend
+	mr.Info["backend"] = mode
+	for k, v := range m.r.Info {
+		mr.Info[k] = v
+	}
+	if md.Sim.Choice == proxymodes.ChoiceStatistic {
+		// The iptables data-plane model: per-rule costs were measured
+		// with the calibration's iptables back end.
 		mr.Info["calibration.iptablesBackend"] = cal.IPTablesBackend
-	case "ipvs":
-		mr.Info["scheduler"] = sc.IPVS.Scheduler
-		mr.Info["backend"] = "ipvs"
-	case "nftables":
-		mr.Info["backend"] = "knftables"
-	default:
-		mr.Info["backend"] = mode
 	}
 	if m.cost.Note != "" {
 		mr.Info["calibration.note"] = m.cost.Note
@@ -294,7 +292,10 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, cal *Calibration, serv
 	mr.Fairness = reports.PoolFairness(fs)
 
 	if sc.Churn.Rate > 0 && !m.direct {
-		values, period := sc.ChurnSyncPeriods(mode)
+		values, period, err := md.ChurnSyncPeriods(sc)
+		if err != nil {
+			return nil, err
+		}
 		for _, ms := range values {
 			cr, per := m.churn(ms, period)
 			mr.Churn = append(mr.Churn, *cr)
@@ -317,21 +318,13 @@ func (m *model) latencyNs(t workload.Target, rng *rand.Rand) float64 {
 		return v
 	}
 	v += cal.LookupOverheadNs + cal.PerServiceNs*float64(len(m.services))
-	switch {
-	case m.walker != nil:
-		s := &m.services[t.Service]
-		rules, _ := m.walker.RulesWalked(s.ClusterIP, s.Ports[t.Port].Port)
-		v += cal.PerRuleNs * float64(rules)
-	case m.mode == "userspace":
-		// The portal rules of KUBE-PORTALS-CONTAINER are walked in render
-		// order (one REDIRECT per ServicePort) before the proxy's listener.
-		v += cal.PerRuleNs * float64(m.portIndex(t)+1)
+	if m.r.Walk != nil {
+		// A linear lookup: the rules walked before the service's own
+		// (iptables' KUBE-SERVICES, userspace's KUBE-PORTALS-CONTAINER).
+		v += cal.PerRuleNs * float64(m.r.Walk(t))
 	}
 	return v
 }
-
-// portIndex is t's position in render order (its portal rule's index).
-func (m *model) portIndex(t workload.Target) int { return m.portBase[t.Service] + t.Port }
 
 // baseAt is the calibration's base (mode none) connect time at u.
 func (m *model) baseAt(u float64) float64 { return m.cal.baseAt(u) }
@@ -379,7 +372,7 @@ func (m *model) lookup(position string, idx int) (*reports.PositionResult, *repo
 	var elapsed float64
 	for rep := 0; rep < sc.Repetitions; rep++ {
 		rng := rand.New(rand.NewSource(seedOf(sc, m.mode, int64(rep*100+idx)+7)))
-		if fixed {
+		if fixed && !m.direct {
 			var err error
 			if ch, err = m.newChooser(eps, m.services[target.Service].Ports[target.Port], rng); err != nil {
 				return nil, nil, 0, err
@@ -471,19 +464,30 @@ func (m *model) lookup(position string, idx int) (*reports.PositionResult, *repo
 	return pr, &f, elapsed, nil
 }
 
-// newChooser returns the mode's endpoint chooser for one service port.
+// newChooser returns the mode's endpoint chooser for one service port
+// (Mode.Sim.Choice), pinning clients under ClientIP session affinity.
 func (m *model) newChooser(eps []workload.Endpoint, port workload.ServicePort, rng *rand.Rand) (chooser, error) {
-	switch m.mode {
-	case "iptables":
-		return &randomChooser{n: len(eps), rng: rng}, nil
-	case "nftables":
-		return &randomChooser{n: len(eps), rng: rng, nft: true}, nil
-	case "ipvs":
-		return newIPVSChooser(m.sc.IPVS.Scheduler, eps, port.TargetPort)
-	case "userspace":
-		return newUserspaceChooser(eps, port.TargetPort, rng), nil
+	var ch chooser
+	switch m.md.Sim.Choice {
+	case proxymodes.ChoiceStatistic:
+		ch = &randomChooser{n: len(eps), rng: rng}
+	case proxymodes.ChoiceNumgen:
+		ch = &randomChooser{n: len(eps), rng: rng, nft: true}
+	case proxymodes.ChoiceScheduler:
+		c, err := newIPVSChooser(m.r.Scheduler, eps, port.TargetPort)
+		if err != nil {
+			return nil, err
+		}
+		ch = c
+	case proxymodes.ChoiceRoundRobin:
+		ch = newUserspaceChooser(eps, port.TargetPort, rng)
+	default:
+		return nil, fmt.Errorf("the sim engine has no endpoint choice model %q (mode %s)", m.md.Sim.Choice, m.mode)
 	}
-	return nil, nil
+	if m.r.AffinityTimeout > 0 {
+		ch = newAffinityChooser(ch, m.r.AffinityTimeout)
+	}
+	return ch, nil
 }
 
 // churn runs the control-plane simulation of the scenario's churn at

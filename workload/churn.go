@@ -173,7 +173,7 @@ func (c *Cluster) Next(rng *rand.Rand, mix scenarios.ChurnMix) (Change, bool) {
 			if err != nil {
 				return Change{}, false
 			}
-			eps = append(eps, Endpoint{IP: ip, Ready: true, Weight: 1})
+			eps = append(eps, NewEndpoint(ip))
 			ch.Kind, ch.Endpoint = EndpointAdd, ip
 		case 1, 2:
 			var unready []int
@@ -188,7 +188,7 @@ func (c *Cluster) Next(rng *rand.Rand, mix scenarios.ChurnMix) (Change, bool) {
 			switch {
 			case kind == 2 && len(unready) > 0:
 				k := unready[rng.Intn(len(unready))]
-				eps[k].Ready = true
+				eps[k].Ready, eps[k].Serving = true, true
 				ch.Kind, ch.Endpoint = EndpointReady, eps[k].IP
 			case len(readyIdx) >= 2:
 				k := readyIdx[rng.Intn(len(readyIdx))]
@@ -197,7 +197,7 @@ func (c *Cluster) Next(rng *rand.Rand, mix scenarios.ChurnMix) (Change, bool) {
 					eps = append(eps[:k], eps[k+1:]...)
 					ch.Kind = EndpointRemove
 				} else {
-					eps[k].Ready = false
+					eps[k].Ready, eps[k].Serving = false, false
 					ch.Kind = EndpointUnready
 				}
 			default:
@@ -230,7 +230,7 @@ func (c *Cluster) create() (Change, bool) {
 		if err != nil {
 			return Change{}, false
 		}
-		eps[k] = Endpoint{IP: ip, Ready: true, Weight: 1}
+		eps[k] = NewEndpoint(ip)
 	}
 	c.nextVIP = vip.Next()
 	tmpl := c.Services[0]

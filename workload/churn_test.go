@@ -113,3 +113,38 @@ func TestClusterChangesKeepServicesReachable(t *testing.T) {
 		t.Errorf("snapshot has %d services, want %d", len(live), len(c.Services)-kinds[ServiceDelete])
 	}
 }
+
+// TestEndpointConditions: generated endpoints start ready and serving, not
+// terminating; churn keeps Serving equal to Ready (no endpoint it makes is
+// terminating), through flips both ways.
+func TestEndpointConditions(t *testing.T) {
+	sc, svcs := churnScenario(t, 30)
+	for _, s := range svcs {
+		for _, e := range s.Endpoints {
+			if !e.Ready || !e.Serving || e.Terminating || e.Weight != 1 {
+				t.Fatalf("%s: generated endpoint %+v", s.Name, e)
+			}
+		}
+	}
+	c := NewCluster(sc, svcs)
+	rng := rand.New(rand.NewSource(3))
+	flips := map[string]int{}
+	for range 2000 {
+		ch, ok := c.Next(rng, scenarios.ChurnMix{ReadinessFlip: 1})
+		if !ok {
+			continue
+		}
+		flips[ch.Kind]++
+		c.Release(ch.Service)
+	}
+	if flips[EndpointUnready] == 0 || flips[EndpointReady] == 0 {
+		t.Fatalf("churn made no flips both ways: %v", flips)
+	}
+	for _, s := range c.Snapshot() {
+		for _, e := range s.Endpoints {
+			if e.Serving != e.Ready || e.Terminating {
+				t.Fatalf("%s: endpoint %+v: serving must follow ready for a pod that is not terminating", s.Name, e)
+			}
+		}
+	}
+}

@@ -33,11 +33,26 @@ type ServicePort struct {
 	Protocol   string // "TCP" or "UDP"
 }
 
-// Endpoint is one backend pod address of a Service's EndpointSlice.
+// Endpoint is one backend pod address of a Service's EndpointSlice, with
+// the slice's conditions (discovery.k8s.io/v1 EndpointConditions): Ready
+// (the pod is ready and not terminating), Serving (ready, whether or not
+// terminating) and Terminating. Generated endpoints start ready and
+// serving (NewEndpoint); churn turns Ready and Serving off and on
+// together, as the API does for a pod that is not terminating. The modes
+// program Ready endpoints only (kube-proxy's choice while a service has
+// any); Serving and Terminating are there for modes that follow its
+// fallback to serving-terminating endpoints.
 type Endpoint struct {
-	IP     netip.Addr
-	Ready  bool
-	Weight int // relative weight for weighted schedulers (default 1)
+	IP          netip.Addr
+	Ready       bool
+	Serving     bool
+	Terminating bool
+	Weight      int // relative weight for weighted schedulers (default 1)
+}
+
+// NewEndpoint returns a ready, serving, not terminating endpoint of weight 1.
+func NewEndpoint(ip netip.Addr) Endpoint {
+	return Endpoint{IP: ip, Ready: true, Serving: true, Weight: 1}
 }
 
 // PortName is kube-proxy's ServicePortName string: "namespace/name:port".
@@ -74,7 +89,7 @@ func Services(sc *scenarios.Scenario) ([]Service, error) {
 			if !podNet.Contains(pod) {
 				return nil, fmt.Errorf("services: endpoints do not fit podCIDR %s", podNet)
 			}
-			eps[k] = Endpoint{IP: pod, Ready: true, Weight: 1}
+			eps[k] = NewEndpoint(pod)
 			pod = pod.Next()
 		}
 		out[i] = Service{

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/sim"
 )
@@ -171,7 +172,7 @@ func realRun(ctx context.Context, dir, scenario string, n int, scenarioArg strin
 func printCalibration(c *sim.Calibration) {
 	fmt.Printf("machine %s, kernel %s (%s), iptables back end %s, sizes %v\n", c.Machine, c.Kernel, c.KernelWhere, c.IPTablesBackend, c.Sizes)
 	fmt.Printf("mode none connect time: p50 %.1f µs, p99 %.1f µs\n", c.BaseQuantilesNs[50]/1e3, c.BaseQuantilesNs[len(sim.QuantileProbs)-8]/1e3)
-	for _, m := range sim.Modes {
+	for _, m := range modes.Names() {
 		mc, ok := c.Modes[m]
 		if !ok || m == "none" {
 			continue

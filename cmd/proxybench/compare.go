@@ -17,7 +17,7 @@ import (
 var compareFormats = []string{"text", "benchstat", "junit", "json"}
 
 func newCompareCmd() *cobra.Command {
-	var tolerance, format, output, kernels string
+	var tolerance, format, output, gateFlag, kernels string
 	var alpha float64
 	var failOnRegression, force, anySize, selfCheck bool
 	cmd := &cobra.Command{
@@ -33,7 +33,12 @@ the two sides are compared with the two-sided Mann-Whitney U test
 when p <= --alpha and it is larger than --tolerance. With fewer runs than the
 test needs (4 per side at alpha 0.05) the verdict is "too few runs: need >= N
 per side", never a guess. Each figure carries its noise floor: the smallest
-change the spread between this side's runs can resolve.
+change the spread between the base runs lets the test resolve.
+
+--gate picks the figures whose regression fails the gate (exit 1 with
+--fail-on-regression, failing JUnit testcases): all (default), ratios (the
+figures measured against a baseline in the same run, which a noisy neighbour
+moves least; docs/gates.md) or a list. The others are still shown.
 
 --self-check reads the two sides as an A/A experiment (the same build measured
 twice, e.g. 'make aa'): every flagged figure is a false alarm, and it prints
@@ -51,7 +56,8 @@ Absolute guest figures are not host figures (syscalls cost ~25x more in a
 guest): between the host and a guest kernel, read the vsnone figures.
 
 Exit codes: 0 no flagged regression (or --fail-on-regression not given),
-1 a flagged regression with --fail-on-regression, 2 bad input or refused runs.`,
+1 a flagged regression of a gated figure with --fail-on-regression, 2 bad
+input or refused runs.`,
 		Example: `  proxybench run 1k-services --count 5 --output base.json   # before the change
   proxybench run 1k-services --count 5 --output new.json    # after
   proxybench compare base.json new.json --tolerance 5% --fail-on-regression
@@ -147,7 +153,11 @@ Exit codes: 0 no flagged regression (or --fail-on-regression not given),
 					break
 				}
 			}
-			opt := reports.CompareOptions{Tolerance: tol, Alpha: alpha, AnySize: anySize}
+			gate, err := reports.ParseGate(gateFlag)
+			if err != nil {
+				return badInput(fmt.Errorf("--gate: %w", err))
+			}
+			opt := reports.CompareOptions{Tolerance: tol, Alpha: alpha, AnySize: anySize, Gate: gate}
 			cs := reports.CompareRuns(base, cur, opt)
 			if len(cs) == 0 {
 				return badInput(fmt.Errorf("no figure is present on both sides (different modes, sizes or positions; --any-size matches different sizes)"))
@@ -170,7 +180,7 @@ Exit codes: 0 no flagged regression (or --fail-on-regression not given),
 			}
 			if failOnRegression {
 				for _, c := range cs {
-					if c.Regression() {
+					if c.Fails() {
 						return &exitError{1, fmt.Errorf("regression: %s", c)}
 					}
 				}
@@ -180,11 +190,12 @@ Exit codes: 0 no flagged regression (or --fail-on-regression not given),
 	}
 	cmd.Flags().StringVar(&tolerance, "tolerance", "10%", "smallest relative change that is flagged (10% or 0.1)")
 	cmd.Flags().Float64Var(&alpha, "alpha", 0.05, "significance level of the rank test")
-	cmd.Flags().BoolVar(&failOnRegression, "fail-on-regression", false, "exit 1 when a regression is flagged")
+	cmd.Flags().BoolVar(&failOnRegression, "fail-on-regression", false, "exit 1 when a gated figure has a flagged regression")
+	cmd.Flags().StringVar(&gateFlag, "gate", "all", "figures whose regression fails the gate: all, ratios (lookup.vsnone.p50/.p99, sync.full.vsraw, cpu.vsnone) or a comma-separated list")
 	cmd.Flags().BoolVar(&force, "force", false, "compare runs from different machines or kernels")
 	cmd.Flags().BoolVar(&anySize, "any-size", false, "match figures whatever their service count (each side one size)")
 	cmd.Flags().BoolVar(&selfCheck, "self-check", false, "read the sides as an A/A experiment: print the false-alarm rate and the noise floor per figure")
-	cmd.Flags().StringVarP(&format, "format", "f", "text", "text, benchstat (its table, ~ and p-values), junit (one testcase per judged figure) or json")
+	cmd.Flags().StringVarP(&format, "format", "f", "text", "text, benchstat (its table, ~ and p-values), junit (one testcase per gated figure) or json")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
 	cmd.Flags().StringVar(&kernels, "kernels", "", "compare kernels: A,B of one result (e.g. uml:6.1,uml:6.12), or kernel A of BASE with B of NEW")
 	return cmd

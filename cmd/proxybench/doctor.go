@@ -12,6 +12,7 @@ import (
 
 	"github.com/proxybench/proxybench/internal/runner"
 	"github.com/proxybench/proxybench/internal/uml"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
@@ -73,7 +74,7 @@ same modes there, which is where --kernel uml:<version> runs them.`,
 				if err != nil {
 					return &exitError{1, err}
 				}
-				sc := &scenarios.Scenario{Modes: runner.AllModes}
+				sc := &scenarios.Scenario{Modes: modes.Names()}
 				sc.SetDefaults()
 				res, err := uml.Run(cmd.Context(), uml.Guest{Kernel: k, MemoryMiB: 1024, Timeout: sc.UML.Timeout.Duration,
 					Modules: append(runner.GuestModules(sc), schedulerModules()...), Argv: []string{exe, "doctor", "--no-uml"}, WorkDir: filepath.Join(dir, "g")})

@@ -47,9 +47,9 @@ func TestRunNFTablesAndIPVSInBuiltKernel(t *testing.T) {
 	if strings.Join(got, " ") != want {
 		t.Errorf("modes %v, want %s (all in one guest kernel)", got, want)
 	}
-	if len(r.Machine.Kernels) != 1 || r.Machine.Kernels[0].Name != k.Name || r.Machine.Kernels[0].Release != k.Release ||
-		r.Machine.Kernels[0].InitNs <= 0 || r.Machine.Kernels[0].BootNs < r.Machine.Kernels[0].InitNs {
-		t.Errorf("kernels recorded: %+v, want one %s (%s) with its boot times", r.Machine.Kernels, k.Name, k.Release)
+	if len(r.Kernels) != 1 || r.Kernels[0].Name != k.Name || r.Kernels[0].Release != k.Release ||
+		r.Kernels[0].InitNs <= 0 || r.Kernels[0].BootNs < r.Kernels[0].InitNs {
+		t.Errorf("kernels recorded: %+v, want one %s (%s) with its boot times", r.Kernels, k.Name, k.Release)
 	}
 	if r.Machine.Kernel != k.Release || r.Machine.KernelWhere != "uml" {
 		t.Errorf("machine kernel %q (%s), want %s in uml", r.Machine.Kernel, r.Machine.KernelWhere, k.Release)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/proxybench/proxybench/internal/runner"
 	"github.com/proxybench/proxybench/internal/uml"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -39,7 +40,7 @@ type runFlags struct {
 // loadScenario loads a scenario and applies run's overrides, then validates
 // again. Every failure is bad input.
 func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scenario, error) {
-	sc, err := scenarios.Load(arg)
+	sc, err := modes.Catalog().Load(arg)
 	if err != nil {
 		return nil, badInput(err)
 	}
@@ -64,7 +65,7 @@ func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scena
 	if cmd.Flags().Lookup("engine") != nil && cmd.Flags().Changed("engine") {
 		sc.Engine = f.engine
 	}
-	if err := sc.Validate(); err != nil {
+	if err := sc.ValidateWith(modes.Catalog()); err != nil {
 		return nil, badInput(fmt.Errorf("after command-line overrides: %w", err))
 	}
 	return sc, nil

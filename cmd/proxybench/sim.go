@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/sim"
 )
@@ -25,11 +26,15 @@ func runSim(cmd *cobra.Command, sc *scenarios.Scenario, out string, def bool, ca
 		fmt.Fprintf(os.Stderr, "sim: using the DEFAULT calibration shipped in the binary (measured on %s, kernel %s); run 'proxybench calibrate' for this machine\n", cal.Machine, cal.Kernel)
 	}
 	for _, m := range sc.Modes {
-		if _, err := cal.Mode(m); err != nil {
+		md, err := modes.Lookup(m)
+		if err != nil {
+			return badInput(err)
+		}
+		if _, err := cal.ModeCost(md); err != nil {
 			return badInput(err)
 		}
 	}
-	opts := sim.Options{Version: version, Calibration: cal}
+	opts := sim.Options{Version: version, Calibration: cal, Modes: modes.All}
 	if !quiet {
 		opts.Progress = func(s string) { fmt.Fprintln(os.Stderr, s) }
 	}
@@ -68,7 +73,7 @@ with 'proxybench run SCENARIO --engine sim' (or engine: sim in the file).`,
 }
 
 func newSimValidateCmd() *cobra.Command {
-	var sizes, modes, calibration, keep, kernel string
+	var sizes, modeList, calibration, keep, kernel string
 	cmd := &cobra.Command{
 		Use:   "validate SCENARIO",
 		Short: "Run SCENARIO for real and in sim at several sizes and print the error of each figure",
@@ -84,12 +89,12 @@ p50 and p99 per position, and the fairness index, per mode.`,
 			if err != nil {
 				return badInput(err)
 			}
-			base, err := scenarios.Load(args[0])
+			base, err := modes.Catalog().Load(args[0])
 			if err != nil {
 				return badInput(err)
 			}
-			if modes != "" {
-				base.Modes = strings.Split(modes, ",")
+			if modeList != "" {
+				base.Modes = strings.Split(modeList, ",")
 			}
 			if os.Geteuid() != 0 {
 				return badInput(fmt.Errorf("sim validate needs root for the real runs; fix: run it as root"))
@@ -116,7 +121,7 @@ p50 and p99 per position, and the fairness index, per mode.`,
 				}
 				sc := *real.Scenario
 				sc.Sweep.Services = nil
-				sr, err := sim.Run(cmd.Context(), &sc, sim.Options{Version: version, Calibration: cal})
+				sr, err := sim.Run(cmd.Context(), &sc, sim.Options{Version: version, Calibration: cal, Modes: modes.All})
 				if err != nil {
 					return &exitError{1, err}
 				}
@@ -130,7 +135,7 @@ p50 and p99 per position, and the fairness index, per mode.`,
 		},
 	}
 	cmd.Flags().StringVar(&sizes, "sizes", "1000,5000,10000", "service counts")
-	cmd.Flags().StringVar(&modes, "modes", "none,iptables,nftables", "modes to compare (none is the baseline)")
+	cmd.Flags().StringVar(&modeList, "modes", "none,iptables,nftables", "modes to compare (none is the baseline)")
 	cmd.Flags().StringVar(&calibration, "calibration", "", "calibration file (default: the one shipped in the binary)")
 	cmd.Flags().StringVar(&kernel, "kernel", "host", "kernel of the real runs: host or uml")
 	cmd.Flags().StringVar(&keep, "keep", "", "keep the real and sim results in this folder")

@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 
 	"github.com/proxybench/proxybench/internal/uml"
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/scenarios"
 
 	"github.com/proxybench/proxybench/topology"
@@ -23,15 +22,16 @@ type ModeStatus struct {
 	Reason    string
 }
 
-// ProbeHost probes modes (all registered when nil) on this kernel, in a
+// ProbeHost probes the modes called names (every mode of
+// proxymodes/modes when nil) on this kernel, in a
 // throwaway namespace pb-<runid>-probe that it removes afterwards, with
 // sc's settings for binaries. It needs root.
-func ProbeHost(ctx context.Context, sc *scenarios.Scenario, modes []string) ([]ModeStatus, error) {
+func ProbeHost(ctx context.Context, sc *scenarios.Scenario, names []string) ([]ModeStatus, error) {
 	if os.Geteuid() != 0 {
 		return nil, &InputError{Msg: "probing the kernel needs root (network namespaces)", Fix: "run as root"}
 	}
-	if modes == nil {
-		modes = proxymodes.Names()
+	if names == nil {
+		names = modes.Names()
 	}
 	name := topology.NetnsName(topology.NewRunID(), "probe")
 	ns, err := topology.CreateNetns(name)
@@ -40,8 +40,8 @@ func ProbeHost(ctx context.Context, sc *scenarios.Scenario, modes []string) ([]M
 	}
 	defer func() { ns.Close(); _ = topology.DeleteNetns(name) }()
 	var out []ModeStatus
-	for _, name := range modes {
-		m, err := proxymodes.Lookup(name)
+	for _, name := range names {
+		m, err := modes.Lookup(name)
 		if err != nil {
 			out = append(out, ModeStatus{name, false, "not implemented in this build"})
 			continue
@@ -62,21 +62,12 @@ func ProbeHost(ctx context.Context, sc *scenarios.Scenario, modes []string) ([]M
 	return out, nil
 }
 
-// AllModes are the modes proxybench knows of, implemented in this build or not.
-var AllModes = []string{"none", "iptables", "ipvs", "nftables", "userspace"}
-
-// Doctor probes every mode on this kernel (see ProbeHost), with the
-// default scenario's settings.
+// Doctor probes every mode of this build on this kernel (see
+// ProbeHost), with the default scenario's settings.
 func Doctor(ctx context.Context) ([]ModeStatus, error) {
 	sc := &scenarios.Scenario{}
 	sc.SetDefaults()
-	names := append([]string{}, AllModes...)
-	for _, n := range proxymodes.Names() {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	return ProbeHost(ctx, sc, names)
+	return ProbeHost(ctx, sc, modes.Names())
 }
 
 // KernelStatus is what doctor says about one user-mode-linux kernel.
@@ -103,7 +94,7 @@ func DoctorKernels() []KernelStatus {
 		} else if k.Stale != "" {
 			ks.Unusable = k.Stale
 		}
-		for _, m := range AllModes {
+		for _, m := range modes.Names() {
 			st := ModeStatus{Mode: m, Reason: GuestUnsupported(sc, k, m)}
 			if st.Reason == "" {
 				st.Available, st.Reason = true, "every option it needs is configured"

@@ -12,7 +12,6 @@ import (
 
 	"github.com/proxybench/proxybench/internal/nspool"
 	"github.com/proxybench/proxybench/proxymodes"
-	"github.com/proxybench/proxybench/proxymodes/userspace"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
@@ -45,7 +44,7 @@ type env struct {
 	// landed and when it started (traffic.DialEcho).
 	dial func(dst netip.Addr, port uint16, timeout time.Duration) (landed netip.AddrPort, start time.Time, err error)
 	// down makes endpoints ips unreachable in the backend host until
-	// undo (userspace.DownEndpoints).
+	// undo (traffic.DownEndpoints).
 	down func(ctx context.Context, ips []netip.Addr, how string) (undo func() error, err error)
 }
 
@@ -81,7 +80,7 @@ func newEnv(tb *topology.Testbed) *env {
 			return landed, start, err
 		},
 		down: func(ctx context.Context, ips []netip.Addr, how string) (func() error, error) {
-			return userspace.DownEndpoints(ctx, tb.Backend, ips, how)
+			return traffic.DownEndpoints(ctx, tb.Backend, ips, how)
 		},
 	}
 }

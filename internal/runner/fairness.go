@@ -284,7 +284,8 @@ func (t *fairnessTally) obs() []reports.ServiceObs {
 // HoldConnections counts the active connections per endpoint. Figures
 // come from reports.FairnessRun.Analyze.
 func fairnessPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topology.Testbed, proxiers []proxymodes.Proxier,
-	services []workload.Service, mode string, prog Progress, f *faults) (*reports.FairnessRun, error) {
+	services []workload.Service, md proxymodes.Mode, prog Progress, f *faults) (*reports.FairnessRun, error) {
+	mode := md.Name
 	if err := fairnessResync(ctx, sc, e, proxiers, services, f); err != nil {
 		return nil, err
 	}
@@ -294,9 +295,9 @@ func fairnessPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topo
 		PodCount: len(tb.Pods), PodBuild: tb.PodBuild, PodMemBytes: tb.PodMemBytes,
 	}
 	if mode == "ipvs" {
-		r.Scheduler = sc.IPVS.Scheduler
+		r.Scheduler = sc.IPVS.SchedulerLabel()
 	}
-	r.Expect = reports.ExpectationFor(mode, r.Scheduler, r.Affinity)
+	r.Expect = md.Expectation(sc)
 	tally := newFairnessTally(services, len(tb.Nodes), tb.ClientNode, tb.ClientSources)
 
 	// First picks: the first client pod of each node, all at once.

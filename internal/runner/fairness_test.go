@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/internal/testenv"
-	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/ipvs"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/proxymodes/userspace"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -96,7 +96,7 @@ func TestEightNodesIPVS(t *testing.T) {
 		return
 	}
 	ctx := context.Background()
-	m, err := proxymodes.Lookup("ipvs")
+	m, err := modes.Lookup("ipvs")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/proxybench/proxybench/internal/uml"
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 )
@@ -278,7 +279,7 @@ func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 
 // Execute runs plan: each target's modes on its kernel, one target after
 // the other, and merges the results. Every ModeResult's Kernel is its
-// target's Name and Machine.Kernels describes each kernel (release, boot
+// target's Name and Kernels describes each kernel (release, boot
 // times). When a later target fails, the result of the earlier ones is
 // returned with the error, so no measurement is lost.
 func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, console io.Writer) (*reports.Result, error) {
@@ -295,10 +296,29 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, 
 			r, err = RunInUML(ctx, &s, o, console, t.UML)
 		}
 		if err != nil {
-			if res != nil {
-				return res, fmt.Errorf("kernel %s: %w (the result keeps the kernels that finished: %s)", t.Name, err, strings.Join(res.KernelNames(), ", "))
+			// Finished measurements are kept: the earlier kernels', and
+			// what this kernel's run saved before it stopped.
+			if r != nil {
+				for i := range r.Modes {
+					r.Modes[i].Kernel = t.Name
+				}
+				if res == nil {
+					res = r
+				} else {
+					res.Modes = append(res.Modes, r.Modes...)
+				}
 			}
-			return nil, err
+			if res == nil {
+				return nil, err
+			}
+			res.Scenario = sc
+			res.Machine.KernelWhy = plan.Why
+			if len(plan.Targets) > 1 {
+				res.Machine.KernelWhere = strings.Join(plan.Names(), "+")
+				res.Partial = fmt.Sprintf("kernel %s failed: %v; kept the modes finished on %s", t.Name, err, strings.Join(res.KernelNames(), ", "))
+			}
+			res.Finished = time.Now()
+			return res, err
 		}
 		kr := reports.KernelRun{Name: t.Name, Release: r.Machine.Kernel, Where: "host", Modes: t.Modes, CPUs: r.Machine.CPUs}
 		if t.UML != nil {
@@ -326,7 +346,7 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, 
 				res.Machine.GuestBootNs = r.Machine.GuestBootNs
 			}
 		}
-		res.Machine.Kernels = append(res.Machine.Kernels, kr)
+		res.Kernels = append(res.Kernels, kr)
 	}
 	if res == nil {
 		return nil, errors.New("no kernel to run on")
@@ -392,7 +412,7 @@ func GuestModules(sc *scenarios.Scenario) []string {
 		mods = append(mods, "ip_vs_"+s)
 	}
 	for _, name := range sc.Modes {
-		if m, err := proxymodes.Lookup(name); err == nil && m.Modules != nil {
+		if m, err := modes.Lookup(name); err == nil && m.Modules != nil {
 			for _, x := range m.Modules(sc) {
 				if !slices.Contains(mods, x) {
 					mods = append(mods, x)
@@ -446,21 +466,27 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	if err != nil {
 		return nil, err
 	}
+	r, rerr := reports.Read(filepath.Join(dir, "result.json"))
+	if r != nil {
+		r.Machine.KernelWhere = "uml"
+		r.Machine.HostKernel = kernelRelease()
+		r.Machine.GuestInitNs = int64(res.Init)
+		r.Machine.GuestBootNs = int64(res.Boot)
+		r.Machine.GuestElapsedNs = int64(res.Elapsed)
+		r.Kernels = nil // the guest's own entry says "host"; Execute adds this kernel's
+		for i := range r.Modes {
+			r.Modes[i].Kernel = k.Name
+		}
+	}
 	if res.ExitCode != 0 {
-		return nil, fmt.Errorf("the run inside the user-mode-linux guest %s failed (exit %d); its console is above", k.Name, res.ExitCode)
+		err := fmt.Errorf("the run inside the user-mode-linux guest %s failed (exit %d); its console is above", k.Name, res.ExitCode)
+		if r != nil && r.Partial != "" {
+			return r, err // the guest saved what it had finished
+		}
+		return nil, err
 	}
-	r, err := reports.Read(filepath.Join(dir, "result.json"))
-	if err != nil {
-		return nil, fmt.Errorf("guest result: %w", err)
-	}
-	r.Machine.KernelWhere = "uml"
-	r.Machine.HostKernel = kernelRelease()
-	r.Machine.GuestInitNs = int64(res.Init)
-	r.Machine.GuestBootNs = int64(res.Boot)
-	r.Machine.GuestElapsedNs = int64(res.Elapsed)
-	r.Machine.Kernels = nil // the guest's own entry says "host"; Execute adds this kernel's
-	for i := range r.Modes {
-		r.Modes[i].Kernel = k.Name
+	if rerr != nil {
+		return nil, fmt.Errorf("guest result: %w", rerr)
 	}
 	return r, nil
 }

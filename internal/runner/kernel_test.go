@@ -11,6 +11,7 @@ import (
 
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/internal/uml"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
@@ -37,7 +38,7 @@ func fakeBuiltKernel(t *testing.T, series, config string) {
 // allOptions is a configuration with every option KernelOptions asks for.
 func allOptions(sc *scenarios.Scenario) string {
 	var b strings.Builder
-	for _, m := range AllModes {
+	for _, m := range modes.Names() {
 		for _, o := range KernelOptions(sc, m) {
 			b.WriteString(o + "=y\n")
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/iptables"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
@@ -467,7 +468,7 @@ func TestFairnessPhaseOnFake(t *testing.T) {
 		return &traffic.HoldResult{Active: []map[netip.Addr]int{{ep(0, 0): 4}, {ep(1, 3): 2}}, Misses: 2}, nil
 	}
 	var f faults
-	r, err := fairnessPhase(context.Background(), sc, &e.env, tb, []proxymodes.Proxier{p0, p1}, svcs, "iptables", &recProgress{}, &f)
+	r, err := fairnessPhase(context.Background(), sc, &e.env, tb, []proxymodes.Proxier{p0, p1}, svcs, iptables.Mode, &recProgress{}, &f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +507,10 @@ func TestFairnessPhaseOnFake(t *testing.T) {
 func TestRunModeOnFake(t *testing.T) {
 	sc, svcs := phaseScenario(t, ", perService: 4", "churn: {rate: 20, duration: 300ms, grace: 3s, probes: 2}\niptables: {minSyncPeriod: 20ms}\n")
 	p := newFakeProxier()
-	m := proxymodes.Mode{Name: "fake", New: func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) { return p, nil }}
+	// The fake mode's churn runs with the iptables block's sync periods
+	// (a mode without SyncPeriods has no churn phase).
+	m := proxymodes.Mode{Name: "fake", New: func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) { return p, nil },
+		SyncPeriods: iptables.Mode.SyncPeriods}
 	e := newFakeEnv(p)
 	e.firstPicks = func(_ context.Context, clients []*topology.Netns, _ []netip.Addr, _ []workload.Service, _ time.Duration) ([][]netip.Addr, error) {
 		return make([][]netip.Addr, len(clients)), nil
@@ -533,5 +537,27 @@ func TestRunModeOnFake(t *testing.T) {
 	}
 	if mr.Churn[0].Observed != mr.Churn[0].Changes {
 		t.Errorf("churn: %d of %d changes observed", mr.Churn[0].Observed, mr.Churn[0].Changes)
+	}
+}
+
+// TestTopologySpec: the build phase asks for the scenario's nodes, client
+// pods and source addresses, and with pods: isolated for one namespace per
+// endpoint of the largest service set.
+func TestTopologySpec(t *testing.T) {
+	sc, svcs := phaseScenario(t, "", "topology: {clientPods: 4, nodes: 2, clientAddresses: 3, pods: isolated}\n")
+	spec := topologySpec(sc, "abc123", svcs)
+	if spec.RunID != "abc123" || spec.Nodes != 2 || spec.ClientPods != 4 || spec.ClientAddresses != 3 || !spec.ClientCIDR.IsValid() {
+		t.Errorf("spec %+v", spec)
+	}
+	if len(spec.IsolatedPods) != 20*4 || spec.IsolatedPods[0] != svcs[0].Endpoints[0].IP || spec.IsolatedPods[79] != svcs[19].Endpoints[3].IP {
+		t.Errorf("%d isolated pods, want every endpoint in order", len(spec.IsolatedPods))
+	}
+	svcNet, podNet, nodeNet, _ := sc.Prefixes()
+	if spec.ServiceCIDR != svcNet || spec.PodCIDR != podNet || spec.NodeCIDR != nodeNet {
+		t.Errorf("prefixes %v %v %v, want the scenario's", spec.ServiceCIDR, spec.PodCIDR, spec.NodeCIDR)
+	}
+	sc2, _ := phaseScenario(t, "", "")
+	if s := topologySpec(sc2, "abc123", svcs); s.IsolatedPods != nil || s.ClientAddresses != 0 {
+		t.Errorf("shared backend, one address: spec %+v", s)
 	}
 }

@@ -1,7 +1,7 @@
 //go:build linux
 
 // Package runner carries one scenario through the data flow of
-// ARCHITECTURE.md: services from the scenario, a testbed, and for each mode
+// docs/architecture.md: services from the scenario, a testbed, and for each mode
 // a proxier's full syncs and the traffic driver's phases, into a
 // reports.Result. The CLI only wires flags and output to it.
 package runner
@@ -18,9 +18,7 @@ import (
 
 	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/proxymodes"
-	// Each mode registers itself with proxymodes at init.
-	_ "github.com/proxybench/proxybench/proxymodes/iptables"
-	_ "github.com/proxybench/proxybench/proxymodes/none"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -94,9 +92,9 @@ func Preflight(sc *scenarios.Scenario, o Options) error {
 		return &InputError{Field: "services.protocol", Msg: fmt.Sprintf("%s services render, but the traffic driver only drives TCP in this version", sc.Services.Protocol), Fix: "use protocol: TCP"}
 	}
 	for _, m := range sc.Modes {
-		mode, err := proxymodes.Lookup(m)
+		mode, err := modes.Lookup(m)
 		if err != nil {
-			return &InputError{Field: "modes", Msg: err.Error(), Fix: "use one of " + strings.Join(proxymodes.Names(), ", ")}
+			return &InputError{Field: "modes", Msg: err.Error(), Fix: "use one of " + strings.Join(modes.Names(), ", ")}
 		}
 		if mode.Binaries == nil {
 			continue
@@ -117,6 +115,12 @@ func Preflight(sc *scenarios.Scenario, o Options) error {
 //
 // With a sweep (sc.Sweep.Services), every mode runs once per size, and the
 // result holds one ModeResult per (size, mode), in that order.
+//
+// When a mode fails or ctx is cancelled after the testbed was built, Run
+// returns the error together with a result marked Partial that holds the
+// modes finished so far and the finished phases of the mode that stopped
+// (its ModeResult.Partial says why); it is nil only when nothing was
+// measured yet.
 func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.Result, err error) {
 	o.defaults()
 	if err := Preflight(sc, o); err != nil {
@@ -156,14 +160,24 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 	}()
 	for i, n := range sizes {
 		for _, mode := range sc.Modes {
-			m, err := proxymodes.Lookup(mode)
+			m, err := modes.Lookup(mode)
 			if err != nil {
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
 			for _, vsc := range modeVariants(sc.AtSize(n), mode) {
 				mr, err := runMode(ctx, vsc, o, tb, e, perSize[i], m)
 				if err != nil {
-					return nil, fmt.Errorf("mode %s at %d services: %w", modeLabel(mode, vsc), n, err)
+					err = fmt.Errorf("mode %s at %d services: %w", modeLabel(mode, vsc), n, err)
+					// What was measured is kept: the modes before this one
+					// and this mode's finished phases (runMode returns them).
+					if mr != nil {
+						mr.Services = n
+						mr.Partial = err.Error()
+						res.Modes = append(res.Modes, *mr)
+					}
+					res.Finished = time.Now()
+					res.Partial = err.Error()
+					return res, err
 				}
 				mr.Services = n
 				res.Modes = append(res.Modes, *mr)
@@ -223,9 +237,11 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	if mr.SyncFull, mr.SyncFullSummary, err = syncFullPhase(ctx, sc, e, m, p, services, o.Progress, &f); err != nil {
 		return nil, err
 	}
+	// From here on a failed phase returns mr with the phases finished
+	// before it (Run keeps them, marked partial).
 	if !m.Direct {
 		if mr.SyncIncremental, mr.SyncIncrementalSummary, err = syncIncrementalPhase(ctx, p, services, sc.Repetitions); err != nil {
-			return nil, err
+			return mr, err
 		}
 	}
 	// Every other node runs its own proxier over the same services.
@@ -238,35 +254,40 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 			}
 		}()
 		if serr != nil {
-			return nil, serr
+			return mr, serr
 		}
 		nodeProxiers = append(nodeProxiers, extra...)
 	}
 
 	cpu0 := proxymodes.CPUTime()
 	if mr.Lookup, mr.Fairness, mr.TrafficConns, err = trafficPhase(ctx, sc, e, tb.Clients, services, m.Direct, m.Name, o.Progress); err != nil {
-		return nil, err
+		return mr, err
 	}
 	mr.TrafficCPUNs = int64(proxymodes.CPUTime() - cpu0)
 	if u, ok := p.(proxymodes.Usager); ok {
 		_, mr.ProxyRSSBytes = u.Usage()
 	}
 	if sc.Traffic.PerService > 0 && !m.Direct {
-		if mr.FairnessRun, err = fairnessPhase(ctx, sc, e, tb, nodeProxiers, services, m.Name, o.Progress, &f); err != nil {
-			return nil, fmt.Errorf("fairness: %w", err)
+		if mr.FairnessRun, err = fairnessPhase(ctx, sc, e, tb, nodeProxiers, services, m, o.Progress, &f); err != nil {
+			return mr, fmt.Errorf("fairness: %w", err)
 		}
 	}
 	if sc.Churn.Rate > 0 && !m.Direct {
-		values, period := sc.ChurnSyncPeriods(m.Name)
+		values, period, err := m.ChurnSyncPeriods(sc)
+		if err != nil {
+			return mr, err
+		}
 		for _, ms := range values {
 			if _, err := p.Sync(ctx, services); err != nil {
-				return nil, fmt.Errorf("sync before churn: %w", err)
+				return mr, fmt.Errorf("sync before churn: %w", err)
 			}
 			cr, err := churnPhase(ctx, sc, e, p, services, ms, period, o.Progress)
-			if err != nil {
-				return nil, err
+			if cr != nil {
+				mr.Churn = append(mr.Churn, *cr)
 			}
-			mr.Churn = append(mr.Churn, *cr)
+			if err != nil {
+				return mr, err
+			}
 		}
 	}
 	return mr, nil

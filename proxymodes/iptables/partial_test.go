@@ -75,7 +75,7 @@ func TestPartialSyncWritesOnlyChangedChains(t *testing.T) {
 	if err != nil || inc.Kind != "incremental" {
 		t.Fatalf("second sync: %+v %v", inc, err)
 	}
-	last := k.runs[len(k.runs)-1].stdin
+	last := k.Runs[len(k.Runs)-1].Stdin
 	var declared []string
 	for _, l := range strings.Split(last, "\n") {
 		if strings.HasPrefix(l, ":KUBE-SVC-") || strings.HasPrefix(l, ":KUBE-SEP-") {
@@ -105,7 +105,7 @@ func TestPartialSyncWritesOnlyChangedChains(t *testing.T) {
 	if _, err := q.Sync(ctx, changed); err != nil {
 		t.Fatal(err)
 	}
-	if a, b := k.save(), k2.save(); a != b {
+	if a, b := k.Save(), k2.Save(); a != b {
 		t.Errorf("partial sync left a different ruleset than a full sync:\n%s", diffLines(a, b))
 	}
 	// ForceFullSync makes the next one full again.

@@ -176,17 +176,12 @@ func (p *Proxier) ensureJumps() error {
 }
 
 // isExists reports an "iptables -N" failure because the chain exists
-// (exit status 1).
+// (exit status 1). go-iptables' *iptables.Error and the fake's error of
+// proxymodes/iptables/testing carry the status.
 func isExists(err error) bool {
-	var e *goipt.Error
-	if errors.As(err, &e) {
-		return e.ExitStatus() == 1
-	}
-	return errors.Is(err, errChainExists)
+	var e interface{ ExitStatus() int }
+	return errors.As(err, &e) && e.ExitStatus() == 1
 }
-
-// errChainExists lets fakes report an existing chain.
-var errChainExists = errors.New("chain already exists")
 
 // Sync programs services in kube-proxy's layout (see Render): it ensures
 // the jump rules from the built-in chains (nat PREROUTING/OUTPUT ->

@@ -7,39 +7,17 @@ import (
 	"strings"
 	"testing"
 
+	iptablestest "github.com/proxybench/proxybench/proxymodes/iptables/testing"
 	"github.com/proxybench/proxybench/workload"
 )
 
 // This file holds test helpers: a parser of iptables-restore input and a
-// packet evaluator over the parsed nat table, like knftables' fake tracer.
+// packet evaluator over the parsed nat table, like the iptablesTracer of
+// kube-proxy's own iptables tests (pkg/proxy/iptables/proxier_test.go,
+// which traces packets through iptablestest.FakeIPTables).
 
 // tokenize splits a restore line into arguments, honouring double quotes.
-func tokenize(line string) []string {
-	var out []string
-	var cur strings.Builder
-	inQ, have := false, false
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case c == '"':
-			inQ = !inQ
-			have = true
-		case c == ' ' && !inQ:
-			if have {
-				out = append(out, cur.String())
-				cur.Reset()
-				have = false
-			}
-		default:
-			cur.WriteByte(c)
-			have = true
-		}
-	}
-	if have {
-		out = append(out, cur.String())
-	}
-	return out
-}
+func tokenize(line string) []string { return iptablestest.Tokenize(line) }
 
 // parsedTable is one table of restore input: chain declarations in order,
 // rules per chain (the "-A chain" prefix removed), and "-X" deletions.

@@ -16,7 +16,7 @@ import (
 // Addresses is the dummy interface kube-ipvs0 of one namespace and the
 // ClusterIPs bound to it (kube-proxy's NetLinkHandle of
 // pkg/proxy/ipvs/netlink.go). NetlinkAddresses is the kernel's,
-// FakeAddresses a fake.
+// proxymodes/ipvs/testing.FakeAddresses a fake.
 type Addresses interface {
 	// EnsureLink creates kube-ipvs0 (type dummy, left down as kube-proxy
 	// does: the kernel adds local routes for its addresses anyway) if it
@@ -94,6 +94,12 @@ func (n *NetlinkAddresses) getLink() (netlink.Link, error) {
 	}
 	l, err := n.h.LinkByName(DummyDevice)
 	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			// netlink finds no link in its dump; the kernel's answer to
+			// a request on a missing device is ENODEV.
+			return nil, fmt.Errorf("ipvs: link %s: %v: %w", DummyDevice, err, unix.ENODEV)
+		}
 		return nil, fmt.Errorf("ipvs: link %s: %w", DummyDevice, err)
 	}
 	n.link = l

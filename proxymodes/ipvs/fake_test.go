@@ -18,7 +18,14 @@ import (
 	"github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
 
+	ipvstest "github.com/proxybench/proxybench/proxymodes/ipvs/testing"
 	"github.com/proxybench/proxybench/workload"
+)
+
+// The fakes stand in for the kernel's handles.
+var (
+	_ Handle    = (*ipvstest.FakeHandle)(nil)
+	_ Addresses = (*ipvstest.FakeAddresses)(nil)
 )
 
 // fakeNode records what runs in the namespace and keeps a miniature nat
@@ -104,14 +111,14 @@ func (n *fakeNode) take() []string {
 }
 
 type rig struct {
-	h    *FakeHandle
-	a    *FakeAddresses
+	h    *ipvstest.FakeHandle
+	a    *ipvstest.FakeAddresses
 	node *fakeNode
 	p    *Proxier
 }
 
 func newRig(cfg Config) *rig {
-	r := &rig{h: NewFakeHandle(), a: NewFakeAddresses(), node: newFakeNode()}
+	r := &rig{h: ipvstest.NewFakeHandle(), a: ipvstest.NewFakeAddresses(), node: newFakeNode()}
 	r.p = NewWithHandles(cfg, r.node, r.h, r.a)
 	return r
 }
@@ -350,7 +357,7 @@ func TestSyncConfigChanges(t *testing.T) {
 // TestFakeHandleRejectsLikeKernel pins the kernel's errors the fake
 // reproduces (ip_vs_ctl.c).
 func TestFakeHandleRejectsLikeKernel(t *testing.T) {
-	f := NewFakeHandle()
+	f := ipvstest.NewFakeHandle()
 	s := &ipvs.Service{Address: net.ParseIP("198.18.0.1").To4(), Protocol: unix.IPPROTO_TCP, Port: 80, SchedName: "rr", AddressFamily: unix.AF_INET}
 	d := &ipvs.Destination{Address: net.ParseIP("198.19.0.1").To4(), Port: 8080, Weight: 1}
 	for _, tc := range []struct {
@@ -376,7 +383,7 @@ func TestFakeHandleRejectsLikeKernel(t *testing.T) {
 			t.Errorf("%s: err %v, want %v", tc.name, tc.err, tc.want)
 		}
 	}
-	a := NewFakeAddresses()
+	a := ipvstest.NewFakeAddresses()
 	x := []netip.Addr{netip.MustParseAddr("198.18.0.1")}
 	if _, err := a.Add(x); !errors.Is(err, unix.ENODEV) {
 		t.Errorf("add without link: %v", err)
@@ -439,8 +446,8 @@ func TestBatchMessageBytes(t *testing.T) {
 			t.Errorf("%s: %d bytes, header says %d, opBytes %d", op.Kind, len(b), nativeU32(b), opBytes(op))
 		}
 	}
-	if b := appendAddrMsg(nil, unix.RTM_NEWADDR, 7, netip.MustParseAddr("198.18.0.1")); len(b) != addrMsgLen {
-		t.Errorf("address request %d bytes, want %d", len(b), addrMsgLen)
+	if b := appendAddrMsg(nil, unix.RTM_NEWADDR, 7, netip.MustParseAddr("198.18.0.1")); len(b) != addrMsgLen || addrMsgLen != ipvstest.AddrMsgLen {
+		t.Errorf("address request %d bytes, want %d (fake: %d)", len(b), addrMsgLen, ipvstest.AddrMsgLen)
 	}
 }
 

@@ -13,8 +13,8 @@ import (
 
 // Handle is the part of an IPVS netlink handle a Proxier uses; *ipvs.Handle
 // (github.com/moby/ipvs, generic netlink family "IPVS" of
-// net/netfilter/ipvs/ip_vs_ctl.c) satisfies it, and FakeHandle is a
-// stateful fake. Errors are the kernel's: EEXIST when adding what exists,
+// net/netfilter/ipvs/ip_vs_ctl.c) satisfies it, and ipvs/testing.FakeHandle
+// is a stateful fake. Errors are the kernel's: EEXIST when adding what exists,
 // ESRCH for a missing virtual server, ENOENT for a missing real server or
 // scheduler.
 type Handle interface {
@@ -71,6 +71,9 @@ type Op struct {
 	Kind    OpKind
 	Service *ipvs.Service
 	Dest    *ipvs.Destination
+	// Graceful marks an OpUpdateDestination to weight 0 of a removed real
+	// server that still has connections: it enters graceful termination.
+	Graceful bool
 }
 
 // applyOne performs op with h's per-object methods.
@@ -148,6 +151,7 @@ func toService(v *VirtualServer) *ipvs.Service {
 		s.Flags = flagPersistent
 		s.Timeout = v.Timeout
 	}
+	s.Flags |= v.SchedFlags
 	return s
 }
 

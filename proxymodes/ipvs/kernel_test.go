@@ -5,6 +5,7 @@ package ipvs
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -463,5 +464,113 @@ func TestKernelBatchMatchesPerObject(t *testing.T) {
 	// The batch test's extra virtual server is the only difference.
 	if d := strings.Replace(dumps[0], "-A -t 198.18.99.1:80 -s rr\n", "", 1); d != dumps[1] {
 		t.Errorf("batched and per-object tables differ:\n%.500s\n---\n%.500s", d, dumps[1])
+	}
+}
+
+// TestKernelGracefulTermination: on the real kernel, a removed real server
+// holding a connection stays at weight 0 (its connection keeps working,
+// new connections go elsewhere) and is deleted by GracefulCheck only once
+// its connections are gone, as kube-proxy's graceful termination.
+func TestKernelGracefulTermination(t *testing.T) {
+	if requireIPVS(t) {
+		return
+	}
+	svcs := genServices(1, 2)
+	tb := testbed(t, 1, svcs)
+	p := New(testCfg, tb.Node)
+	if _, err := p.Sync(context.Background(), svcs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Cleanup(context.Background()) })
+	s := svcs[0]
+	a, b := s.Endpoints[0].IP, s.Endpoints[1].IP
+	var held conn
+	for i := 0; i < 2; i++ {
+		c := dial(t, tb.Clients[0], s.ClusterIP, 80)
+		if c.landed == a {
+			held = c
+			continue
+		}
+		defer closeRST(c)
+	}
+	if !held.landed.IsValid() {
+		t.Fatalf("rr sent neither of two connections to %s", a)
+	}
+	removed := s
+	removed.Endpoints = s.Endpoints[1:]
+	if _, err := p.Sync(context.Background(), []workload.Service{removed}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Terminating(); len(got) != 1 || !strings.Contains(got[0], a.String()) {
+		t.Fatalf("Terminating() = %q, want the real server %s", got, a)
+	}
+	for i, j := range sequence(t, tb.Clients[0], removed, 4) {
+		if j != 0 {
+			t.Errorf("new connection %d landed on endpoint %d, want %s (the removed one has weight 0)", i, j, b)
+		}
+	}
+	// The held connection still works: no RST or EOF, only our timeout.
+	_ = held.c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := held.c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("held connection to the terminating %s: %v, want it open (read timeout)", a, err)
+	}
+	if n, err := p.GracefulCheck(); n != 0 || err != nil {
+		t.Errorf("GracefulCheck with a held connection: deleted %d, %v; want 0", n, err)
+	}
+	closeRST(held)
+	// The closed connection stays an inactive entry (IPVS CLOSE state, 10 s)
+	// before the real server counts as drained; poll, bounded.
+	deadline := time.Now().Add(90 * time.Second)
+	for len(p.Terminating()) > 0 && time.Now().Before(deadline) {
+		if _, err := p.GracefulCheck(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	if got := p.Terminating(); len(got) != 0 {
+		t.Fatalf("still terminating 90 s after its last connection closed: %q", got)
+	}
+	dests, err := p.h.GetDestinations(toService(&VirtualServer{Address: s.ClusterIP, Protocol: "TCP", Port: 80, Scheduler: "rr"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dests) != 1 || addrOf(dests[0].Address) != b {
+		t.Errorf("real servers after draining: %d, want only %s", len(dests), b)
+	}
+}
+
+// TestKernelSchedulerPortFlags: from one client address, sh and mh send
+// every connection to one endpoint; with sh-port / mh-port the source port
+// enters the hash and the connections spread (ip_vs_sh.c, ip_vs_mh.c
+// IP_VS_SVC_F_SCHED_*_PORT).
+func TestKernelSchedulerPortFlags(t *testing.T) {
+	if requireIPVS(t) {
+		return
+	}
+	svcs := genServices(1, 4)
+	tb := testbed(t, 1, svcs)
+	for _, c := range []struct {
+		sched string
+		flags []string
+	}{{"sh", nil}, {"sh", []string{"sh-port"}}, {"mh", nil}, {"mh", []string{"mh-port"}}} {
+		cfg := testCfg
+		cfg.Scheduler, cfg.SchedulerFlags = c.sched, c.flags
+		p := New(cfg, tb.Node)
+		if _, err := p.Sync(context.Background(), svcs); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]int{}
+		for _, j := range sequence(t, tb.Clients[0], svcs[0], 40) {
+			seen[j]++
+		}
+		if err := p.Cleanup(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.flags) == 0 && len(seen) != 1 {
+			t.Errorf("%s: one client reached %d endpoints %v, want 1 (source hash)", c.sched, len(seen), seen)
+		}
+		if len(c.flags) > 0 && len(seen) < 2 {
+			t.Errorf("%s %v: one client reached %d endpoint(s) %v over 40 connections, want the port hash to spread them", c.sched, c.flags, len(seen), seen)
+		}
 	}
 }

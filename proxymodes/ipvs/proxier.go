@@ -73,6 +73,12 @@ type Proxier struct {
 	entries      map[string]struct{}
 	addrsSynced  []netip.Addr // rs.Addresses of the last successful Sync
 	iptablesDone bool
+
+	// grace holds the real servers in graceful termination by graceKey;
+	// graceStop ends their periodic check, graceErr is its last error.
+	grace     map[string]graceItem
+	graceStop chan struct{}
+	graceErr  error
 }
 
 var (
@@ -102,7 +108,7 @@ func New(cfg Config, node proxymodes.Node) *Proxier {
 
 // NewWithHandles returns a Proxier that programs IPVS through h and
 // kube-ipvs0 through a, and runs ipset and iptables with node.Run (for
-// tests with FakeHandle and FakeAddresses; the net.ipv4.vs sysctls are not
+// tests with the fakes of proxymodes/ipvs/testing; the net.ipv4.vs sysctls are not
 // written).
 func NewWithHandles(cfg Config, node proxymodes.Node, h Handle, a Addresses) *Proxier {
 	return &Proxier{
@@ -255,8 +261,12 @@ func (p *Proxier) handles() error {
 //     successful Sync), then send only the differences: new, updated and
 //     deleted virtual and real servers. Virtual servers that are not
 //     desired are deleted unless their address is in ExcludeCIDRs.
-//     Removed endpoints are deleted at once (kube-proxy's graceful
-//     termination, weight 0 until connections drain, is not reproduced).
+//     A removed TCP real server with active or inactive connections is
+//     not deleted but set to weight 0 and enters graceful termination
+//     (kube-proxy's graceful_termination.go): GracefulCheck, run every
+//     Config.GracefulInterval (kube-proxy: 1 min), deletes it once its
+//     connections drain; one desired again is deleted and re-added. UDP
+//     real servers, and drained ones, are deleted at once.
 //   - "ipset": KUBE-CLUSTER-IP: on a full sync `ipset -exist restore` of
 //     create and flush, then every entry; later only added and deleted
 //     entries. Entries go over nfnetlink, up to 1000 per message and many
@@ -411,11 +421,15 @@ func diffAddrs(want, have []netip.Addr) (add, del []netip.Addr) {
 // Plan returns the IPVS changes that turn the kernel state read through h
 // into rs: see Sync's "ipvs" step. synced (nil on a full sync) maps each
 // virtual server key to the real servers last synced; a virtual server
-// whose desired real servers equal them is not re-read. Deterministic:
-// desired virtual servers in rs order, each followed by its real server
-// changes (deletions first), then deletions of unwanted virtual servers
-// sorted by key.
-func Plan(h Handle, cfg Config, rs *Ruleset, synced map[string][]RealServer) ([]Op, error) {
+// whose desired real servers equal them is not re-read. grace holds the
+// graceKeys of real servers already in graceful termination (nil: none):
+// an undesired one is left alone, a desired one is deleted and re-added
+// (kube-proxy's MoveRSOutofGracefulDeleteList). Another undesired real
+// server is deleted when drained (see drained), else set to weight 0 with
+// Op.Graceful. Deterministic: desired virtual servers in rs order, each
+// followed by its real server changes (deletions first), then deletions of
+// unwanted virtual servers sorted by key.
+func Plan(h Handle, cfg Config, rs *Ruleset, synced map[string][]RealServer, grace map[string]graceItem) ([]Op, error) {
 	cur, err := h.GetServices()
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: list virtual servers: %w", err)
@@ -463,8 +477,12 @@ func Plan(h Handle, cfg Config, rs *Ruleset, synced map[string][]RealServer) ([]
 			wd := toDest(r)
 			dk := destKey(r.Address, r.Port)
 			hd, ok := haveD[dk]
+			_, terminating := grace[graceKey(want, wd)]
 			switch {
 			case !ok:
+				adds = append(adds, Op{Kind: OpNewDestination, Service: want, Dest: wd})
+			case terminating:
+				ops = append(ops, Op{Kind: OpDelDestination, Service: want, Dest: hd})
 				adds = append(adds, Op{Kind: OpNewDestination, Service: want, Dest: wd})
 			case !destEqual(hd, wd):
 				adds = append(adds, Op{Kind: OpUpdateDestination, Service: want, Dest: wd})
@@ -477,7 +495,17 @@ func Plan(h Handle, cfg Config, rs *Ruleset, synced map[string][]RealServer) ([]
 		}
 		sort.Strings(stale)
 		for _, dk := range stale {
-			ops = append(ops, Op{Kind: OpDelDestination, Service: want, Dest: haveD[dk]})
+			hd := haveD[dk]
+			if _, terminating := grace[graceKey(want, hd)]; terminating {
+				continue // waits for GracefulCheck
+			}
+			if drained(want, hd) {
+				ops = append(ops, Op{Kind: OpDelDestination, Service: want, Dest: hd})
+				continue
+			}
+			zero := *hd
+			zero.Weight = 0
+			ops = append(ops, Op{Kind: OpUpdateDestination, Service: want, Dest: &zero, Graceful: true})
 		}
 		ops = append(ops, adds...)
 	}
@@ -524,11 +552,14 @@ func (p *Proxier) syncIPVS(rs *Ruleset, full bool, st *proxymodes.SyncStats) err
 	if full {
 		synced = nil
 	}
-	ops, err := Plan(p.h, p.cfg, rs, synced)
+	ops, err := Plan(p.h, p.cfg, rs, synced, p.grace)
 	if err != nil {
 		return err
 	}
 	n, err := Apply(p.h, ops)
+	if err == nil {
+		p.noteGrace(ops)
+	}
 	st.Bytes += n
 	st.Objects += len(ops)
 	return err
@@ -636,6 +667,8 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.full, p.synced, p.entries, p.iptablesDone, p.addrsSynced = true, nil, nil, false, nil
+	p.stopGraceLoop()
+	p.grace, p.graceErr = nil, nil
 	var errs []error
 	save, err := p.node.Run(ctx, nil, binSave, "-t", "nat")
 	if err != nil {

@@ -21,6 +21,7 @@ package ipvs
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -56,6 +57,10 @@ type Config struct {
 	// Scheduler of every virtual server, one of Schedulers ("" means rr,
 	// kube-proxy's default).
 	Scheduler string
+	// SchedulerFlags are scheduler options (ipvsadm -b, see
+	// SchedulerFlagBits): "sh-fallback", "sh-port" with sh, "mh-fallback",
+	// "mh-port" with mh.
+	SchedulerFlags []string
 	// ClusterCIDR is kube-proxy's --cluster-cidr: traffic to a ClusterIP
 	// from outside it is marked for masquerade. The zero Prefix leaves the
 	// rule out, as kube-proxy does without a local traffic detector.
@@ -76,6 +81,10 @@ type Config struct {
 	// entries after each sync (kube-proxy always does it; see
 	// proxymodes/conntrack), to measure what it prevents.
 	NoConntrackCleanup bool
+	// GracefulInterval is how often real servers in graceful termination
+	// are checked for deletion; 0 means GracefulCheckInterval (kube-proxy's
+	// one minute).
+	GracefulInterval time.Duration
 }
 
 // Validate reports a Config error: an unknown scheduler, a non-IPv4 CIDR
@@ -83,6 +92,9 @@ type Config struct {
 func (c Config) Validate() error {
 	if c.Scheduler != "" && !slices.Contains(Schedulers, c.Scheduler) {
 		return fmt.Errorf("ipvs: scheduler %q: want one of %s", c.Scheduler, strings.Join(Schedulers, ", "))
+	}
+	if _, err := c.flagBits(); err != nil {
+		return err
 	}
 	if c.ClusterCIDR != (netip.Prefix{}) && (!c.ClusterCIDR.IsValid() || !c.ClusterCIDR.Addr().Is4()) {
 		return fmt.Errorf("ipvs: clusterCIDR %q: want an IPv4 prefix", c.ClusterCIDR)
@@ -103,6 +115,28 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// SchedulerFlagBits maps each scheduler flag to its service flag bit
+// (include/uapi/linux/ip_vs.h: IP_VS_SVC_F_SCHED1 is the sh/mh fallback,
+// IP_VS_SVC_F_SCHED2 the sh/mh port hash), by scheduler.
+var SchedulerFlagBits = map[string]map[string]uint32{
+	"sh": {"sh-fallback": 0x0008, "sh-port": 0x0010},
+	"mh": {"mh-fallback": 0x0008, "mh-port": 0x0010},
+}
+
+// flagBits returns the service flag bits of c.SchedulerFlags, or an error
+// naming a flag the scheduler does not take.
+func (c Config) flagBits() (uint32, error) {
+	var bits uint32
+	for _, f := range c.SchedulerFlags {
+		b, ok := SchedulerFlagBits[c.scheduler()][f]
+		if !ok {
+			return 0, fmt.Errorf("ipvs: scheduler flag %q: scheduler %s takes %v", f, c.scheduler(), slices.Sorted(maps.Keys(SchedulerFlagBits[c.scheduler()])))
+		}
+		bits |= b
+	}
+	return bits, nil
 }
 
 func (c Config) scheduler() string {
@@ -136,6 +170,8 @@ type VirtualServer struct {
 	// Timeout is then the persistence timeout in seconds, else 0.
 	Persistent bool
 	Timeout    uint32
+	// SchedFlags are the scheduler flag bits (SchedulerFlagBits).
+	SchedFlags uint32
 	// Reals are the ready endpoints, in the service's endpoint order.
 	Reals []RealServer
 }
@@ -205,6 +241,7 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	}
 	reals := make([]RealServer, 0, neps)
 	sched := cfg.scheduler()
+	schedFlags, _ := cfg.flagBits() // validated above
 	var timeout uint32
 	if cfg.SessionAffinity {
 		timeout = uint32(cfg.AffinityTimeout / time.Second)
@@ -233,7 +270,7 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			}
 			vs := VirtualServer{
 				PortName: s.PortName(*sp), Address: s.ClusterIP, Protocol: proto, Port: sp.Port,
-				Scheduler: sched, Persistent: cfg.SessionAffinity, Timeout: timeout,
+				Scheduler: sched, Persistent: cfg.SessionAffinity, Timeout: timeout, SchedFlags: schedFlags,
 			}
 			key := vs.Key()
 			if _, dup := seen[key]; dup {
@@ -321,6 +358,9 @@ func (r *Ruleset) Dump() string {
 	for i := range r.Virtual {
 		v := &r.Virtual[i]
 		fmt.Fprintf(&b, "%s %s:%d %s", v.Protocol, v.Address, v.Port, v.Scheduler)
+		if v.SchedFlags != 0 {
+			fmt.Fprintf(&b, " flags 0x%x", v.SchedFlags)
+		}
 		if v.Persistent {
 			fmt.Fprintf(&b, " persistent %d", v.Timeout)
 		}

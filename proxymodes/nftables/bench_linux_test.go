@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/knftables"
-
 	"github.com/proxybench/proxybench/internal/testenv"
+	nftablestest "github.com/proxybench/proxybench/proxymodes/nftables/testing"
 )
 
 // BenchmarkFullSync measures, in a fresh namespace, a Proxier.Sync of N
@@ -52,7 +51,7 @@ func benchFullSync(b *testing.B, n, perTx int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		tx := knftables.NewFake(Family, Table).NewTransaction()
+		tx := nftablestest.NewFake().NewTransaction()
 		rs.Full(tx)
 		raw := []byte(tx.String())
 		var syncT, rawT, chainsT, elemsT time.Duration

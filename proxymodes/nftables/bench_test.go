@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/knftables"
+
+	nftablestest "github.com/proxybench/proxybench/proxymodes/nftables/testing"
 )
 
 // BenchmarkRender renders N services x 3 endpoints and writes the full-sync
@@ -14,7 +16,7 @@ func BenchmarkRender(b *testing.B) {
 	for _, n := range []int{1000, 5000, 10000} {
 		b.Run("services="+strconv.Itoa(n), func(b *testing.B) {
 			svcs := genServices(n, 3)
-			fake := knftables.NewFake(Family, Table)
+			fake := nftablestest.NewFake()
 			var rs *Ruleset
 			var tx *knftables.Transaction
 			b.ReportAllocs()

@@ -244,7 +244,8 @@ func baseChain(name string, typ knftables.BaseChainType, hook knftables.BaseChai
 
 // Render returns the contents of table "ip kube-proxy" that program
 // services in kube-proxy's nftables layout (ClusterIP services, Cluster
-// traffic policy, no session affinity):
+// traffic policy; with cfg.AffinityTimeout > 0, ClientIP session affinity:
+// see Config.AffinityTimeout for its sets and rules):
 //
 //	base chains filter-input, filter-forward, filter-output (filter, priority
 //	dstnat-10: "ct state new jump service-endpoints-check"; forward also

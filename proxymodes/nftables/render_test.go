@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/proxybench/proxybench/workload"
+
+	nftablestest "github.com/proxybench/proxybench/proxymodes/nftables/testing"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -74,7 +76,7 @@ func applyFake(t testing.TB, cfg Config, services []workload.Service) (*knftable
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := knftables.NewFake(Family, Table)
+	fake := nftablestest.NewFake()
 	tx := fake.NewTransaction()
 	rs.Full(tx)
 	if err := fake.Run(context.Background(), tx); err != nil {
@@ -367,7 +369,7 @@ func TestFullChainsSplit(t *testing.T) {
 	svcs := genServices(100, 3)
 	want, _ := applyFake(t, testCfg, svcs)
 	rs, _ := Render(testCfg, svcs)
-	fake := knftables.NewFake(Family, Table)
+	fake := nftablestest.NewFake()
 	txs := rs.FullChainsSplit(fake.NewTransaction, 64)
 	if len(txs) != 1+(13+400+63)/64 {
 		t.Errorf("%d transactions", len(txs))

@@ -289,7 +289,7 @@ func TestKernelEndpointDown(t *testing.T) {
 	for _, s := range svcs {
 		down = append(down, s.Endpoints[0].IP)
 	}
-	undo, err := userspace.DownEndpoints(ctx, tb.Backend, down, userspace.DownReset)
+	undo, err := traffic.DownEndpoints(ctx, tb.Backend, down, traffic.DownReset)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestKernelEndpointDown(t *testing.T) {
 	}
 
 	// DROP: the first try times out after 250 ms, the retry succeeds.
-	undo, err = userspace.DownEndpoints(ctx, tb.Backend, down, userspace.DownDrop)
+	undo, err = traffic.DownEndpoints(ctx, tb.Backend, down, traffic.DownDrop)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,14 +369,8 @@ func TestKernelEndpointDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(out), userspace.ChainDown) {
+	if strings.Contains(string(out), traffic.ChainDown) {
 		t.Errorf("backend filter after undo:\n%s", out)
 	}
 	t.Cleanup(func() { testenv.CompareRoot(t, before, testenv.RootSnapshot(t)) })
-}
-
-func TestDownEndpointsRejectsBadInput(t *testing.T) {
-	if _, err := userspace.DownEndpoints(context.Background(), nil, nil, "explode"); err == nil || !strings.Contains(err.Error(), "reset") {
-		t.Errorf("bad how: %v", err)
-	}
 }

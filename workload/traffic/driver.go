@@ -131,10 +131,7 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 		for _, s := range ss {
 			switch {
 			case s.err != nil:
-				res.Errors++
-				if len(res.ErrorSamples) < 5 {
-					res.ErrorSamples = append(res.ErrorSamples, s.err.Error())
-				}
+				countError(&res.Errors, &res.ErrorSamples, s.err)
 			case s.miss:
 				res.Misses++
 			default:
@@ -150,6 +147,18 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// maxErrorSamples is how many error texts a result keeps.
+const maxErrorSamples = 5
+
+// countError counts a failed connection in *n and keeps its text in
+// *samples while fewer than maxErrorSamples are kept.
+func countError(n *int, samples *[]string, err error) {
+	*n++
+	if len(*samples) < maxErrorSamples {
+		*samples = append(*samples, err.Error())
+	}
 }
 
 // dialOnce makes one connection from the calling (namespace-locked) thread.
@@ -350,10 +359,7 @@ func DriveFairness(ctx context.Context, spec FairnessSpec) (*FairnessResult, err
 			landed, _, _, err := DialEchoFrom(src, svc.ClusterIP, port.Port, spec.Timeout)
 			switch {
 			case err != nil:
-				errs++
-				if len(samples) < 5 {
-					samples = append(samples, err.Error())
-				}
+				countError(&errs, &samples, err)
 			case landed.Port() != port.TargetPort || !svc.HasReadyEndpoint(landed.Addr()):
 				misses++
 			default:
@@ -367,11 +373,7 @@ func DriveFairness(ctx context.Context, spec FairnessSpec) (*FairnessResult, err
 		}
 		res.Errors += errs
 		res.Misses += misses
-		for _, e := range samples {
-			if len(res.ErrorSamples) < 5 {
-				res.ErrorSamples = append(res.ErrorSamples, e)
-			}
-		}
+		res.ErrorSamples = append(res.ErrorSamples, samples[:min(len(samples), maxErrorSamples-len(res.ErrorSamples))]...)
 	})
 	res.Elapsed = time.Since(t0)
 	if err != nil {
@@ -484,10 +486,7 @@ func HoldConnections(ctx context.Context, spec HoldSpec) (*HoldResult, error) {
 			})
 			switch {
 			case r.err != nil:
-				res.Errors++
-				if len(res.ErrorSamples) < 5 {
-					res.ErrorSamples = append(res.ErrorSamples, r.err.Error())
-				}
+				countError(&res.Errors, &res.ErrorSamples, r.err)
 			case r.landed.Port() != port.TargetPort || !svc.HasReadyEndpoint(r.landed.Addr()):
 				res.Misses++
 				unix.Close(r.fd)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package userspace
+package traffic
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"net/netip"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/topology"
 )
 
 // ChainDown is the filter chain DownEndpoints fills in the backend namespace.
@@ -31,7 +32,7 @@ const (
 // DownReset, "-j DROP" for DownDrop) and prepends a jump to it from INPUT,
 // all in one iptables-legacy-restore --noflush. undo removes the jump and
 // the chain. It fails on an unknown how or a non-IPv4 address.
-func DownEndpoints(ctx context.Context, backend proxymodes.Node, ips []netip.Addr, how string) (undo func() error, err error) {
+func DownEndpoints(ctx context.Context, backend *topology.Netns, ips []netip.Addr, how string) (undo func() error, err error) {
 	target := ""
 	switch how {
 	case DownReset:
@@ -39,25 +40,25 @@ func DownEndpoints(ctx context.Context, backend proxymodes.Node, ips []netip.Add
 	case DownDrop:
 		target = "DROP"
 	default:
-		return nil, fmt.Errorf("userspace: down endpoints: how %q: want %q or %q", how, DownReset, DownDrop)
+		return nil, fmt.Errorf("traffic: down endpoints: how %q: want %q or %q", how, DownReset, DownDrop)
 	}
 	var b bytes.Buffer
 	b.WriteString("*filter\n:" + ChainDown + " - [0:0]\n")
 	for _, ip := range ips {
 		if !ip.Is4() {
-			return nil, fmt.Errorf("userspace: down endpoint %q: want IPv4", ip)
+			return nil, fmt.Errorf("traffic: down endpoint %q: want IPv4", ip)
 		}
 		fmt.Fprintf(&b, "-A %s -d %s/32 -p tcp -j %s\n", ChainDown, ip, target)
 	}
 	b.WriteString("-I INPUT 1 -j " + ChainDown + "\nCOMMIT\n")
-	const bin = "iptables-legacy-restore"
+	bin := proxymodes.IPTablesBinary("legacy", "restore")
 	if _, err := backend.Run(ctx, b.Bytes(), bin, "--noflush"); err != nil {
-		return nil, fmt.Errorf("userspace: down %d endpoints: %w", len(ips), err)
+		return nil, fmt.Errorf("traffic: down %d endpoints: %w", len(ips), err)
 	}
 	undo = func() error {
 		data := "*filter\n:" + ChainDown + " - [0:0]\n-D INPUT -j " + ChainDown + "\n-X " + ChainDown + "\nCOMMIT\n"
 		if _, err := backend.Run(context.Background(), []byte(data), bin, "--noflush"); err != nil {
-			return fmt.Errorf("userspace: undo down endpoints: %w", err)
+			return fmt.Errorf("traffic: undo down endpoints: %w", err)
 		}
 		return nil
 	}

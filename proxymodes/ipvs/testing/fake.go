@@ -1,18 +1,49 @@
 //go:build linux
 
-package ipvs
+// Package testing holds kernel-faithful fakes of what the ipvs mode
+// programs: FakeHandle (the IPVS table of net/netfilter/ipvs/ip_vs_ctl.c)
+// and FakeAddresses (kube-ipvs0's addresses). Any test may use them; they
+// are not in the production binary. They satisfy ipvs.Handle and
+// ipvs.Addresses (checked in the ipvs package's tests, since this package
+// cannot import ipvs: its tests import this one), and
+// TestKernelReplayFakes in proxymodes/ipvs replays one operation sequence
+// on them and on the kernel and compares the outcome. Import it as
+//
+//	ipvstest "github.com/proxybench/proxybench/proxymodes/ipvs/testing"
+package testing
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
 )
+
+// Kernel facts the fakes reproduce.
+const (
+	// DummyDevice is the link kube-proxy binds ClusterIPs to.
+	DummyDevice = "kube-ipvs0"
+	// AddrMsgLen is the size of one RTM_NEWADDR/RTM_DELADDR request for an
+	// IPv4 /32 (nlmsghdr 16 + ifaddrmsg 8 + IFA_LOCAL 8 + IFA_ADDRESS 8),
+	// what FakeAddresses reports as bytes sent per address.
+	AddrMsgLen = 40
+	// Service flags of include/uapi/linux/ip_vs.h.
+	flagPersistent = 0x0001 // IP_VS_SVC_F_PERSISTENT
+	flagHashed     = 0x0002 // IP_VS_SVC_F_HASHED: set by the kernel on every service it holds
+)
+
+// KernelSchedulers are the IPVS schedulers of Linux 6.1
+// (net/netfilter/ipvs/ip_vs_<name>.c): NewService with another name fails
+// with ENOENT, as the kernel's ip_vs_scheduler_get does when no module of
+// that name exists.
+var KernelSchedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos"}
 
 // FakeHandle is an in-memory IPVS table that behaves like the kernel's
 // (net/netfilter/ipvs/ip_vs_ctl.c): adding a virtual or real server that
@@ -40,8 +71,6 @@ type fakeService struct {
 func NewFakeHandle() *FakeHandle {
 	return &FakeHandle{svcs: map[string]*fakeService{}, calls: map[string]int{}}
 }
-
-var _ Handle = (*FakeHandle)(nil)
 
 // Calls returns how often each method was called since the last
 // ResetCalls ("NewService": 3, ...).
@@ -98,7 +127,7 @@ func (f *FakeHandle) lookup(s *ipvs.Service) (*fakeService, error) {
 }
 
 func checkSched(s *ipvs.Service) error {
-	if !slices.Contains(Schedulers, s.SchedName) {
+	if !slices.Contains(KernelSchedulers, s.SchedName) {
 		return fmt.Errorf("scheduler module ip_vs_%s not found: %w", s.SchedName, unix.ENOENT)
 	}
 	return nil
@@ -199,6 +228,32 @@ func (f *FakeHandle) DelService(s *ipvs.Service) error {
 
 func fakeDestKey(d *ipvs.Destination) string { return destKey(addrOf(d.Address), d.Port) }
 
+func addrOf(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
+// serviceKey is "TCP/198.18.0.1:80".
+func serviceKey(s *ipvs.Service) string {
+	return protoName(s.Protocol) + "/" + destKey(addrOf(s.Address), s.Port)
+}
+
+func destKey(a netip.Addr, port uint16) string {
+	return netip.AddrPortFrom(a, port).String()
+}
+
+func protoName(n uint16) string {
+	switch n {
+	case unix.IPPROTO_TCP:
+		return "TCP"
+	case unix.IPPROTO_UDP:
+		return "UDP"
+	case unix.IPPROTO_SCTP:
+		return "SCTP"
+	}
+	return "proto-" + strconv.Itoa(int(n))
+}
+
 // NewDestination adds d to s (ESRCH without s, EEXIST if d exists, EINVAL
 // for a negative weight).
 func (f *FakeHandle) NewDestination(s *ipvs.Service, d *ipvs.Destination) error {
@@ -283,19 +338,44 @@ func (f *FakeHandle) SetConfig(c *ipvs.Config) error {
 	return nil
 }
 
-// Dump writes the table as canonical text, sorted: one line per virtual
-// server ("TCP 198.18.0.1:80 rr" [+ " persistent <s>"]) followed by its
-// real servers ("  -> 198.19.0.1:8080 Masq 1").
+// Dump writes the table as canonical text (see DumpTable).
 func (f *FakeHandle) Dump() string {
-	svcs, _ := f.GetServices()
+	d, _ := DumpTable(f)
+	return d
+}
+
+// TableReader is the read side of an IPVS handle: *ipvs.Handle of
+// github.com/moby/ipvs and FakeHandle have it.
+type TableReader interface {
+	GetServices() ([]*ipvs.Service, error)
+	GetDestinations(s *ipvs.Service) ([]*ipvs.Destination, error)
+}
+
+// DumpTable writes h's table as canonical text, sorted: one line per
+// virtual server ("TCP 198.18.0.1:80 rr" [+ " persistent <s>"]) followed
+// by its real servers ("  -> 198.19.0.1:8080 Masq 1"), so a fake's and the
+// kernel's tables compare as strings.
+func DumpTable(h TableReader) (string, error) {
+	svcs, err := h.GetServices()
+	if err != nil {
+		return "", err
+	}
+	sort.Slice(svcs, func(i, j int) bool { return serviceKey(svcs[i]) < serviceKey(svcs[j]) })
 	var b strings.Builder
 	for _, s := range svcs {
 		fmt.Fprintf(&b, "%s %s:%d %s", protoName(s.Protocol), addrOf(s.Address), s.Port, s.SchedName)
+		if f := s.Flags &^ (flagPersistent | flagHashed); f != 0 {
+			fmt.Fprintf(&b, " flags 0x%x", f)
+		}
 		if s.Flags&flagPersistent != 0 {
 			fmt.Fprintf(&b, " persistent %d", s.Timeout)
 		}
 		b.WriteByte('\n')
-		ds, _ := f.GetDestinations(s)
+		ds, err := h.GetDestinations(s)
+		if err != nil {
+			return "", err
+		}
+		sort.Slice(ds, func(i, j int) bool { return fakeDestKey(ds[i]) < fakeDestKey(ds[j]) })
 		for _, d := range ds {
 			fwd := "Masq"
 			if d.ConnectionFlags&ipvs.ConnectionFlagFwdMask != ipvs.ConnectionFlagMasq {
@@ -304,7 +384,7 @@ func (f *FakeHandle) Dump() string {
 			fmt.Fprintf(&b, "  -> %s:%d %s %d\n", addrOf(d.Address), d.Port, fwd, d.Weight)
 		}
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // FakeAddresses is an in-memory kube-ipvs0 that behaves like the kernel:
@@ -321,8 +401,6 @@ type FakeAddresses struct {
 
 // NewFakeAddresses returns a namespace without kube-ipvs0.
 func NewFakeAddresses() *FakeAddresses { return &FakeAddresses{addrs: map[netip.Addr]struct{}{}} }
-
-var _ Addresses = (*FakeAddresses)(nil)
 
 // EnsureLink creates the link if missing.
 func (a *FakeAddresses) EnsureLink() error {
@@ -361,7 +439,7 @@ func (a *FakeAddresses) Add(addrs []netip.Addr) (int, error) {
 		a.addrs[x] = struct{}{}
 		a.Added++
 	}
-	return len(addrs) * addrMsgLen, nil
+	return len(addrs) * AddrMsgLen, nil
 }
 
 // Del unbinds addrs from the link.
@@ -378,7 +456,7 @@ func (a *FakeAddresses) Del(addrs []netip.Addr) (int, error) {
 		delete(a.addrs, x)
 		a.Deleted++
 	}
-	return len(addrs) * addrMsgLen, nil
+	return len(addrs) * AddrMsgLen, nil
 }
 
 // DeleteLink removes the link and its addresses.
@@ -392,3 +470,24 @@ func (a *FakeAddresses) DeleteLink() error {
 
 // Close does nothing.
 func (a *FakeAddresses) Close() {}
+
+// SetConnections sets the active and inactive connection counts the fake
+// reports for the real server addr:port of the virtual server
+// proto/vip:vport (ENOENT or ESRCH when missing), as the kernel's
+// connection table would (for graceful termination tests).
+func (f *FakeHandle) SetConnections(proto string, vip netip.Addr, vport uint16, addr netip.Addr, port uint16, active, inactive int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fs, ok := f.svcs[proto+"/"+destKey(vip, vport)]
+	if !ok {
+		return fmt.Errorf("virtual server %s/%s: %w", proto, destKey(vip, vport), unix.ESRCH)
+	}
+	k := destKey(addr, port)
+	d, ok := fs.dests[k]
+	if !ok {
+		return fmt.Errorf("real server %s: %w", k, unix.ENOENT)
+	}
+	d.ActiveConnections, d.InactiveConnections = active, inactive
+	fs.dests[k] = d
+	return nil
+}

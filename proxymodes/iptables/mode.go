@@ -1,0 +1,133 @@
+//go:build linux
+
+package iptables
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/proxybench/proxybench/measure"
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/workload"
+)
+
+// probeRules is a miniature of the nat layout: every match and target the
+// mode uses (comment, statistic, mark, addrtype, DNAT, MASQUERADE --random-fully).
+const probeRules = `*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-PROBE - [0:0]
+:KUBE-POSTROUTING - [0:0]
+-A KUBE-SERVICES -m comment --comment "probe" -m tcp -p tcp -d 198.18.0.1 --dport 80 -j KUBE-SVC-PROBE
+-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j RETURN
+-A KUBE-SVC-PROBE -m statistic --mode random --probability 0.5000000000 -m tcp -p tcp -j DNAT --to-destination 198.19.0.1:8080
+-A KUBE-POSTROUTING -m mark --mark 0x4000/0x4000 -j MASQUERADE --random-fully
+COMMIT
+`
+
+// Mode is the iptables mode: kube-proxy's iptables proxier
+// (pkg/proxy/iptables), programmed with iptables-restore.
+var Mode = proxymodes.Mode{
+	Name: "iptables",
+	New: func(sc *scenarios.Scenario, node proxymodes.Node) (proxymodes.Proxier, error) {
+		cfg, err := ConfigFromScenario(sc)
+		if err != nil {
+			return nil, err
+		}
+		return New(cfg, node), nil
+	},
+	Render: func(sc *scenarios.Scenario, services []workload.Service) (*proxymodes.Rendering, error) {
+		cfg, err := ConfigFromScenario(sc)
+		if err != nil {
+			return nil, err
+		}
+		return Rendering(cfg, services)
+	},
+	Sim: proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic},
+	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
+		return sc.IPTables.MinSyncPeriod.Duration, sc.IPTables.SyncPeriod.Duration
+	},
+	Fairness: func(sc *scenarios.Scenario) measure.Expectation {
+		e := measure.Expectation{Unit: measure.UnitConnection, Source: "kube-proxy iptables: statistic random 1/(n-i), weights ignored"}
+		return e.WithAffinity(sc.Services.SessionAffinity == "ClientIP")
+	},
+	Binaries: func(sc *scenarios.Scenario) []string {
+		b := sc.IPTables.Backend
+		return []string{proxymodes.IPTablesBinary(b, ""), proxymodes.IPTablesBinary(b, "restore"), proxymodes.IPTablesBinary(b, "save")}
+	},
+	GuestUnsupported: func(sc *scenarios.Scenario) string {
+		if sc.IPTables.Backend == BackendNft {
+			return proxymodes.GuestNoNFTablesIP + "; use iptables.backend: legacy"
+		}
+		return ""
+	},
+	Probe: Probe,
+}
+
+// ConfigFromScenario maps a validated scenario to a Config: the iptables
+// back end, network.clusterCIDR and services.sessionAffinity(Timeout).
+// Mode.New and Mode.Render both use it, so the real run and the sim
+// render the same rules.
+func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
+	_, _, _, cluster := sc.Prefixes()
+	cfg := Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster}
+	if sc.Services.SessionAffinity == "ClientIP" {
+		cfg.AffinityTimeout = sc.Services.SessionAffinityTimeout.Duration
+	}
+	return cfg, cfg.Validate()
+}
+
+// Rendering renders services under cfg for Mode.Render: the restore input,
+// its "-A" lines as objects (kube-proxy's sync_proxy_rules_iptables_total),
+// and the KUBE-SERVICES walk of a new connection (Walker).
+func Rendering(cfg Config, services []workload.Service) (*proxymodes.Rendering, error) {
+	rs, err := Render(cfg, services)
+	if err != nil {
+		return nil, err
+	}
+	w, err := NewWalker(rs)
+	if err != nil {
+		return nil, err
+	}
+	return &proxymodes.Rendering{
+		Objects: rs.NatRules + rs.FilterRules, Bytes: len(rs.Data), Rules: rs.Data,
+		Walk: func(t workload.Target) int {
+			s := &services[t.Service]
+			n, _ := w.RulesWalked(s.ClusterIP, s.Ports[t.Port].Port)
+			return n
+		},
+		AffinityTimeout: cfg.AffinityTimeout,
+		Info:            map[string]string{"backend": cfg.Backend},
+	}, nil
+}
+
+// Probe loads a miniature of kube-proxy's nat rules with both back ends in
+// node (a throwaway namespace) and reports which work.
+func Probe(ctx context.Context, node proxymodes.Node) (bool, string) {
+	var ok []string
+	var bad []string
+	for _, be := range []string{BackendLegacy, BackendNft} {
+		bin := "iptables-" + be + "-restore"
+		if _, err := node.Run(ctx, []byte(probeRules), bin, "--noflush"); err != nil {
+			msg, _, _ := strings.Cut(err.Error(), "\n")
+			bad = append(bad, be+": "+msg)
+			continue
+		}
+		ok = append(ok, be)
+	}
+	if len(ok) == 0 {
+		return false, "no back end accepts kube-proxy's rules (" + strings.Join(bad, "; ") + "); run make setup"
+	}
+	why := "back ends " + strings.Join(ok, ", ") + " accept statistic, DNAT, MASQUERADE, addrtype, comment"
+	if len(bad) > 0 {
+		why += "; " + strings.Join(bad, "; ")
+	}
+	return true, why
+}
+
+// Rendering renders services with the proxier's own Config, as its next
+// full Sync programs them (proxymodes.Renderer).
+func (p *Proxier) Rendering(services []workload.Service) (*proxymodes.Rendering, error) {
+	return Rendering(p.cfg, services)
+}

@@ -1,0 +1,229 @@
+//go:build linux
+
+package ipvs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/moby/ipvs"
+	"golang.org/x/sys/unix"
+
+	"github.com/proxybench/proxybench/measure"
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/workload"
+)
+
+// Mode is the ipvs mode: kube-proxy's IPVS proxier (pkg/proxy/ipvs),
+// programmed over netlink with ipset and iptables-restore beside it.
+var Mode = proxymodes.Mode{
+	Name: "ipvs",
+	New: func(sc *scenarios.Scenario, node proxymodes.Node) (proxymodes.Proxier, error) {
+		cfg, err := ConfigFromScenario(sc)
+		if err != nil {
+			return nil, err
+		}
+		return New(cfg, node), nil
+	},
+	Render: func(sc *scenarios.Scenario, services []workload.Service) (*proxymodes.Rendering, error) {
+		cfg, err := ConfigFromScenario(sc)
+		if err != nil {
+			return nil, err
+		}
+		r, err := Rendering(cfg, services)
+		if err != nil {
+			return nil, err
+		}
+		// The result names the scenario's scheduler as written ("" is rr).
+		r.Info = map[string]string{"scheduler": sc.IPVS.Scheduler, "backend": "ipvs"}
+		return r, nil
+	},
+	Sim: proxymodes.SimModel{Lookup: proxymodes.LookupHash, Choice: proxymodes.ChoiceScheduler},
+	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
+		return sc.IPVS.MinSyncPeriod.Duration, sc.IPVS.SyncPeriod.Duration
+	},
+	Fairness: func(sc *scenarios.Scenario) measure.Expectation {
+		return Expectation(sc.IPVS.Scheduler, sc.IPVS.SchedulerFlags...).WithAffinity(sc.Services.SessionAffinity == "ClientIP")
+	},
+	Binaries: func(*scenarios.Scenario) []string { return []string{binIPSet, binRestore, binSave} },
+	Modules:  modules,
+	Probe:    Probe,
+}
+
+// Expectation returns what scheduler (IPVS_SCHEDULERS; "" is rr) promises,
+// from its kernel file: rr equal shares (ip_vs_rr.c skips weight-0
+// servers only); wrr weighted (ip_vs_wrr.c); lc equal active connections
+// (ip_vs_lc.c); wlc, sed, nq active connections proportional to weight
+// (ip_vs_wlc.c, ip_vs_sed.c, ip_vs_nq.c); sh, mh source-address hash,
+// buckets proportional to weight (ip_vs_sh.c puts a server weight times
+// in the table; ip_vs_mh.c weights its permutation turns); dh, lblc,
+// lblcr destination hash/locality, one server per ClusterIP (ip_vs_dh.c,
+// ip_vs_lblc.c, ip_vs_lblcr.c). With flag sh-port or mh-port (ipvsadm
+// -b, Config.SchedulerFlags) the hash covers the source port, a new one
+// per connection, so every connection is a draw. Session affinity is
+// applied by the caller (measure.Expectation.WithAffinity).
+func Expectation(scheduler string, flags ...string) measure.Expectation {
+	portHash := slices.Contains(flags, "sh-port") || slices.Contains(flags, "mh-port")
+	e := measure.Expectation{Unit: measure.UnitConnection}
+	switch scheduler {
+	case "", "rr":
+		e.Source = "ip_vs_rr.c: rotation, weights ignored (0 skips)"
+	case "wrr":
+		e.Weighted, e.Source = true, "ip_vs_wrr.c: interleaved weighted rotation"
+	case "lc":
+		e.Unit, e.Source = measure.UnitActive, "ip_vs_lc.c: fewest active (×256) + inactive connections"
+	case "wlc":
+		e.Unit, e.Weighted, e.Source = measure.UnitActive, true, "ip_vs_wlc.c: fewest (active×256+inactive)/weight"
+	case "sed":
+		e.Unit, e.Weighted, e.Source = measure.UnitActive, true, "ip_vs_sed.c: fewest (active+1)/weight"
+	case "nq":
+		e.Unit, e.Weighted, e.Source = measure.UnitActive, true, "ip_vs_nq.c: an idle server first, else fewest (active+1)/weight"
+	case "sh":
+		e.Unit, e.Weighted, e.Source = measure.UnitSource, true, "ip_vs_sh.c: source hash over 256 buckets, weight buckets per server"
+		if portHash {
+			e.Unit, e.Source = measure.UnitConnection, "ip_vs_sh.c with sh-port: hash of source address and port over 256 buckets, weight buckets per server"
+		}
+	case "mh":
+		e.Unit, e.Weighted, e.Source = measure.UnitSource, true, "ip_vs_mh.c: Maglev hash of the source, weighted turns"
+		if portHash {
+			e.Unit, e.Source = measure.UnitConnection, "ip_vs_mh.c with mh-port: Maglev hash of source address and port, weighted turns"
+		}
+	case "dh":
+		e.Unit, e.Source = measure.UnitDestination, "ip_vs_dh.c: destination hash over 256 buckets"
+	case "lblc":
+		e.Unit, e.Source = measure.UnitDestination, "ip_vs_lblc.c: one server per destination until overloaded"
+	case "lblcr":
+		e.Unit, e.Source = measure.UnitDestination, "ip_vs_lblcr.c: a server set per destination"
+	}
+	return e
+}
+
+// Rendering renders services under cfg for Mode.Render: the IPVS table,
+// ipset and nat rules (Ruleset.Dump) followed by the settings a sync
+// applies besides them (timeouts, excludeCIDRs); objects are virtual and
+// real servers, addresses, set entries and nat rules.
+func Rendering(cfg Config, services []workload.Service) (*proxymodes.Rendering, error) {
+	rs, err := Render(cfg, services)
+	if err != nil {
+		return nil, err
+	}
+	objects := len(rs.Virtual) + rs.RealServers + len(rs.Addresses) + len(rs.SetEntries) + rs.NATRules
+	rules := rs.Dump() + fmt.Sprintf("# settings\ntimeouts tcp %s tcpfin %s udp %s\nexcludeCIDRs %v\n",
+		cfg.TCPTimeout, cfg.TCPFinTimeout, cfg.UDPTimeout, cfg.ExcludeCIDRs)
+	r := &proxymodes.Rendering{
+		Objects: objects, Bytes: len(rs.NAT) + 64*(objects-rs.NATRules), Rules: []byte(rules),
+		Scheduler: cfg.scheduler(), SchedulerFlags: cfg.SchedulerFlags, Info: map[string]string{"scheduler": cfg.scheduler(), "backend": "ipvs"},
+	}
+	if cfg.SessionAffinity {
+		r.AffinityTimeout = cfg.AffinityTimeout
+	}
+	return r, nil
+}
+
+// modules lists the kernel modules of sc's scheduler, or of every
+// scheduler when sc is nil (doctor).
+func modules(sc *scenarios.Scenario) []string {
+	if sc == nil {
+		return KernelModules("")
+	}
+	return KernelModules(sc.IPVS.Scheduler)
+}
+
+// ConfigFromScenario maps a validated scenario to a Config: the ipvs
+// block (scheduler, excludeCIDRs, timeouts), network.clusterCIDR and
+// services.sessionAffinity(Timeout).
+func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
+	_, _, _, cluster := sc.Prefixes()
+	cfg := Config{
+		Scheduler:       sc.IPVS.Scheduler,
+		SchedulerFlags:  sc.IPVS.SchedulerFlags,
+		ClusterCIDR:     cluster,
+		SessionAffinity: sc.Services.SessionAffinity == "ClientIP",
+		AffinityTimeout: sc.Services.SessionAffinityTimeout.Duration,
+		TCPTimeout:      sc.IPVS.TCPTimeout.Duration,
+		TCPFinTimeout:   sc.IPVS.TCPFinTimeout.Duration,
+		UDPTimeout:      sc.IPVS.UDPTimeout.Duration,
+	}
+	for _, c := range sc.IPVS.ExcludeCIDRs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return Config{}, fmt.Errorf("ipvs: excludeCIDRs: %w", err)
+		}
+		cfg.ExcludeCIDRs = append(cfg.ExcludeCIDRs, p)
+	}
+	return cfg, cfg.Validate()
+}
+
+// Probe reports whether node's kernel has IP_VS (/proc/net/ip_vs exists in
+// the namespace), for example "host kernel 6.18.0 has no IP_VS
+// (CONFIG_IP_VS not set); available with --kernel uml", and, when node
+// exposes its namespace (NamespaceHandle), which schedulers work (see
+// ProbeSchedulers): "IP Virtual Server version 1.2.1 (size=4096);
+// schedulers rr wrr lc ...; missing: mh (module ip_vs_mh not loaded)".
+// It is ok when IP_VS and at least rr (kube-proxy's default) work.
+func Probe(ctx context.Context, node proxymodes.Node) (bool, string) {
+	if ok, why := hasIPVS(node); !ok {
+		return false, why
+	}
+	var line string
+	_ = node.Do(func() error {
+		line = ipvsVersion()
+		return nil
+	})
+	nh, ok := node.(NamespaceHandle)
+	if !ok {
+		return true, line
+	}
+	avail, missing, err := ProbeSchedulers(nh)
+	if err != nil {
+		return false, line + "; " + err.Error()
+	}
+	why := line + "; schedulers " + strings.Join(avail, " ")
+	if len(missing) > 0 {
+		why += "; missing: " + strings.Join(missing, " ") + " (modules ip_vs_<name> not loaded)"
+	}
+	return slices.Contains(avail, "rr"), why
+}
+
+// ProbeSchedulers creates and deletes one virtual server per scheduler of
+// Schedulers in ns (which must be a throwaway namespace: it uses
+// 127.255.255.254:1..11) and returns the schedulers the kernel accepted and
+// those it rejected (ENOENT: module ip_vs_<name> not loaded or not built).
+func ProbeSchedulers(ns NamespaceHandle) (avail, missing []string, err error) {
+	h, err := newMobyHandle(ns.Handle())
+	if err != nil {
+		return nil, nil, fmt.Errorf("open IPVS netlink socket: %w", err)
+	}
+	defer h.Close()
+	for i, s := range Schedulers {
+		svc := &ipvs.Service{
+			Address: net.IPv4(127, 255, 255, 254).To4(), Protocol: unix.IPPROTO_TCP, Port: uint16(i + 1),
+			SchedName: s, AddressFamily: unix.AF_INET, Netmask: 0xffffffff,
+		}
+		if err := h.NewService(svc); err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				return avail, missing, fmt.Errorf("virtual server with scheduler %s: %w", s, err)
+			}
+			missing = append(missing, s)
+			continue
+		}
+		avail = append(avail, s)
+		if err := h.DelService(svc); err != nil {
+			return avail, missing, fmt.Errorf("delete probe virtual server: %w", err)
+		}
+	}
+	return avail, missing, nil
+}
+
+// Rendering renders services with the proxier's own Config, as its next
+// full Sync programs them (proxymodes.Renderer).
+func (p *Proxier) Rendering(services []workload.Service) (*proxymodes.Rendering, error) {
+	return Rendering(p.cfg, services)
+}

@@ -1,0 +1,181 @@
+package proxymodes
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/proxybench/proxybench/measure"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/workload"
+)
+
+// Node is what a mode needs of the node namespace it programs: running a
+// function or a program inside it (satisfied by *topology.Netns).
+type Node interface {
+	Do(fn func() error) error
+	Run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error)
+}
+
+// Mode is everything proxybench knows about one proxy mode, in one value:
+// the runner, the sim engine, doctor, scenario validation and the reports
+// ask it, never a switch on the mode's name. Each mode's package exports
+// its Mode; package proxymodes/modes lists them (docs/architecture.md,
+// "Adding a mode").
+//
+// New and Render take their configuration from the scenario with one and
+// the same function of the mode's package (ConfigFromScenario), so the
+// real run and the sim model the same rules.
+type Mode struct {
+	// Name as written in scenarios ("iptables").
+	Name string
+	// New builds the mode's proxier for sc, programming node. It touches
+	// no kernel until the first Sync.
+	New func(sc *scenarios.Scenario, node Node) (Proxier, error)
+	// Render renders services as New's proxier programs them on a full
+	// sync, with no kernel (the sim engine, rule comparisons). It fails
+	// where the proxier's Sync would fail on the same input.
+	Render func(sc *scenarios.Scenario, services []workload.Service) (*Rendering, error)
+	// Sim says how the sim engine models the mode's data plane.
+	Sim SimModel
+	// SyncPeriods returns the mode's minSyncPeriod and syncPeriod from its
+	// KubeProxyConfiguration block of sc (nil: the mode has no sync loop
+	// settings, and ChurnSyncPeriods fails for it).
+	SyncPeriods func(sc *scenarios.Scenario) (minSync, period time.Duration)
+	// Fairness returns what the mode's endpoint choice promises with sc's
+	// settings (scheduler, session affinity), for the fairness verdicts.
+	Fairness func(sc *scenarios.Scenario) measure.Expectation
+	// Binaries lists the programs the mode needs on PATH with sc's settings.
+	Binaries func(sc *scenarios.Scenario) []string
+	// Modules lists the kernel modules the mode needs with sc's settings
+	// (sc nil: with any setting, for doctor), loaded by the
+	// user-mode-linux guest before a run (the host kernel has no loadable
+	// modules; built-in ones are skipped). Nil: none beyond
+	// uml.BaseModules.
+	Modules func(sc *scenarios.Scenario) []string
+	// GuestUnsupported says why the user-mode-linux guest kernel (Debian's
+	// 6.1 build) cannot run the mode with sc's settings; "" when it can.
+	// Nil: it always can.
+	GuestUnsupported func(sc *scenarios.Scenario) string
+	// Direct makes the traffic driver dial endpoints directly instead of
+	// ClusterIPs (mode none, the baseline).
+	Direct bool
+	// Probe checks, in a throwaway namespace, that the kernel has what the
+	// mode needs; it returns whether it does and why (for doctor).
+	Probe func(ctx context.Context, node Node) (ok bool, why string)
+}
+
+// ChurnSyncPeriods returns, for m, the minSyncPeriod values its churn
+// phase runs with (sweep.minSyncPeriod when set, else the mode's own
+// SyncPeriods) and its syncPeriod. It fails for a mode without
+// SyncPeriods (mode none has no sync loop).
+func (m Mode) ChurnSyncPeriods(sc *scenarios.Scenario) (minSyncs []time.Duration, period time.Duration, err error) {
+	if m.SyncPeriods == nil {
+		return nil, 0, fmt.Errorf("mode %s has no sync periods (it runs no sync loop)", m.Name)
+	}
+	min, period := m.SyncPeriods(sc)
+	if len(sc.Sweep.MinSyncPeriod) == 0 {
+		return []time.Duration{min}, period, nil
+	}
+	for _, d := range sc.Sweep.MinSyncPeriod {
+		minSyncs = append(minSyncs, d.Duration)
+	}
+	return minSyncs, period, nil
+}
+
+// Expectation returns m.Fairness(sc), or, for a mode without one, an
+// expectation of equal shares per connection named after the mode.
+func (m Mode) Expectation(sc *scenarios.Scenario) measure.Expectation {
+	if m.Fairness == nil {
+		return measure.Expectation{Unit: measure.UnitConnection, Source: m.Name}
+	}
+	return m.Fairness(sc)
+}
+
+// Rendering is a mode's full ruleset for one service set, rendered
+// without a kernel by Mode.Render.
+type Rendering struct {
+	// Objects and Bytes are what a full sync programs and sends, as the
+	// proxier's SyncStats counts them (sim estimates for modes whose
+	// proxier counts netlink messages).
+	Objects, Bytes int
+	// Rules is the ruleset as text, in the form of the mode's tool
+	// (iptables-restore input, nft commands, the IPVS table and its
+	// settings); equal Rules mean the same rules in the kernel.
+	Rules []byte
+	// Walk, for a mode whose lookup walks a list of rules, returns how
+	// many rules a new connection to services[t.Service].Ports[t.Port]
+	// evaluates (its own included). Nil for a lookup of fixed cost.
+	Walk func(t workload.Target) int
+	// Scheduler is the IPVS scheduler (ChoiceScheduler) and
+	// SchedulerFlags its flags (sh-port, ...), which the sim does not
+	// model.
+	Scheduler      string
+	SchedulerFlags []string
+	// AffinityTimeout, when > 0, pins a client address to its first
+	// endpoint for that long (ClientIP session affinity).
+	AffinityTimeout time.Duration
+	// Info is the mode's description for the result (ModeResult.Info):
+	// its back end and settings, as the proxier's Info gives them.
+	Info map[string]string
+}
+
+// Lookup and choice models of the sim engine (SimModel).
+const (
+	// LookupDirect: no rules; traffic dials the pod (mode none).
+	LookupDirect = "direct"
+	// LookupLinear: a new connection walks Rendering.Walk rules.
+	LookupLinear = "linear"
+	// LookupHash: one lookup whatever the number of services (a verdict
+	// map, the IPVS service table).
+	LookupHash = "hash"
+
+	// ChoiceStatistic: iptables' "-m statistic --mode random
+	// --probability 1/(n-i)" rules, walked in order.
+	ChoiceStatistic = "statistic"
+	// ChoiceNumgen: nftables' "numgen random mod n" verdict map.
+	ChoiceNumgen = "numgen"
+	// ChoiceScheduler: the IPVS scheduler Rendering.Scheduler.
+	ChoiceScheduler = "scheduler"
+	// ChoiceRoundRobin: the legacy userspace proxy's round robin over a
+	// shuffled endpoint list.
+	ChoiceRoundRobin = "round-robin"
+)
+
+// SimModel says how the sim engine evaluates the mode's data plane: how a
+// new connection finds its service (Lookup*) and how an endpoint is
+// picked (Choice*; unused with LookupDirect). The sim fails on a value it
+// does not know.
+type SimModel struct {
+	Lookup, Choice string
+}
+
+// CPUTime returns user+system CPU time consumed so far by this process and
+// its waited-for children (getrusage(2) RUSAGE_SELF + RUSAGE_CHILDREN).
+// The difference across a Sync is SyncStats.CPU.
+func CPUTime() time.Duration {
+	var self, kids unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &self)
+	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &kids)
+	tv := func(t unix.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
+}
+
+// IPTablesBinary names an iptables tool of a back end: for backend
+// "legacy", tool "restore" gives "iptables-legacy-restore" and tool ""
+// "iptables-legacy". Used by every mode that programs iptables.
+func IPTablesBinary(backend, tool string) string {
+	name := "iptables-" + backend
+	if tool != "" {
+		name += "-" + tool
+	}
+	return name
+}
+
+// GuestNoNFTablesIP says why the user-mode-linux guest kernel (Debian's
+// 6.1 build, /usr/share/doc/user-mode-linux/config.gz) cannot run what
+// needs nf_tables' ip family: CONFIG_NF_TABLES_IPV4 is not set (the
+// nftables mode, and the nft back end of iptables).
+const GuestNoNFTablesIP = "the user-mode-linux kernel has no nf_tables ip family (CONFIG_NF_TABLES_IPV4 is not set)"

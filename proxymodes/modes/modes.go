@@ -1,0 +1,50 @@
+// Package modes lists the proxy modes of this build, once: adding a mode
+// is its own package under proxymodes plus one line in All
+// (docs/architecture.md, "Adding a mode"). It imports every mode, and so
+// their kernel libraries; the sim engine takes the list from its caller
+// instead of importing this package.
+package modes
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/iptables"
+	"github.com/proxybench/proxybench/proxymodes/ipvs"
+	"github.com/proxybench/proxybench/proxymodes/nftables"
+	"github.com/proxybench/proxybench/proxymodes/none"
+	"github.com/proxybench/proxybench/proxymodes/userspace"
+	"github.com/proxybench/proxybench/scenarios"
+)
+
+// All is every mode of this build, in the order doctor and help list them.
+var All = []proxymodes.Mode{
+	none.Mode,
+	iptables.Mode,
+	ipvs.Mode,
+	nftables.Mode,
+	userspace.Mode,
+}
+
+// Lookup returns the mode called name, or an error listing every name.
+func Lookup(name string) (proxymodes.Mode, error) {
+	for _, m := range All {
+		if m.Name == name {
+			return m, nil
+		}
+	}
+	return proxymodes.Mode{}, fmt.Errorf("unknown proxy mode %q (modes: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Names lists the modes' names in the order of All.
+func Names() []string {
+	out := make([]string, len(All))
+	for i, m := range All {
+		out[i] = m.Name
+	}
+	return out
+}
+
+// Catalog is what scenario validation checks names against.
+func Catalog() scenarios.Catalog { return scenarios.Catalog{Modes: Names()} }
