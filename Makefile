@@ -93,14 +93,28 @@ AA_RUNS ?= 5
 AA_SCENARIO ?= 1k-services
 AA_MODES ?= none,iptables
 AA_DIR ?= results/aa
-## aa: A/A self-check of this machine (root; about 3 min quiet): two results of AA_SCENARIO (1k-services)
-## --modes AA_MODES (none,iptables) --count AA_RUNS (5), one after the other with the same build, then
-## compare --self-check: every flagged figure is a false alarm; prints the false-alarm rate and the noise floor per figure
+AA_ORDER ?= interleaved
+## aa: A/A self-check of this machine (root; about 4 min): two sets of AA_RUNS (5) runs of AA_SCENARIO (1k-services)
+## --modes AA_MODES (none,iptables) with the same build, then compare --self-check --gate ratios: every flagged
+## figure is a false alarm; prints the false-alarm rates (all figures, gated ratios) and the noise floor per figure.
+## AA_ORDER=interleaved (default) alternates the sets run by run (a1 b1 a2 b2 ...), as a CI job comparing two builds
+## should; AA_ORDER=sequential takes run --count AA_RUNS for one set, then for the other (a machine that changes
+## between them shows in the raw figures)
+# AA_RUN runs once (arguments appended); a failed run (e.g. another program
+# holding the host's xtables lock for over 5 s) is retried twice, its
+# partial result removed, so the sets hold complete runs only.
+AA_RUN = sh -c 'for try in 1 2 3; do bin/proxybench run $(AA_SCENARIO) --modes $(AA_MODES) --quiet "$$@" >/dev/null && exit 0; \
+	out=$$(echo "$$@" | sed "s/.*--output //"); echo "aa: run failed (try $$try), retrying" >&2; rm -f "$$out"; done; exit 1' aa-run
 aa: build
-	@mkdir -p $(AA_DIR)
-	bin/proxybench run $(AA_SCENARIO) --modes $(AA_MODES) --count $(AA_RUNS) --quiet --output $(AA_DIR)/a.json >/dev/null
-	bin/proxybench run $(AA_SCENARIO) --modes $(AA_MODES) --count $(AA_RUNS) --quiet --output $(AA_DIR)/b.json >/dev/null
-	bin/proxybench compare --self-check --gate ratios $(AA_DIR)/a.json $(AA_DIR)/b.json | tee $(AA_DIR)/self-check.txt
+	@mkdir -p $(AA_DIR) && rm -f $(AA_DIR)/a*.json $(AA_DIR)/b*.json
+	@if [ "$(AA_ORDER)" = sequential ]; then \
+		for set in a b; do echo "aa: set $$set, $(AA_RUNS) runs"; \
+			$(AA_RUN) --count $(AA_RUNS) --output $(AA_DIR)/$$set.json || exit 1; done; \
+	else \
+		for i in $$(seq 1 $(AA_RUNS)); do for set in a b; do echo "aa: run $$set$$i"; \
+			$(AA_RUN) --output $(AA_DIR)/$$set-$$i.json || exit 1; done; done; \
+	fi
+	bin/proxybench compare --self-check --gate ratios $(AA_DIR)/a*.json -- $(AA_DIR)/b*.json | tee $(AA_DIR)/self-check.txt
 
 clean:
 	rm -rf bin results

@@ -13,8 +13,10 @@ type SyncStats struct {
 	Kind string `json:"kind"`
 	// Wall is the wall time of the whole Sync (render + apply).
 	Wall time.Duration `json:"wallNs"`
-	// CPU is user+system CPU time of this process and its waited-for
-	// children (getrusage RUSAGE_SELF + RUSAGE_CHILDREN) during the Sync.
+	// CPU is the user+system CPU time the proxy itself spent on the Sync
+	// (proxymodes.SyncCPU): the syncing thread plus the rule programs and
+	// netlink calls it ran in its namespace; never the probes, echo server
+	// or driver of the same process.
 	CPU time.Duration `json:"cpuNs"`
 	// Objects is the number of kernel objects programmed (iptables rules,
 	// nft elements, IPVS servers).

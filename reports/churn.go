@@ -44,6 +44,31 @@ type ChurnResult struct {
 	CPUNs int64 `json:"cpuNs"`
 	// SyncCPUNs is the CPU time of the syncs alone.
 	SyncCPUNs int64 `json:"syncCpuNs"`
+	// FailedSyncs counts the syncs that failed (Syncs[i].Err set); the run
+	// went on, each next sync full as in kube-proxy. Failures describes
+	// each with its recovery.
+	FailedSyncs int           `json:"failedSyncs,omitempty"`
+	Failures    []SyncFailure `json:"failures,omitempty"`
+}
+
+// SyncFailure is one failed sync of a churn phase and its recovery.
+type SyncFailure struct {
+	Index int    `json:"index"` // in ChurnResult.Syncs
+	AtNs  int64  `json:"atNs"`  // when it started, from the phase start
+	Kind  string `json:"kind"`  // full or incremental
+	Err   string `json:"error"`
+	// RecoveredNs is from the failed sync's start to the end of the next
+	// successful sync (-1: none succeeded before the phase ended): how
+	// long the data plane served the rules of the last good sync, stale
+	// for every change made meanwhile. RecoveryKind is that sync's kind
+	// (full, as kube-proxy forces after a failure).
+	RecoveredNs  int64  `json:"recoveredNs"`
+	RecoveryKind string `json:"recoveryKind,omitempty"`
+	// Changes made in that window; ProbeConns and ProbeErrors are the
+	// probe connections made in it and how many of them failed.
+	Changes     int `json:"changes"`
+	ProbeConns  int `json:"probeConns"`
+	ProbeErrors int `json:"probeErrors"`
 }
 
 // ChurnSample is one change and its programming latency (-1 when unobserved).
@@ -168,7 +193,59 @@ func writeChurnMarkdown(b *strings.Builder, r *Result) {
 				full, inc, dur(time.Duration(c.SyncSummary["incremental"].P50)), dur(time.Duration(c.SyncCPUNs)), dur(time.Duration(c.CPUNs)))
 		}
 	}
+	writeSyncFailures(b, r)
 	b.WriteString("\nLatencies in ms; `≤1 s` counts observations in kube-proxy's network_programming_duration_seconds bucket le=\"1\" (one per change, or per change and node in the sim). A removal is observed at the first connection after the last one that still lands on the removed endpoint.\n")
 }
 
 func ms(ns int64) string { return fmt.Sprintf("%.1f", float64(ns)/1e6) }
+
+// writeSyncFailures lists the failed syncs of every churn phase with
+// their recovery: how long the data plane served stale rules, the changes
+// made meanwhile and what the probes saw.
+func writeSyncFailures(b *strings.Builder, r *Result) {
+	any := false
+	for _, m := range r.Modes {
+		for _, c := range m.Churn {
+			any = any || c.FailedSyncs > 0
+		}
+	}
+	if !any {
+		return
+	}
+	b.WriteString("\n#### failed syncs and recovery\n\n")
+	b.WriteString("The run went on after each failed sync; the next sync was full, as in kube-proxy. `stale` is from the failed sync's start to the end of the next successful one: the data plane kept the last good sync's rules, stale for every change made meanwhile.\n\n")
+	b.WriteString("| mode | minSyncPeriod | sync # | at | kind | stale (s) | recovered by | changes meanwhile | probe conns | probe errors | error |\n")
+	b.WriteString("|---|--:|--:|--:|---|--:|---|--:|--:|--:|---|\n")
+	for _, m := range r.Modes {
+		for _, c := range m.Churn {
+			var stale []int64
+			for _, f := range c.Failures {
+				rec := "not recovered"
+				st := "-"
+				if f.RecoveredNs >= 0 {
+					rec = f.RecoveryKind + " sync"
+					st = fmt.Sprintf("%.3f", float64(f.RecoveredNs)/1e9)
+					stale = append(stale, f.RecoveredNs)
+				}
+				e := f.Err
+				if len(e) > 120 {
+					e = e[:120] + "…"
+				}
+				fmt.Fprintf(b, "| %s | %s | %d | %.3f s | %s | %s | %s | %d | %d | %d | %s |\n", r.label(m), time.Duration(c.MinSyncPeriodNs),
+					f.Index+1, float64(f.AtNs)/1e9, f.Kind, st, rec, f.Changes, f.ProbeConns, f.ProbeErrors, strings.ReplaceAll(e, "|", "/"))
+			}
+			if len(stale) > 0 {
+				s := Summarize(stale)
+				fmt.Fprintf(b, "\n%s: %d of %d syncs failed; stale rules served for %s s in total, p50 %.3f s, max %.3f s per failure.\n\n",
+					r.label(m), c.FailedSyncs, len(c.Syncs), fmt.Sprintf("%.3f", float64(sum(stale))/1e9), float64(s.P50)/1e9, float64(s.Max)/1e9)
+			}
+		}
+	}
+}
+
+func sum(xs []int64) (t int64) {
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
@@ -46,7 +46,7 @@ func (s synth) run(rng *rand.Rand) *Result {
 		for range 3 {
 			tool := 40e6 * off * math.Exp(0.05*rng.NormFloat64())
 			wall := 1.3 * tool * k * math.Exp(0.03*rng.NormFloat64())
-			st := proxymodes.SyncStats{Kind: "full", Wall: time.Duration(wall), CPU: time.Duration(wall * 0.7)}
+			st := measure.SyncStats{Kind: "full", Wall: time.Duration(wall), CPU: time.Duration(wall * 0.7)}
 			if mode == "iptables" {
 				st.Phases = map[string]time.Duration{"restore": time.Duration(tool)}
 			} else {

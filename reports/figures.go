@@ -8,7 +8,7 @@ import (
 
 	"gonum.org/v1/gonum/stat"
 
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
@@ -211,7 +211,7 @@ func cpuPerConn(m ModeResult) (float64, bool) {
 // the iptables and userspace proxiers record it) or the "chains" plus
 // "elements" phases (nft transactions, nftables). ok is false for syncs
 // without such phases (none, ipvs: netlink calls, no tool).
-func RawToolNs(s proxymodes.SyncStats) (ns int64, ok bool) {
+func RawToolNs(s measure.SyncStats) (ns int64, ok bool) {
 	if d, has := s.Phases["restore"]; has {
 		return int64(d), d > 0
 	}

@@ -34,6 +34,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	if note := PartialNote(r); note != "" {
 		fmt.Fprintf(&b, "**%s**\n\n", note)
 	}
+	if n := len(r.MoreRuns); n > 0 {
+		fmt.Fprintf(&b, "This result holds %d runs of the whole measurement (run --count); the tables show run 1. `proxybench compare` judges each figure across all of them.\n\n", n+1)
+	}
 	if r.MultiKernel() {
 		fmt.Fprintf(&b, "The modes ran on %d kernels: %s. Each kernel's section has its own `none` baseline and ratios against it; compare absolute figures within one kernel only (a user-mode-linux guest runs syscalls ~25× slower than the host). %s\n\n",
 			len(r.KernelNames()), strings.Join(r.KernelNames(), ", "), r.Machine.KernelWhy)
@@ -62,7 +65,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 // writeMarkdownBody writes the tables of one kernel's modes.
 func writeMarkdownBody(b *strings.Builder, r *Result) {
 	b.WriteString("### sync.full: program every service from empty\n\n")
-	b.WriteString("| mode | back end | n | wall p50 | wall min | wall max | CPU p50 (self+children) | objects | bytes | phases (p50 run) |\n")
+	b.WriteString("| mode | back end | n | wall p50 | wall min | wall max | CPU p50 (proxy: thread + rule programs) | objects | bytes | phases (p50 run) |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, m := range r.Modes {
 		s := m.SyncFullSummary
@@ -109,6 +112,7 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 		}
 	}
 	b.WriteString("\n")
+	writeErrorKinds(b, r)
 	for _, w := range append(FaultWarnings(r), baselineWarnings(r, base)...) {
 		b.WriteString("- **warning**: " + w + "\n")
 	}
@@ -141,6 +145,10 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 	writeFairnessMarkdown(b, r)
 	writeCostMarkdown(b, r)
 	writeChurnMarkdown(b, r)
+	writeTransitionsMarkdown(b, r)
+	writeSyncDisruptionMarkdown(b, r)
+	writeLifecycleMarkdown(b, r)
+	writeConnReuseMarkdown(b, r)
 }
 
 // writeKernelsMarkdown puts the kernels side by side: per mode, its
@@ -306,3 +314,85 @@ func firstLast(m ModeResult) (first, last int64, ok bool) {
 }
 
 type syncSample = measure.SyncStats
+
+// writeErrorKinds writes, when any connection failed, the failed
+// connections per mode, position and cause with their time to error, and
+// names the ICMP rate limit when refusals wait for SYN retransmissions.
+func writeErrorKinds(b *strings.Builder, r *Result) {
+	any := false
+	for _, m := range r.Modes {
+		for _, p := range m.Lookup {
+			any = any || len(p.ErrorKinds) > 0
+		}
+	}
+	if !any {
+		return
+	}
+	b.WriteString("#### failed connections by cause: time from connect to error (ms)\n\n")
+	b.WriteString("| mode | position | cause | n | p50 | p90 | p99 | max |\n|---|---|---|--:|--:|--:|--:|--:|\n")
+	var notes []string
+	for _, m := range r.Modes {
+		for _, p := range m.Lookup {
+			kinds := make([]string, 0, len(p.ErrorKinds))
+			for k := range p.ErrorKinds {
+				kinds = append(kinds, k)
+			}
+			sort.Strings(kinds)
+			for _, k := range kinds {
+				e := p.ErrorKinds[k]
+				t := e.TimeToError
+				fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %s | %s | %s |\n", r.label(m), p.Position, k, e.Count, ms(t.P50), ms(t.P90), ms(t.P99), ms(t.Max))
+				if note := refusalNote(r, m, p.Position, k, e); note != "" {
+					notes = append(notes, note)
+				}
+			}
+		}
+	}
+	b.WriteString("\n")
+	for _, n := range notes {
+		b.WriteString("- " + n + "\n")
+	}
+}
+
+// refusalNote explains refusals that took a SYN retransmission (>= 900 ms,
+// the kernel's first retransmit at 1 s): the node answers a connection to
+// a service without endpoints with ICMP port unreachable (the mode's
+// REJECT), and the node namespace's ICMP rate limit (net.ipv4.icmp_ratelimit,
+// for the types in net.ipv4.icmp_ratemask) drops all but a burst of them,
+// so the client only learns of the refusal from a later SYN's answer.
+func refusalNote(r *Result, m ModeResult, position, kind string, e ErrorKind) string {
+	if kind != "refused" || len(e.SamplesNs) == 0 {
+		return ""
+	}
+	slow := 0
+	for _, t := range e.SamplesNs {
+		if t >= 900e6 {
+			slow++
+		}
+	}
+	if slow == 0 {
+		return ""
+	}
+	limit, mask := "1000 (the default)", "6168 (the default)"
+	if r.NodeSysctls != nil {
+		if v, ok := r.NodeSysctls["net.ipv4.icmp_ratelimit"]; ok {
+			limit = v
+		}
+		if v, ok := r.NodeSysctls["net.ipv4.icmp_ratemask"]; ok {
+			mask = v
+		}
+	}
+	return fmt.Sprintf("%s %s: %d of %d refusals took a SYN retransmission (≥ 0.9 s; the others %s ms p50): the node namespace's ICMP rate limit dropped the port-unreachable answers (sysctl net.ipv4.icmp_ratelimit = %s ms, net.ipv4.icmp_ratemask = %s; set node.sysctls to change them)",
+		r.label(m), position, slow, len(e.SamplesNs), ms(fastP50(e.SamplesNs)), limit, mask)
+}
+
+// fastP50 is the median of the samples below 900 ms (0 when none).
+func fastP50(ns []int64) int64 {
+	var fast []int64
+	for _, t := range ns {
+		if t < 900e6 {
+			fast = append(fast, t)
+		}
+	}
+	return Summarize(fast).P50
+}

@@ -36,6 +36,10 @@ type Result struct {
 	// (interrupted by a signal, a mode failed): Modes holds what was
 	// finished, and the modes and phases missing were never measured.
 	Partial string `json:"partial,omitempty"`
+	// NodeSysctls are the sysctls of the node namespaces (the scenario's
+	// node.sysctls over stock-node defaults), key → value as read back
+	// from the first node after setting them.
+	NodeSysctls map[string]string `json:"nodeSysctls,omitempty"`
 	// MoreRuns are runs 2..N of `run --count N` (Modes is run 1): the
 	// whole measurement repeated, so compare can judge each figure
 	// across runs (Runs splits them).
@@ -136,6 +140,21 @@ type ModeResult struct {
 	// FairnessRun is the fairness phase (traffic.perService > 0): every
 	// service on every node, see FairnessRun.
 	FairnessRun *FairnessRun `json:"fairnessRun,omitempty"`
+	// Transitions are the transitions phase's figures (scenario block
+	// transitions), one per transition and cleanup variant.
+	Transitions []Transition `json:"transitions,omitempty"`
+	// DNS checks the transitions phase's DNS-like service on both its
+	// ServicePorts (53/UDP and 53/TCP) with one endpoint.
+	DNS *DNSCheck `json:"dns,omitempty"`
+	// SyncDisruption are the sync-disruption phase's windows (scenario
+	// block syncDisruption): a cold full sync and an incremental one.
+	SyncDisruption []SyncWindow `json:"syncDisruption,omitempty"`
+	// Lifecycle are the lifecycle phase's changes (scenario block
+	// lifecycle).
+	Lifecycle []LifecycleChange `json:"lifecycle,omitempty"`
+	// ConnReuse are the conn-reuse phase's passes (scenario block
+	// connReuse).
+	ConnReuse []ConnReusePass `json:"connReuse,omitempty"`
 }
 
 // PositionResult is lookup.latency (and hits) at one service position.
@@ -152,6 +171,10 @@ type PositionResult struct {
 	Errors    int      `json:"errors"`
 	Misses    int      `json:"misses"`
 	ErrorText []string `json:"errorSamples,omitempty"`
+	// ErrorKinds counts the failed connections per cause (refused,
+	// timeout, reset, unreachable, other: traffic.ErrorKind) with their
+	// time from the connect to the error.
+	ErrorKinds map[string]ErrorKind `json:"errorKinds,omitempty"`
 	// CPS is throughput.cps: recorded connections / elapsed, at the
 	// scenario's concurrency (closed loop).
 	CPS float64 `json:"cps"`
@@ -213,4 +236,12 @@ func Read(path string) (*Result, error) {
 		return nil, fmt.Errorf("%s: result schema version %d; this proxybench reads 1..%d", path, r.SchemaVersion, SchemaVersion)
 	}
 	return &r, nil
+}
+
+// ErrorKind is one cause of failed connections at a position.
+type ErrorKind struct {
+	Count int `json:"count"`
+	// TimeToError summarises SamplesNs: from the connect to the error, ns.
+	TimeToError Summary `json:"timeToError"`
+	SamplesNs   []int64 `json:"samplesNs"`
 }

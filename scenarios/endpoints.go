@@ -1,7 +1,9 @@
 package scenarios
 
 import (
+	"math"
 	"math/rand"
+	"slices"
 )
 
 // EndpointCounts draws, with a generator seeded by Seed, the endpoint count of every service from the
@@ -26,5 +28,34 @@ func (sc *Scenario) EndpointCounts() []int {
 			out[i] = e.Count
 		}
 	}
+	for _, i := range sc.EmptyServices() {
+		out[i] = 0
+	}
+	return out
+}
+
+// EmptyServices lists, sorted, the indices of the services that
+// services.endpoints.withoutEndpoints leaves without endpoints:
+// round(share × count) of them, drawn with a generator seeded by Seed+3
+// among every service but the first, middle and last (the fixed traffic
+// positions keep measuring lookup latency; traffic to random positions
+// reaches both kinds).
+func (sc *Scenario) EmptyServices() []int {
+	n := sc.Services.Count
+	share := sc.Services.Endpoints.WithoutEndpoints
+	k := int(math.Round(share * float64(n)))
+	if k <= 0 || n < 4 {
+		return nil
+	}
+	var cand []int
+	for i := 0; i < n; i++ {
+		if i != 0 && i != n/2 && i != n-1 {
+			cand = append(cand, i)
+		}
+	}
+	rng := rand.New(rand.NewSource(sc.Seed + 3))
+	rng.Shuffle(len(cand), func(a, b int) { cand[a], cand[b] = cand[b], cand[a] })
+	out := cand[:min(k, len(cand))]
+	slices.Sort(out)
 	return out
 }

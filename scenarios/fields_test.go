@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,12 +35,28 @@ var numericFields = []struct {
 	{"services.endpoints.max", "services:\n  count: 10\n  endpoints:\n    distribution: uniform\n    min: 1\n    max: @\n", ""},
 	{"services.endpoints.s", "services:\n  count: 10\n  endpoints:\n    distribution: zipf\n    s: @\n    v: 1\n    max: 10\n", "f"},
 	{"services.endpoints.v", "services:\n  count: 10\n  endpoints:\n    distribution: zipf\n    s: 1.5\n    v: @\n    max: 10\n", "f"},
+	{"services.endpoints.withoutEndpoints", "services:\n  count: 10\n  endpoints:\n    withoutEndpoints: @\n", "z"},
 	{"services.endpoints.weights.list[0]", "services:\n  count: 10\n  endpoints:\n    weights:\n      list: [@]\n", ""},
 	{"services.endpoints.weights.min", "services:\n  count: 10\n  endpoints:\n    weights:\n      distribution: uniform\n      min: @\n      max: 10\n", ""},
 	{"services.endpoints.weights.max", "services:\n  count: 10\n  endpoints:\n    weights:\n      distribution: uniform\n      min: 1\n      max: @\n", ""},
 	{"sim.nodes", "engine: sim\nservices: {count: 10}\nsim:\n  nodes: @\n", ""},
 	{"sim.watchDelay", "engine: sim\nservices: {count: 10}\nsim:\n  watchDelay: @\n", "zf"},
+	{"connReuse.connections", "services: {count: 10}\nconnReuse:\n  connections: @\n", ""},
+	{"connReuse.ports", "services: {count: 10}\nconnReuse:\n  ports: @\n", ""},
+	{"connReuse.reuseModes[0]", "services: {count: 10}\nconnReuse:\n  reuseModes: [@]\n", "z"},
+	{"lifecycle.held", "services: {count: 10}\nlifecycle:\n  held: @\n", ""},
+	{"lifecycle.observe", "services: {count: 10}\nlifecycle:\n  observe: @\n", "f"},
+	{"syncDisruption.services", "services: {count: 10}\nsyncDisruption:\n  services: @\n", ""},
+	{"syncDisruption.probes", "services: {count: 10}\nsyncDisruption:\n  probes: @\n", ""},
+	{"syncDisruption.timeout", "services: {count: 10}\nsyncDisruption:\n  timeout: @\n", "f"},
+	{"syncDisruption.slow", "services: {count: 10}\nsyncDisruption:\n  slow: @\n", "f"},
+	{"transitions.sourcePort", "services: {count: 10}\ntransitions:\n  sourcePort: @\n", ""},
+	{"transitions.interval", "services: {count: 10}\ntransitions:\n  interval: @\n", "f"},
+	{"transitions.timeout", "services: {count: 10}\ntransitions:\n  timeout: @\n", "f"},
+	{"transitions.observe", "services: {count: 10}\ntransitions:\n  observe: @\n", "f"},
 	{"failure.downEndpointsPerService", "services: {count: 10}\nfailure:\n  downEndpointsPerService: @\n", "z"},
+	{"failure.syncErrors.every", "services: {count: 10}\nchurn: {rate: 10}\nfailure:\n  syncErrors:\n    every: @\n", ""},
+	{"failure.syncErrors.rate", "services: {count: 10}\nchurn: {rate: 10}\nfailure:\n  syncErrors:\n    rate: @\n", ""},
 	{"churn.rate", "services: {count: 10}\nchurn:\n  rate: @\n", "f"},
 	{"churn.duration", "services: {count: 10}\nchurn:\n  rate: 10\n  duration: @\n", "f"},
 	{"churn.probes", "services: {count: 10}\nchurn:\n  rate: 10\n  probes: @\n", ""},
@@ -153,21 +170,39 @@ func TestNumericFieldsComplete(t *testing.T) {
 	walk(reflect.TypeFor[Scenario](), "")
 }
 
-// kindOf is the probe kind of the field at path.
+// kindOf is the probe kind of the field at path, from the schema's types
+// (so that a new optional block needs no change here).
 func kindOf(t *testing.T, path string) string {
-	v := valueAt(t, &Scenario{Services: ServicesSpec{Endpoints: EndpointsSpec{Weights: &WeightsSpec{List: []int{0}}}},
-		Sweep: SweepSpec{Services: []int{0}, MinSyncPeriod: []Duration{{}}}, Gates: []Gate{{}}}, path)
-	switch v.(type) {
-	case int64:
-		return "int"
-	case float64:
-		return "float"
-	case time.Duration:
-		return "duration"
-	case string:
-		return "gate"
+	typ := reflect.TypeFor[Scenario]()
+	for _, part := range strings.Split(path, ".") {
+		list := false
+		if m := indexRE.FindStringSubmatch(part); m != nil {
+			part, list = m[1], true
+		}
+		if typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
+		}
+		fields, _ := yamlFields(typ)
+		ft, ok := fields[part]
+		if !ok {
+			t.Fatalf("%s: no field %s", path, part)
+		}
+		typ = ft
+		if list {
+			typ = typ.Elem()
+		}
 	}
-	t.Fatalf("%s: unknown kind %T", path, v)
+	switch {
+	case typ == reflect.TypeFor[Duration]():
+		return "duration"
+	case typ == reflect.TypeFor[GateValue]():
+		return "gate"
+	case typ.Kind() == reflect.Float64:
+		return "float"
+	case typ.Kind() == reflect.Int, typ.Kind() == reflect.Int64:
+		return "int"
+	}
+	t.Fatalf("%s: unknown kind %s", path, typ)
 	return ""
 }
 
@@ -292,5 +327,32 @@ func TestEmptyValues(t *testing.T) {
 	// An empty block is an empty mapping: its fields take their defaults.
 	if _, err := Parse([]byte("services:\n  count: 10\ntraffic:\n"), "e.yaml"); err != nil {
 		t.Errorf("empty traffic block: %v", err)
+	}
+}
+
+// TestWithoutEndpoints: a share of services gets no endpoint, never a
+// fixed traffic position, the same ones for the same seed.
+func TestWithoutEndpoints(t *testing.T) {
+	sc, err := Parse([]byte("seed: 4\nservices:\n  count: 100\n  endpoints: {count: 3, withoutEndpoints: 0.1}\n"), "w.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := sc.EmptyServices()
+	zeros := 0
+	for i, c := range sc.EndpointCounts() {
+		if c == 0 {
+			zeros++
+			if i == 0 || i == 50 || i == 99 {
+				t.Errorf("service %d (a fixed position) has no endpoints", i)
+			}
+		} else if c != 3 {
+			t.Errorf("service %d has %d endpoints", i, c)
+		}
+	}
+	if len(empty) != 10 || zeros != 10 {
+		t.Errorf("%d empty services listed, %d without endpoints; want 10", len(empty), zeros)
+	}
+	if again := sc.EmptyServices(); !slices.Equal(again, empty) {
+		t.Errorf("not deterministic: %v then %v", empty, again)
 	}
 }

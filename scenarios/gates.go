@@ -129,7 +129,7 @@ var GateFigures = map[string]FigureKind{
 	"throughput.cps":      {false, true, "connections per second (closed loop, the scenario's concurrency)"},
 	"sync.full":           {true, false, "median wall time of a full sync"},
 	"sync.full.max":       {true, false, "slowest full sync"},
-	"sync.full.cpu":       {true, false, "median CPU time (user+sys, children included) of a full sync"},
+	"sync.full.cpu":       {true, false, "median CPU time of a full sync (the proxy's thread and rule programs, user+sys)"},
 	"sync.full.vsraw":     {false, false, "median over repetitions of a full sync's wall time over the time its raw tool took on the same bytes (iptables-restore; nft for nftables): 1 = no overhead beyond the tool"},
 	"cpu.perconn":         {true, false, "CPU time (user+sys, driver, echo server and proxy) per connection of the traffic phase"},
 	"cpu.vsnone":          {false, false, "cpu.perconn over mode none's in the same run, size and kernel (1 = no proxy cost)"},

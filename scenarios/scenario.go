@@ -62,6 +62,29 @@ type Scenario struct {
 	// second for Duration after each mode's traffic phases, with the mode's
 	// sync loop running, and measures programming latency.
 	Churn ChurnSpec `yaml:"churn,omitempty" json:"churn,omitempty"`
+	// Transitions, when set, runs each mode (but none) through endpoint
+	// transitions of a DNS-like service (53/UDP + 53/TCP) while a UDP
+	// client with a fixed source port keeps sending to it, and measures how
+	// long until its datagrams reach a live endpoint after each change.
+	Transitions *TransitionsSpec `yaml:"transitions,omitempty" json:"transitions,omitempty"`
+	// SyncDisruption, when set, probes a fixed set of services while each
+	// mode (but none) runs a cold full sync (a restarted proxier over the
+	// rules already in place, as kube-proxy after a restart) and an
+	// incremental sync, and reports failed and slow connections during
+	// each sync's window (kubernetes PR#139546).
+	SyncDisruption *SyncDisruptionSpec `yaml:"syncDisruption,omitempty" json:"syncDisruption,omitempty"`
+	// Lifecycle, when set, runs each mode (but none) through endpoint
+	// lifecycle changes of a TCP service while clients hold connections:
+	// removal, terminating, drain to 0 and refill, restart at a new address.
+	Lifecycle *LifecycleSpec `yaml:"lifecycle,omitempty" json:"lifecycle,omitempty"`
+	// ConnReuse, when set, makes each mode (but none) run a client that
+	// closes with FIN from a narrow source-port range, so ports are reused
+	// from TIME_WAIT (kubernetes#70747), and reports the share of connects
+	// slower than 1 s; ipvs runs once per net.ipv4.vs.conn_reuse_mode value.
+	ConnReuse *ConnReuseSpec `yaml:"connReuse,omitempty" json:"connReuse,omitempty"`
+	// NoConntrackCleanup turns off the modes' stale UDP conntrack cleanup
+	// (set by the transitions phase for its comparison; never from YAML).
+	NoConntrackCleanup bool `yaml:"-" json:"-"`
 	// Sweep, when set, runs every mode once per service count listed
 	// (capacity planning): services.count is replaced by each in turn.
 	Sweep    SweepSpec    `yaml:"sweep,omitempty" json:"sweep,omitempty"`
@@ -118,6 +141,13 @@ type EndpointsSpec struct {
 	// a service gets 1 + Zipf(S, V, Max-1) endpoints.
 	S float64 `yaml:"s,omitempty" json:"s,omitempty"`
 	V float64 `yaml:"v,omitempty" json:"v,omitempty"`
+	// WithoutEndpoints is the share of services left without any
+	// endpoint (0 <= share < 1, default 0): round(share × count) services,
+	// never the first, middle or last (EmptyServices). Traffic to them is
+	// answered by the mode's REJECT (or dropped), and its errors are
+	// measured with their time to error next to the lookup latency of the
+	// others, in the same run.
+	WithoutEndpoints float64 `yaml:"withoutEndpoints,omitempty" json:"withoutEndpoints,omitempty"`
 	// Weights sets each endpoint's weight (workload.Endpoint.Weight, the
 	// IPVS real server weight); nil: every endpoint weighs 1.
 	Weights *WeightsSpec `yaml:"weights,omitempty" json:"weights,omitempty"`
@@ -271,7 +301,28 @@ type FailureSpec struct {
 	// Mode is reset (default: REJECT --reject-with tcp-reset in the
 	// backend host) or drop (no answer: connects time out).
 	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
+	// SyncErrors makes rule-program calls fail during the churn phase, so
+	// that recovery from failed syncs can be measured (see SyncErrorsSpec).
+	SyncErrors *SyncErrorsSpec `yaml:"syncErrors,omitempty" json:"syncErrors,omitempty"`
 }
+
+// SyncErrorsSpec injects failed syncs: during the churn phase the mode's
+// rule programs (iptables-*-restore, ipset, nft) are found on PATH as a
+// wrapper script that runs the real tool, except on the calls it fails:
+// those exit 1 without running it, as the real tool does when it fails
+// (e.g. a lost xtables lock), so the proxier sees a real failed exec.
+// Exactly one of Every and Rate is set.
+type SyncErrorsSpec struct {
+	// Every fails calls Every, 2×Every, ... (counted over all wrapped
+	// programs from the start of each churn phase); 2 or more.
+	Every int `yaml:"every,omitempty" json:"every,omitempty"`
+	// Rate fails each call with this probability (0 < Rate < 1), drawn
+	// with the scenario's seed.
+	Rate float64 `yaml:"rate,omitempty" json:"rate,omitempty"`
+}
+
+// Set reports whether sync errors are injected.
+func (e *SyncErrorsSpec) Set() bool { return e != nil && (e.Every != 0 || e.Rate != 0) }
 
 // ChurnSpec is the open-loop churn generator (workload.Arrivals and
 // workload.Cluster.Next).
@@ -304,6 +355,62 @@ type SimSpec struct {
 	// WatchDelay is the mean delay (exponential, one draw per node) with
 	// which a node sees a change: informer watch jitter (default 0s).
 	WatchDelay Duration `yaml:"watchDelay,omitempty" json:"watchDelay,omitempty"`
+}
+
+// TransitionsSpec configures the transitions phase (the UDP figure of
+// kubernetes#48370): a client sends one datagram every Interval from
+// SourcePort to the DNS-like service and waits up to Timeout for the echo.
+type TransitionsSpec struct {
+	// SourcePort is the client's fixed UDP source port (default 5300), so
+	// every datagram belongs to one conntrack entry, as a DNS client
+	// reusing its socket.
+	SourcePort int `yaml:"sourcePort" json:"sourcePort"`
+	// Interval between datagrams (default 20ms); Timeout per datagram
+	// (default 200ms); Observe is how long each change is watched after
+	// the sync that made it (default 3s).
+	Interval Duration `yaml:"interval" json:"interval"`
+	Timeout  Duration `yaml:"timeout" json:"timeout"`
+	Observe  Duration `yaml:"observe" json:"observe"`
+	// WithoutCleanup also runs every transition with the mode's conntrack
+	// cleanup turned off, to show what it prevents (default true).
+	WithoutCleanup *bool `yaml:"withoutCleanup" json:"withoutCleanup"`
+}
+
+// ConnReuseSpec configures the conn-reuse phase.
+type ConnReuseSpec struct {
+	// Connections made one at a time (default 2000) from Ports source
+	// ports (default 50: the client namespace's ip_local_port_range is
+	// narrowed to 20000..20000+Ports-1 and tcp_tw_reuse set to 1 for the
+	// phase), each closed by the client with FIN.
+	Connections int `yaml:"connections" json:"connections"`
+	Ports       int `yaml:"ports" json:"ports"`
+	// ReuseModes are the net.ipv4.vs.conn_reuse_mode values the ipvs mode
+	// runs with, one pass each, set in the node namespace (default [1, 0];
+	// the kernel's default is 1).
+	ReuseModes []int `yaml:"reuseModes" json:"reuseModes"`
+}
+
+// LifecycleSpec configures the lifecycle phase.
+type LifecycleSpec struct {
+	// Held is the number of connections held open across each change
+	// (default 12); Observe how long new connections are made after each
+	// change (default 2s).
+	Held    int      `yaml:"held" json:"held"`
+	Observe Duration `yaml:"observe" json:"observe"`
+}
+
+// SyncDisruptionSpec configures the sync-disruption phase.
+type SyncDisruptionSpec struct {
+	// Services is how many services the probes cycle over, spread evenly
+	// over the service list (default 8).
+	Services int `yaml:"services" json:"services"`
+	// Probes is the number of probe workers (default 2), each making one
+	// connection at a time with Timeout (default 1s).
+	Probes  int      `yaml:"probes" json:"probes"`
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Slow is the connect time above which a connection counts as slow
+	// (default 100ms).
+	Slow Duration `yaml:"slow" json:"slow"`
 }
 
 // ChurnMix weighs the kinds of change; weights are relative, >= 0.

@@ -148,6 +148,33 @@ func (s *Scenario) SetDefaults() {
 		}
 	}
 	dur("uml.timeout", &s.UML.Timeout, 30*time.Minute)
+	if cr := s.ConnReuse; cr != nil {
+		num("connReuse.connections", &cr.Connections, 2000)
+		num("connReuse.ports", &cr.Ports, 50)
+		if cr.ReuseModes == nil && !s.has("connReuse.reuseModes") {
+			cr.ReuseModes = []int{1, 0}
+		}
+	}
+	if lc := s.Lifecycle; lc != nil {
+		num("lifecycle.held", &lc.Held, 12)
+		dur("lifecycle.observe", &lc.Observe, 2*time.Second)
+	}
+	if sd := s.SyncDisruption; sd != nil {
+		num("syncDisruption.services", &sd.Services, 8)
+		num("syncDisruption.probes", &sd.Probes, 2)
+		dur("syncDisruption.timeout", &sd.Timeout, time.Second)
+		dur("syncDisruption.slow", &sd.Slow, 100*time.Millisecond)
+	}
+	if tr := s.Transitions; tr != nil {
+		num("transitions.sourcePort", &tr.SourcePort, 5300)
+		dur("transitions.interval", &tr.Interval, 20*time.Millisecond)
+		dur("transitions.timeout", &tr.Timeout, 200*time.Millisecond)
+		dur("transitions.observe", &tr.Observe, 3*time.Second)
+		if tr.WithoutCleanup == nil {
+			yes := true
+			tr.WithoutCleanup = &yes
+		}
+	}
 }
 
 // IPVSSchedulers are the IPVS schedulers the kernel ships (net/netfilter/ipvs/ip_vs_*.c).
@@ -214,6 +241,10 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).ipvs,
 		(*checker).periods,
 		(*checker).churn,
+		(*checker).transitions,
+		(*checker).syncDisruption,
+		(*checker).lifecycle,
+		(*checker).connReuse,
 		(*checker).failure,
 		(*checker).sweepPeriods,
 		(*checker).sweepSchedulers,
@@ -529,6 +560,66 @@ func (c *checker) periods() {
 }
 
 // churn checks the churn block when it is present or enabled.
+// transitions checks the transitions block: a source port outside the
+// ephemeral range, positive durations, and modes that proxy UDP.
+func (c *checker) transitions() {
+	tr := c.s.Transitions
+	if tr == nil {
+		return
+	}
+	c.between("transitions.sourcePort", tr.SourcePort, 1, 65535)
+	c.duration("transitions.interval", tr.Interval.Duration, true, "20ms")
+	c.duration("transitions.timeout", tr.Timeout.Duration, true, "200ms")
+	c.duration("transitions.observe", tr.Observe.Duration, true, "3s")
+	if slices.Contains(c.s.Modes, "userspace") {
+		c.add("modes", "transitions send UDP, which mode userspace does not proxy", "remove userspace from modes in this scenario")
+	}
+	if c.s.Topology.Pods == "isolated" {
+		c.add("transitions", "transitions add endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")
+	}
+}
+
+// connReuse checks the connReuse block.
+func (c *checker) connReuse() {
+	cr := c.s.ConnReuse
+	if cr == nil {
+		return
+	}
+	c.between("connReuse.connections", cr.Connections, 1, 1000000)
+	c.between("connReuse.ports", cr.Ports, 1, 10000)
+	if len(cr.ReuseModes) == 0 {
+		c.add("connReuse.reuseModes", "is empty", "list net.ipv4.vs.conn_reuse_mode values, such as [1, 0]")
+	}
+	for i, m := range cr.ReuseModes {
+		c.between(fmt.Sprintf("connReuse.reuseModes[%d]", i), m, 0, 2)
+	}
+}
+
+// lifecycle checks the lifecycle block.
+func (c *checker) lifecycle() {
+	lc := c.s.Lifecycle
+	if lc == nil {
+		return
+	}
+	c.between("lifecycle.held", lc.Held, 1, 1000)
+	c.duration("lifecycle.observe", lc.Observe.Duration, true, "2s")
+	if c.s.Topology.Pods == "isolated" {
+		c.add("lifecycle", "lifecycle adds endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")
+	}
+}
+
+// syncDisruption checks the syncDisruption block.
+func (c *checker) syncDisruption() {
+	sd := c.s.SyncDisruption
+	if sd == nil {
+		return
+	}
+	c.between("syncDisruption.services", sd.Services, 1, 1000)
+	c.between("syncDisruption.probes", sd.Probes, 1, 64)
+	c.duration("syncDisruption.timeout", sd.Timeout.Duration, true, "1s")
+	c.duration("syncDisruption.slow", sd.Slow.Duration, true, "100ms")
+}
+
 func (c *checker) churn() {
 	s, ch := c.s, c.s.Churn
 	if ch.Rate == 0 && !s.has("churn") {
@@ -575,11 +666,40 @@ func (c *checker) failure() {
 		c.add("failure.downEndpointsPerService", fmt.Sprintf("%d is not in 0..%d (services may have only %d endpoints; one must stay up)", f.DownEndpointsPerService, max(smallest-1, 0), smallest),
 			"use fewer down endpoints than the smallest endpoint count")
 	}
+	c.syncErrors()
 	if f.Mode == "" && f.DownEndpointsPerService == 0 {
 		return
 	}
 	if c.oneOf("failure.mode", f.Mode, []string{"reset", "drop"}) && f.Mode == "drop" && s.Traffic.Timeout.Duration <= 250*time.Millisecond {
 		c.add("traffic.timeout", fmt.Sprintf("%s is too short for failure mode drop: the userspace proxy's first retry waits 250ms", s.Traffic.Timeout.Duration), `use "2s"`)
+	}
+}
+
+// syncErrors checks failure.syncErrors: every >= 2 or 0 < rate < 1, not
+// both, and churn to run them in.
+func (c *checker) syncErrors() {
+	s, e := c.s, c.s.Failure.SyncErrors
+	const f = "failure.syncErrors"
+	if !e.Set() && !s.has(f) {
+		return
+	}
+	if e == nil {
+		e = &SyncErrorsSpec{}
+	}
+	switch {
+	case (e.Every != 0 || s.has(f+".every")) && (e.Rate != 0 || s.has(f+".rate")):
+		c.add(f, "sets both every and rate", "keep one: every: 20 (every 20th rule-program call fails) or rate: 0.05")
+	case e.Every != 0 || s.has(f+".every"):
+		c.between(f+".every", e.Every, 2, math.MaxInt32)
+	case e.Rate != 0 || s.has(f+".rate"):
+		if !(e.Rate > 0 && e.Rate < 1) {
+			c.add(f+".rate", fmt.Sprintf("%v is not a probability in (0, 1)", e.Rate), "use a rate such as 0.05")
+		}
+	default:
+		c.add(f, "is empty", "set every: 20 or rate: 0.05")
+	}
+	if s.Churn.Rate == 0 {
+		c.add(f, "has no effect without churn (errors are injected in the churn phase)", "set churn.rate, or remove failure.syncErrors")
 	}
 }
 
@@ -611,6 +731,9 @@ func (s *Scenario) validateEndpoints(add func(field, msg, fix string)) bool {
 	}
 	unused := func(field string, set bool) {
 		need(field, !set, "is not used by distribution "+e.Distribution, "remove it")
+	}
+	if w := e.WithoutEndpoints; w != 0 || s.has(f+"withoutEndpoints") {
+		need("withoutEndpoints", w >= 0 && w < 1, fmt.Sprintf("%v is not a share in [0, 1)", w), "use a share such as 0.1 (10% of the services without endpoints)")
 	}
 	upTo := func(field string, v int) {
 		need(field, v <= MaxEndpointsPerService, fmt.Sprintf("%d is more than %d endpoints per service", v, MaxEndpointsPerService), fmt.Sprintf("use at most %d", MaxEndpointsPerService))

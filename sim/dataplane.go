@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/proxybench/proxybench/proxymodes/userspace"
+	"github.com/proxybench/proxybench/proxymodes/userspace/balance"
 	"github.com/proxybench/proxybench/workload"
 )
 
@@ -84,15 +84,15 @@ func (r *randomChooser) choose(Conn, time.Duration) (int, error) {
 func (r *randomChooser) done(int, time.Duration) {}
 
 // userspaceChooser is the legacy userspace proxier's round robin, the
-// same userspace.Balancer the real mode runs.
+// same balance.Balancer the real mode runs.
 type userspaceChooser struct {
-	b     *userspace.Balancer
+	b     *balance.Balancer
 	index map[netip.AddrPort]int
 }
 
 func newUserspaceChooser(eps []workload.Endpoint, target uint16, rng *rand.Rand) *userspaceChooser {
 	u := &userspaceChooser{index: map[netip.AddrPort]int{}}
-	u.b = userspace.NewBalancer(userspace.Affinity{}, nil, func(a []netip.AddrPort) {
+	u.b = balance.NewBalancer(balance.Affinity{}, nil, func(a []netip.AddrPort) {
 		rng.Shuffle(len(a), func(i, j int) { a[i], a[j] = a[j], a[i] })
 	})
 	var list []netip.AddrPort

@@ -1,28 +1,10 @@
 package sim
 
 import (
-	"fmt"
 	"math"
 	"math/rand"
 	"testing"
-
-	"github.com/proxybench/proxybench/scenarios"
-	"github.com/proxybench/proxybench/workload"
 )
-
-func testServices(t testing.TB, n, ports, eps int) ([]workload.Service, *scenarios.Scenario) {
-	t.Helper()
-	y := fmt.Sprintf("name: t\nservices:\n  count: %d\n  portsPerService: %d\n  endpoints:\n    count: %d\n", n, ports, eps)
-	sc, err := scenarios.Parse([]byte(y), "t.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	svcs, err := workload.Services(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svcs, sc
-}
 
 // TestStatisticChoice: kube-proxy's 1/(n-i) chain is uniform.
 func TestStatisticChoice(t *testing.T) {

@@ -23,6 +23,11 @@ var kernelPackages = []string{
 	"github.com/proxybench/proxybench/workload/traffic",
 	"github.com/proxybench/proxybench/internal/runner",
 	"github.com/proxybench/proxybench/internal/uml",
+	"github.com/proxybench/proxybench/internal/nspool",
+	"github.com/proxybench/proxybench/proxymodes/conntrack",
+	"github.com/proxybench/proxybench/proxymodes/iptables",
+	"github.com/proxybench/proxybench/proxymodes/ipvs",
+	"github.com/proxybench/proxybench/proxymodes/nftables",
 	// The mode list links every mode's kernel side; the sim gets it from
 	// its caller (Options.Modes).
 	"github.com/proxybench/proxybench/proxymodes/modes",
@@ -66,13 +71,15 @@ func kernelDependency(pkg string) string {
 // nftables and iptables), so a regression would be caught.
 func TestKernelDependencyCatches(t *testing.T) {
 	for _, p := range []string{"github.com/vishvananda/netlink/nl", "sigs.k8s.io/knftables", "github.com/moby/ipvs",
-		"github.com/coreos/go-iptables/iptables", "github.com/proxybench/proxybench/proxymodes/modes", "github.com/proxybench/proxybench/workload/traffic"} {
+		"github.com/coreos/go-iptables/iptables", "github.com/proxybench/proxybench/proxymodes/modes",
+		"github.com/proxybench/proxybench/proxymodes/ipvs/testing", "github.com/proxybench/proxybench/internal/nspool", "github.com/proxybench/proxybench/workload/traffic"} {
 		if kernelDependency(p) == "" {
 			t.Errorf("%s is not caught", p)
 		}
 	}
 	for _, p := range []string{"github.com/proxybench/proxybench/proxymodes", "github.com/proxybench/proxybench/proxymodes/syncloop",
-		"github.com/proxybench/proxybench/workload", "github.com/proxybench/proxybench/reports", "golang.org/x/sys/unix"} {
+		"github.com/proxybench/proxybench/workload", "github.com/proxybench/proxybench/reports", "golang.org/x/sys/unix",
+		"github.com/proxybench/proxybench/proxymodes/userspace/balance"} {
 		if bad := kernelDependency(p); bad != "" {
 			t.Errorf("%s is caught as %s", p, bad)
 		}

@@ -3,17 +3,19 @@
 // namespaces or a kernel, and produces a reports.Result of the same schema
 // as a real run, with Engine "sim".
 //
-// Data plane: each mode's ruleset is rendered by the mode's own pure
-// render step (proxymodes/iptables.Render, nftables.Render, ipvs.Render,
-// userspace.Render) and packets are evaluated against it as the kernel
-// does: iptables walks nat KUBE-SERVICES rule by rule (IPTablesWalker),
-// nftables does one verdict-map lookup, IPVS one hash lookup, userspace a
-// listener lookup plus a copy. Rules walked turn into connect time with a
-// Calibration measured on a real kernel (`proxybench calibrate`), on top
-// of mode none's measured connect-time distribution (the noise model).
-// Endpoint choices are exact: iptables' statistic random rules, nftables'
-// numgen random, the userspace round robin (userspace.Balancer) and every
-// IPVS scheduler (NewScheduler).
+// Data plane: each mode comes from the caller's list (Options.Modes,
+// proxymodes/modes.All) as a proxymodes.Mode. Its Render renders the
+// services with the configuration the real run's proxier gets from the
+// same scenario, and packets are evaluated against that rendering as its
+// Sim model says: a linear walk (iptables' nat KUBE-SERVICES rule by rule,
+// iptables.Walker; userspace's KUBE-PORTALS-CONTAINER) or one lookup
+// (nftables' verdict map, the IPVS service table). Rules walked turn into
+// connect time with a Calibration measured on a real kernel (`proxybench
+// calibrate`), on top of mode none's measured connect-time distribution
+// (the noise model). Endpoint choices are exact: iptables' statistic
+// random rules, nftables' numgen random, the userspace round robin
+// (userspace/balance.Balancer), every IPVS scheduler (NewScheduler), and
+// ClientIP session affinity over any of them.
 //
 // Control plane: a discrete-event simulation of N nodes, each running
 // kube-proxy's sync loop (proxymodes/syncloop.State, the same state
@@ -21,8 +23,10 @@
 // (workload.Arrivals and Cluster.Next), with sync costs from the
 // calibration (SimulateCluster).
 //
-// The package imports no kernel package (netlink, netns, topology,
-// internal/runner, internal/uml); imports_test.go checks it.
+// The package links no kernel package (netlink, netns, go-iptables,
+// knftables, moby/ipvs, topology, workload/traffic, internal/runner,
+// internal/uml, any mode's kernel side); deps_test.go checks the full
+// dependency list (docs/architecture.md, "Layers").
 package sim
 
 import (

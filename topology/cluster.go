@@ -78,93 +78,138 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 			tb = nil
 		}
 	}()
-	create := tb.create
-	fabricPrefix := netip.PrefixFrom(spec.NodeCIDR.Masked().Addr(), 32-log2(fab))
 	shared := len(spec.IsolatedPods) == 0
-	for n := 0; n < nodes; n++ {
-		nd, err := create(fmt.Sprintf("node%d", n))
+	if err = tb.buildNodes(nodes); err != nil {
+		return tb, err
+	}
+	backendAddr, err := tb.buildFabric(spec, fab, shared)
+	if err != nil {
+		return tb, err
+	}
+	routes, err := tb.buildClients(ctx, spec, fab)
+	if err != nil {
+		return tb, err
+	}
+	if err = tb.routeOtherNodesClients(routes); err != nil {
+		return tb, err
+	}
+	if shared {
+		return tb, tb.routeBackend(spec, routes, backendAddr)
+	}
+	back := []netip.Prefix{spec.NodeCIDR}
+	if spec.ClientCIDR.IsValid() {
+		back = append(back, spec.ClientCIDR)
+	}
+	return tb, tb.buildPods(ctx, spec, nodes, back)
+}
+
+// buildNodes creates the node namespaces node0..node<n-1>, forwarding.
+func (tb *Testbed) buildNodes(n int) error {
+	for i := 0; i < n; i++ {
+		nd, err := tb.create(fmt.Sprintf("node%d", i))
 		if err != nil {
-			return tb, err
+			return err
 		}
 		tb.Nodes = append(tb.Nodes, nd)
 		if err = nd.Sysctl("net/ipv4/ip_forward", "1"); err != nil {
-			return tb, err
+			return err
 		}
 	}
 	tb.Node = tb.Nodes[0]
-	backendAddr := addrAt(spec.NodeCIDR, 1+nodes)
+	return nil
+}
+
+// buildFabric joins the nodes and, when shared, the backend host: with
+// one node a veth (the /30 link 0 of NodeCIDR), else bridge br0 in the
+// fabric namespace with node n at NodeCIDR+1+n and the backend host after
+// the last node. It sets NodeAddrs and NodeBackendAddr and returns the
+// backend host's address.
+func (tb *Testbed) buildFabric(spec Spec, fab int, shared bool) (backendAddr netip.Addr, err error) {
+	nodes := len(tb.Nodes)
 	if nodes == 1 {
 		near, far := linkAddrs(spec.NodeCIDR, 0)
 		tb.NodeAddrs = []netip.Addr{near}
-		backendAddr = far
+		tb.NodeBackendAddr = near
 		if shared {
-			if tb.Backend, err = create("backend"); err != nil {
-				return tb, err
+			if tb.Backend, err = tb.create("backend"); err != nil {
+				return far, err
 			}
 			if err = veth(tb.Node, fmt.Sprintf("pb%s-b", spec.RunID), tb.Backend, "eth0", near, far); err != nil {
-				return tb, err
+				return far, err
 			}
 		}
-	} else {
-		if tb.Fabric, err = create("fabric"); err != nil {
-			return tb, err
+		return far, nil
+	}
+	backendAddr = addrAt(spec.NodeCIDR, 1+nodes)
+	fabricBits := 32 - log2(fab)
+	if tb.Fabric, err = tb.create("fabric"); err != nil {
+		return backendAddr, err
+	}
+	if err = tb.Fabric.withNetlink(func(h *netlink.Handle) error {
+		la := netlink.NewLinkAttrs()
+		la.Name = "br0"
+		if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil {
+			return fmt.Errorf("ip link add br0 type bridge (module bridge): %w", err)
 		}
-		if err = tb.Fabric.withNetlink(func(h *netlink.Handle) error {
-			la := netlink.NewLinkAttrs()
-			la.Name = "br0"
-			if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: la}); err != nil {
-				return fmt.Errorf("ip link add br0 type bridge (module bridge): %w", err)
-			}
-			br, err := h.LinkByName("br0")
-			if err != nil {
-				return err
-			}
-			return h.LinkSetUp(br)
-		}); err != nil {
-			return tb, fmt.Errorf("netns %q: %w", tb.Fabric.Name, err)
+		br, err := h.LinkByName("br0")
+		if err != nil {
+			return err
 		}
-		for n, nd := range tb.Nodes {
-			a := addrAt(spec.NodeCIDR, 1+n)
-			tb.NodeAddrs = append(tb.NodeAddrs, a)
-			if err = fabricPort(tb.Fabric, fmt.Sprintf("pb%s-f%d", spec.RunID, n), nd, "fab0", netip.PrefixFrom(a, fabricPrefix.Bits())); err != nil {
-				return tb, err
-			}
-		}
-		if shared {
-			if tb.Backend, err = create("backend"); err != nil {
-				return tb, err
-			}
-			if err = fabricPort(tb.Fabric, fmt.Sprintf("pb%s-fb", spec.RunID), tb.Backend, "eth0", netip.PrefixFrom(backendAddr, fabricPrefix.Bits())); err != nil {
-				return tb, err
-			}
+		return h.LinkSetUp(br)
+	}); err != nil {
+		return backendAddr, fmt.Errorf("netns %q: %w", tb.Fabric.Name, err)
+	}
+	for n, nd := range tb.Nodes {
+		a := addrAt(spec.NodeCIDR, 1+n)
+		tb.NodeAddrs = append(tb.NodeAddrs, a)
+		if err = fabricPort(tb.Fabric, fmt.Sprintf("pb%s-f%d", spec.RunID, n), nd, "fab0", netip.PrefixFrom(a, fabricBits)); err != nil {
+			return backendAddr, err
 		}
 	}
 	tb.NodeBackendAddr = tb.NodeAddrs[0]
-
-	// Client pods: link /30 at fab+4i on node i mod nodes.
-	type clientRoute struct {
-		dst  netip.Prefix
-		node int
+	if shared {
+		if tb.Backend, err = tb.create("backend"); err != nil {
+			return backendAddr, err
+		}
+		if err = fabricPort(tb.Fabric, fmt.Sprintf("pb%s-fb", spec.RunID), tb.Backend, "eth0", netip.PrefixFrom(backendAddr, fabricBits)); err != nil {
+			return backendAddr, err
+		}
 	}
-	var clientRoutes []clientRoute
+	return backendAddr, nil
+}
+
+// clientRoute is a block of client addresses (a client pod's /30 link or
+// its source block) and the node it sits on.
+type clientRoute struct {
+	dst  netip.Prefix
+	node int
+}
+
+// buildClients creates the client pods: pod i on node i mod nodes, its
+// /30 link at NodeCIDR offset fab+4i, with the ClientAddresses of its
+// ClientCIDR block when there are several, routes to the service and pod
+// CIDRs through its node, and the whole ephemeral port range. It returns
+// where every client address block sits.
+func (tb *Testbed) buildClients(ctx context.Context, spec Spec, fab int) ([]clientRoute, error) {
+	var routes []clientRoute
 	for i := 0; i < spec.ClientPods; i++ {
-		if err = ctx.Err(); err != nil {
-			return tb, err
+		if err := ctx.Err(); err != nil {
+			return routes, err
 		}
-		c, err := create(fmt.Sprintf("client%d", i))
+		c, err := tb.create(fmt.Sprintf("client%d", i))
 		if err != nil {
-			return tb, err
+			return routes, err
 		}
-		n := i % nodes
+		n := i % len(tb.Nodes)
 		tb.Clients = append(tb.Clients, c)
 		tb.ClientNode = append(tb.ClientNode, n)
 		nodeC := addrAt(spec.NodeCIDR, fab+4*i+1)
 		cli := nodeC.Next()
 		if err = veth(tb.Nodes[n], fmt.Sprintf("pb%s-c%d", spec.RunID, i), c, "eth0", nodeC, cli); err != nil {
-			return tb, err
+			return routes, err
 		}
 		srcs := []netip.Addr{cli}
-		clientRoutes = append(clientRoutes, clientRoute{netip.PrefixFrom(nodeC, 30).Masked(), n})
+		routes = append(routes, clientRoute{netip.PrefixFrom(nodeC, 30).Masked(), n})
 		var block netip.Prefix
 		if spec.ClientAddresses > 1 {
 			block = ClientBlock(spec.ClientCIDR, i, spec.ClientAddresses)
@@ -172,7 +217,7 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 			for k := 0; k < spec.ClientAddresses; k++ {
 				srcs = append(srcs, addrAt(block, k))
 			}
-			clientRoutes = append(clientRoutes, clientRoute{block, n})
+			routes = append(routes, clientRoute{block, n})
 		}
 		if err = c.withNetlink(func(h *netlink.Handle) error {
 			eth, err := h.LinkByName("eth0")
@@ -193,72 +238,74 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 			}
 			return nil
 		}); err != nil {
-			return tb, fmt.Errorf("netns %q: %w", c.Name, err)
+			return routes, fmt.Errorf("netns %q: %w", c.Name, err)
 		}
 		if block.IsValid() {
 			if err = tb.Nodes[n].withNetlink(func(h *netlink.Handle) error {
 				return h.RouteAdd(&netlink.Route{Dst: ipnet(block), Gw: net.IP(cli.AsSlice())})
 			}); err != nil {
-				return tb, fmt.Errorf("netns %q: route %s via %s: %w", tb.Nodes[n].Name, block, cli, err)
+				return routes, fmt.Errorf("netns %q: route %s via %s: %w", tb.Nodes[n].Name, block, cli, err)
 			}
 		}
+		// Many short connections: the whole ephemeral range.
 		if err = c.Sysctl("net/ipv4/ip_local_port_range", "1024 65535"); err != nil {
-			return tb, err
+			return routes, err
 		}
 		tb.ClientAddrs = append(tb.ClientAddrs, cli)
 		tb.ClientSources = append(tb.ClientSources, srcs)
 	}
-	// Every node reaches the clients of the other nodes through them
-	// (replies from pods on another node).
-	if nodes > 1 {
-		for n, nd := range tb.Nodes {
-			if err = nd.withNetlink(func(h *netlink.Handle) error {
-				for _, r := range clientRoutes {
-					if r.node == n {
-						continue
-					}
-					if err := h.RouteAdd(&netlink.Route{Dst: ipnet(r.dst), Gw: net.IP(tb.NodeAddrs[r.node].AsSlice())}); err != nil {
-						return fmt.Errorf("route %s via node%d: %w", r.dst, r.node, err)
-					}
-				}
-				return nil
-			}); err != nil {
-				return tb, fmt.Errorf("netns %q: %w", nd.Name, err)
-			}
-		}
-	}
+	return routes, nil
+}
 
-	if shared {
-		if err = tb.Backend.withNetlink(func(h *netlink.Handle) error {
-			if err := anyIP(h, spec.PodCIDR); err != nil {
-				return err
-			}
-			for _, r := range clientRoutes {
+// routeOtherNodesClients routes, on every node, the clients of the other
+// nodes through those nodes (replies from pods on another node).
+func (tb *Testbed) routeOtherNodesClients(routes []clientRoute) error {
+	if len(tb.Nodes) < 2 {
+		return nil
+	}
+	for n, nd := range tb.Nodes {
+		if err := nd.withNetlink(func(h *netlink.Handle) error {
+			for _, r := range routes {
+				if r.node == n {
+					continue
+				}
 				if err := h.RouteAdd(&netlink.Route{Dst: ipnet(r.dst), Gw: net.IP(tb.NodeAddrs[r.node].AsSlice())}); err != nil {
 					return fmt.Errorf("route %s via node%d: %w", r.dst, r.node, err)
 				}
 			}
 			return nil
 		}); err != nil {
-			return tb, fmt.Errorf("netns %q: %w", tb.Backend.Name, err)
+			return fmt.Errorf("netns %q: %w", nd.Name, err)
 		}
-		for _, nd := range tb.Nodes {
-			if err = nd.withNetlink(func(h *netlink.Handle) error {
-				return nodeRoutes(h, spec, backendAddr)
-			}); err != nil {
-				return tb, fmt.Errorf("netns %q: %w", nd.Name, err)
+	}
+	return nil
+}
+
+// routeBackend makes the shared backend host answer the whole pod CIDR
+// (AnyIP) and route every client block back through the client's node,
+// and gives every node its routes to the backend host at backendAddr.
+func (tb *Testbed) routeBackend(spec Spec, routes []clientRoute, backendAddr netip.Addr) error {
+	if err := tb.Backend.withNetlink(func(h *netlink.Handle) error {
+		if err := anyIP(h, spec.PodCIDR); err != nil {
+			return err
+		}
+		for _, r := range routes {
+			if err := h.RouteAdd(&netlink.Route{Dst: ipnet(r.dst), Gw: net.IP(tb.NodeAddrs[r.node].AsSlice())}); err != nil {
+				return fmt.Errorf("route %s via node%d: %w", r.dst, r.node, err)
 			}
 		}
-		return tb, nil
+		return nil
+	}); err != nil {
+		return fmt.Errorf("netns %q: %w", tb.Backend.Name, err)
 	}
-	back := []netip.Prefix{spec.NodeCIDR}
-	if spec.ClientCIDR.IsValid() {
-		back = append(back, spec.ClientCIDR)
+	for _, nd := range tb.Nodes {
+		if err := nd.withNetlink(func(h *netlink.Handle) error {
+			return nodeRoutes(h, spec, backendAddr)
+		}); err != nil {
+			return fmt.Errorf("netns %q: %w", nd.Name, err)
+		}
 	}
-	if err = tb.buildPods(ctx, spec, nodes, back); err != nil {
-		return tb, err
-	}
-	return tb, nil
+	return nil
 }
 
 // buildPods creates one namespace per isolated pod address: pod k on node

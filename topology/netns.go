@@ -10,7 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync/atomic"
+	"time"
 
+	"github.com/proxybench/proxybench/internal/cpuacct"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -22,6 +25,21 @@ import (
 type Netns struct {
 	Name   string
 	handle netns.NsHandle
+	// cpu is the CPU time (ns) of the Do bodies run in the namespace:
+	// the entered thread's own and that of the children reaped meanwhile.
+	cpu *atomic.Int64
+}
+
+// CPU is the CPU time spent so far in the namespace by Do (and so Run):
+// each body's thread time plus the CPU of the children reaped while it
+// ran (the programs Run executes; a child another namespace's Do reaps at
+// the same moment is counted there too). The difference across a sync is
+// the CPU the proxy spent in the namespace's programs and netlink calls.
+func (n *Netns) CPU() time.Duration {
+	if n.cpu == nil {
+		return 0
+	}
+	return time.Duration(n.cpu.Load())
 }
 
 // OpenNetns opens an existing named namespace (/run/netns/name).
@@ -30,7 +48,7 @@ func OpenNetns(name string) (*Netns, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open netns %q: %w", name, err)
 	}
-	return &Netns{Name: name, handle: h}, nil
+	return &Netns{Name: name, handle: h, cpu: new(atomic.Int64)}, nil
 }
 
 // Handle returns the namespace's file descriptor handle.
@@ -68,7 +86,12 @@ func (n *Netns) Do(fn func() error) error {
 			errc <- err
 			return
 		}
-		errc <- fn()
+		t0, c0 := cpuacct.Thread(), cpuacct.Children()
+		err := fn()
+		if n.cpu != nil {
+			n.cpu.Add(int64(cpuacct.Thread() - t0 + cpuacct.Children() - c0))
+		}
+		errc <- err
 	}()
 	return <-errc
 }
@@ -115,7 +138,7 @@ func CreateNetns(name string) (*Netns, error) {
 	if err := <-errc; err != nil {
 		return nil, err
 	}
-	n := &Netns{Name: name, handle: h}
+	n := &Netns{Name: name, handle: h, cpu: new(atomic.Int64)}
 	// Every new namespace starts with lo down; bring it up.
 	nl, err := n.Netlink()
 	if err != nil {

@@ -96,6 +96,9 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			}
 			if sc.Engine == "sim" {
 				// No root, namespaces or kernel: the sim engine (sim.go).
+				if sc.Runs > 1 {
+					fmt.Fprintf(os.Stderr, "note: runs: %d ignored: the sim engine is deterministic, so every run would give the same figures\n", sc.Runs)
+				}
 				return runSim(cmd, sc, out, def, f.calibration, f.quiet, f.junit)
 			}
 			if left, _ := topology.Stale(); len(left) > 0 && !uml.InGuest() {

@@ -25,8 +25,10 @@ import (
 // a removal, to the first connection after the last one that still lands
 // on it. p must be in sync with services when it is called. A probe
 // worker that cannot enter its namespace fails the phase before any
-// change is made; a failed sync fails it after (the result is returned
-// with the error).
+// change is made. A failed sync does not stop it: it is recorded
+// (ChurnResult.Failures, with its recovery), the next sync is full, as in
+// kube-proxy. With failure.syncErrors, the rule programs fail on purpose
+// (injectSyncErrors).
 func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymodes.Proxier,
 	services []workload.Service, minSync, period time.Duration, prog Progress) (*reports.ChurnResult, error) {
 	c := sc.Churn
@@ -44,7 +46,15 @@ func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymode
 	var mu sync.Mutex // guards cluster
 	cluster := workload.NewCluster(sc, services)
 	var tracker observe.Tracker
+	var seen probeBins
 	start := time.Now()
+	if se := sc.Failure.SyncErrors; se.Set() {
+		restore, err := injectSyncErrors(*se, sc.Seed)
+		if err != nil {
+			return nil, fmt.Errorf("failure.syncErrors: %w", err)
+		}
+		defer restore()
+	}
 	cpu0 := proxymodes.CPUTime()
 
 	loop := startSyncLoop(ctx, p, minSync, period, start, func() []workload.Service {
@@ -66,6 +76,7 @@ func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymode
 					continue
 				}
 				landed, t0, err := e.dial(o.Change.VIP, o.Change.Port, time.Second)
+				seen.add(t0.Sub(start), err == nil)
 				if tracker.See(o, t0, landed.Addr(), err == nil) {
 					mu.Lock()
 					cluster.Release(o.Change.Service)
@@ -112,10 +123,79 @@ func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymode
 	res.CPUNs = int64(proxymodes.CPUTime() - cpu0)
 	res.Syncs = syncs
 	summarizeChurn(res, tracker.All(), start)
-	if syncErr != nil {
-		return res, fmt.Errorf("churn: a sync failed: %w", syncErr)
-	}
+	// A failed sync is data, not the end (kube-proxy logs it, makes the
+	// next sync full and carries on): recorded with its recovery.
+	_ = syncErr
+	res.Failures = syncFailures(syncs, &seen, res.Samples)
+	res.FailedSyncs = len(res.Failures)
 	return res, nil
+}
+
+// probeBins counts probe connections and failed ones per 100 ms of a
+// churn phase, so that what the probes saw during a failed sync's window
+// can be told afterwards.
+type probeBins struct {
+	mu         sync.Mutex
+	conns, bad []int
+}
+
+const probeBin = 100 * time.Millisecond
+
+func (b *probeBins) add(at time.Duration, ok bool) {
+	i := max(int(at/probeBin), 0)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.conns) <= i {
+		b.conns, b.bad = append(b.conns, 0), append(b.bad, 0)
+	}
+	b.conns[i]++
+	if !ok {
+		b.bad[i]++
+	}
+}
+
+// window sums the bins overlapping [from, to).
+func (b *probeBins) window(from, to time.Duration) (conns, bad int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := max(int(from/probeBin), 0); i < len(b.conns) && time.Duration(i)*probeBin < to; i++ {
+		conns += b.conns[i]
+		bad += b.bad[i]
+	}
+	return conns, bad
+}
+
+// syncFailures describes every failed sync of syncs (in order): when it
+// started and failed, its error, when the next successful sync ended (the
+// data plane served the rules of the last good sync until then: stale for
+// every change made meanwhile), the changes made in that window, and what
+// the probes saw in it.
+func syncFailures(syncs []reports.SyncRecord, seen *probeBins, samples []reports.ChurnSample) []reports.SyncFailure {
+	var out []reports.SyncFailure
+	for i, s := range syncs {
+		if s.Err == "" {
+			continue
+		}
+		f := reports.SyncFailure{Index: i, AtNs: s.AtNs, Kind: s.Kind, Err: s.Err, RecoveredNs: -1, RecoveryKind: ""}
+		end := time.Duration(s.AtNs + int64(s.Wall))
+		for _, n := range syncs[i+1:] {
+			if n.Err == "" {
+				f.RecoveredNs = n.AtNs + int64(n.Wall) - s.AtNs
+				f.RecoveryKind = n.Kind
+				end = time.Duration(n.AtNs + int64(n.Wall))
+				break
+			}
+		}
+		from := time.Duration(s.AtNs)
+		for _, c := range samples {
+			if at := time.Duration(c.AtNs); at >= from && at < end {
+				f.Changes++
+			}
+		}
+		f.ProbeConns, f.ProbeErrors = seen.window(from, end)
+		out = append(out, f)
+	}
+	return out
 }
 
 // syncLoop is a running syncloop.Runner that syncs a proxier to the

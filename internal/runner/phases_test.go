@@ -413,7 +413,8 @@ func TestChurnPhaseOnFake(t *testing.T) {
 }
 
 // TestChurnPhaseFaults: probes that cannot enter their namespace fail the
-// phase before any change; a failed sync is returned with the result.
+// phase before any change; a failed sync does not: it is recorded with its
+// recovery (the next sync full) and the phase goes on.
 func TestChurnPhaseFaults(t *testing.T) {
 	sc, svcs := phaseScenario(t, "", "churn: {rate: 40, duration: 300ms, grace: 1s, probes: 2}\n")
 	p := newFakeProxier()
@@ -428,8 +429,12 @@ func TestChurnPhaseFaults(t *testing.T) {
 	e = newFakeEnv(p)
 	p.failAt = p.syncs + 1
 	res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{})
-	if err == nil || res == nil || res.Syncs[0].Err == "" {
-		t.Fatalf("err %v: want the failed sync returned with the result", err)
+	if err != nil || res == nil || res.Syncs[0].Err == "" || res.FailedSyncs != 1 || len(res.Failures) != 1 {
+		t.Fatalf("err %v, res %+v: want the failed sync recorded and the phase going on", err, res)
+	}
+	f := res.Failures[0]
+	if len(res.Syncs) < 2 || f.Index != 0 || f.RecoveredNs <= 0 || f.RecoveryKind != res.Syncs[1].Kind || res.Observed != res.Changes {
+		t.Errorf("failure %+v, %d syncs, %d of %d changes observed: want a recovery by the next sync", f, len(res.Syncs), res.Observed, res.Changes)
 	}
 }
 

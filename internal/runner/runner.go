@@ -290,6 +290,26 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 			}
 		}
 	}
+	if sc.SyncDisruption != nil && !m.Direct {
+		if mr.SyncDisruption, err = syncDisruptionPhase(ctx, sc, e, tb, m, p, services, o.Progress); err != nil {
+			return nil, fmt.Errorf("sync disruption: %w", err)
+		}
+	}
+	if sc.ConnReuse != nil && !m.Direct {
+		if mr.ConnReuse, err = connReusePhase(ctx, sc, e, tb, m, services, o.Progress); err != nil {
+			return nil, fmt.Errorf("conn reuse: %w", err)
+		}
+	}
+	if sc.Lifecycle != nil && !m.Direct {
+		if mr.Lifecycle, err = lifecyclePhase(ctx, sc, e, tb, m, p, services, o.Progress, &f); err != nil {
+			return nil, fmt.Errorf("lifecycle: %w", err)
+		}
+	}
+	if sc.Transitions != nil && !m.Direct {
+		if mr.Transitions, mr.DNS, err = transitionsPhase(ctx, sc, e, tb, m, p, services, o.Progress, &f); err != nil {
+			return nil, fmt.Errorf("transitions: %w", err)
+		}
+	}
 	return mr, nil
 }
 

@@ -91,6 +91,15 @@ func (a *trafficAgg) add(position string, dr *traffic.DriveResult) {
 			pr.ErrorText = append(pr.ErrorText, e)
 		}
 	}
+	for k, ts := range dr.ErrorTimesNs {
+		if pr.ErrorKinds == nil {
+			pr.ErrorKinds = map[string]reports.ErrorKind{}
+		}
+		ek := pr.ErrorKinds[k]
+		ek.Count += len(ts)
+		ek.SamplesNs = append(ek.SamplesNs, ts...)
+		pr.ErrorKinds[k] = ek
+	}
 	a.elapsed[position] += dr.Elapsed
 	a.conns += len(dr.LatenciesNs) + dr.Errors + dr.Misses
 	if h := a.hits[position]; h != nil {
@@ -114,6 +123,10 @@ func (a *trafficAgg) results(positions []string, down int) ([]reports.PositionRe
 		pr := a.pos[position]
 		pr.Latency = reports.Summarize(pr.SamplesNs)
 		pr.TTFB = reports.Summarize(pr.TTFBSamplesNs)
+		for k, ek := range pr.ErrorKinds {
+			ek.TimeToError = reports.Summarize(ek.SamplesNs)
+			pr.ErrorKinds[k] = ek
+		}
 		if d := a.elapsed[position]; d > 0 {
 			pr.CPS = float64(len(pr.SamplesNs)) / d.Seconds()
 		}

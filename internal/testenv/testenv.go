@@ -41,7 +41,7 @@ func Skip(t testing.TB, reason string) {
 func Short() bool { return testing.Short() }
 
 // shortReason is the skip message of kernel and guest tests in the short tier.
-const shortReason = "short tier (-short): no kernel, no guest; run make test as root for this test"
+const shortReason = "short tier (-short): no kernel, no guest; run it without -short, as root (make test, make bench)"
 
 // RequireKernel skips (or fails, see Skip) in the short tier, and unless
 // the test runs as root and every named binary is on PATH.

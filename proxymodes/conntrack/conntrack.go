@@ -49,16 +49,16 @@ type Rule struct {
 	serving map[frontend]map[netip.Addr]struct{}
 }
 
-// NewRule builds the Rule of services. An endpoint serves when it is ready
-// (workload.Endpoint.Ready), kube-proxy's IsServing for endpoints that are
-// not terminating.
+// NewRule builds the Rule of services. An endpoint serves when it is
+// Serving (kube-proxy's IsServing: ready, or terminating but still
+// serving) or Ready.
 func NewRule(services []workload.Service) Rule {
 	r := Rule{serving: map[frontend]map[netip.Addr]struct{}{}}
 	for i := range services {
 		s := &services[i]
 		var eps map[netip.Addr]struct{}
 		for _, e := range s.Endpoints {
-			if !e.Ready {
+			if !e.Ready && !e.Serving {
 				continue
 			}
 			if eps == nil {

@@ -43,12 +43,12 @@ type udpClient struct {
 }
 
 // probe sends n datagrams and returns the endpoint that answered each
-// (the zero Addr for no answer within 200 ms, or a refusal).
+// (the zero Addr for no answer within 500 ms, or a refusal).
 func (u *udpClient) probe(n int) []netip.Addr {
 	out := make([]netip.Addr, n)
 	for i := range out {
 		u.seq++
-		ap, _, err := traffic.UDPExchange(u.c, u.seq, 200*time.Millisecond)
+		ap, _, err := traffic.UDPExchange(u.c, u.seq, 500*time.Millisecond)
 		var ne net.Error
 		switch {
 		case err == nil:
@@ -181,6 +181,26 @@ func TestKernelTransitions(t *testing.T) {
 				}
 				if !clean && !all(got, first) {
 					t.Errorf("without cleanup: answers %v, want all still from the removed endpoint %s", got, first)
+				}
+			})
+			t.Run(name+"/terminating", func(t *testing.T) {
+				// A terminating endpoint still serves: kube-proxy's cleanup
+				// keeps the flows to it (IsServing), new flows avoid it.
+				p, u := testbed(t, mode, clean)
+				sync(t, p, dnsService(epA, epB))
+				first := u.probe(1)[0]
+				if first != epA && first != epB {
+					t.Fatalf("first answer from %v", first)
+				}
+				svcs := dnsService(epA, epB)
+				for i := range svcs[0].Endpoints {
+					if svcs[0].Endpoints[i].IP == first {
+						svcs[0].Endpoints[i] = workload.Endpoint{IP: first, Serving: true, Terminating: true, Weight: 1}
+					}
+				}
+				st := sync(t, p, svcs)
+				if got := u.probe(5); !all(got, first) || st.ConntrackDeleted != 0 {
+					t.Errorf("after marking %s terminating: answers %v, %d entries deleted; want its flow kept (still serving)", first, got, st.ConntrackDeleted)
 				}
 			})
 			t.Run(name+"/restart-1to0to1", func(t *testing.T) {

@@ -71,7 +71,7 @@ var Mode = proxymodes.Mode{
 // render the same rules.
 func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 	_, _, _, cluster := sc.Prefixes()
-	cfg := Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster}
+	cfg := Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster, NoConntrackCleanup: sc.NoConntrackCleanup}
 	if sc.Services.SessionAffinity == "ClientIP" {
 		cfg.AffinityTimeout = sc.Services.SessionAffinityTimeout.Duration
 	}
@@ -108,8 +108,7 @@ func Probe(ctx context.Context, node proxymodes.Node) (bool, string) {
 	var ok []string
 	var bad []string
 	for _, be := range []string{BackendLegacy, BackendNft} {
-		bin := "iptables-" + be + "-restore"
-		if _, err := node.Run(ctx, []byte(probeRules), bin, "--noflush"); err != nil {
+		if _, err := node.Run(ctx, []byte(probeRules), proxymodes.IPTablesBinary(be, "restore"), "--noflush"); err != nil {
 			msg, _, _ := strings.Cut(err.Error(), "\n")
 			bad = append(bad, be+": "+msg)
 			continue

@@ -199,11 +199,12 @@ func isExists(err error) bool {
 func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxymodes.SyncStats, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	start, cpu0 := time.Now(), proxymodes.CPUTime()
+	start, cpu := time.Now(), proxymodes.StartSyncCPU(p.ns)
+	defer cpu.Stop() // the proxy's own CPU only: this thread and its programs
 	st := proxymodes.SyncStats{Kind: "full", Phases: map[string]time.Duration{}}
 	finish := func() {
 		st.Wall = time.Since(start)
-		st.CPU = proxymodes.CPUTime() - cpu0
+		st.CPU = cpu.Elapsed()
 	}
 	if err := p.cfg.Validate(); err != nil {
 		return st, err

@@ -142,14 +142,15 @@ func modules(sc *scenarios.Scenario) []string {
 func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 	_, _, _, cluster := sc.Prefixes()
 	cfg := Config{
-		Scheduler:       sc.IPVS.Scheduler,
-		SchedulerFlags:  sc.IPVS.SchedulerFlags,
-		ClusterCIDR:     cluster,
-		SessionAffinity: sc.Services.SessionAffinity == "ClientIP",
-		AffinityTimeout: sc.Services.SessionAffinityTimeout.Duration,
-		TCPTimeout:      sc.IPVS.TCPTimeout.Duration,
-		TCPFinTimeout:   sc.IPVS.TCPFinTimeout.Duration,
-		UDPTimeout:      sc.IPVS.UDPTimeout.Duration,
+		Scheduler:          sc.IPVS.Scheduler,
+		SchedulerFlags:     sc.IPVS.SchedulerFlags,
+		NoConntrackCleanup: sc.NoConntrackCleanup,
+		ClusterCIDR:        cluster,
+		SessionAffinity:    sc.Services.SessionAffinity == "ClientIP",
+		AffinityTimeout:    sc.Services.SessionAffinityTimeout.Duration,
+		TCPTimeout:         sc.IPVS.TCPTimeout.Duration,
+		TCPFinTimeout:      sc.IPVS.TCPFinTimeout.Duration,
+		UDPTimeout:         sc.IPVS.UDPTimeout.Duration,
 	}
 	for _, c := range sc.IPVS.ExcludeCIDRs {
 		p, err := netip.ParsePrefix(c)

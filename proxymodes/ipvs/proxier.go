@@ -289,7 +289,8 @@ func (p *Proxier) handles() error {
 func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st proxymodes.SyncStats, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	start, cpu0 := time.Now(), proxymodes.CPUTime()
+	start, cpu := time.Now(), proxymodes.StartSyncCPU(p.node)
+	defer cpu.Stop() // the proxy's own CPU only: this thread and its programs
 	full := p.full || p.synced == nil
 	st = proxymodes.SyncStats{Kind: "incremental", Phases: map[string]time.Duration{}}
 	if full {
@@ -297,7 +298,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 	}
 	defer func() {
 		st.Wall = time.Since(start)
-		st.CPU = proxymodes.CPUTime() - cpu0
+		st.CPU = cpu.Elapsed()
 		if err != nil {
 			p.full = true
 			p.iptablesDone = false

@@ -3,7 +3,6 @@ package modes_test
 import (
 	"bytes"
 	"context"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -64,10 +63,6 @@ func load(t *testing.T, name string) (*scenarios.Scenario, []workload.Service) {
 	}
 	return sc, svcs
 }
-
-// proxyPorts are the userspace proxy's listener ports, the kernel's choice
-// in a real run (the one part of a rendering that may differ).
-var proxyPorts = regexp.MustCompile(`--to-ports [0-9]+`)
 
 // TestSimRendersWhatTheRunPrograms: for every mode and every setting that
 // changes rules, the sim's rendering (Mode.Render) equals what the real

@@ -82,7 +82,7 @@ var Mode = proxymodes.Mode{
 // rules.
 func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 	_, _, _, cluster := sc.Prefixes()
-	cfg := Config{ClusterCIDR: cluster}
+	cfg := Config{ClusterCIDR: cluster, NoConntrackCleanup: sc.NoConntrackCleanup}
 	if sc.Services.SessionAffinity == "ClientIP" {
 		cfg.AffinityTimeout = sc.Services.SessionAffinityTimeout.Duration
 	}

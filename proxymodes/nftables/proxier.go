@@ -117,12 +117,13 @@ func (p *Proxier) run(ctx context.Context, nft knftables.Interface, tx *knftable
 func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxymodes.SyncStats, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	start, cpu0 := time.Now(), proxymodes.CPUTime()
+	start, cpu := time.Now(), proxymodes.StartSyncCPU(p.ns)
+	defer cpu.Stop() // the proxy's own CPU only: this thread and its programs
 	st := proxymodes.SyncStats{Kind: "full", Phases: map[string]time.Duration{}}
 	var txs []*knftables.Transaction
 	finish := func() {
 		st.Wall = time.Since(start)
-		st.CPU = proxymodes.CPUTime() - cpu0
+		st.CPU = cpu.Elapsed()
 		for _, tx := range txs {
 			st.Bytes += len(tx.String())
 		}

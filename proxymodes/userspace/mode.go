@@ -131,7 +131,7 @@ func Probe(ctx context.Context, node proxymodes.Node) (bool, string) {
 	}
 	var ok, bad []string
 	for _, be := range []string{BackendLegacy, BackendNft} {
-		if _, err := node.Run(ctx, []byte(probeRules), "iptables-"+be+"-restore", "--noflush"); err != nil {
+		if _, err := node.Run(ctx, []byte(probeRules), proxymodes.IPTablesBinary(be, "restore"), "--noflush"); err != nil {
 			msg, _, _ := strings.Cut(err.Error(), "\n")
 			bad = append(bad, be+": "+msg)
 			continue

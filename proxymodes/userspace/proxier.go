@@ -207,7 +207,7 @@ func (p *Proxier) Info() map[string]string {
 	}
 	aff := "None"
 	if p.cfg.Affinity.ClientIP {
-		aff = "ClientIP/" + p.cfg.Affinity.timeout().String()
+		aff = "ClientIP/" + p.cfg.Affinity.EffectiveTimeout().String()
 	}
 	info := map[string]string{
 		"backend":         p.cfg.Backend,
@@ -294,7 +294,8 @@ func desired(services []workload.Service) ([]wanted, error) {
 func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st proxymodes.SyncStats, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	start, cpu0 := time.Now(), proxymodes.CPUTime()
+	start, cpu := time.Now(), proxymodes.StartSyncCPU(p.node)
+	defer cpu.Stop() // the proxy's own CPU only: this thread and its programs
 	full := p.needFull
 	st = proxymodes.SyncStats{Kind: "incremental", Phases: map[string]time.Duration{}}
 	if full {
@@ -302,7 +303,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 	}
 	defer func() {
 		st.Wall = time.Since(start)
-		st.CPU = proxymodes.CPUTime() - cpu0
+		st.CPU = cpu.Elapsed()
 		p.cpuMark = proxymodes.CPUTime()
 	}()
 	if err := p.cfg.Validate(); err != nil {

@@ -58,6 +58,10 @@ type DriveResult struct {
 	Errors, Misses int
 	// ErrorSamples holds up to 5 error texts.
 	ErrorSamples []string
+	// ErrorTimesNs holds, per cause (ErrorKind: refused, timeout, reset,
+	// unreachable, other), the time from the connect to the error of every
+	// failed connection, in ns.
+	ErrorTimesNs map[string][]int64
 	// Elapsed is the wall time of the recorded part; Connections/Elapsed is
 	// the closed-loop connection rate.
 	Elapsed time.Duration
@@ -132,6 +136,11 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 			switch {
 			case s.err != nil:
 				countError(&res.Errors, &res.ErrorSamples, s.err)
+				if res.ErrorTimesNs == nil {
+					res.ErrorTimesNs = map[string][]int64{}
+				}
+				k := ErrorKind(s.err)
+				res.ErrorTimesNs[k] = append(res.ErrorTimesNs[k], s.ttfb)
 			case s.miss:
 				res.Misses++
 			default:
@@ -250,6 +259,12 @@ func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 	sa := &unix.SockaddrInet4{Port: int(port), Addr: dst.As4()}
 	start = time.Now()
 	err = unix.Connect(fd, sa)
+	if err == unix.EINTR {
+		// A signal (the Go runtime's preemption SIGURG: socket calls with
+		// a timeout are not restarted) interrupted the connect, which goes
+		// on in the kernel: wait for its outcome.
+		err = awaitConnect(fd, start.Add(timeout))
+	}
 	latency = time.Since(start)
 	if err != nil {
 		return -1, landed, start, latency, fmt.Errorf("connect %s:%d: %w", dst, port, err)
@@ -258,8 +273,14 @@ func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 	n := 0
 	for n < len(buf) {
 		m, rerr := unix.Read(fd, buf[n:])
+		if rerr == unix.EINTR {
+			continue // interrupted before any byte arrived: read again
+		}
 		if rerr != nil || m == 0 {
-			err = fmt.Errorf("read echo from %s:%d: %v", dst, port, rerr)
+			if rerr == nil {
+				rerr = errClosed
+			}
+			err = fmt.Errorf("read echo from %s:%d: %w", dst, port, rerr)
 			return -1, landed, start, latency, err
 		}
 		n += m
@@ -524,4 +545,63 @@ func alive(fd int) bool {
 		return false
 	}
 	return n == 0 || fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLRDHUP) == 0
+}
+
+// awaitConnect waits until deadline for the outcome of a connect(2) that
+// returned EINTR (the connection attempt continues, see connect(2)):
+// poll(2) for writability, retried on EINTR, then SO_ERROR. It returns nil
+// when connected, the connection's error, or ETIMEDOUT.
+func awaitConnect(fd int, deadline time.Time) error {
+	for {
+		ms := int(time.Until(deadline).Milliseconds())
+		if ms <= 0 {
+			return unix.ETIMEDOUT
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(fds, ms)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return unix.ETIMEDOUT
+		}
+		soerr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err != nil {
+			return err
+		}
+		if soerr != 0 {
+			return unix.Errno(soerr)
+		}
+		return nil
+	}
+}
+
+// errClosed is a read of the echo line that met the end of the stream.
+var errClosed = errors.New("connection closed before the echo line")
+
+// ErrorKinds are the causes ErrorKind tells apart.
+var ErrorKinds = []string{"refused", "timeout", "reset", "unreachable", "other"}
+
+// ErrorKind names the cause of a failed connection from its errno:
+// refused (ECONNREFUSED: a RST to the SYN, e.g. a mode's REJECT for a
+// service without endpoints, or ICMP port unreachable), timeout
+// (ETIMEDOUT, or EINPROGRESS/EAGAIN when SO_SNDTIMEO/SO_RCVTIMEO expired),
+// reset (ECONNRESET, EPIPE, or the stream closed before the echo line),
+// unreachable (EHOSTUNREACH, ENETUNREACH: ICMP host/net unreachable),
+// other.
+func ErrorKind(err error) string {
+	switch {
+	case errors.Is(err, unix.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, unix.ETIMEDOUT), errors.Is(err, unix.EINPROGRESS), errors.Is(err, unix.EAGAIN):
+		return "timeout"
+	case errors.Is(err, unix.ECONNRESET), errors.Is(err, unix.EPIPE), errors.Is(err, errClosed):
+		return "reset"
+	case errors.Is(err, unix.EHOSTUNREACH), errors.Is(err, unix.ENETUNREACH):
+		return "unreachable"
+	}
+	return "other"
 }

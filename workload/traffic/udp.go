@@ -141,3 +141,7 @@ func UDPExchange(c *net.UDPConn, seq uint64, timeout time.Duration) (netip.AddrP
 		return ap, rtt, nil
 	}
 }
+
+// Alive reports whether the TCP connection fd (from OpenEcho) is still
+// open: no reset, hang-up or error pending (a poll that reads nothing).
+func Alive(fd int) bool { return alive(fd) }

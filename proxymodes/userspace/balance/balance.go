@@ -1,4 +1,8 @@
-package userspace
+// Package balance is the legacy userspace proxy's endpoint choice (its
+// LoadBalancerRR): round robin over a shuffled endpoint list, with
+// ClientIP session affinity. It is pure (no kernel), so the userspace mode
+// and the sim engine run the same code (docs/architecture.md).
+package balance
 
 import (
 	"errors"
@@ -29,6 +33,9 @@ type Affinity struct {
 	// DefaultAffinityTimeout.
 	Timeout time.Duration
 }
+
+// EffectiveTimeout is Timeout, or DefaultAffinityTimeout when it is zero.
+func (a Affinity) EffectiveTimeout() time.Duration { return a.timeout() }
 
 func (a Affinity) timeout() time.Duration {
 	if a.Timeout <= 0 {

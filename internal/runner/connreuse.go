@@ -1,0 +1,138 @@
+//go:build linux
+
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/topology"
+	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
+)
+
+// connReusePhase makes connReuse.connections connections, one at a time,
+// from client pod 0 to the first service, with the client namespace's
+// ephemeral range narrowed to connReuse.ports ports and tcp_tw_reuse=1,
+// each closed by the client with FIN (TIME_WAIT on the client); a connect
+// finding every port in TIME_WAIT younger than tcp_tw_reuse's 1 s waits
+// for one to age (so the rate is about ports per second). The ipvs
+// mode runs one pass per connReuse.reuseModes value of
+// net.ipv4.vs.conn_reuse_mode (set in the node namespace); other modes
+// run once. The client namespace's settings are restored afterwards.
+func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topology.Testbed, m proxymodes.Mode,
+	services []workload.Service, prog Progress) (out []reports.ConnReusePass, err error) {
+	cr := sc.ConnReuse
+	client := tb.Clients[0]
+	lo := 20000
+	if err := client.Sysctl("net/ipv4/ip_local_port_range", fmt.Sprintf("%d %d", lo, lo+cr.Ports-1)); err != nil {
+		return nil, err
+	}
+	if err := client.Sysctl("net/ipv4/tcp_tw_reuse", "1"); err != nil {
+		return nil, err
+	}
+	defer func() {
+		rerr := errors.Join(client.Sysctl("net/ipv4/ip_local_port_range", "1024 65535"), client.Sysctl("net/ipv4/tcp_tw_reuse", "2"))
+		if rerr != nil && err == nil {
+			err = fmt.Errorf("restore client sysctls: %w", rerr)
+		}
+	}()
+	modes := []int{-1}
+	if m.Name == "ipvs" {
+		modes = cr.ReuseModes
+	}
+	svc := services[0]
+	for _, mode := range modes {
+		if mode >= 0 {
+			if err := tb.Node.Sysctl("net/ipv4/vs/conn_reuse_mode", fmt.Sprint(mode)); err != nil {
+				return out, err
+			}
+		}
+		if err := e.flush(0); err != nil {
+			return out, err
+		}
+		prog.Start(fmt.Sprintf("%s: %d FIN-closed connections from %d source ports (conn_reuse_mode %d)", m.Name, cr.Connections, cr.Ports, mode), cr.Connections)
+		p := reports.ConnReusePass{ReuseMode: mode, Kernel: kernelRelease(), Connections: cr.Connections, Ports: cr.Ports}
+		var lats []int64
+		eps := map[netip.Addr]bool{}
+		lastEP := map[int]netip.Addr{} // source port -> endpoint of its last connection
+		err := client.Do(func() error {
+			for i := 0; i < cr.Connections; i++ {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				fd, landed, _, lat, err := traffic.OpenEcho(netip.Addr{}, svc.ClusterIP, svc.Ports[0].Port, 5*time.Second)
+				// Every port in TIME_WAIT younger than 1 s (tcp_tw_reuse's
+				// bound): wait for one to age, then try again.
+				for wait := 0; errors.Is(err, unix.EADDRNOTAVAIL) && wait < 250; wait++ {
+					time.Sleep(20 * time.Millisecond)
+					fd, landed, _, lat, err = traffic.OpenEcho(netip.Addr{}, svc.ClusterIP, svc.Ports[0].Port, 5*time.Second)
+				}
+				prog.Add(1)
+				if err != nil {
+					p.Errors++
+					if len(p.ErrorSamples) < 3 {
+						p.ErrorSamples = append(p.ErrorSamples, err.Error())
+					}
+					if fd >= 0 {
+						unix.Close(fd)
+					}
+					continue
+				}
+				if sa, serr := unix.Getsockname(fd); serr == nil {
+					if in4, ok := sa.(*unix.SockaddrInet4); ok {
+						if prev, seen := lastEP[in4.Port]; seen {
+							p.Reused++
+							if prev == landed.Addr() {
+								p.ReusedSameEndpoint++
+							}
+						}
+						lastEP[in4.Port] = landed.Addr()
+					}
+				}
+				// Close with FIN: undo OpenEcho's SO_LINGER 0.
+				_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{})
+				unix.Close(fd)
+				eps[landed.Addr()] = true
+				if lat > time.Second {
+					p.Slow++
+				}
+				lats = append(lats, int64(lat))
+			}
+			return nil
+		})
+		prog.Done()
+		if err != nil {
+			return out, err
+		}
+		if mode >= 0 {
+			// Back to the kernel's default for the next pass or mode.
+			if err := tb.Node.Sysctl("net/ipv4/vs/conn_reuse_mode", "1"); err != nil {
+				return out, err
+			}
+		}
+		if n := len(lats); n > 0 {
+			xs := make([]float64, n)
+			for i, l := range lats {
+				xs[i] = float64(l)
+			}
+			slices.Sort(xs)
+			p.P50Ns = int64(stat.Quantile(0.5, stat.Empirical, xs, nil))
+			p.P99Ns = int64(stat.Quantile(0.99, stat.Empirical, xs, nil))
+			p.MaxNs = int64(xs[n-1])
+		}
+		p.Endpoints = len(eps)
+		out = append(out, p)
+	}
+	return out, nil
+}

@@ -1,0 +1,202 @@
+//go:build linux
+
+package runner
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/topology"
+	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/traffic"
+)
+
+// heldConn is one connection held open across a change.
+type heldConn struct {
+	fd int
+	ep netip.Addr
+}
+
+// lifecycleChanges are the changes of the lifecycle phase, as endpoint
+// lists of the web service before and after (nil after: drain then refill
+// with d), and the endpoints the change takes away.
+func lifecycleChanges(a, b, c, d, a2 netip.Addr) []struct {
+	name        string
+	pre, change []workload.Endpoint
+	old         []netip.Addr
+} {
+	ep := workload.NewEndpoint
+	term := workload.Endpoint{IP: a, Serving: true, Terminating: true, Weight: 1}
+	return []struct {
+		name        string
+		pre, change []workload.Endpoint
+		old         []netip.Addr
+	}{
+		{"removal", []workload.Endpoint{ep(a), ep(b), ep(c)}, []workload.Endpoint{ep(b), ep(c)}, []netip.Addr{a}},
+		{"terminating", []workload.Endpoint{ep(a), ep(b), ep(c)}, []workload.Endpoint{term, ep(b), ep(c)}, []netip.Addr{a}},
+		{"drain-refill", []workload.Endpoint{ep(a), ep(b), ep(c)}, []workload.Endpoint{ep(d)}, []netip.Addr{a, b, c}},
+		{"restart", []workload.Endpoint{ep(a), ep(b), ep(c)}, []workload.Endpoint{ep(a2), ep(b), ep(c)}, []netip.Addr{a}},
+	}
+}
+
+// lifecyclePhase runs a TCP service "web" (ClusterIP after the last
+// service, three endpoints after the last pod IP) through each lifecycle
+// change with lifecycle.held connections held across it, then makes new
+// connections one at a time for lifecycle.observe. drain-refill removes
+// every endpoint, observes half the time, then adds a new one. restart
+// then opens three more batches of held connections and records the open
+// connections per endpoint after each. p programs services again at the
+// end (full sync).
+func lifecyclePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topology.Testbed, m proxymodes.Mode, p proxymodes.Proxier,
+	services []workload.Service, prog Progress, f *faults) (out []reports.LifecycleChange, err error) {
+	lc := sc.Lifecycle
+	if tb.Backend == nil {
+		return nil, fmt.Errorf("lifecycle: need the shared backend host (pods: shared)")
+	}
+	target := uint16(5353)
+	for slices.Contains(workload.TargetPorts(services), target) {
+		target++
+	}
+	web, a, b, err := dnsLike(sc, services, target)
+	if err != nil {
+		return nil, err
+	}
+	web.Name, web.Ports = "web", []workload.ServicePort{{Name: "http", Port: 80, TargetPort: target, Protocol: "TCP"}}
+	c := b.Next()
+	d, a2 := c.Next(), c.Next().Next()
+	_, podNet, _, _ := sc.Prefixes()
+	if !podNet.Contains(a2) {
+		return nil, fmt.Errorf("lifecycle: no room for the web service's endpoints in podCIDR %s", podNet)
+	}
+	echo, err := traffic.StartEcho(tb.Backend, []uint16{target})
+	if err != nil {
+		return nil, err
+	}
+	defer echo.Close()
+	client := tb.Clients[0]
+	dial := func() (fd int, landed netip.Addr, start time.Time, err error) {
+		derr := client.Do(func() error {
+			var ap netip.AddrPort
+			fd, ap, start, _, err = traffic.OpenEcho(netip.Addr{}, web.ClusterIP, 80, time.Second)
+			landed = ap.Addr()
+			return nil
+		})
+		if derr != nil {
+			return -1, landed, start, derr
+		}
+		return fd, landed, start, err
+	}
+	with := func(eps []workload.Endpoint) []workload.Service {
+		w := web
+		w.Endpoints = eps
+		return append(slices.Clip(services), w)
+	}
+	changes := lifecycleChanges(a, b, c, d, a2)
+	prog.Start(fmt.Sprintf("%s: endpoint lifecycle of %s with %d held connections", m.Name, web.ClusterIP, lc.Held), len(changes))
+	defer prog.Done()
+	for _, ch := range changes {
+		if err := e.flush(0); err != nil {
+			return out, err
+		}
+		if _, err := p.Sync(ctx, with(ch.pre)); err != nil {
+			return out, err
+		}
+		r := reports.LifecycleChange{Name: ch.name, LastToOldNs: -1, FirstSuccessNs: -1}
+		var held []heldConn
+		closeAll := func() {
+			for _, h := range held {
+				unix.Close(h.fd)
+			}
+			held = nil
+		}
+		for i := 0; i < lc.Held; i++ {
+			fd, ep, _, err := dial()
+			if err != nil {
+				closeAll()
+				return out, fmt.Errorf("%s: held connection %d: %w", ch.name, i, err)
+			}
+			held = append(held, heldConn{fd, ep})
+			if slices.Contains(ch.old, ep) {
+				r.HeldOnChanged++
+			}
+		}
+		r.Held = len(held)
+		if ch.name == "drain-refill" {
+			if _, err := p.Sync(ctx, with(nil)); err != nil {
+				closeAll()
+				return out, err
+			}
+		} else if _, err := p.Sync(ctx, with(ch.change)); err != nil {
+			closeAll()
+			return out, err
+		}
+		t0 := time.Now()
+		refilled := ch.name != "drain-refill"
+		for time.Since(t0) < lc.Observe.Duration {
+			if !refilled && time.Since(t0) >= lc.Observe.Duration/2 {
+				if _, err := p.Sync(ctx, with(ch.change)); err != nil {
+					closeAll()
+					return out, err
+				}
+				refilled = true
+			}
+			fd, ep, start, err := dial()
+			r.New++
+			if err != nil {
+				r.NewFailed++
+				continue
+			}
+			unix.Close(fd)
+			if r.FirstSuccessNs < 0 {
+				r.FirstSuccessNs = int64(start.Sub(t0))
+			}
+			if slices.Contains(ch.old, ep) {
+				r.NewToOld++
+				r.LastToOldNs = int64(start.Sub(t0))
+			}
+		}
+		if ch.name == "restart" {
+			for batch := 0; batch < 3; batch++ {
+				for i := 0; i < max(1, lc.Held/3); i++ {
+					fd, ep, _, err := dial()
+					if err == nil {
+						held = append(held, heldConn{fd, ep})
+					}
+				}
+				active := map[string]int{}
+				for _, h := range held {
+					if traffic.Alive(h.fd) {
+						active[h.ep.String()]++
+					}
+				}
+				r.ActiveAfter = append(r.ActiveAfter, active)
+			}
+		}
+		for _, h := range held[:r.Held] {
+			if !traffic.Alive(h.fd) {
+				r.Broken++
+			}
+		}
+		closeAll()
+		out = append(out, r)
+		prog.Add(1)
+	}
+	if fs, ok := p.(proxymodes.FullSyncer); ok {
+		fs.ForceFullSync()
+	}
+	if _, err := p.Sync(ctx, services); err != nil {
+		return out, fmt.Errorf("sync after lifecycle: %w", err)
+	}
+	if ferr := e.flush(0); ferr != nil {
+		f.add("conntrack flush of node0 after the lifecycle phase failed: %v", ferr)
+	}
+	return out, nil
+}

@@ -1,0 +1,73 @@
+package reports
+
+import (
+	"fmt"
+	"strings"
+)
+
+// ConnReusePass is one pass of the conn-reuse phase: connections made one
+// at a time from a narrow source-port range, each closed by the client
+// with FIN, so later connects reuse ports in TIME_WAIT (kubernetes#70747:
+// IPVS with conn_reuse_mode=1 dropped such a SYN on kernels before 5.9,
+// a 1 s retransmit stall).
+type ConnReusePass struct {
+	// ReuseMode is net.ipv4.vs.conn_reuse_mode of the pass (-1: not IPVS).
+	ReuseMode int `json:"reuseMode"`
+	// Kernel is the release the pass ran on (the guest's under uml).
+	Kernel string `json:"kernel"`
+	// Connections attempted, Ports in the source range, Errors failed;
+	// Slow those whose connect took longer than 1 s; P50Ns, P99Ns and MaxNs
+	// the connect times of the others; Endpoints the distinct endpoints
+	// reached.
+	Connections int   `json:"connections"`
+	Ports       int   `json:"ports"`
+	Errors      int   `json:"errors"`
+	Slow        int   `json:"slow"`
+	P50Ns       int64 `json:"p50Ns"`
+	P99Ns       int64 `json:"p99Ns"`
+	MaxNs       int64 `json:"maxNs"`
+	Endpoints   int   `json:"endpoints"`
+	// Reused counts connections from a source port used before in the
+	// pass; ReusedSameEndpoint those that reached the same endpoint as that
+	// port's previous connection (conn_reuse_mode=0 reuses the old IPVS
+	// connection, so its real server; 1 schedules anew).
+	Reused             int `json:"reused"`
+	ReusedSameEndpoint int `json:"reusedSameEndpoint"`
+	// ErrorSamples holds up to 3 errors.
+	ErrorSamples []string `json:"errorSamples,omitempty"`
+}
+
+func writeConnReuseMarkdown(b *strings.Builder, r *Result) {
+	have := false
+	for _, m := range r.Modes {
+		have = have || len(m.ConnReuse) > 0
+	}
+	if !have {
+		return
+	}
+	b.WriteString("\n### connection reuse from TIME_WAIT (FIN close, narrow source-port range, kubernetes#70747)\n\n")
+	b.WriteString("| mode | kernel | conn_reuse_mode | connections | source ports | errors | connects > 1 s | share > 1 s | p50 | p99 | max | endpoints reached | reused port → same endpoint |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, m := range r.Modes {
+		name := m.Mode
+		if m.Kernel == "uml" {
+			name += " (uml)"
+		}
+		for _, p := range m.ConnReuse {
+			mode := "-"
+			if p.ReuseMode >= 0 {
+				mode = fmt.Sprint(p.ReuseMode)
+			}
+			share := 0.0
+			if p.Connections > 0 {
+				share = float64(p.Slow) / float64(p.Connections)
+			}
+			same := "-"
+			if p.Reused > 0 {
+				same = fmt.Sprintf("%.1f%% of %d", 100*float64(p.ReusedSameEndpoint)/float64(p.Reused), p.Reused)
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %d | %.2f%% | %.2f ms | %.2f ms | %.1f ms | %d | %s |\n",
+				name, p.Kernel, mode, p.Connections, p.Ports, p.Errors, p.Slow, 100*share, float64(p.P50Ns)/1e6, float64(p.P99Ns)/1e6, float64(p.MaxNs)/1e6, p.Endpoints, same)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package reports
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// LifecycleChange is what clients of a TCP service saw across one endpoint
+// lifecycle change (kubernetes#57841, #81775, #126378): connections held
+// open across it, and new connections made after it.
+type LifecycleChange struct {
+	// Name is "removal" (endpoint A removed), "terminating" (A marked
+	// terminating: not ready, still serving), "drain-refill" (every
+	// endpoint removed, then one new endpoint) or "restart" (A replaced by
+	// a new address while clients hold connections).
+	Name string `json:"name"`
+	// Held connections open before the change, HeldOnChanged those on the
+	// endpoint(s) the change took away, Broken those no longer open
+	// (reset or closed) after the observation.
+	Held          int `json:"held"`
+	HeldOnChanged int `json:"heldOnChanged"`
+	Broken        int `json:"broken"`
+	// New connections made one at a time during the observation after the
+	// sync that made the change: how many, how many failed, how many still
+	// reached a removed or terminating endpoint, and when the last of
+	// those started (ns after the sync's end; -1: none).
+	New            int   `json:"new"`
+	NewFailed      int   `json:"newFailed"`
+	NewToOld       int   `json:"newToOld"`
+	LastToOldNs    int64 `json:"lastToOldNs"`
+	FirstSuccessNs int64 `json:"firstSuccessNs"`
+	// ActiveAfter is, for restart, the open connections per endpoint after
+	// each batch of held new connections (index = batch).
+	ActiveAfter []map[string]int `json:"activeAfter,omitempty"`
+}
+
+func writeLifecycleMarkdown(b *strings.Builder, r *Result) {
+	have := false
+	for _, m := range r.Modes {
+		have = have || len(m.Lifecycle) > 0
+	}
+	if !have {
+		return
+	}
+	b.WriteString("\n### endpoint lifecycle with held connections (TCP)\n\n")
+	b.WriteString("Held: connections open before the change (on the changed endpoint), broken after it; new: connections made one at a time after the sync, failed, and still reaching the removed or terminating endpoint (last one after the sync); first success after the sync.\n\n")
+	b.WriteString("| mode | change | held (on changed) | broken | new | failed | to old endpoint | last to old | first success |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	ms := func(ns int64) string {
+		if ns < 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f s", float64(ns)/1e9)
+	}
+	var restarts []string
+	for _, m := range r.Modes {
+		name := m.Mode
+		if m.Kernel == "uml" {
+			name += " (uml)"
+		}
+		for _, c := range m.Lifecycle {
+			fmt.Fprintf(b, "| %s | %s | %d (%d) | %d | %d | %d | %d | %s | %s |\n",
+				name, c.Name, c.Held, c.HeldOnChanged, c.Broken, c.New, c.NewFailed, c.NewToOld, ms(c.LastToOldNs), ms(c.FirstSuccessNs))
+			for i, a := range c.ActiveAfter {
+				keys := make([]string, 0, len(a))
+				for k := range a {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				var parts []string
+				for _, k := range keys {
+					parts = append(parts, fmt.Sprintf("%s %d", k, a[k]))
+				}
+				restarts = append(restarts, fmt.Sprintf("- %s restart, after batch %d: %s", name, i+1, strings.Join(parts, ", ")))
+			}
+		}
+	}
+	if len(restarts) > 0 {
+		b.WriteString("\nActive connections per endpoint after a restart (the restarted endpoint has a new address; each batch opens and holds more connections):\n\n")
+		b.WriteString(strings.Join(restarts, "\n") + "\n")
+	}
+}
