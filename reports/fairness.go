@@ -275,7 +275,7 @@ func Verdict(a FairnessAggregate, e Expectation) (string, string) {
 	case a.Samples == 0:
 		return "n/a", "no samples"
 	case a.Samples < MinExpectedPerEndpoint*endpoints:
-		return VerdictUntestable, fmt.Sprintf("%d %ss over %d endpoints are too few to test %s (χ² needs >= %d per endpoint: %d)", a.Samples, unitName(e.Unit), endpoints, shares, MinExpectedPerEndpoint, MinExpectedPerEndpoint*endpoints)
+		return VerdictUntestable, fmt.Sprintf("%d %s over %d endpoints are too few to test %s (χ² needs >= %d per endpoint: %d)", a.Samples, unitPlural(e.Unit), endpoints, shares, MinExpectedPerEndpoint, MinExpectedPerEndpoint*endpoints)
 	case a.PValue < FairnessAlpha:
 		return "UNFAIR", fmt.Sprintf("pooled χ²=%.1f on %d dof rejects %s (p=%.3g < %g); %d of %d services reject alone", a.ChiSquare, a.DoF, shares, a.PValue, FairnessAlpha, a.Rejected, a.Services)
 	case a.Underpowered:
@@ -284,12 +284,12 @@ func Verdict(a FairnessAggregate, e Expectation) (string, string) {
 	return "fair", fmt.Sprintf("%s not rejected (p=%.3g) with %d %ss (>= %d needed to detect a %.0f%% deviation)", shares, a.PValue, a.Samples, e.Unit, a.Needed, 100*FairnessEffect)
 }
 
-// unitName names a unit's sample for a sentence ("source address").
-func unitName(u string) string {
+// unitPlural names a unit's samples for a sentence ("source addresses").
+func unitPlural(u string) string {
 	if u == UnitSource {
-		return "source address"
+		return "source addresses"
 	}
-	return u
+	return u + "s"
 }
 
 // serviceFigures reduces a service's source × endpoint counts to the

@@ -137,6 +137,16 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 		w.walk(n, t.Elem(), path)
 	case reflect.Struct:
 		w.mapping(n, t, path)
+	case reflect.Map: // node.sysctls: key -> scalar
+		if n.Kind != yaml.MappingNode {
+			w.fail(path, n.Line, "want a mapping, got "+describe(n), "write key: value lines")
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := path + "." + n.Content[i].Value
+			w.lines[p] = n.Content[i].Line
+			w.walk(n.Content[i+1], t.Elem(), p)
+		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			w.fail(path, n.Line, "want a list, got "+describe(n), "write a list such as [a, b]")

@@ -87,7 +87,9 @@ type Scenario struct {
 	NoConntrackCleanup bool `yaml:"-" json:"-"`
 	// Sweep, when set, runs every mode once per service count listed
 	// (capacity planning): services.count is replaced by each in turn.
-	Sweep    SweepSpec    `yaml:"sweep,omitempty" json:"sweep,omitempty"`
+	Sweep SweepSpec `yaml:"sweep,omitempty" json:"sweep,omitempty"`
+	// Node sets the node namespaces' sysctls (see NodeSpec).
+	Node     NodeSpec     `yaml:"node,omitempty" json:"node,omitempty"`
 	Network  NetworkSpec  `yaml:"network" json:"network"`
 	Topology TopologySpec `yaml:"topology" json:"topology"`
 	Traffic  TrafficSpec  `yaml:"traffic" json:"traffic"`
@@ -543,4 +545,34 @@ func (s *Scenario) EndpointWeights() [][]int {
 func (s *Scenario) Prefixes() (service, pod, node, cluster netip.Prefix) {
 	return netip.MustParsePrefix(s.Network.ServiceCIDR), netip.MustParsePrefix(s.Network.PodCIDR),
 		netip.MustParsePrefix(s.Network.NodeCIDR), netip.MustParsePrefix(s.Network.ClusterCIDR)
+}
+
+// NodeSpec configures the node namespaces.
+type NodeSpec struct {
+	// Sysctls are written in every node namespace (never the root one)
+	// after it is built, before any mode runs; keys are those of
+	// NodeSysctlDefaults, values whole numbers. SetDefaults fills each key
+	// not given with a stock node's value; a key whose file does not exist
+	// in the namespace (IPVS ones without ip_vs) is skipped when it was
+	// not given. The result records what was read back.
+	Sysctls map[string]string `yaml:"sysctls,omitempty" json:"sysctls,omitempty"`
+}
+
+// NodeSysctlDefaults are the node sysctls a scenario may set, with the
+// value of a stock node (the kernel's defaults for a new network
+// namespace): the ICMP rate limit that throttles the port-unreachable
+// answers of a mode's REJECT (net/ipv4/icmp.c: 1000 ms, mask 6168 =
+// destination unreachable, source quench, time exceeded, parameter
+// problem), the IPVS connection reuse and expiry switches
+// (net/netfilter/ipvs/ip_vs_ctl.c) and the conntrack established and UDP
+// timeouts (net/netfilter/nf_conntrack_proto_{tcp,udp}.c).
+var NodeSysctlDefaults = map[string]string{
+	"net.ipv4.icmp_ratelimit":                            "1000",
+	"net.ipv4.icmp_ratemask":                             "6168",
+	"net.ipv4.vs.conn_reuse_mode":                        "1",
+	"net.ipv4.vs.expire_nodest_conn":                     "0",
+	"net.ipv4.vs.expire_quiescent_template":              "0",
+	"net.netfilter.nf_conntrack_tcp_timeout_established": "432000",
+	"net.netfilter.nf_conntrack_udp_timeout":             "30",
+	"net.netfilter.nf_conntrack_tcp_be_liberal":          "0",
 }

@@ -185,6 +185,7 @@ func TestDefaults(t *testing.T) {
 		NFTables: NFTablesSpec{SyncPeriod: Duration{30 * time.Second}, MinSyncPeriod: Duration{time.Second}},
 		UML:      UMLSpec{MemoryMiB: 2048, Timeout: Duration{30 * time.Minute}},
 	}
+	want.Node.Sysctls = NodeSysctlDefaults
 	want.source, want.lines = sc.source, sc.lines
 	if !reflect.DeepEqual(*sc, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", *sc, want)

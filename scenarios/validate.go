@@ -148,6 +148,14 @@ func (s *Scenario) SetDefaults() {
 		}
 	}
 	dur("uml.timeout", &s.UML.Timeout, 30*time.Minute)
+	if s.Node.Sysctls == nil {
+		s.Node.Sysctls = map[string]string{}
+	}
+	for k, v := range NodeSysctlDefaults {
+		if _, ok := s.Node.Sysctls[k]; !ok {
+			s.Node.Sysctls[k] = v
+		}
+	}
 	if cr := s.ConnReuse; cr != nil {
 		num("connReuse.connections", &cr.Connections, 2000)
 		num("connReuse.ports", &cr.Ports, 50)
@@ -249,6 +257,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).sweepPeriods,
 		(*checker).sweepSchedulers,
 		(*checker).gates,
+		(*checker).nodeSysctls,
 	} {
 		check(c)
 	}
@@ -716,6 +725,36 @@ func (c *checker) sweepPeriods() {
 
 // gates checks gates (gates.go).
 func (c *checker) gates() { c.s.validateGates(c.add) }
+
+// nodeSysctls checks node.sysctls: known keys, whole-number values.
+func (c *checker) nodeSysctls() {
+	keys := make([]string, 0, len(c.s.Node.Sysctls))
+	for k := range c.s.Node.Sysctls {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	known := make([]string, 0, len(NodeSysctlDefaults))
+	for k := range NodeSysctlDefaults {
+		known = append(known, k)
+	}
+	slices.Sort(known)
+	for _, k := range keys {
+		f := "node.sysctls." + k
+		if _, ok := NodeSysctlDefaults[k]; !ok {
+			fix := "use one of " + strings.Join(known, ", ")
+			if n := closest(k, known); n != "" {
+				fix = fmt.Sprintf("did you mean %q?", n)
+			}
+			c.add(f, "is not a node sysctl proxybench sets", fix)
+			continue
+		}
+		if v := c.s.Node.Sysctls[k]; !wholeRE.MatchString(v) {
+			c.add(f, fmt.Sprintf("%q is not a whole number", v), "write a value such as "+NodeSysctlDefaults[k])
+		}
+	}
+}
+
+var wholeRE = regexp.MustCompile(`^[0-9]{1,10}$`)
 
 // validateEndpoints checks services.endpoints and reports whether
 // EndpointCounts may be called.

@@ -223,6 +223,18 @@ func (n *Netns) Sysctl(key, value string) error {
 	})
 }
 
+// ReadSysctl reads /proc/sys/<key> inside the namespace (key like
+// "net/ipv4/icmp_ratelimit"), trimmed; a missing key is fs.ErrNotExist.
+func (n *Netns) ReadSysctl(key string) (string, error) {
+	var v string
+	err := n.Do(func() error {
+		b, err := os.ReadFile(filepath.Join("/proc/sys", key))
+		v = strings.TrimSpace(string(b))
+		return err
+	})
+	return v, err
+}
+
 // Names lists the namespaces of the testbed.
 func (tb *Testbed) Names() []string { return append([]string(nil), tb.names...) }
 

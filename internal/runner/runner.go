@@ -10,9 +10,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 
@@ -140,6 +142,13 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 	}
 	tb, echo, err := buildPhase(ctx, sc, o, perSize)
 	if err != nil {
+		return nil, err
+	}
+	if res.NodeSysctls, err = nodeSysctls(sc, tb); err != nil {
+		echo.Close()
+		if terr := tb.Teardown(); terr != nil {
+			err = errors.Join(err, fmt.Errorf("teardown: %w", terr))
+		}
 		return nil, err
 	}
 	defer func() {
@@ -326,4 +335,41 @@ func MachineInfo() reports.Machine {
 func IsInput(err error) bool {
 	var ie *InputError
 	return errors.As(err, &ie)
+}
+
+// nodeSysctls writes the scenario's node.sysctls in every node namespace
+// (a default key whose file does not exist there, such as the IPVS ones
+// without ip_vs, is skipped; a key the scenario gives must exist) and
+// returns what the first node reads back.
+func nodeSysctls(sc *scenarios.Scenario, tb *topology.Testbed) (map[string]string, error) {
+	out := map[string]string{}
+	keys := make([]string, 0, len(sc.Node.Sysctls))
+	for k := range sc.Node.Sysctls {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		path := strings.ReplaceAll(k, ".", "/")
+		for i, n := range tb.Nodes {
+			got, err := n.ReadSysctl(path)
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) && scenarios.NodeSysctlDefaults[k] == sc.Node.Sysctls[k] {
+					break // not in this kernel or without its module: left out
+				}
+				return nil, fmt.Errorf("node.sysctls.%s: %w", k, err)
+			}
+			if got != sc.Node.Sysctls[k] {
+				if err := n.Sysctl(path, sc.Node.Sysctls[k]); err != nil {
+					return nil, fmt.Errorf("node.sysctls.%s: %w", k, err)
+				}
+				if got, err = n.ReadSysctl(path); err != nil {
+					return nil, fmt.Errorf("node.sysctls.%s: %w", k, err)
+				}
+			}
+			if i == 0 {
+				out[k] = got
+			}
+		}
+	}
+	return out, nil
 }
