@@ -11,10 +11,17 @@ APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod u
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := bin/staticcheck
 
-.PHONY: setup deps build tools kernels kernels-ci test test-short bench bench-full bench-sim aa lint clean
+# The Kubernetes release whose kube-proxy and kube-apiserver `make kube` builds
+# (internal/kubebin pins it; another version is built beside it as
+# bin/kube-proxy-<version>, e.g. make kube KUBE_VERSION=v1.36.4).
+KUBE_VERSION ?= v1.37.2
+KUBE_TARGETS ?= kube-proxy kube-apiserver
 
-## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench, install the pinned linter, build the guest kernel CI uses (make kernels-ci)
-setup: deps build tools kernels-ci
+.PHONY: setup deps build tools kube kernels kernels-ci test test-short bench bench-full bench-sim aa lint clean
+
+## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench, install the pinned linter,
+## build the Kubernetes binaries (make kube) and the guest kernel CI uses (make kernels-ci)
+setup: deps build tools kube kernels-ci
 
 deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make setup needs root (apt-get); run: sudo make setup" >&2; exit 2; fi
@@ -50,6 +57,13 @@ kernels:
 ## kernels-ci: the guest kernel the test suite boots (uml:$(CI_KERNELS))
 kernels-ci:
 	$(MAKE) kernels KERNELS="$(CI_KERNELS)"
+
+## kube: build kube-proxy, kube-apiserver (k8s.io/kubernetes $(KUBE_VERSION)) and etcd into bin/ from the module
+## internal/kubebin; cached (a bin/<name>-<version> that reports the version is kept). The first build takes
+## about 20 min of CPU (40+ min of wall time on a busy 2-core machine).
+## KUBE_TARGETS=kube-proxy builds only kube-proxy (e.g. a second version for --kube-proxy).
+kube:
+	GO=$(GO) KUBE_TARGETS="$(KUBE_TARGETS)" ./internal/kubebin/build.sh $(KUBE_VERSION) bin
 
 ## tools: bin/staticcheck at STATICCHECK_VERSION (no root; reinstalled when the pin changes)
 tools:

@@ -284,14 +284,36 @@ func Leftovers() ([]string, error) {
 // rules and IPVS/nftables state live inside those namespaces and go with
 // them. A run that is still going (some process holds one of its
 // namespaces open, or has a thread inside one) is never touched: its
-// namespaces are returned in skipped.
+// namespaces are returned in skipped. Before the namespaces it kills the
+// orphaned children of dead runs (KillOrphans; returned as "process PID
+// (comm, run ID)") and then removes their temporary folders
+// (os.TempDir()/pb-<runID>-*, returned as "folder PATH").
 func Cleanup(runID string) (done, skipped []string, err error) {
+	var errs []error
+	// Orphaned children first: a process inside a namespace keeps it (and
+	// its links and rules) alive after the name is deleted.
+	killed, err := KillOrphans(runID)
+	for _, k := range killed {
+		done = append(done, "process "+k)
+	}
+	errs = append(errs, err)
 	names, err := Leftovers()
 	if err != nil {
-		return nil, nil, err
+		return done, nil, err
 	}
 	live := LiveRuns(names)
-	var errs []error
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), Prefix+runID+"*"))
+	for _, d := range dirs {
+		id := RunIDOf(filepath.Base(d))
+		if id == "" || live[id] || (runID != "" && id != runID) || len(ChildProcesses(id)) > 0 {
+			continue
+		}
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done = append(done, "folder "+d)
+	}
 	for _, n := range names {
 		if runID != "" && !strings.HasPrefix(n, Prefix+runID+"-") {
 			continue
@@ -338,6 +360,8 @@ func RunIDOf(name string) string {
 // still uses: an open file descriptor on it (a running proxybench keeps
 // one per namespace) or a thread inside it, found by matching the
 // namespace's nsfs inode against /proc/*/fd/* and /proc/*/task/*/ns/net.
+// The testbed's own children (ChildEnv set: etcd, kube-apiserver,
+// kube-proxy) do not count.
 func LiveRuns(names []string) map[string]bool {
 	byIno := map[string]string{}
 	for _, n := range names {
@@ -353,6 +377,12 @@ func LiveRuns(names []string) map[string]bool {
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		if childRun(p.Name()) != "" {
+			// etcd, kube-apiserver, kube-proxy (and what they run) live
+			// inside the namespaces but do not keep a run alive: with
+			// their proxybench gone they are orphans (KillOrphans).
 			continue
 		}
 		var links []string

@@ -370,7 +370,9 @@ func newCleanupCmd() *cobra.Command {
 		Long: `cleanup deletes the network namespaces named pb-<runid>-* that earlier runs,
 killed or crashed, left behind. Links, routes and proxy rules live inside
 them and go with them; the root namespace is never touched. A run that is
-still going (a process holds one of its namespaces) is left alone. It also
+still going (a process holds one of its namespaces) is left alone. It kills
+the etcd, kube-apiserver and kube-proxy processes of killed runs (they carry
+PROXYBENCH_CHILD_OF_RUN=<runid>) and removes their temporary folders. It also
 kills user-mode-linux guests whose proxybench was killed, and removes their
 work folders.`,
 		Example: "  proxybench cleanup\n  proxybench cleanup --run 3fa9c1",
@@ -381,7 +383,14 @@ work folders.`,
 			}
 			done, skipped, err := topology.Cleanup(runID)
 			for _, n := range done {
-				fmt.Println("removed netns", n)
+				switch {
+				case strings.HasPrefix(n, "process "):
+					fmt.Println("killed orphaned", n)
+				case strings.HasPrefix(n, "folder "):
+					fmt.Println("removed", strings.TrimPrefix(n, "folder "))
+				default:
+					fmt.Println("removed netns", n)
+				}
 			}
 			for _, n := range skipped {
 				fmt.Println("kept netns", n, "(its run is still going)")

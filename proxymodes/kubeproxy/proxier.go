@@ -1,0 +1,271 @@
+//go:build linux
+
+package kubeproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/topology"
+	"github.com/proxybench/proxybench/topology/controlplane"
+	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/apiobjects"
+)
+
+// ProxierSpec configures a Proxier.
+type ProxierSpec struct {
+	// Mode is kube-proxy's mode (iptables, ipvs, nftables).
+	Mode string
+	// Node is the node namespace (one node: the control plane is the
+	// Proxier's own).
+	Node        *topology.Netns
+	NodeIP      netip.Addr
+	ClusterCIDR netip.Prefix
+	ServiceCIDR netip.Prefix
+	Avoid       []netip.Prefix
+	Pass        map[string]any
+	KubeProxy   string
+	Bin         controlplane.Binaries
+	// Dir keeps the config, kubeconfig and log.
+	Dir string
+}
+
+// Proxier drives the real kube-proxy through the API, behind the same
+// interface as the builtin modes (proxymodes.Proxier): the first Sync
+// starts the control plane, creates the Node, Services and EndpointSlices
+// and starts kube-proxy, and returns when kube-proxy's first sync is done
+// (/healthz); later Syncs write what changed to the API and return when
+// kube-proxy has finished a sync that began after the writes
+// (kubeproxy_sync_proxy_rules_last_timestamp_seconds).
+type Proxier struct {
+	spec  ProxierSpec
+	runID string
+	cp    *controlplane.ControlPlane
+	kp    *Proxy
+	last  map[string]workload.Service
+	info  map[string]string
+}
+
+// NewProxier returns a Proxier; nothing starts before the first Sync.
+func NewProxier(spec ProxierSpec) (*Proxier, error) {
+	id := topology.RunIDOf(spec.Node.Name)
+	if id == "" {
+		return nil, fmt.Errorf("kubeproxy: node namespace %q is not a testbed namespace", spec.Node.Name)
+	}
+	if _, err := Version(context.Background(), spec.KubeProxy); err != nil {
+		return nil, err
+	}
+	if _, _, err := Config(ConfigSpec{Mode: spec.Mode, Pass: spec.Pass}); err != nil {
+		return nil, err
+	}
+	return &Proxier{spec: spec, runID: id}, nil
+}
+
+// Mode is "<mode> (kube-proxy)".
+func (p *Proxier) Mode() string { return p.spec.Mode + " (kube-proxy)" }
+
+// Info describes the kube-proxy run: version, binary, config and log
+// paths, and the testbed-owned config fields.
+func (p *Proxier) Info() map[string]string {
+	out := map[string]string{"implementation": "kube-proxy", "binary": p.spec.KubeProxy}
+	for k, v := range p.info {
+		out[k] = v
+	}
+	return out
+}
+
+const tsMetric = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+
+// lastSync returns kube-proxy's IPv4 last-sync timestamp and sync histogram.
+func (p *Proxier) lastSync(ctx context.Context) (time.Time, Histogram, error) {
+	m, err := p.kp.Scrape(ctx)
+	if err != nil {
+		return time.Time{}, Histogram{}, err
+	}
+	h, _ := m.Histogram(MetricSync, "IPv4")
+	f, ok := m[tsMetric]
+	if !ok {
+		return time.Time{}, h, nil
+	}
+	for _, s := range f.GetMetric() {
+		for _, l := range s.GetLabel() {
+			if l.GetName() == "ip_family" && l.GetValue() == "IPv4" {
+				v := s.GetGauge().GetValue()
+				return time.Unix(0, int64(v*1e9)), h, nil
+			}
+		}
+	}
+	return time.Time{}, h, nil
+}
+
+// Sync makes the API hold services and waits for kube-proxy to program them.
+func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxymodes.SyncStats, error) {
+	t0 := time.Now()
+	if p.kp == nil {
+		return p.first(ctx, services, t0)
+	}
+	u0 := p.kp.Usage()
+	_, h0, err := p.lastSync(ctx)
+	if err != nil {
+		return proxymodes.SyncStats{}, err
+	}
+	cur := map[string]workload.Service{}
+	writes := 0
+	c := p.cp.Client
+	for _, s := range services {
+		cur[s.Name] = s
+		old, ok := p.last[s.Name]
+		switch {
+		case !ok:
+			if _, err := apiobjects.Create(ctx, c, apiobjects.Spec{Services: []workload.Service{s}, Workers: 1}); err != nil {
+				return proxymodes.SyncStats{}, err
+			}
+			writes++
+		case !sameService(old, s):
+			if err := apiobjects.UpdateSlice(ctx, c, s, time.Now()); err != nil {
+				return proxymodes.SyncStats{}, err
+			}
+			writes++
+		}
+	}
+	for name, s := range p.last {
+		if _, ok := cur[name]; !ok {
+			if err := c.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
+				return proxymodes.SyncStats{}, err
+			}
+			if err := c.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, apiobjects.SliceName(s), metav1.DeleteOptions{}); err != nil {
+				return proxymodes.SyncStats{}, err
+			}
+			writes++
+		}
+	}
+	p.last = cur
+	written := time.Now()
+	if writes == 0 {
+		return proxymodes.SyncStats{Kind: "incremental", Wall: time.Since(t0)}, nil
+	}
+	// Wait for a sync that started after the last write: its end
+	// timestamp is later than written plus its own duration.
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ts, h, err := p.lastSync(ctx)
+		if err != nil {
+			return proxymodes.SyncStats{}, err
+		}
+		d := h.Sub(h0)
+		if d.Count > 0 && ts.After(written) {
+			u := p.kp.Usage()
+			return proxymodes.SyncStats{Kind: "incremental", Wall: time.Since(t0),
+				CPU: (u.CPU + u.ChildCPU) - (u0.CPU + u0.ChildCPU), Objects: len(services),
+				Phases: map[string]time.Duration{"api": written.Sub(t0), "kube-proxy": time.Duration(d.Sum * float64(time.Second))}}, nil
+		}
+		if time.Now().After(deadline) {
+			return proxymodes.SyncStats{}, fmt.Errorf("kube-proxy did not sync within 5 min of the API writes:\n%s", p.kp.LogTail(10))
+		}
+		select {
+		case <-ctx.Done():
+			return proxymodes.SyncStats{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func sameService(a, b workload.Service) bool {
+	if a.ClusterIP != b.ClusterIP || len(a.Endpoints) != len(b.Endpoints) || len(a.Ports) != len(b.Ports) {
+		return false
+	}
+	for i := range a.Endpoints {
+		if a.Endpoints[i] != b.Endpoints[i] {
+			return false
+		}
+	}
+	for i := range a.Ports {
+		if a.Ports[i] != b.Ports[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// first starts everything; Wall is from the API objects being written to
+// kube-proxy's first sync done, and Phases has the setup apart.
+func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 time.Time) (st proxymodes.SyncStats, err error) {
+	defer func() {
+		if err != nil {
+			_ = p.stop()
+		}
+	}()
+	if err := os.MkdirAll(p.spec.Dir, 0o755); err != nil {
+		return st, err
+	}
+	p.cp, err = controlplane.Start(ctx, controlplane.Spec{RunID: p.runID, Nodes: []*topology.Netns{p.spec.Node}, Avoid: p.spec.Avoid, Bin: p.spec.Bin})
+	if err != nil {
+		return st, err
+	}
+	up := time.Now()
+	node := apiobjects.Node{Name: NodeName(0), InternalIP: p.spec.NodeIP}
+	ost, err := apiobjects.Create(ctx, p.cp.Client, apiobjects.Spec{ServiceCIDR: p.spec.ServiceCIDR, Nodes: []apiobjects.Node{node}, Services: services})
+	if err != nil {
+		return st, err
+	}
+	created := time.Now()
+	kc := filepath.Join(p.spec.Dir, node.Name+".kubeconfig")
+	if err := p.cp.WriteKubeconfig(0, kc); err != nil {
+		return st, err
+	}
+	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Dir: p.spec.Dir,
+		Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc}})
+	if err != nil {
+		return st, err
+	}
+	if err := p.kp.WaitHealthy(ctx, 10*time.Minute); err != nil {
+		return st, err
+	}
+	done := time.Now()
+	p.last = map[string]workload.Service{}
+	for _, s := range services {
+		p.last[s.Name] = s
+	}
+	u := p.kp.Usage()
+	_, h, _ := p.lastSync(ctx)
+	p.info = map[string]string{"version": p.kp.Version, "config": p.kp.ConfigPath, "log": p.kp.LogPath,
+		"controlPlaneReady": up.Sub(t0).Round(time.Millisecond).String(),
+		"apiObjects":        fmt.Sprintf("%d services + %d slices in %v", ost.Services, ost.EndpointSlices, ost.Elapsed.Round(time.Millisecond))}
+	for k, v := range p.kp.Owned {
+		p.info["owned."+k] = v
+	}
+	return proxymodes.SyncStats{Kind: "full", Wall: done.Sub(created), CPU: u.CPU + u.ChildCPU, Objects: len(services),
+		Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up),
+			"kube-proxy.metric": time.Duration(h.Sum * float64(time.Second))}}, nil
+}
+
+// Cleanup stops kube-proxy, removes its rules from the node (`kube-proxy
+// --cleanup` in the node namespace) and stops the control plane.
+func (p *Proxier) Cleanup(ctx context.Context) error {
+	return p.stop()
+}
+
+func (p *Proxier) stop() error {
+	var errs []error
+	if p.kp != nil {
+		errs = append(errs, p.kp.Stop())
+		cmd := exec.Command(p.spec.KubeProxy, "--cleanup", "--config", p.kp.ConfigPath)
+		out, err := p.spec.Node.Run(context.Background(), nil, cmd.Path, cmd.Args[1:]...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, out))
+		}
+		p.kp = nil
+	}
+	errs = append(errs, p.cp.Stop())
+	p.cp = nil
+	return errors.Join(errs...)
+}

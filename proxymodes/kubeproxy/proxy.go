@@ -1,0 +1,320 @@
+//go:build linux
+
+package kubeproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/proxybench/proxybench/topology"
+)
+
+// versionRE matches `kube-proxy --version` ("Kubernetes v1.37.2").
+var versionRE = regexp.MustCompile(`^Kubernetes (v[0-9]+\.[0-9]+\.[0-9]+\S*)\s*$`)
+
+// Version runs `bin --version` and returns kube-proxy's version
+// ("v1.37.2"). A program that does not answer like kube-proxy is an error
+// naming it (bad input: --kube-proxy must name a kube-proxy binary).
+func Version(ctx context.Context, bin string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("kube-proxy binary %q: %s --version: %w; fix: build one with `make kube` or pass a kube-proxy binary", bin, bin, err)
+	}
+	m := versionRE.FindSubmatch(bytes.TrimSpace(out))
+	if m == nil {
+		return "", fmt.Errorf("kube-proxy binary %q: --version printed %q, not \"Kubernetes vX.Y.Z\"; fix: pass a kube-proxy binary", bin, bytes.TrimSpace(out))
+	}
+	help, _ := exec.CommandContext(ctx, bin, "--help").CombinedOutput()
+	if !bytes.Contains(help, []byte("kube-proxy")) {
+		return "", fmt.Errorf("kube-proxy binary %q: its --help does not mention kube-proxy (another Kubernetes program?); fix: pass a kube-proxy binary", bin)
+	}
+	return string(m[1]), nil
+}
+
+// Spec is what Start runs.
+type Spec struct {
+	RunID string
+	// Node is the node namespace kube-proxy runs in.
+	Node   *topology.Netns
+	Binary string
+	Config ConfigSpec
+	// Dir receives the node's config (<NodeName>.kube-proxy.yaml) and log
+	// (<NodeName>.kube-proxy.log), kept beside the result.
+	Dir string
+	// Verbosity is kube-proxy's -v (default 2: one line per sync with its
+	// duration).
+	Verbosity int
+}
+
+// Proxy is one running kube-proxy.
+type Proxy struct {
+	Spec       Spec
+	Version    string
+	ConfigPath string
+	LogPath    string
+	// Owned are the testbed-owned config fields and their values.
+	Owned map[string]string
+	// Args is kube-proxy's command line.
+	Args []string
+	Proc *topology.Process
+	res  *resourceWatch
+	http *http.Client
+}
+
+// Start writes the node's config and starts kube-proxy in spec.Node. It
+// returns once the process runs; use WaitHealthy to wait for its first sync.
+func Start(ctx context.Context, spec Spec) (*Proxy, error) {
+	ver, err := Version(ctx, spec.Binary)
+	if err != nil {
+		return nil, err
+	}
+	cfg, owned, err := Config(spec.Config)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	p := &Proxy{Spec: spec, Version: ver, Owned: owned,
+		ConfigPath: filepath.Join(spec.Dir, spec.Config.NodeName+".kube-proxy.yaml"),
+		LogPath:    filepath.Join(spec.Dir, spec.Config.NodeName+".kube-proxy.log")}
+	if err := os.WriteFile(p.ConfigPath, cfg, 0o644); err != nil {
+		return nil, err
+	}
+	v := spec.Verbosity
+	if v == 0 {
+		v = 2
+	}
+	p.Args = []string{"--config", p.ConfigPath, "--v", strconv.Itoa(v)}
+	log, err := os.Create(p.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	defer log.Close()
+	cmd := exec.Command(spec.Binary, p.Args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Dir = spec.Dir
+	if p.Proc, err = topology.StartProcess(spec.Node, spec.RunID, "kube-proxy "+spec.Config.NodeName, cmd); err != nil {
+		return nil, err
+	}
+	p.res = watchResources(p.Proc.Pid())
+	p.http = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := spec.Node.Do(func() error {
+				var err error
+				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		}}}
+	return p, nil
+}
+
+// get fetches http://127.0.0.1:port/path inside the node namespace.
+func (p *Proxy) get(ctx context.Context, port int, path string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.Bytes(), err
+}
+
+// WaitHealthy waits until kube-proxy's /healthz answers 200 (it has synced
+// its rules since it started) or the process exits or timeout passes; the
+// error then carries the tail of its log.
+func (p *Proxy) WaitHealthy(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		if done, werr := p.Proc.Exited(); done {
+			return fmt.Errorf("kube-proxy on %s exited (%v):\n%s", p.Spec.Config.NodeName, werr, p.LogTail(20))
+		}
+		code, _, err := p.get(ctx, HealthzPort, "/healthz")
+		if err == nil && code == http.StatusOK {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kube-proxy on %s not healthy after %v (last: %d %v):\n%s", p.Spec.Config.NodeName, timeout, code, err, p.LogTail(20))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// LogTail returns the last n lines of kube-proxy's log.
+func (p *Proxy) LogTail(n int) string {
+	b, _ := os.ReadFile(p.LogPath)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Usage is the CPU time and peak memory of one kube-proxy process and of
+// the rule programs it ran (iptables-restore, iptables-save, nft, ipset).
+type Usage struct {
+	// CPU is kube-proxy's user+system time, and ChildCPU that of the
+	// children it waited for (/proc/<pid>/stat utime+stime, cutime+cstime).
+	CPU, ChildCPU time.Duration
+	// PeakRSS is kube-proxy's VmHWM (bytes); ChildPeakRSS the largest
+	// VmHWM seen of any child, sampled every 20 ms (a child living less
+	// than that may be missed).
+	PeakRSS, ChildPeakRSS int64
+	// Children counts the distinct child processes seen by the sampler.
+	Children int
+}
+
+// Usage returns the process's usage so far (after Stop: at its exit).
+func (p *Proxy) Usage() Usage { return p.res.usage() }
+
+// Stop stops kube-proxy (SIGTERM, SIGKILL after 5 s). Its rules stay in
+// the node namespace (they go with it).
+func (p *Proxy) Stop() error {
+	if p == nil || p.Proc == nil {
+		return nil
+	}
+	p.res.stop()
+	err := p.Proc.Stop(5 * time.Second)
+	return err
+}
+
+// resourceWatch samples a process and its children from /proc.
+type resourceWatch struct {
+	pid  int
+	mu   sync.Mutex
+	u    Usage
+	seen map[int]bool
+	done chan struct{}
+	once sync.Once
+}
+
+func watchResources(pid int) *resourceWatch {
+	w := &resourceWatch{pid: pid, seen: map[int]bool{}, done: make(chan struct{})}
+	go func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			w.sample()
+			select {
+			case <-w.done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return w
+}
+
+func (w *resourceWatch) stop() {
+	w.sample()
+	w.once.Do(func() { close(w.done) })
+}
+
+func (w *resourceWatch) usage() Usage {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.u
+}
+
+// ticks is USER_HZ, the unit of /proc/<pid>/stat times (100 on Linux).
+const ticks = 100
+
+func (w *resourceWatch) sample() {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", w.pid))
+	if err != nil {
+		return // exited: keep the last sample
+	}
+	f := statFields(stat)
+	hwm := vmHWM(w.pid)
+	var kids []int
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", w.pid, w.pid)); err == nil {
+		for _, s := range strings.Fields(string(b)) {
+			if k, err := strconv.Atoi(s); err == nil {
+				kids = append(kids, k)
+			}
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(f) > 14 {
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		cut, _ := strconv.ParseInt(f[13], 10, 64)
+		cst, _ := strconv.ParseInt(f[14], 10, 64)
+		w.u.CPU = time.Duration(ut+st) * time.Second / ticks
+		w.u.ChildCPU = time.Duration(cut+cst) * time.Second / ticks
+	}
+	w.u.PeakRSS = max(w.u.PeakRSS, hwm)
+	for _, k := range kids {
+		if !w.seen[k] {
+			w.seen[k] = true
+			w.u.Children++
+		}
+		w.u.ChildPeakRSS = max(w.u.ChildPeakRSS, vmHWM(k))
+	}
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the command
+// name (field 3, the state, is [0]).
+func statFields(stat []byte) []string {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(stat[i+1:]))
+}
+
+// vmHWM is the process's peak resident set (bytes), 0 when unknown.
+func vmHWM(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// errNoMetric is returned by the metric accessors for a missing family.
+var errNoMetric = errors.New("metric not exposed")
+
+// Scrape fetches and parses kube-proxy's metrics endpoint (in the node
+// namespace).
+func (p *Proxy) Scrape(ctx context.Context) (Metrics, error) {
+	code, body, err := p.get(ctx, MetricsPort, "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("kube-proxy on %s: scrape metrics: %w", p.Spec.Config.NodeName, err)
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("kube-proxy on %s: scrape metrics: HTTP %d", p.Spec.Config.NodeName, code)
+	}
+	return ParseMetrics(body)
+}

@@ -1,0 +1,416 @@
+//go:build linux
+
+// Package controlplane runs a real Kubernetes control plane (etcd and
+// kube-apiserver) for one testbed run, inside a namespace of its own
+// (pb-<runid>-kube) that is joined to each node namespace by a veth pair,
+// so kube-proxy in a node reaches the API server and nothing listens in the
+// host's root namespace. proxybench itself talks to the API server through
+// sockets created inside that namespace (rest.Config.Dial).
+//
+//	node netns pb<id>-cp 169.254.a.b+1/30 ──veth── 169.254.a.b/30 pb<id>-n<i> control-plane netns
+//	                                                etcd 127.0.0.1:2379, kube-apiserver :6443
+//
+// Credentials (a bearer token, the service-account key pair, the
+// self-signed serving certificate) and etcd's data live in a temporary
+// folder os.TempDir()/pb-<runid>-kube-*, removed by Stop (and by
+// `proxybench cleanup` after a kill -9, with the processes, which carry
+// topology.ChildEnv).
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/proxybench/proxybench/topology"
+)
+
+// SecurePort is the API server's port inside the control-plane namespace.
+const SecurePort = 6443
+
+// Binaries are the programs the control plane runs.
+type Binaries struct {
+	Etcd      string // etcd (internal/kubebin: make kube)
+	APIServer string // kube-apiserver
+}
+
+// Spec is what Start builds.
+type Spec struct {
+	RunID string
+	// Nodes each get a veth pair to the control-plane namespace; node i
+	// reaches the API server at NodeServer(i).
+	Nodes []*topology.Netns
+	// Avoid are the scenario's address ranges (service, pod, node, client
+	// CIDRs): the control plane's own addresses (its service range for the
+	// `kubernetes` Service and its advertise address) are taken from the
+	// first candidate block that overlaps none of them.
+	Avoid []netip.Prefix
+	Bin   Binaries
+	// StartTimeout bounds Start's wait for /readyz (default 3 min).
+	StartTimeout time.Duration
+}
+
+// ControlPlane is a running etcd + kube-apiserver.
+type ControlPlane struct {
+	RunID string
+	NS    *topology.Netns
+	// Dir is the temporary folder: pki/, etcd/, token.csv, sa.key, logs.
+	Dir       string
+	Etcd      *topology.Process
+	APIServer *topology.Process
+	// Token is the bearer token of the single (system:masters) user.
+	Token string
+	// Block is the control-plane address block; ServiceRange (its first
+	// /28, the `kubernetes` Service's range) and Advertise (on lo) come
+	// from it.
+	Block        netip.Prefix
+	ServiceRange netip.Prefix
+	Advertise    netip.Addr
+	// Ready is the time from Start to the API server's /readyz answering ok.
+	Ready time.Duration
+	// Client talks to the API server as Token's user, at a high QPS.
+	Client kubernetes.Interface
+	nodes  []netip.Addr // node i's address of its control-plane link
+	ns     []string     // namespaces to delete
+}
+
+// Candidates are the control-plane blocks tried in order (see Spec.Avoid).
+var Candidates = []netip.Prefix{
+	netip.MustParsePrefix("198.19.254.0/24"),
+	netip.MustParsePrefix("100.64.254.0/24"),
+	netip.MustParsePrefix("10.254.254.0/24"),
+	netip.MustParsePrefix("172.31.254.0/24"),
+}
+
+// linkNet holds the /30 control-plane links, one per node.
+var linkNet = netip.MustParsePrefix("169.254.0.0/16")
+
+// chooseBlock returns the first candidate overlapping no prefix of avoid.
+func chooseBlock(avoid []netip.Prefix) (netip.Prefix, error) {
+	for _, c := range Candidates {
+		ok := true
+		for _, a := range avoid {
+			if a.IsValid() && a.Overlaps(c) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return c, nil
+		}
+	}
+	return netip.Prefix{}, fmt.Errorf("controlplane: every candidate block %v overlaps the scenario's ranges %v", Candidates, avoid)
+}
+
+// linkAddrs returns the control-plane and node side of node i's link.
+func linkAddrs(i int) (cp, node netip.Addr) {
+	cp = addrAt(linkNet.Addr(), 4*i+1)
+	return cp, cp.Next()
+}
+
+// addrAt is the IPv4 address off places after a.
+func addrAt(a netip.Addr, off int) netip.Addr {
+	b := a.As4()
+	v := (uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])) + uint32(off)
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// Start creates the control-plane namespace and its links to spec.Nodes,
+// starts etcd and kube-apiserver in it, and waits until /readyz answers.
+// On error everything it created is removed; the error carries the tail of
+// the failing program's log.
+func Start(ctx context.Context, spec Spec) (cp *ControlPlane, err error) {
+	t0 := time.Now()
+	if len(spec.Nodes) > 1<<14 {
+		return nil, fmt.Errorf("controlplane: at most %d nodes, got %d", 1<<14, len(spec.Nodes))
+	}
+	for _, b := range []string{spec.Bin.Etcd, spec.Bin.APIServer} {
+		if st, err := os.Stat(b); err != nil || st.IsDir() {
+			return nil, fmt.Errorf("controlplane: binary %q not found (make kube builds it into bin/)", b)
+		}
+	}
+	block, err := chooseBlock(append(spec.Avoid, linkNet))
+	if err != nil {
+		return nil, err
+	}
+	cp = &ControlPlane{RunID: spec.RunID, Block: block,
+		ServiceRange: netip.PrefixFrom(block.Addr(), 28),
+		Advertise:    addrAt(block.Addr(), 17)}
+	defer func() {
+		if err != nil {
+			_ = cp.Stop()
+			cp = nil
+		}
+	}()
+	name := topology.NetnsName(spec.RunID, "kube")
+	cp.ns = append(cp.ns, name)
+	if cp.NS, err = topology.CreateNetns(name); err != nil {
+		return cp, err
+	}
+	// The folder is created after the namespace: cleanup removes the
+	// folders of runs with no live namespace.
+	if cp.Dir, err = os.MkdirTemp("", topology.Prefix+spec.RunID+"-kube-"); err != nil {
+		return cp, err
+	}
+	if err = cp.NS.AddAddr("lo", netip.PrefixFrom(cp.Advertise, 32)); err != nil {
+		return cp, err
+	}
+	for i, n := range spec.Nodes {
+		a, b := linkAddrs(i)
+		if err = topology.Veth(cp.NS, fmt.Sprintf("pb%s-n%d", spec.RunID, i), n, fmt.Sprintf("pb%s-cp", spec.RunID), a, b); err != nil {
+			return cp, err
+		}
+		cp.nodes = append(cp.nodes, a)
+	}
+	if err = cp.writeCredentials(); err != nil {
+		return cp, err
+	}
+	if err = cp.startEtcd(spec.Bin.Etcd); err != nil {
+		return cp, err
+	}
+	if err = cp.startAPIServer(spec.Bin.APIServer); err != nil {
+		return cp, err
+	}
+	cfg := cp.RestConfig()
+	if cp.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return cp, err
+	}
+	timeout := spec.StartTimeout
+	if timeout == 0 {
+		timeout = 3 * time.Minute
+	}
+	if err = cp.waitReady(ctx, timeout); err != nil {
+		return cp, err
+	}
+	cp.Ready = time.Since(t0)
+	return cp, nil
+}
+
+func (cp *ControlPlane) writeCredentials() error {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return err
+	}
+	cp.Token = hex.EncodeToString(b)
+	// token,user,uid,"group1,group2": the static token file format.
+	tok := fmt.Sprintf("%s,proxybench,proxybench,\"system:masters\"\n", cp.Token)
+	if err := os.WriteFile(filepath.Join(cp.Dir, "token.csv"), []byte(tok), 0o600); err != nil {
+		return err
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(cp.Dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(cp.Dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o600)
+}
+
+// start runs bin with args in the control-plane namespace, its output
+// going to Dir/<name>.log.
+func (cp *ControlPlane) start(name, bin string, args ...string) (*topology.Process, error) {
+	log, err := os.Create(filepath.Join(cp.Dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Dir = cp.Dir
+	p, err := topology.StartProcess(cp.NS, cp.RunID, name, cmd)
+	log.Close() // the child holds its own descriptor
+	return p, err
+}
+
+func (cp *ControlPlane) startEtcd(bin string) error {
+	name := topology.Prefix + cp.RunID + "-etcd"
+	var err error
+	cp.Etcd, err = cp.start("etcd", bin,
+		"--name", name,
+		"--data-dir", filepath.Join(cp.Dir, "etcd"),
+		"--listen-client-urls", "http://127.0.0.1:2379",
+		"--advertise-client-urls", "http://127.0.0.1:2379",
+		"--listen-peer-urls", "http://127.0.0.1:2380",
+		"--initial-advertise-peer-urls", "http://127.0.0.1:2380",
+		"--initial-cluster", name+"=http://127.0.0.1:2380",
+		"--initial-cluster-token", name,
+		// A benchmark's throwaway store: no fsync per write.
+		"--unsafe-no-fsync",
+		"--quota-backend-bytes", fmt.Sprint(8<<30),
+		"--log-level", "warn")
+	return err
+}
+
+func (cp *ControlPlane) startAPIServer(bin string) error {
+	pki := filepath.Join(cp.Dir, "pki")
+	if err := os.MkdirAll(pki, 0o700); err != nil {
+		return err
+	}
+	var err error
+	cp.APIServer, err = cp.start("kube-apiserver", bin,
+		"--etcd-servers", "http://127.0.0.1:2379",
+		"--etcd-prefix", "/registry-"+cp.RunID,
+		"--bind-address", "0.0.0.0",
+		"--secure-port", fmt.Sprint(SecurePort),
+		"--advertise-address", cp.Advertise.String(),
+		"--cert-dir", pki,
+		"--service-account-key-file", filepath.Join(cp.Dir, "sa.pub"),
+		"--service-account-signing-key-file", filepath.Join(cp.Dir, "sa.key"),
+		"--service-account-issuer", "https://kubernetes.default.svc",
+		"--token-auth-file", filepath.Join(cp.Dir, "token.csv"),
+		"--authorization-mode", "AlwaysAllow",
+		"--service-cluster-ip-range", cp.ServiceRange.String(),
+		// No Endpoints for the `kubernetes` Service (its address is not
+		// routed anywhere in the testbed).
+		"--endpoint-reconciler-type", "none",
+		// One client creates thousands of objects in parallel: no
+		// priority-and-fairness queueing, generous in-flight limits.
+		"--enable-priority-and-fairness=false",
+		"--max-requests-inflight", "4000",
+		"--max-mutating-requests-inflight", "2000",
+		"--profiling=false",
+		"--v", "1")
+	return err
+}
+
+// RestConfig returns a client configuration for the API server whose
+// connections are dialled from inside the control-plane namespace (the
+// host's root namespace has no route to it). QPS and Burst are high
+// enough that client-go never throttles (its defaults, 5 and 10, would
+// take over half an hour for 10k Services and their EndpointSlices).
+func (cp *ControlPlane) RestConfig() *rest.Config {
+	return &rest.Config{
+		Host:            fmt.Sprintf("https://127.0.0.1:%d", SecurePort),
+		BearerToken:     cp.Token,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true},
+		QPS:             -1, // no client-side rate limit
+		Burst:           100000,
+		Timeout:         time.Minute,
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := cp.NS.Do(func() error {
+				var err error
+				c, err = (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		},
+	}
+}
+
+// NodeServer is the API server URL node i reaches over its link.
+func (cp *ControlPlane) NodeServer(i int) string {
+	return fmt.Sprintf("https://%s", net.JoinHostPort(cp.nodes[i].String(), fmt.Sprint(SecurePort)))
+}
+
+// NodeAddr is node i's own address on its control-plane link.
+func (cp *ControlPlane) NodeAddr(i int) netip.Addr { return cp.nodes[i].Next() }
+
+// WriteKubeconfig writes a kubeconfig for node i (its NodeServer, the
+// bearer token, TLS verification off: the serving certificate is
+// self-signed and the link is private to the testbed) to path.
+func (cp *ControlPlane) WriteKubeconfig(i int, path string) error {
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: testbed
+  cluster:
+    server: %s
+    insecure-skip-tls-verify: true
+users:
+- name: proxybench
+  user:
+    token: %s
+contexts:
+- name: testbed
+  context: {cluster: testbed, user: proxybench}
+current-context: testbed
+`, cp.NodeServer(i), cp.Token)
+	return os.WriteFile(path, []byte(kc), 0o600)
+}
+
+func (cp *ControlPlane) waitReady(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		for _, p := range []*topology.Process{cp.Etcd, cp.APIServer} {
+			if done, werr := p.Exited(); done {
+				return fmt.Errorf("controlplane: %s exited (%v) before the API server was ready:\n%s", p.Name, werr, cp.LogTail(p.Name, 20))
+			}
+		}
+		body, err := cp.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err == nil && bytes.Equal(bytes.TrimSpace(body), []byte("ok")) {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("controlplane: API server not ready after %v (last: %v):\n%s", timeout, last, cp.LogTail("kube-apiserver", 20))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// LogTail returns the last n lines of program name's log ("etcd",
+// "kube-apiserver").
+func (cp *ControlPlane) LogTail(name string, n int) string {
+	b, _ := os.ReadFile(filepath.Join(cp.Dir, name+".log"))
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Stop stops kube-apiserver then etcd (SIGTERM, then SIGKILL after 5 s),
+// deletes the control-plane namespace (and with it the node links) and
+// removes Dir. It is safe to call more than once, and on a partly started
+// control plane.
+func (cp *ControlPlane) Stop() error {
+	if cp == nil {
+		return nil
+	}
+	var errs []error
+	for _, p := range []*topology.Process{cp.APIServer, cp.Etcd} {
+		if p != nil {
+			errs = append(errs, p.Stop(5*time.Second))
+		}
+	}
+	cp.APIServer, cp.Etcd = nil, nil
+	if cp.NS != nil {
+		cp.NS.Close()
+		cp.NS = nil
+	}
+	for _, n := range cp.ns {
+		errs = append(errs, topology.DeleteNetns(n))
+	}
+	cp.ns = nil
+	if cp.Dir != "" {
+		errs = append(errs, os.RemoveAll(cp.Dir))
+		cp.Dir = ""
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,266 @@
+// Package apiobjects turns the scenario's services into Kubernetes API
+// objects (Services, EndpointSlices, Nodes) and creates them through
+// client-go, in parallel and without client-side throttling, so a real
+// kube-proxy sees what the builtin proxiers are given.
+package apiobjects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/proxybench/proxybench/workload"
+)
+
+// TriggerTimeAnnotation is the EndpointSlice annotation kube-proxy reads
+// to compute network_programming_duration_seconds (the time of the change
+// that triggered the slice's update, RFC 3339 with nanoseconds; set by the
+// EndpointSlice controller in a real cluster, by proxybench here).
+const TriggerTimeAnnotation = corev1.EndpointsLastChangeTriggerTime
+
+// ManagedBy is the endpointslice.kubernetes.io/managed-by value of the
+// slices proxybench writes.
+const ManagedBy = "proxybench"
+
+// ServiceCIDRName is the ServiceCIDR object that makes the scenario's
+// service range allocatable next to the API server's own range.
+const ServiceCIDRName = "proxybench"
+
+// Service returns the API object of s: a selector-less ClusterIP Service
+// (no controller touches its EndpointSlices), single-stack IPv4, with s's
+// ClusterIP and ports.
+func Service(s workload.Service) *corev1.Service {
+	ports := make([]corev1.ServicePort, len(s.Ports))
+	for j, p := range s.Ports {
+		ports[j] = corev1.ServicePort{Name: p.Name, Port: int32(p.Port), TargetPort: intstr.FromInt32(int32(p.TargetPort)), Protocol: corev1.Protocol(p.Protocol)}
+	}
+	single := corev1.IPFamilyPolicySingleStack
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name},
+		Spec: corev1.ServiceSpec{
+			Type:           corev1.ServiceTypeClusterIP,
+			ClusterIP:      s.ClusterIP.String(),
+			ClusterIPs:     []string{s.ClusterIP.String()},
+			IPFamilies:     []corev1.IPFamily{corev1.IPv4Protocol},
+			IPFamilyPolicy: &single,
+			Ports:          ports,
+		},
+	}
+}
+
+// SliceName is the name of s's (single) EndpointSlice.
+func SliceName(s workload.Service) string { return s.Name + "-pb" }
+
+// EndpointSlice returns the IPv4 EndpointSlice of s, labelled with its
+// service name, with trigger as TriggerTimeAnnotation. An endpoint that is
+// not Ready has ready=false, serving=false, terminating=false (a pod that is
+// not ready yet); use Terminating for one being deleted.
+func EndpointSlice(s workload.Service, trigger time.Time) *discoveryv1.EndpointSlice {
+	ports := make([]discoveryv1.EndpointPort, len(s.Ports))
+	for j, p := range s.Ports {
+		name, port, proto := p.Name, int32(p.TargetPort), corev1.Protocol(p.Protocol)
+		ports[j] = discoveryv1.EndpointPort{Name: &name, Port: &port, Protocol: &proto}
+	}
+	eps := make([]discoveryv1.Endpoint, len(s.Endpoints))
+	for k, e := range s.Endpoints {
+		ready, serving, terminating := e.Ready, e.Ready, false
+		eps[k] = discoveryv1.Endpoint{
+			Addresses:  []string{e.IP.String()},
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving, Terminating: &terminating},
+		}
+	}
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.Namespace, Name: SliceName(s),
+			Labels: map[string]string{
+				discoveryv1.LabelServiceName: s.Name,
+				discoveryv1.LabelManagedBy:   ManagedBy,
+			},
+			Annotations: map[string]string{TriggerTimeAnnotation: trigger.UTC().Format(time.RFC3339Nano)},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   eps,
+		Ports:       ports,
+	}
+}
+
+// Terminating marks endpoint k of slice as terminating (ready=false,
+// serving as given): a pod being deleted, which kube-proxy keeps using
+// only when no endpoint of the service is ready (KEP-1669).
+func Terminating(slice *discoveryv1.EndpointSlice, k int, serving bool) {
+	f, t := false, true
+	slice.Endpoints[k].Conditions = discoveryv1.EndpointConditions{Ready: &f, Serving: &serving, Terminating: &t}
+}
+
+// Node is one fake node as the API sees it.
+type Node struct {
+	Name       string     // kube-proxy's hostnameOverride
+	InternalIP netip.Addr // so kube-proxy does not wait 30 s for an address
+}
+
+// NodeObject returns the Node object of n, with its InternalIP and Ready.
+func NodeObject(n Node) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{corev1.LabelHostname: n.Name}},
+		Status: corev1.NodeStatus{
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.InternalIP.String()}, {Type: corev1.NodeHostName, Address: n.Name}},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		},
+	}
+}
+
+// Spec is what Create creates.
+type Spec struct {
+	// ServiceCIDR is the scenario's service range, registered as a
+	// ServiceCIDR object (the API server's own range holds only the
+	// `kubernetes` Service).
+	ServiceCIDR netip.Prefix
+	Nodes       []Node
+	Services    []workload.Service
+	// Workers is the number of concurrent create calls (default 64).
+	Workers int
+	// Trigger is the trigger time written on every slice (default: now).
+	Trigger time.Time
+}
+
+// Stats says what Create did and how long it took.
+type Stats struct {
+	Services, EndpointSlices, Nodes int
+	// Elapsed is the wall time of the whole Create.
+	Elapsed time.Duration
+}
+
+// Create creates the namespace(s) of spec.Services, the ServiceCIDR, the
+// Nodes, then every Service and its EndpointSlice with spec.Workers calls
+// in flight. An object that already exists is an error. On the first error
+// it stops and returns it with what was created so far.
+func Create(ctx context.Context, c kubernetes.Interface, spec Spec) (Stats, error) {
+	t0 := time.Now()
+	var st Stats
+	if spec.Trigger.IsZero() {
+		spec.Trigger = time.Now()
+	}
+	workers := spec.Workers
+	if workers <= 0 {
+		workers = 64
+	}
+	if spec.ServiceCIDR.IsValid() {
+		sc := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: ServiceCIDRName},
+			Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{spec.ServiceCIDR.Masked().String()}}}
+		if _, err := c.NetworkingV1().ServiceCIDRs().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
+			return st, fmt.Errorf("apiobjects: create ServiceCIDR %s: %w", spec.ServiceCIDR, err)
+		}
+	}
+	namespaces := map[string]bool{}
+	for _, s := range spec.Services {
+		namespaces[s.Namespace] = true
+	}
+	for ns := range namespaces {
+		_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return st, fmt.Errorf("apiobjects: create namespace %s: %w", ns, err)
+		}
+	}
+	for _, n := range spec.Nodes {
+		if _, err := c.CoreV1().Nodes().Create(ctx, NodeObject(n), metav1.CreateOptions{}); err != nil {
+			return st, fmt.Errorf("apiobjects: create node %s: %w", n.Name, err)
+		}
+		st.Nodes++
+	}
+	var nsvc, nslice atomic.Int64
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				s := spec.Services[i]
+				err := createService(ctx, c, s)
+				if err == nil {
+					nsvc.Add(1)
+					_, err = c.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, EndpointSlice(s, spec.Trigger), metav1.CreateOptions{})
+					if err != nil {
+						err = fmt.Errorf("apiobjects: create EndpointSlice %s/%s: %w", s.Namespace, SliceName(s), err)
+					} else {
+						nslice.Add(1)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					cancel()
+				}
+			}
+		}()
+	}
+feed:
+	for i := range spec.Services {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	st.Services, st.EndpointSlices = int(nsvc.Load()), int(nslice.Load())
+	st.Elapsed = time.Since(t0)
+	if len(errs) > 0 {
+		return st, errs[0]
+	}
+	return st, ctx.Err()
+}
+
+// createService creates s, retrying for up to 30 s while its ClusterIP is
+// not yet allocatable (the API server picks up a new ServiceCIDR through an
+// informer, a moment after it is created).
+func createService(ctx context.Context, c kubernetes.Interface, s workload.Service) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := c.CoreV1().Services(s.Namespace).Create(ctx, Service(s), metav1.CreateOptions{})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsInvalid(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("apiobjects: create Service %s/%s (clusterIP %s): %w", s.Namespace, s.Name, s.ClusterIP, err)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// UpdateSlice replaces s's EndpointSlice with one built from s (its current
+// endpoints) stamped with trigger: how churn reaches kube-proxy.
+func UpdateSlice(ctx context.Context, c kubernetes.Interface, s workload.Service, trigger time.Time) error {
+	cur, err := c.DiscoveryV1().EndpointSlices(s.Namespace).Get(ctx, SliceName(s), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("apiobjects: get EndpointSlice %s/%s: %w", s.Namespace, SliceName(s), err)
+	}
+	next := EndpointSlice(s, trigger)
+	next.ResourceVersion = cur.ResourceVersion
+	if _, err := c.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("apiobjects: update EndpointSlice %s/%s: %w", s.Namespace, SliceName(s), err)
+	}
+	return nil
+}
