@@ -17,11 +17,11 @@ STATICCHECK := bin/staticcheck
 KUBE_VERSION ?= v1.37.2
 KUBE_TARGETS ?= kube-proxy kube-apiserver
 
-.PHONY: setup deps build tools kube test test-short bench bench-full bench-sim aa lint clean
+.PHONY: setup deps build tools kube kernels kernels-ci test test-short bench bench-full bench-sim aa lint clean
 
 ## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench, install the pinned linter,
-## build the Kubernetes binaries (make kube)
-setup: deps build tools kube
+## build the Kubernetes binaries (make kube) and the guest kernel CI uses (make kernels-ci)
+setup: deps build tools kube kernels-ci
 
 deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make setup needs root (apt-get); run: sudo make setup" >&2; exit 2; fi
@@ -35,6 +35,28 @@ deps:
 ## build: bin/proxybench
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/proxybench ./cmd/proxybench
+
+# Guest kernels: user-mode-linux kernels built from Debian's linux-source-<v>
+# with internal/uml/kconfig/proxybench.config (every mode's options built in),
+# cached under $(PROXYBENCH_CACHE)/kernels/<package version>-<fragment hash>,
+# so a second build is instant. About 25 min each on a busy 2-core machine.
+KERNELS ?= 6.12 6.1
+CI_KERNELS ?= 6.12
+KERNEL_BUILD_PACKAGES := bc flex bison gcc make libc6-dev
+
+## kernels: build the guest kernels $(KERNELS) (--kernel uml:6.12, uml:6.1); a missing option fails the build naming it
+kernels:
+	@if [ "$$(id -u)" != 0 ]; then echo "make kernels needs root (apt-get, $${PROXYBENCH_CACHE:-/var/cache/proxybench}); run: sudo make kernels" >&2; exit 2; fi
+	@missing=""; for p in $(KERNEL_BUILD_PACKAGES) $(addprefix linux-source-,$(KERNELS)); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends -o DPkg::Lock::Timeout=600 $$missing; \
+	fi
+	@for v in $(KERNELS); do internal/uml/kconfig/build.sh $$v || exit 1; done
+
+## kernels-ci: the guest kernel the test suite boots (uml:$(CI_KERNELS))
+kernels-ci:
+	$(MAKE) kernels KERNELS="$(CI_KERNELS)"
 
 ## kube: build kube-proxy, kube-apiserver (k8s.io/kubernetes $(KUBE_VERSION)) and etcd into bin/ from the module
 ## internal/kubebin; cached (a bin/<name>-<version> that reports the version is kept). The first build takes

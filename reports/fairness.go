@@ -484,13 +484,13 @@ func (r *FairnessRun) SortedServices() []ServiceFairness {
 // every underpowered run.
 func writeFairnessMarkdown(b *strings.Builder, r *Result) {
 	var runs []*FairnessRun
-	mode := map[*FairnessRun]string{} // the mode, "(uml)" for a guest mode of a split run
+	mode := map[*FairnessRun]string{} // the mode, with its kernel when the run used several
 	for i := range r.Modes {
 		if f := r.Modes[i].FairnessRun; f != nil {
 			runs = append(runs, f)
 			mode[f] = f.Mode
-			if r.Modes[i].Kernel == "uml" && r.Machine.KernelWhere == "host+uml" {
-				mode[f] += " (uml)"
+			if r.MultiKernel() {
+				mode[f] += " (" + kernelOf(r.Modes[i]) + ")"
 			}
 		}
 	}

@@ -142,8 +142,8 @@ func Figures(r *Result) []Figure {
 	for _, m := range r.Modes {
 		size := modeSize(r, m)
 		kernel := ""
-		if m.Kernel == "uml" {
-			kernel = "uml"
+		if isGuest(kernelOf(m)) {
+			kernel = m.Kernel
 		}
 		variant := ""
 		if s := m.Info["scheduler"]; s != "" && r.Scenario != nil && len(r.Scenario.Sweep.Schedulers) > 0 {

@@ -78,48 +78,64 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 		page.Sections = append(page.Sections, sec)
 	}
 
-	lk := htmlSection{ID: "lookup", Title: "lookup.latency: TCP connect time through the ClusterIP, per service position"}
-	for _, pc := range []float64{50, 99} {
-		p, err := lookupBars(r, top, pc, pal)
-		add(&lk, p, 9*vg.Inch, 3.5*vg.Inch, err)
-	}
-	lk.Notes = append(lk.Notes, "Percentiles recomputed from the raw samples: "+Precision+".")
-	page.Sections = append(page.Sections, lk)
-
-	cdf := htmlSection{ID: "cdf", Title: "lookup.latency CDFs (all repetitions, raw samples)"}
-	for _, pos := range positions(r) {
-		p, err := cdfPlot(r, top, pos, pal)
-		add(&cdf, p, 4.4*vg.Inch, 3.2*vg.Inch, err)
-	}
-	page.Sections = append(page.Sections, cdf)
-
-	sy := htmlSection{ID: "sync", Title: "sync.full: program every service from empty (median repetition, by phase)"}
-	p, err := syncPlot(r, top)
-	add(&sy, p, 9*vg.Inch, 3.5*vg.Inch, err)
-	page.Sections = append(page.Sections, sy)
-
-	fa := htmlSection{ID: "fairness", Title: "fairness: connections per endpoint over the expected share, per mode and scheduler"}
-	for _, m := range r.Modes {
-		if modeSize(r, m) != top || m.Fairness.Services == 0 {
-			continue
+	// One set of plots per kernel when the run used several: each kernel's
+	// modes with its own none baseline, never mixed in one plot.
+	groups, gnames := []*Result{r}, []string{""}
+	if r.MultiKernel() {
+		groups, gnames = nil, nil
+		for _, k := range r.KernelNames() {
+			groups, gnames = append(groups, r.ForKernel(k)), append(gnames, k)
 		}
-		p, err := fairnessPlot(m, r.modeLabel(m))
-		add(&fa, p, 4.4*vg.Inch, 3.2*vg.Inch, err)
 	}
-	if len(fa.Plots) > 0 {
-		page.Sections = append(page.Sections, fa)
-	}
-
-	pr := htmlSection{ID: "programming", Title: "programming.latency: endpoint change to the first connection on the new endpoint"}
-	for _, m := range r.Modes {
-		if modeSize(r, m) != top || len(programmingSamples(m)) == 0 {
-			continue
+	for gi, g := range groups {
+		gid, gtitle := "", ""
+		if gnames[gi] != "" {
+			gid, gtitle = "-"+htmlID(gnames[gi]), " — kernel "+gnames[gi]+" ("+g.Machine.Kernel+")"
 		}
-		p, err := programmingPlot(m, r.modeLabel(m), pal)
-		add(&pr, p, 4.4*vg.Inch, 3.2*vg.Inch, err)
-	}
-	if len(pr.Plots) > 0 || len(pr.Notes) > 0 {
-		page.Sections = append(page.Sections, pr)
+		gpal := modeColors(g)
+		lk := htmlSection{ID: "lookup" + gid, Title: "lookup.latency: TCP connect time through the ClusterIP, per service position" + gtitle}
+		for _, pc := range []float64{50, 99} {
+			p, err := lookupBars(g, top, pc, gpal)
+			add(&lk, p, 9*vg.Inch, 3.5*vg.Inch, err)
+		}
+		lk.Notes = append(lk.Notes, "Percentiles recomputed from the raw samples: "+Precision+".")
+		page.Sections = append(page.Sections, lk)
+
+		cdf := htmlSection{ID: "cdf" + gid, Title: "lookup.latency CDFs (all repetitions, raw samples)" + gtitle}
+		for _, pos := range positions(g) {
+			p, err := cdfPlot(g, top, pos, gpal)
+			add(&cdf, p, 4.4*vg.Inch, 3.2*vg.Inch, err)
+		}
+		page.Sections = append(page.Sections, cdf)
+
+		sy := htmlSection{ID: "sync" + gid, Title: "sync.full: program every service from empty (median repetition, by phase)" + gtitle}
+		p, err := syncPlot(g, top)
+		add(&sy, p, 9*vg.Inch, 3.5*vg.Inch, err)
+		page.Sections = append(page.Sections, sy)
+
+		fa := htmlSection{ID: "fairness" + gid, Title: "fairness: connections per endpoint over the expected share, per mode and scheduler" + gtitle}
+		for _, m := range g.Modes {
+			if modeSize(g, m) != top || m.Fairness.Services == 0 {
+				continue
+			}
+			p, err := fairnessPlot(m, g.modeLabel(m))
+			add(&fa, p, 4.4*vg.Inch, 3.2*vg.Inch, err)
+		}
+		if len(fa.Plots) > 0 {
+			page.Sections = append(page.Sections, fa)
+		}
+
+		pr := htmlSection{ID: "programming" + gid, Title: "programming.latency: endpoint change to the first connection on the new endpoint" + gtitle}
+		for _, m := range g.Modes {
+			if modeSize(g, m) != top || len(programmingSamples(m)) == 0 {
+				continue
+			}
+			p, err := programmingPlot(m, g.modeLabel(m), gpal)
+			add(&pr, p, 4.4*vg.Inch, 3.2*vg.Inch, err)
+		}
+		if len(pr.Plots) > 0 || len(pr.Notes) > 0 {
+			page.Sections = append(page.Sections, pr)
+		}
 	}
 
 	page.Figures = htmlFigures(r)
@@ -127,7 +143,7 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 	if err := pageTmpl.Execute(&buf, page); err != nil {
 		return err
 	}
-	_, err = w.Write(buf.Bytes())
+	_, err := w.Write(buf.Bytes())
 	return err
 }
 
@@ -564,4 +580,14 @@ func programmingSamples(m ModeResult) []int64 {
 		}
 	}
 	return out
+}
+
+// htmlID makes a kernel name usable in an element id ("uml:6.12" -> "uml-6-12").
+func htmlID(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '-'
+	}, s)
 }

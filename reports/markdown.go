@@ -37,10 +37,33 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	if n := len(r.MoreRuns); n > 0 {
 		fmt.Fprintf(&b, "This result holds %d runs of the whole measurement (run --count); the tables show run 1. `proxybench compare` judges each figure across all of them.\n\n", n+1)
 	}
-	if r.Machine.KernelWhere == "host+uml" {
-		fmt.Fprintf(&b, "Modes marked (uml) ran in a user-mode-linux guest (kernel %s, 1 CPU), the others on the host: compare within one kernel only. %s\n\n", r.Machine.GuestKernel, r.Machine.KernelWhy)
+	if r.MultiKernel() {
+		fmt.Fprintf(&b, "The modes ran on %d kernels: %s. Each kernel's section has its own `none` baseline and ratios against it; compare absolute figures within one kernel only (a user-mode-linux guest runs syscalls ~25× slower than the host). %s\n\n",
+			len(r.KernelNames()), strings.Join(r.KernelNames(), ", "), r.Machine.KernelWhy)
+		for _, k := range r.KernelNames() {
+			sub := r.ForKernel(k)
+			kr := r.KernelRunOf(k)
+			fmt.Fprintf(&b, "## kernel %s (%s)\n\n", k, sub.Machine.Kernel)
+			if kr.Source != "" {
+				fmt.Fprintf(&b, "%s", kr.Source)
+				if kr.InitNs > 0 {
+					fmt.Fprintf(&b, " · boot: init after %.2f s, program after %.2f s, halt after %.1f s", float64(kr.InitNs)/1e9, float64(kr.BootNs)/1e9, float64(kr.GuestNs)/1e9)
+				}
+				b.WriteString("\n\n")
+			}
+			writeMarkdownBody(&b, sub)
+			b.WriteString("\n")
+		}
+		writeKernelsMarkdown(&b, r)
+	} else {
+		writeMarkdownBody(&b, r)
 	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
 
+// writeMarkdownBody writes the tables of one kernel's modes.
+func writeMarkdownBody(b *strings.Builder, r *Result) {
 	b.WriteString("### sync.full: program every service from empty\n\n")
 	b.WriteString("| mode | back end | n | wall p50 | wall min | wall max | CPU p50 (proxy: thread + rule programs) | objects | bytes | phases (p50 run) |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
@@ -57,12 +80,12 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 			objs, bytes = med.Objects, med.Bytes
 			phases = phaseText(med.Phases)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %d | %d | %s |\n", r.label(m), m.Info["backend"], s.Count,
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %d | %d | %s |\n", r.label(m), m.Info["backend"], s.Count,
 			dur(time.Duration(s.P50)), dur(time.Duration(s.Min)), dur(time.Duration(s.Max)), dur(time.Duration(c.P50)), objs, bytes, phases)
 	}
 
 	b.WriteString("\n### lookup.latency: TCP connect time through the ClusterIP (µs)\n\n")
-	fmt.Fprintf(&b, "Percentiles: %s. `vs none` is p50 over mode none's p50 at the same position.\n\n", Precision)
+	fmt.Fprintf(b, "Percentiles: %s. `vs none` is p50 over mode none's p50 at the same position.\n\n", Precision)
 	b.WriteString("| mode | position | index | n | p50 | p90 | p99 | p99.9 | vs none | conn/s | errors |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	base := map[string]int64{} // "size/position" -> none's p50
@@ -84,18 +107,18 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 			if p.Index < 0 {
 				idx = "any"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %.0f | %d |\n", r.label(m), p.Position, idx, l.Count,
+			fmt.Fprintf(b, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %.0f | %d |\n", r.label(m), p.Position, idx, l.Count,
 				us(l.P50), us(l.P90), us(l.P99), us(l.P999), vs, p.CPS, p.Errors+p.Misses)
 		}
 	}
 	b.WriteString("\n")
-	writeErrorKinds(&b, r)
+	writeErrorKinds(b, r)
 	for _, w := range append(FaultWarnings(r), baselineWarnings(r, base)...) {
 		b.WriteString("- **warning**: " + w + "\n")
 	}
 	for _, m := range r.Modes {
 		if f, l, ok := firstLast(m); ok {
-			fmt.Fprintf(&b, "- %s: p50 at the last service is %.2f× the first (%s → %s µs", r.label(m), float64(l)/float64(f), us(f), us(l))
+			fmt.Fprintf(b, "- %s: p50 at the last service is %.2f× the first (%s → %s µs", r.label(m), float64(l)/float64(f), us(f), us(l))
 			var fs, ls []int64
 			for _, p := range m.Lookup {
 				switch p.Position {
@@ -106,7 +129,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 				}
 			}
 			if d, lo, hi := MedianDiffCI(fs, ls, 0.95, 1000, 1); !math.IsNaN(d) {
-				fmt.Fprintf(&b, "; difference %+.1f µs, 95%% bootstrap CI %+.1f..%+.1f µs", d/1e3, lo/1e3, hi/1e3)
+				fmt.Fprintf(b, "; difference %+.1f µs, 95%% bootstrap CI %+.1f..%+.1f µs", d/1e3, lo/1e3, hi/1e3)
 			}
 			b.WriteString(")\n")
 		}
@@ -117,17 +140,81 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, m := range r.Modes {
 		f := m.Fairness
-		fmt.Fprintf(&b, "| %s | %d | %d | %.4f | %.3f | %d | %.2f | %d | %.3g |\n", r.label(m), f.Services, f.Samples, f.MinJain, f.MaxMaxMin, f.Starved, f.ChiSquare, f.DoF, f.PValue)
+		fmt.Fprintf(b, "| %s | %d | %d | %.4f | %.3f | %d | %.2f | %d | %.3g |\n", r.label(m), f.Services, f.Samples, f.MinJain, f.MaxMaxMin, f.Starved, f.ChiSquare, f.DoF, f.PValue)
 	}
-	writeFairnessMarkdown(&b, r)
-	writeCostMarkdown(&b, r)
-	writeChurnMarkdown(&b, r)
-	writeTransitionsMarkdown(&b, r)
-	writeSyncDisruptionMarkdown(&b, r)
-	writeLifecycleMarkdown(&b, r)
-	writeConnReuseMarkdown(&b, r)
-	_, err := io.WriteString(w, b.String())
-	return err
+	writeFairnessMarkdown(b, r)
+	writeCostMarkdown(b, r)
+	writeChurnMarkdown(b, r)
+	writeTransitionsMarkdown(b, r)
+	writeSyncDisruptionMarkdown(b, r)
+	writeLifecycleMarkdown(b, r)
+	writeConnReuseMarkdown(b, r)
+}
+
+// writeKernelsMarkdown puts the kernels side by side: per mode, its
+// sync.full p50 and its lookup p50 per position as a ratio to its own
+// kernel's none (the figure that carries across kernels).
+func writeKernelsMarkdown(b *strings.Builder, r *Result) {
+	ks := r.KernelNames()
+	b.WriteString("## across kernels\n\n")
+	b.WriteString("sync.full p50 per mode, and lookup.latency p50 over the same kernel's `none` at the same position (× none; absolute µs in brackets).\n\n")
+	b.WriteString("| mode | figure |")
+	for _, k := range ks {
+		b.WriteString(" " + k + " |")
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("--:|", len(ks)) + "\n")
+	type key struct{ mode, label string }
+	var rows []key
+	cells := map[key]map[string]string{}
+	put := func(k key, kernel, v string) {
+		if cells[k] == nil {
+			cells[k] = map[string]string{}
+			rows = append(rows, k)
+		}
+		cells[k][kernel] = v
+	}
+	base := map[string]int64{}
+	for _, m := range r.Modes {
+		if m.Mode == "none" {
+			for _, p := range m.Lookup {
+				base[baseKey(m, p.Position)] = p.Latency.P50
+			}
+		}
+	}
+	for _, m := range r.Modes {
+		name := m.Mode
+		if r.Scenario != nil && len(r.Scenario.Sweep.Services) > 0 {
+			name = fmt.Sprintf("%s @%d", m.Mode, m.Services)
+		}
+		if s := m.Info["scheduler"]; s != "" && r.Scenario != nil && len(r.Scenario.Sweep.Schedulers) > 0 {
+			name += "/" + s
+		}
+		if m.SyncFullSummary.Count > 0 {
+			put(key{name, "sync.full p50"}, kernelOf(m), dur(time.Duration(m.SyncFullSummary.P50)))
+		}
+		if m.SyncIncrementalSummary.Count > 0 {
+			put(key{name, "sync.incremental p50"}, kernelOf(m), dur(time.Duration(m.SyncIncrementalSummary.P50)))
+		}
+		for _, p := range m.Lookup {
+			v := "- (" + us(p.Latency.P50) + " µs)"
+			if bp := base[baseKey(m, p.Position)]; bp > 0 && p.Latency.P50 > 0 {
+				v = fmt.Sprintf("%.2f× (%s µs)", float64(p.Latency.P50)/float64(bp), us(p.Latency.P50))
+			}
+			put(key{name, "lookup p50 " + p.Position}, kernelOf(m), v)
+		}
+	}
+	for _, k := range rows {
+		fmt.Fprintf(b, "| %s | %s |", k.mode, k.label)
+		for _, kn := range ks {
+			v := cells[k][kn]
+			if v == "" {
+				v = "-"
+			}
+			b.WriteString(" " + v + " |")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
 }
 
 // label names a ModeResult in tables: the mode, with its size in a sweep.
@@ -158,14 +245,14 @@ func baselineWarnings(r *Result, base map[string]int64) []string {
 }
 
 // modeLabel names a mode within one size: the mode, its IPVS scheduler in
-// a scheduler sweep, and "(uml)" for a guest mode of a split run.
+// a scheduler sweep, and its kernel in brackets when the run used several.
 func (r *Result) modeLabel(m ModeResult) string {
 	l := m.Mode
 	if s := m.Info["scheduler"]; s != "" && r.Scenario != nil && len(r.Scenario.Sweep.Schedulers) > 0 {
 		l += "/" + s
 	}
-	if m.Kernel == "uml" && r.Machine.KernelWhere == "host+uml" {
-		l += " (uml)"
+	if r.MultiKernel() {
+		l += " (" + kernelOf(m) + ")"
 	}
 	return l
 }

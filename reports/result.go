@@ -20,15 +20,18 @@ const SchemaVersion = 1
 // Result is one run: the machine, the effective scenario, and per mode the
 // raw samples and their summaries.
 type Result struct {
-	SchemaVersion int                 `json:"schemaVersion"`
-	Tool          string              `json:"tool"` // "proxybench <version>"
-	RunID         string              `json:"runID"`
-	Engine        string              `json:"engine"` // "real"
-	Started       time.Time           `json:"started"`
-	Finished      time.Time           `json:"finished"`
-	Machine       Machine             `json:"machine"`
-	Scenario      *scenarios.Scenario `json:"scenario"`
-	Modes         []ModeResult        `json:"modes"`
+	SchemaVersion int       `json:"schemaVersion"`
+	Tool          string    `json:"tool"` // "proxybench <version>"
+	RunID         string    `json:"runID"`
+	Engine        string    `json:"engine"` // "real"
+	Started       time.Time `json:"started"`
+	Finished      time.Time `json:"finished"`
+	Machine       Machine   `json:"machine"`
+	// Kernels lists every kernel the run used, in run order; each
+	// ModeResult's Kernel names one of them.
+	Kernels  []KernelRun         `json:"kernels,omitempty"`
+	Scenario *scenarios.Scenario `json:"scenario"`
+	Modes    []ModeResult        `json:"modes"`
 	// Partial, when set, says why the run stopped before its end
 	// (interrupted by a signal, a mode failed): Modes holds what was
 	// finished, and the modes and phases missing were never measured.
@@ -56,18 +59,44 @@ type Machine struct {
 	// HostKernel is the host's release when the run happened in a guest.
 	HostKernel string `json:"hostKernel,omitempty"`
 	// GuestBootNs is the guest's boot time (start to program), in ns.
-	GuestBootNs int64  `json:"guestBootNs,omitempty"`
-	CPUModel    string `json:"cpuModel"`
-	CPUs        int    `json:"cpus"`
-	MemoryBytes uint64 `json:"memoryBytes"`
-	GoVersion   string `json:"goVersion"`
+	GuestBootNs int64 `json:"guestBootNs,omitempty"`
+	// GuestInitNs is the guest's time from start to its init script, and
+	// GuestElapsedNs from start to halt, in ns (a run in one guest).
+	GuestInitNs    int64  `json:"guestInitNs,omitempty"`
+	GuestElapsedNs int64  `json:"guestElapsedNs,omitempty"`
+	CPUModel       string `json:"cpuModel"`
+	CPUs           int    `json:"cpus"`
+	MemoryBytes    uint64 `json:"memoryBytes"`
+	GoVersion      string `json:"goVersion"`
+}
+
+// KernelRun is one kernel of a run.
+type KernelRun struct {
+	// Name is "host" or the guest kernel's name ("uml:6.12", "uml:6.1",
+	// "uml:debian", or a kernel binary's path), as --kernel takes it.
+	Name string `json:"name"`
+	// Release is the kernel's uname -r.
+	Release string `json:"release"`
+	// Where is "host" or "uml".
+	Where string `json:"where"`
+	// Source says where a guest kernel came from (make kernels' package
+	// and fragment hash, or Debian's user-mode-linux package).
+	Source string   `json:"source,omitempty"`
+	Modes  []string `json:"modes"`
+	CPUs   int      `json:"cpus,omitempty"`
+	// InitNs (start to init script), BootNs (start to the program) and
+	// GuestNs (start to halt) time a guest kernel, in ns.
+	InitNs  int64 `json:"initNs,omitempty"`
+	BootNs  int64 `json:"bootNs,omitempty"`
+	GuestNs int64 `json:"guestNs,omitempty"`
 }
 
 // ModeResult holds one proxy mode's figures.
 type ModeResult struct {
 	Mode string `json:"mode"`
-	// Kernel is where this mode ran: "host" or "uml" (the user-mode-linux
-	// guest); figures compare only between modes of one kernel.
+	// Kernel is where this mode ran: "host", or a guest kernel's name
+	// (KernelRun.Name; "uml" in results before kernels had names);
+	// figures compare only between modes of one kernel.
 	Kernel string `json:"kernel,omitempty"`
 	// FellBackFrom names the mode this one replaced under `fallback:
 	// iptables` (kube-proxy's downgrade when IP_VS is missing).

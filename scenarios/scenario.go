@@ -32,9 +32,14 @@ type Scenario struct {
 	// iptables, ipvs, nftables, userspace), checked by Catalog.Parse.
 	Modes []string `yaml:"modes" json:"modes"`
 
-	// Kernel picks where the modes run: auto (default: host when the host
-	// kernel supports every requested mode, else uml), host, or uml (a
-	// user-mode-linux guest kernel with IP_VS, running this same binary).
+	// Kernel picks where the modes run: auto (default: the host when its
+	// kernel supports every requested mode, else one user-mode-linux
+	// kernel that runs them all, else a split), or a comma-separated list
+	// of kernels the whole scenario runs on, each reported on its own:
+	// host, uml (the default guest kernel: the one make kernels built from
+	// linux-source-6.12 when present, else Debian's), uml:6.12, uml:6.1
+	// (built by make kernels), uml:debian (the user-mode-linux package),
+	// or a path to a user-mode-linux kernel binary.
 	Kernel string `yaml:"kernel" json:"kernel"`
 	// Fallback, when "iptables", reproduces kube-proxy's downgrade from
 	// ipvs to iptables where the kernel lacks IP_VS; the result records

@@ -502,7 +502,7 @@ func (c *checker) traffic() {
 func (c *checker) engine() {
 	s := c.s
 	c.oneOf("iptables.backend", s.IPTables.Backend, []string{"legacy", "nft"})
-	c.oneOf("kernel", s.Kernel, []string{"auto", "host", "uml"})
+	s.validateKernel(c.add)
 	// engine and sim.nodes stay unset by default: "" is real, unset is 1 node.
 	if s.Engine == "" || c.oneOf("engine", s.Engine, []string{"real", "sim"}) {
 		if s.Engine != "sim" && s.Sim.Nodes > 1 {
@@ -974,4 +974,42 @@ func bitsFor(n int64) int {
 		b++
 	}
 	return b
+}
+
+// KernelNames splits a kernel value ("host,uml:6.12") into its names,
+// trimmed, empty ones dropped.
+func KernelNames(v string) []string {
+	var out []string
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// kernelName matches uml:<series> (uml:6.12) and uml:debian.
+var kernelName = regexp.MustCompile(`^uml:([0-9]+\.[0-9]+|debian)$`)
+
+// validateKernel checks kernel: auto alone, or a list of host, uml,
+// uml:<series>, uml:debian and paths (containing a /), each once.
+func (s *Scenario) validateKernel(add func(field, msg, fix string)) {
+	const fix = "use one of auto, host, uml, uml:6.12, uml:6.1, uml:debian, or a path to a user-mode-linux kernel binary; several (not auto) as a comma-separated list, e.g. host,uml:6.12"
+	names := KernelNames(s.Kernel)
+	if len(names) == 0 {
+		add("kernel", "is empty", fix)
+		return
+	}
+	for i, n := range names {
+		switch {
+		case n == "auto" && len(names) > 1:
+			add("kernel", "auto cannot be combined with other kernels", "give auto alone, or list the kernels to run on")
+		case n == "auto", n == "host", n == "uml", kernelName.MatchString(n), strings.Contains(n, "/"):
+		default:
+			add("kernel", fmt.Sprintf("unknown value %q", n), fix)
+		}
+		if j := slices.Index(names, n); j < i {
+			add("kernel", fmt.Sprintf("%q is listed twice", n), "remove the duplicate")
+		}
+	}
 }

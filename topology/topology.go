@@ -382,6 +382,11 @@ func LiveRuns(names []string) map[string]bool {
 		if p.Name()[0] < '0' || p.Name()[0] > '9' {
 			continue
 		}
+		if env, err := os.ReadFile(filepath.Join("/proc", p.Name(), "environ")); err != nil || len(env) == 0 {
+			// Exiting (its memory is gone, e.g. a child killed with its
+			// proxybench a moment ago) or a kernel thread: not a run.
+			continue
+		}
 		if childRun(p.Name()) != "" {
 			// etcd, kube-apiserver, kube-proxy (and what they run) live
 			// inside the namespaces but do not keep a run alive: with

@@ -17,11 +17,11 @@ import (
 var compareFormats = []string{"text", "benchstat", "junit", "json"}
 
 func newCompareCmd() *cobra.Command {
-	var tolerance, format, output, gateFlag string
+	var tolerance, format, output, gateFlag, kernels string
 	var alpha float64
 	var failOnRegression, force, anySize, selfCheck bool
 	cmd := &cobra.Command{
-		Use:   "compare BASE.json... -- NEW.json...  |  compare BASE.json NEW.json",
+		Use:   "compare BASE.json... -- NEW.json...  |  compare BASE.json NEW.json  |  compare RUN.json --kernels A,B",
 		Short: "Compare runs figure by figure across runs, with a rank test and a noise floor",
 		Long: `compare judges every gate figure of the NEW runs against the BASE runs
 across runs: each run gives one value per figure (lookup.latency.p50 and .p99,
@@ -47,6 +47,14 @@ the false-alarm rate and the noise floor per figure.
 Runs from different machines or kernels (hostname, kernel release, host or
 uml, CPU model) are refused unless --force.
 
+--kernels compares kernels instead of builds (the kernel-upgrade question):
+with one result, --kernels A,B compares its modes on kernel A (base) with the
+same modes on kernel B (new), e.g. --kernels uml:6.1,uml:6.12 (run it with
+--count N for the rank test to judge); with two sides, --kernels A,B takes
+kernel A of BASE and kernel B of NEW, and --kernels A kernel A of both.
+Absolute guest figures are not host figures (syscalls cost ~25x more in a
+guest): between the host and a guest kernel, read the vsnone figures.
+
 Exit codes: 0 no flagged regression (or --fail-on-regression not given),
 1 a flagged regression of a gated figure with --fail-on-regression, 2 bad
 input or refused runs.`,
@@ -55,8 +63,9 @@ input or refused runs.`,
   proxybench compare base.json new.json --tolerance 5% --fail-on-regression
   proxybench compare base-*.json -- new-*.json --format benchstat
   proxybench compare base.json new.json --format junit --output compare.xml
-  proxybench compare --self-check aa/a-*.json -- aa/b-*.json`,
-		Args: cobra.MinimumNArgs(2),
+  proxybench compare --self-check aa/a-*.json -- aa/b-*.json
+  proxybench compare results/kernel-upgrade.json --kernels uml:6.1,uml:6.12`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(compareFormats, format) {
 				return badInput(fmt.Errorf("--format %q: use one of %s", format, strings.Join(compareFormats, ", ")))
@@ -74,8 +83,12 @@ input or refused runs.`,
 			} else if len(args) == 2 {
 				basePaths, newPaths = args[:1], args[1:]
 			}
+			oneFile := len(args) == 1 && kernels != ""
+			if oneFile {
+				newPaths = args // the same run, the other kernel
+			}
 			if len(basePaths) == 0 || len(newPaths) == 0 {
-				return badInput(fmt.Errorf("give the base results, then --, then the new results (or exactly two results)"))
+				return badInput(fmt.Errorf("give the base results, then --, then the new results (or exactly two results, or one result and --kernels A,B)"))
 			}
 			read := func(paths []string) ([]*reports.Result, error) {
 				var rs []*reports.Result
@@ -100,7 +113,38 @@ input or refused runs.`,
 			if err != nil {
 				return badInput(err)
 			}
+			if kernels != "" {
+				ks := strings.Split(kernels, ",")
+				if len(ks) > 2 || (oneFile && len(ks) != 2) {
+					return badInput(fmt.Errorf("--kernels %q: give two kernels A,B (one result), or one or two (two sides)", kernels))
+				}
+				a, b := strings.TrimSpace(ks[0]), strings.TrimSpace(ks[len(ks)-1])
+				side := func(rs []*reports.Result, k string) ([]*reports.Result, error) {
+					var out []*reports.Result
+					for _, r := range rs {
+						s, err := reports.KernelSide(r, k)
+						if err != nil {
+							return nil, fmt.Errorf("--kernels: %w", err)
+						}
+						out = append(out, s)
+					}
+					return out, nil
+				}
+				if base, err = side(base, a); err != nil {
+					return badInput(err)
+				}
+				if cur, err = side(cur, b); err != nil {
+					return badInput(err)
+				}
+				fmt.Fprintf(os.Stderr, "base: kernel %s (%s), new: kernel %s (%s)\n", a, base[0].Machine.Kernel, b, cur[0].Machine.Kernel)
+				if (a == "host") != (b == "host") {
+					fmt.Fprintln(os.Stderr, "note: one side ran on the host and one in a user-mode-linux guest; absolute figures differ by the guest's syscall cost, read the vsnone figures")
+				}
+			}
 			for _, r := range append(base[1:], cur...) {
+				if oneFile {
+					break // two kernels of the same runs: one machine by construction
+				}
 				if err := reports.SameMachine(base[0], r); err != nil {
 					if !force {
 						return badInput(fmt.Errorf("%w; fix: compare runs of one machine, or pass --force to compare anyway", err))
@@ -153,6 +197,7 @@ input or refused runs.`,
 	cmd.Flags().BoolVar(&selfCheck, "self-check", false, "read the sides as an A/A experiment: print the false-alarm rate and the noise floor per figure")
 	cmd.Flags().StringVarP(&format, "format", "f", "text", "text, benchstat (its table, ~ and p-values), junit (one testcase per gated figure) or json")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	cmd.Flags().StringVar(&kernels, "kernels", "", "compare kernels: A,B of one result (e.g. uml:6.1,uml:6.12), or kernel A of BASE with B of NEW")
 	return cmd
 }
 

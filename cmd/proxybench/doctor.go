@@ -20,12 +20,15 @@ func newDoctorCmd() *cobra.Command {
 	var noUML bool
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Say which proxy modes this machine can run, on the host and under user-mode-linux, and why not",
+		Short: "Say which proxy modes each kernel here can run (the host, every user-mode-linux kernel), and why not",
 		Long: `doctor probes the kernel in a throwaway network namespace (removed
 afterwards): it loads a miniature of each mode's rules and reports which
-modes are available, with the reason when one is not. It then boots the
-user-mode-linux guest (about 5 s) and probes the same modes there, which is
-where --kernel uml runs them.`,
+modes are available, with the reason when one is not. It then lists every
+user-mode-linux kernel it finds (built by make kernels under
+$PROXYBENCH_CACHE/kernels, and Debian's user-mode-linux package), with what
+each one's configuration supports, and boots each (about 2 s for a kernel
+make kernels built, 20 s for Debian's, which loads modules) to probe the
+same modes there, which is where --kernel uml:<version> runs them.`,
 		Example: "  proxybench doctor\n  proxybench doctor --no-uml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -38,33 +41,57 @@ where --kernel uml runs them.`,
 				return badInput(err)
 			}
 			printStatus(os.Stdout, where, st)
-			if uml.InGuest() || noUML {
+			if uml.InGuest() {
 				return nil
 			}
-			_, err = uml.Available()
-			if err != nil {
-				fmt.Printf("\nuser-mode-linux: not available: %v\n", err)
+			kernels := runner.DoctorKernels()
+			if len(kernels) == 0 {
+				_, err := uml.Default()
+				fmt.Printf("\nuser-mode-linux: no kernel found: %v; make kernels builds uml:6.12 and uml:6.1\n", err)
 				return nil
 			}
+			def, _ := uml.Default()
 			exe, _ := os.Executable()
-			dir, err := os.MkdirTemp("", "proxybench-doctor-")
-			if err != nil {
-				return &exitError{1, err}
+			for _, ks := range kernels {
+				k := ks.Kernel
+				tag := ""
+				if def != nil && def.Path == k.Path {
+					tag = ", default for --kernel uml"
+				}
+				fmt.Printf("\nuser-mode-linux kernel %s (%s%s): %s\n  %s\n", k.Name, k.Release, tag, k.Source, k.Path)
+				if k.BuildSeconds > 0 {
+					fmt.Printf("  built in %d s\n", k.BuildSeconds)
+				}
+				if ks.Unusable != "" {
+					fmt.Printf("  cannot be used: %s\n", ks.Unusable)
+				}
+				printStatus(os.Stdout, "  from its configuration (--showconfig)", ks.Modes)
+				if noUML || ks.Unusable != "" {
+					continue
+				}
+				// Boot it and probe for real, as a run would.
+				dir, err := os.MkdirTemp("", "proxybench-doctor-")
+				if err != nil {
+					return &exitError{1, err}
+				}
+				sc := &scenarios.Scenario{Modes: modes.Names()}
+				sc.SetDefaults()
+				res, err := uml.Run(cmd.Context(), uml.Guest{Kernel: k, MemoryMiB: 1024, Timeout: sc.UML.Timeout.Duration,
+					Modules: append(runner.GuestModules(sc), schedulerModules()...), Argv: []string{exe, "doctor", "--no-uml"}, WorkDir: filepath.Join(dir, "g")})
+				os.RemoveAll(dir)
+				if err != nil {
+					fmt.Printf("  boot failed: %v\n", err)
+					continue
+				}
+				fmt.Printf("  booted: init after %.2f s, program after %.2f s, halted after %.2f s\n", res.Init.Seconds(), res.Boot.Seconds(), res.Elapsed.Seconds())
+				for _, l := range strings.Split(strings.TrimRight(string(guestOutput(res.Log)), "\n"), "\n") {
+					fmt.Println("  " + l)
+				}
 			}
-			defer os.RemoveAll(dir)
-			sc := &scenarios.Scenario{Modes: modes.Names()}
-			sc.SetDefaults()
-			res, err := uml.Run(cmd.Context(), uml.Guest{MemoryMiB: 1024, Timeout: sc.UML.Timeout.Duration,
-				Modules: append(runner.GuestModules(sc), schedulerModules()...), Argv: []string{exe, "doctor"}, WorkDir: filepath.Join(dir, "g")})
-			fmt.Println()
-			if err != nil {
-				return &exitError{1, err}
-			}
-			os.Stdout.Write(guestOutput(res.Log))
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&noUML, "no-uml", false, "probe the host kernel only")
+	cmd.Flags().BoolVar(&noUML, "no-uml", false, "do not boot the user-mode-linux kernels (list them with what their configuration supports)")
 	return cmd
 }
 

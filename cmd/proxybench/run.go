@@ -108,7 +108,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			// its testbed removed, like SIGINT and SIGTERM.
 			ctx, stop := signalContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 			defer stop()
-			kc, err := runner.ChooseKernel(ctx, sc)
+			plan, err := runner.PlanKernels(ctx, sc)
 			if err != nil {
 				if runner.IsInput(err) {
 					return badInput(err)
@@ -116,7 +116,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 				return &exitError{1, err}
 			}
 			if !uml.InGuest() {
-				fmt.Fprintf(os.Stderr, "kernel: %s (%s)\n", kc.Where, kc.Why)
+				fmt.Fprintf(os.Stderr, "kernel: %s (%s)\n", strings.Join(plan.Names(), ", "), plan.Why)
 			}
 			runID := f.runID
 			if runID == "" {
@@ -139,15 +139,10 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 					fmt.Fprintf(os.Stderr, "run %d of %d (%s)\n", k+1, sc.Runs, id)
 				}
 				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet)}
+				// Every kernel of the plan, one after the other (runner.Execute
+				// also marks fallen-back modes and records each kernel).
 				var r *reports.Result
-				switch kc.Where {
-				case "uml":
-					r, err = runner.RunInUML(ctx, sc, opts, console)
-				case "split":
-					r, err = runner.RunSplit(ctx, sc, kc, opts, console)
-				default:
-					r, err = runner.Run(ctx, sc, opts)
-				}
+				r, err = runner.Execute(ctx, sc, plan, opts, console)
 				if err != nil && k > 0 && res != nil {
 					// The runs already made are kept: save them, then
 					// report the failure.
@@ -168,22 +163,6 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 				res.MoreRuns = append(res.MoreRuns, reports.Run{RunID: r.RunID, Started: r.Started, Finished: r.Finished, Modes: r.Modes})
 				res.Finished = r.Finished
 			}
-			if res != nil {
-				res.Machine.KernelWhy = kc.Why
-				markFallback := func(ms []reports.ModeResult) {
-					for i := range ms {
-						for from, to := range kc.FellBack {
-							if ms[i].Mode == to {
-								ms[i].FellBackFrom = from
-							}
-						}
-					}
-				}
-				markFallback(res.Modes)
-				for i := range res.MoreRuns {
-					markFallback(res.MoreRuns[i].Modes)
-				}
-			}
 			if err != nil {
 				if runner.IsInput(err) {
 					return badInput(err)
@@ -203,7 +182,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 	cmd.Flags().StringVar(&f.output, "output", "", "result JSON path (default results/<scenario>-<timestamp>.json)")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed instead of the scenario's")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
-	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes run instead of the scenario's kernel (default auto): auto (host if it can run every mode, else user-mode-linux, or split between them), host, uml")
+	cmd.Flags().StringVar(&f.kernel, "kernel", "", "kernels to run on instead of the scenario's (default auto: the host if it can run every mode, else one user-mode-linux kernel that runs them all, else a split); or a comma-separated list run one after the other, each reported on its own: host, uml (default guest kernel), uml:6.12, uml:6.1 (make kernels), uml:debian, or a path to a user-mode-linux kernel binary")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
 	_ = cmd.Flags().MarkHidden("run-id")
 	cmd.Flags().StringVar(&f.engine, "engine", "", "real (network namespaces, needs root) or sim (models calibrated on a real kernel; no root)")

@@ -12,7 +12,7 @@ import (
 // kernel's chatter, the guest's summary and its halt messages.
 func TestGuestConsoleFilter(t *testing.T) {
 	var out bytes.Buffer
-	w := guestConsole(&out)
+	w := guestConsole(&out, "uml:debian")
 	in := "SELinux: CONFIG_SECURITY_SELINUX_CHECKREQPROT_VALUE is non-zero.\numl: kernel 6.1.176 up\numl: module nft_nat not loaded\n" +
 		"uml: modules loaded in 3777 ms\nbuilding testbed 4ec463 ...\nipvs: sync.full × 3 (200 services): done in 5.2s\n" +
 		"## proxybench: 1k-services\n| mode | x |\nresult: /mnt/pb/result.json\n\x1b[0;1mFailed to write wtmp record\nHalting.\nreboot: System halted\n"
@@ -20,7 +20,7 @@ func TestGuestConsoleFilter(t *testing.T) {
 		w.Write([]byte(chunk))
 	}
 	got := out.String()
-	for _, want := range []string{"uml: module nft_nat not loaded", "user-mode-linux guest: modules loaded in 3777 ms", "  guest: building testbed", "  guest: ipvs: sync.full"} {
+	for _, want := range []string{"uml: module nft_nat not loaded", "user-mode-linux guest uml:debian: modules loaded in 3777 ms", "  guest: building testbed", "  guest: ipvs: sync.full"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in:\n%s", want, got)
 		}
@@ -30,7 +30,7 @@ func TestGuestConsoleFilter(t *testing.T) {
 			t.Errorf("kept %q in:\n%s", bad, got)
 		}
 	}
-	if guestConsole(nil) != nil {
+	if guestConsole(nil, "x") != nil {
 		t.Error("nil console must stay nil")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 
+	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/scenarios"
 
@@ -67,4 +68,45 @@ func Doctor(ctx context.Context) ([]ModeStatus, error) {
 	sc := &scenarios.Scenario{}
 	sc.SetDefaults()
 	return ProbeHost(ctx, sc, modes.Names())
+}
+
+// KernelStatus is what doctor says about one user-mode-linux kernel.
+type KernelStatus struct {
+	Kernel *uml.Kernel
+	// Unusable says why the kernel cannot boot here ("" when it can).
+	Unusable string
+	// Modes says, from the kernel's own configuration (--showconfig and
+	// KernelOptions), which modes it can run and why not.
+	Modes []ModeStatus
+}
+
+// DoctorKernels lists every user-mode-linux kernel found (uml.Kernels) with
+// what each can run, judged from its build configuration with the default
+// scenario's settings; it boots nothing.
+func DoctorKernels() []KernelStatus {
+	sc := &scenarios.Scenario{}
+	sc.SetDefaults()
+	var out []KernelStatus
+	for _, k := range uml.Kernels() {
+		ks := KernelStatus{Kernel: k}
+		if err := uml.Usable(k); err != nil {
+			ks.Unusable = err.Error()
+		} else if k.Stale != "" {
+			ks.Unusable = k.Stale
+		}
+		for _, m := range modes.Names() {
+			st := ModeStatus{Mode: m, Reason: GuestUnsupported(sc, k, m)}
+			if st.Reason == "" {
+				st.Available, st.Reason = true, "every option it needs is configured"
+				if k.Modular {
+					st.Reason += " (as modules, loaded at boot)"
+				} else {
+					st.Reason += " (built in)"
+				}
+			}
+			ks.Modes = append(ks.Modes, st)
+		}
+		out = append(out, ks)
+	}
+	return out
 }

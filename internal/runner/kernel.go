@@ -5,6 +5,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,44 +20,168 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 )
 
-// KernelChoice is where a run's modes execute.
-type KernelChoice struct {
-	// Where is "host", "uml" or "split": with split, HostModes run on the
-	// host and GuestModes in the guest, each group with its own baselines
-	// (none, iptables), since figures compare only within one kernel.
-	Where                 string
-	HostModes, GuestModes []string
-	// Why says how auto decided, for the screen and the result.
+// Target is one kernel of a run and the modes that run on it.
+type Target struct {
+	// Name is "host" or the guest kernel's uml.Kernel.Name ("uml:6.12");
+	// every ModeResult of the target carries it as its Kernel.
+	Name string
+	// UML is the guest kernel; nil for the host.
+	UML   *uml.Kernel
+	Modes []string
+}
+
+// Plan is where a run's modes execute: one target per kernel, run one
+// after the other. Figures compare only between modes of one target.
+type Plan struct {
+	Targets []Target
+	// Why says how the kernels were chosen, for the screen and the result.
 	Why string
 	// FellBack maps a mode replaced under `fallback: iptables` to its
 	// replacement (kube-proxy's downgrade from ipvs).
 	FellBack map[string]string
 }
 
-// guestUnsupported says why the user-mode-linux guest kernel cannot run
-// mode with sc's settings (the mode's GuestUnsupported); "" when it can.
-func guestUnsupported(sc *scenarios.Scenario, mode string) string {
-	m, err := modes.Lookup(mode)
-	if err != nil || m.GuestUnsupported == nil {
-		return ""
+// Names returns the targets' names.
+func (p Plan) Names() []string {
+	var out []string
+	for _, t := range p.Targets {
+		out = append(out, t.Name)
 	}
-	return m.GuestUnsupported(sc)
+	return out
 }
 
-// ChooseKernel resolves sc.Kernel: host (every mode must work on this
-// kernel, else an *InputError naming the mode, the missing feature and
-// `--kernel uml` as the fix), uml (user-mode-linux must be installed) or
-// auto (host when it supports every mode, else uml). Inside a guest it is
-// always host. With `fallback: iptables`, on the host an ipvs mode the
-// kernel lacks is replaced by iptables in sc.Modes, and FellBack records
-// it. It probes in a throwaway namespace and leaves nothing behind.
-func ChooseKernel(ctx context.Context, sc *scenarios.Scenario) (KernelChoice, error) {
-	if uml.InGuest() {
-		return KernelChoice{Where: "host", Why: "inside the user-mode-linux guest"}, nil
+// KernelOptions are the kernel build options (CONFIG_X) mode needs with
+// sc's settings, as Kconfig names them (net/netfilter/Kconfig,
+// net/ipv4/netfilter/Kconfig, net/netfilter/ipvs/Kconfig): what a
+// user-mode-linux kernel's --showconfig must list as =y (or =m in a
+// modular kernel) for the mode to run there. Nil for a mode this table
+// does not know (it is then assumed to run).
+func KernelOptions(sc *scenarios.Scenario, mode string) []string {
+	ipt := []string{"CONFIG_IP_NF_IPTABLES", "CONFIG_IP_NF_FILTER", "CONFIG_IP_NF_NAT", "CONFIG_NF_NAT",
+		"CONFIG_NETFILTER_XT_MATCH_STATISTIC", "CONFIG_NETFILTER_XT_MATCH_COMMENT", "CONFIG_NETFILTER_XT_MATCH_CONNTRACK",
+		"CONFIG_NETFILTER_XT_MATCH_ADDRTYPE", "CONFIG_NETFILTER_XT_TARGET_MASQUERADE", "CONFIG_IP_NF_TARGET_REJECT"}
+	if sc.IPTables.Backend == "nft" {
+		// iptables-nft speaks nf_tables in the ip family, with xt matches through nft_compat.
+		ipt = append(ipt, "CONFIG_NF_TABLES", "CONFIG_NF_TABLES_IPV4", "CONFIG_NFT_COMPAT")
 	}
+	switch mode {
+	case "none":
+		return []string{"CONFIG_NET_NS", "CONFIG_VETH"}
+	case "iptables":
+		return ipt
+	case "userspace":
+		return append(ipt, "CONFIG_NETFILTER_XT_TARGET_REDIRECT")
+	case "ipvs":
+		out := append(ipt, "CONFIG_IP_VS", "CONFIG_IP_VS_PROTO_TCP", "CONFIG_IP_SET", "CONFIG_IP_SET_HASH_IPPORT", "CONFIG_NETFILTER_XT_SET")
+		scheds := append([]string{sc.IPVS.Scheduler}, sc.Sweep.Schedulers...)
+		for _, s := range scheds {
+			if s != "" {
+				out = append(out, "CONFIG_IP_VS_"+strings.ToUpper(s))
+			}
+		}
+		return slices.Compact(out)
+	case "nftables":
+		return []string{"CONFIG_NF_TABLES", "CONFIG_NF_TABLES_IPV4", "CONFIG_NFT_NUMGEN", "CONFIG_NFT_CT", "CONFIG_NFT_NAT", "CONFIG_NFT_MASQ", "CONFIG_NFT_REJECT"}
+	}
+	return nil
+}
+
+// GuestUnsupported says why guest kernel k cannot run mode with sc's
+// settings ("" when it can): the options of KernelOptions its
+// configuration lacks.
+func GuestUnsupported(sc *scenarios.Scenario, k *uml.Kernel, mode string) string {
+	missing, err := k.Has(KernelOptions(sc, mode)...)
+	if err != nil {
+		return err.Error()
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	why := k.Name + " lacks " + strings.Join(missing, ", ")
+	if slices.Contains(missing, "CONFIG_NF_TABLES_IPV4") {
+		why += " (no nf_tables ip family)"
+		if mode != "nftables" {
+			why += "; use iptables.backend: legacy"
+		}
+	}
+	return why
+}
+
+// guestKernels lists the user-mode-linux kernels auto may use, best first:
+// the default (uml), then the other current source-built ones, then
+// Debian's.
+func guestKernels() []*uml.Kernel {
+	var out []*uml.Kernel
+	if d, err := uml.Default(); err == nil {
+		out = append(out, d)
+	}
+	for _, k := range uml.Kernels() {
+		if k.Stale == "" && !slices.ContainsFunc(out, func(o *uml.Kernel) bool { return o.Path == k.Path }) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// PlanKernels resolves sc.Kernel into a Plan. A list (host, uml, uml:6.12,
+// uml:6.1, uml:debian, a kernel path) runs every mode on each kernel; a
+// kernel that cannot run one is an *InputError naming the kernel, the
+// mode, the missing options and the fix. auto picks the host when it runs
+// every mode, else ONE user-mode-linux kernel that runs every mode, and
+// only when none does, a split (the modes the host can run there, the rest
+// plus the none and iptables baselines in the best guest kernel). Inside a
+// guest it is always the host. With `fallback: iptables`, on the host an
+// ipvs mode the kernel lacks is replaced by iptables and FellBack records
+// it. Host probes run in a throwaway namespace and leave nothing behind.
+func PlanKernels(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
+	if uml.InGuest() {
+		return Plan{Targets: []Target{{Name: "host", Modes: sc.Modes}}, Why: "inside the user-mode-linux guest"}, nil
+	}
+	names := scenarios.KernelNames(sc.Kernel)
+	if len(names) == 0 || (len(names) == 1 && names[0] == "auto") {
+		return planAuto(ctx, sc)
+	}
+	plan := Plan{Why: "kernel: " + strings.Join(names, ", ") + " requested"}
+	for _, n := range names {
+		if n == "host" {
+			t, fb, err := planHost(ctx, sc)
+			if err != nil {
+				return Plan{}, err
+			}
+			if len(fb) > 0 {
+				plan.FellBack = fb
+				plan.Why += "; fallback: ipvs is missing on the host, so it ran there as iptables (kube-proxy's downgrade)"
+			}
+			plan.Targets = append(plan.Targets, t)
+			continue
+		}
+		k, err := uml.Find(n)
+		if err != nil {
+			return Plan{}, &InputError{Field: "kernel", Msg: err.Error()}
+		}
+		if err := uml.Usable(k); err != nil {
+			return Plan{}, &InputError{Field: "kernel", Msg: n + ": " + err.Error()}
+		}
+		for _, m := range sc.Modes {
+			if why := GuestUnsupported(sc, k, m); why != "" {
+				return Plan{}, &InputError{Field: "modes", Msg: "mode " + m + " cannot run on kernel " + n + ": " + why,
+					Fix: "use another kernel (proxybench doctor lists what each can run; make kernels builds uml:6.12 and uml:6.1), or drop the mode"}
+			}
+		}
+		if slices.ContainsFunc(plan.Targets, func(t Target) bool { return t.Name == k.Name }) {
+			return Plan{}, &InputError{Field: "kernel", Msg: n + " names kernel " + k.Name + ", which is already listed", Fix: "list each kernel once"}
+		}
+		plan.Targets = append(plan.Targets, Target{Name: k.Name, UML: k, Modes: sc.Modes})
+	}
+	return plan, nil
+}
+
+// planHost is the host target: every mode must run on this kernel, or,
+// under `fallback: iptables`, ipvs falls back to iptables.
+func planHost(ctx context.Context, sc *scenarios.Scenario) (Target, map[string]string, error) {
 	st, err := ProbeHost(ctx, sc, sc.Modes)
 	if err != nil {
-		return KernelChoice{}, err
+		return Target{}, nil, err
 	}
 	var missing []string
 	for _, s := range st {
@@ -64,133 +189,189 @@ func ChooseKernel(ctx context.Context, sc *scenarios.Scenario) (KernelChoice, er
 			missing = append(missing, s.Mode+": "+s.Reason)
 		}
 	}
-	switch sc.Kernel {
-	case "uml":
-		if _, err := uml.Available(); err != nil {
-			return KernelChoice{}, &InputError{Field: "kernel", Msg: "uml requested but " + err.Error()}
-		}
-		for _, m := range sc.Modes {
-			if why := guestUnsupported(sc, m); why != "" {
-				return KernelChoice{}, &InputError{Field: "modes", Msg: "mode " + m + " cannot run under --kernel uml: " + why, Fix: "run it with --kernel host (or auto), or drop the mode"}
-			}
-		}
-		return KernelChoice{Where: "uml", Why: "kernel: uml requested"}, nil
-	case "host":
-		if len(missing) == 0 {
-			return KernelChoice{Where: "host", Why: "kernel: host requested"}, nil
-		}
-		if sc.Fallback == "iptables" {
-			return fallback(sc, st)
-		}
-		return KernelChoice{}, &InputError{Field: "modes", Msg: "this kernel cannot run " + strings.Join(missing, "; "), Fix: "run with --kernel uml (a user-mode-linux kernel with IP_VS), or drop the mode"}
-	}
-	// auto
 	if len(missing) == 0 {
-		return KernelChoice{Where: "host", Why: "auto: the host kernel supports every requested mode"}, nil
+		return Target{Name: "host", Modes: sc.Modes}, nil, nil
 	}
-	if _, err := uml.Available(); err != nil {
-		return KernelChoice{}, &InputError{Field: "kernel", Msg: "auto: the host kernel cannot run " + strings.Join(missing, "; ") + ", and " + err.Error()}
+	if sc.Fallback != "iptables" {
+		return Target{}, nil, &InputError{Field: "modes", Msg: "the host kernel cannot run " + strings.Join(missing, "; "),
+			Fix: "run with --kernel uml (a user-mode-linux kernel; make kernels builds one with every mode), or drop the mode"}
 	}
-	var hostOnly, guest, host []string
-	for _, s := range st {
-		if !s.Available {
-			if why := guestUnsupported(sc, s.Mode); why != "" {
-				return KernelChoice{}, &InputError{Field: "modes", Msg: "no kernel here can run " + s.Mode + ": host: " + s.Reason + "; user-mode-linux: " + why, Fix: "drop the mode"}
-			}
-			guest = append(guest, s.Mode)
-			continue
-		}
-		host = append(host, s.Mode)
-		if guestUnsupported(sc, s.Mode) != "" {
-			hostOnly = append(hostOnly, s.Mode)
-		}
-	}
-	if len(hostOnly) == 0 {
-		return KernelChoice{Where: "uml", Why: "auto: the host kernel lacks " + strings.Join(missing, "; ") + ", so every mode runs in user-mode-linux (figures compare with each other only, not with host runs)"}, nil
-	}
-	// Some modes run only on the host, some only in the guest: two groups,
-	// each with the baselines that make its figures comparable.
-	for _, b := range []string{"none", "iptables"} {
-		if slices.Contains(sc.Modes, b) && !slices.Contains(guest, b) && guestUnsupported(sc, b) == "" {
-			guest = append([]string{b}, guest...)
-		}
-	}
-	slices.SortStableFunc(guest, func(a, b string) int { return slices.Index(sc.Modes, a) - slices.Index(sc.Modes, b) })
-	return KernelChoice{Where: "split", HostModes: host, GuestModes: guest,
-		Why: fmt.Sprintf("auto: the host cannot run %s, and user-mode-linux cannot run %s (%s); so %s run on the host and %s in user-mode-linux; compare modes within one kernel only",
-			strings.Join(missing, "; "), strings.Join(hostOnly, ", "), guestUnsupported(sc, hostOnly[0]), strings.Join(host, ", "), strings.Join(guest, ", "))}, nil
-}
-
-// RunSplit runs kc.HostModes on the host and kc.GuestModes in a
-// user-mode-linux guest and merges the results; every ModeResult says
-// which kernel it ran on. When the guest fails, the host's result is
-// returned with the error, marked Partial.
-func RunSplit(ctx context.Context, sc *scenarios.Scenario, kc KernelChoice, o Options, console io.Writer) (*reports.Result, error) {
-	hs, gs := *sc, *sc
-	hs.Modes, gs.Modes = kc.HostModes, kc.GuestModes
-	res, err := Run(ctx, &hs, o)
-	if err != nil {
-		if res != nil {
-			res.Scenario = sc
-		}
-		return res, err // partial, or nil
-	}
-	g, err := RunInUML(ctx, &gs, o, console)
-	if err != nil {
-		// The host's modes are finished measurements: keep them, and
-		// what the guest saved before it stopped.
-		res.Scenario = sc
-		if g != nil {
-			res.Modes = append(res.Modes, g.Modes...)
-		}
-		res.Partial = fmt.Sprintf("the guest's modes (%s) failed: %v", strings.Join(kc.GuestModes, ", "), err)
-		res.Finished = time.Now()
-		return res, err
-	}
-	res.Modes = append(res.Modes, g.Modes...)
-	res.Machine.KernelWhere = "host+uml"
-	res.Machine.GuestKernel = g.Machine.Kernel
-	res.Machine.GuestBootNs = g.Machine.GuestBootNs
-	res.Scenario = sc
-	res.Finished = g.Finished
-	return res, nil
-}
-
-// fallback replaces each unavailable ipvs mode with iptables, as kube-proxy
-// does when IPVS is missing; any other unavailable mode is still an error.
-func fallback(sc *scenarios.Scenario, st []ModeStatus) (KernelChoice, error) {
-	kc := KernelChoice{Where: "host", FellBack: map[string]string{}}
+	fb := map[string]string{}
 	var modes []string
 	for _, s := range st {
 		switch {
 		case s.Available:
 			modes = append(modes, s.Mode)
 		case s.Mode == "ipvs":
-			kc.FellBack["ipvs"] = "iptables"
+			fb["ipvs"] = "iptables"
 			if !slices.Contains(sc.Modes, "iptables") {
 				modes = append(modes, "iptables")
 			}
 		default:
-			return KernelChoice{}, &InputError{Field: "modes", Msg: "this kernel cannot run " + s.Mode + ": " + s.Reason, Fix: "run with --kernel uml, or drop the mode"}
+			return Target{}, nil, &InputError{Field: "modes", Msg: "the host kernel cannot run " + s.Mode + ": " + s.Reason, Fix: "run with --kernel uml, or drop the mode"}
 		}
 	}
-	sc.Modes = slices.Compact(modes)
-	kc.Why = "kernel: host; fallback: ipvs is missing, so it ran as iptables (kube-proxy's downgrade)"
-	return kc, nil
+	return Target{Name: "host", Modes: slices.Compact(modes)}, fb, nil
+}
+
+func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
+	st, err := ProbeHost(ctx, sc, sc.Modes)
+	if err != nil {
+		return Plan{}, err
+	}
+	var missing, hostModes []string
+	for _, s := range st {
+		if s.Available {
+			hostModes = append(hostModes, s.Mode)
+		} else {
+			missing = append(missing, s.Mode+": "+s.Reason)
+		}
+	}
+	if len(missing) == 0 {
+		return Plan{Targets: []Target{{Name: "host", Modes: sc.Modes}}, Why: "auto: the host kernel supports every requested mode"}, nil
+	}
+	guests := guestKernels()
+	if len(guests) == 0 {
+		_, err := uml.Default()
+		return Plan{}, &InputError{Field: "kernel", Msg: "auto: the host kernel cannot run " + strings.Join(missing, "; ") + ", and " + err.Error()}
+	}
+	var whyNot []string
+	for _, k := range guests {
+		if uml.Usable(k) != nil {
+			continue
+		}
+		var lacks []string
+		for _, m := range sc.Modes {
+			if why := GuestUnsupported(sc, k, m); why != "" {
+				lacks = append(lacks, m+": "+why)
+			}
+		}
+		if len(lacks) == 0 {
+			return Plan{Targets: []Target{{Name: k.Name, UML: k, Modes: sc.Modes}},
+				Why: fmt.Sprintf("auto: the host kernel lacks %s, so every mode runs in one user-mode-linux kernel, %s (%s); its figures compare with each other only, not with host runs", strings.Join(missing, "; "), k.Name, k.Release)}, nil
+		}
+		whyNot = append(whyNot, strings.Join(lacks, "; "))
+	}
+	// No single kernel runs every mode: split between the host and the best
+	// guest kernel, each group with the baselines that make it comparable.
+	k := guests[0]
+	var guest []string
+	for _, s := range st {
+		why := GuestUnsupported(sc, k, s.Mode)
+		switch {
+		case !s.Available && why != "":
+			return Plan{}, &InputError{Field: "modes", Msg: "no kernel here can run " + s.Mode + ": host: " + s.Reason + "; " + why,
+				Fix: "build a guest kernel with every mode (make kernels), or drop the mode"}
+		case !s.Available:
+			guest = append(guest, s.Mode)
+		}
+	}
+	for _, b := range []string{"none", "iptables"} {
+		if slices.Contains(sc.Modes, b) && !slices.Contains(guest, b) && GuestUnsupported(sc, k, b) == "" {
+			guest = append([]string{b}, guest...)
+		}
+	}
+	slices.SortStableFunc(guest, func(a, b string) int { return slices.Index(sc.Modes, a) - slices.Index(sc.Modes, b) })
+	return Plan{Targets: []Target{{Name: "host", Modes: hostModes}, {Name: k.Name, UML: k, Modes: guest}},
+		Why: fmt.Sprintf("auto: the host cannot run %s, and no user-mode-linux kernel here runs every mode (%s); so %s run on the host and %s in %s; compare modes within one kernel only (make kernels builds uml:6.12, which runs every mode)",
+			strings.Join(missing, "; "), strings.Join(whyNot, " | "), strings.Join(hostModes, ", "), strings.Join(guest, ", "), k.Name)}, nil
+}
+
+// Execute runs plan: each target's modes on its kernel, one target after
+// the other, and merges the results. Every ModeResult's Kernel is its
+// target's Name and Kernels describes each kernel (release, boot
+// times). When a later target fails, the result of the earlier ones is
+// returned with the error, so no measurement is lost.
+func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, console io.Writer) (*reports.Result, error) {
+	o.defaults()
+	var res *reports.Result
+	for _, t := range plan.Targets {
+		s := *sc
+		s.Modes = t.Modes
+		var r *reports.Result
+		var err error
+		if t.UML == nil {
+			r, err = Run(ctx, &s, o)
+		} else {
+			r, err = RunInUML(ctx, &s, o, console, t.UML)
+		}
+		if err != nil {
+			// Finished measurements are kept: the earlier kernels', and
+			// what this kernel's run saved before it stopped.
+			if r != nil {
+				for i := range r.Modes {
+					r.Modes[i].Kernel = t.Name
+				}
+				if res == nil {
+					res = r
+				} else {
+					res.Modes = append(res.Modes, r.Modes...)
+				}
+			}
+			if res == nil {
+				return nil, err
+			}
+			res.Scenario = sc
+			res.Machine.KernelWhy = plan.Why
+			if len(plan.Targets) > 1 {
+				res.Machine.KernelWhere = strings.Join(plan.Names(), "+")
+				res.Partial = fmt.Sprintf("kernel %s failed: %v; kept the modes finished on %s", t.Name, err, strings.Join(res.KernelNames(), ", "))
+			}
+			res.Finished = time.Now()
+			return res, err
+		}
+		kr := reports.KernelRun{Name: t.Name, Release: r.Machine.Kernel, Where: "host", Modes: t.Modes, CPUs: r.Machine.CPUs}
+		if t.UML != nil {
+			kr.Where, kr.Source = "uml", t.UML.Source
+			kr.InitNs, kr.BootNs, kr.GuestNs = r.Machine.GuestInitNs, r.Machine.GuestBootNs, r.Machine.GuestElapsedNs
+		}
+		for i := range r.Modes {
+			r.Modes[i].Kernel = t.Name
+			for from, to := range plan.FellBack {
+				if t.UML == nil && r.Modes[i].Mode == to {
+					r.Modes[i].FellBackFrom = from
+				}
+			}
+		}
+		if res == nil {
+			res = r
+			if t.UML != nil {
+				res.Machine.HostKernel = kernelRelease()
+			}
+		} else {
+			res.Modes = append(res.Modes, r.Modes...)
+			res.Finished = r.Finished
+			if t.UML != nil && res.Machine.GuestKernel == "" {
+				res.Machine.GuestKernel = r.Machine.Kernel
+				res.Machine.GuestBootNs = r.Machine.GuestBootNs
+			}
+		}
+		res.Kernels = append(res.Kernels, kr)
+	}
+	if res == nil {
+		return nil, errors.New("no kernel to run on")
+	}
+	res.Scenario = sc
+	if len(plan.Targets) > 1 {
+		res.Machine.KernelWhere = strings.Join(plan.Names(), "+")
+	}
+	res.Machine.KernelWhy = plan.Why
+	return res, nil
 }
 
 // guestConsole passes on the guest's own progress lines and drops the
 // kernel's boot and halt chatter and the guest run's summary and result
 // path (the host prints its own). Nil stays nil.
-func guestConsole(w io.Writer) io.Writer {
+func guestConsole(w io.Writer, name string) io.Writer {
 	if w == nil {
 		return nil
 	}
-	return &lineFilter{w: w}
+	return &lineFilter{w: w, name: name}
 }
 
 type lineFilter struct {
 	w       io.Writer
+	name    string
 	buf     []byte
 	started bool // past "uml: modules loaded"
 	summary bool // inside the guest run's Markdown summary
@@ -208,7 +389,7 @@ func (f *lineFilter) Write(p []byte) (int, error) {
 		switch {
 		case strings.HasPrefix(line, "uml: modules loaded"):
 			f.started = true
-			fmt.Fprint(f.w, "user-mode-linux guest: "+strings.TrimPrefix(line, "uml: "))
+			fmt.Fprint(f.w, "user-mode-linux guest "+f.name+": "+strings.TrimPrefix(line, "uml: "))
 		case strings.HasPrefix(line, "uml: module "):
 			fmt.Fprint(f.w, line)
 		case !f.started, strings.HasPrefix(line, "## proxybench"):
@@ -220,7 +401,8 @@ func (f *lineFilter) Write(p []byte) (int, error) {
 	}
 }
 
-// GuestModules is every kernel module sc's modes need in the guest.
+// GuestModules is every kernel module sc's modes need in a modular guest
+// kernel (Debian's); a kernel built by make kernels has them built in.
 func GuestModules(sc *scenarios.Scenario) []string {
 	mods := append([]string{}, uml.BaseModules...)
 	if sc.Topology.NodeCount() > 1 {
@@ -241,14 +423,21 @@ func GuestModules(sc *scenarios.Scenario) []string {
 	return mods
 }
 
-// RunInUML runs sc inside a user-mode-linux guest: it writes the effective
-// scenario to a host folder mounted in the guest, boots the guest with
-// every module the modes need, runs this same binary's `run --kernel host`
-// there for all modes (so they share one kernel), streams the guest's
-// console to console, and reads back the result JSON. The result records
-// kernelWhere "uml", the guest's kernel and the host's.
-func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io.Writer) (*reports.Result, error) {
+// RunInUML runs sc inside user-mode-linux guest kernel k (nil: uml.Default):
+// it writes the effective scenario to a host folder mounted in the guest,
+// boots the guest (loading the modules the modes need when k is modular),
+// runs this same binary's `run --kernel host` there for all modes (so they
+// share one kernel), streams the guest's console to console, and reads
+// back the result JSON. The result records kernelWhere "uml", the guest's
+// kernel, the host's, and the guest's init and boot times.
+func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io.Writer, k *uml.Kernel) (*reports.Result, error) {
 	o.defaults()
+	if k == nil {
+		var err error
+		if k, err = uml.Default(); err != nil {
+			return nil, &InputError{Field: "kernel", Msg: err.Error()}
+		}
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -266,12 +455,12 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	if err := os.WriteFile(filepath.Join(dir, "scenario.yaml"), y, 0o644); err != nil {
 		return nil, err
 	}
-	o.Progress.Start(fmt.Sprintf("user-mode-linux guest: %s, %d MiB, timeout %s", strings.Join(sc.Modes, ", "), sc.UML.MemoryMiB, sc.UML.Timeout.Duration), 1)
+	o.Progress.Start(fmt.Sprintf("user-mode-linux guest %s (%s): %s, %d MiB, timeout %s", k.Name, k.Release, strings.Join(sc.Modes, ", "), sc.UML.MemoryMiB, sc.UML.Timeout.Duration), 1)
 	res, err := uml.Run(ctx, uml.Guest{
-		MemoryMiB: sc.UML.MemoryMiB, Timeout: sc.UML.Timeout.Duration, Modules: GuestModules(sc),
+		Kernel: k, MemoryMiB: sc.UML.MemoryMiB, Timeout: sc.UML.Timeout.Duration, Modules: GuestModules(sc),
 		Argv: []string{exe, "run", filepath.Join(uml.GuestMount, "scenario.yaml"), "--kernel", "host",
 			"--run-id", o.RunID, "--output", filepath.Join(uml.GuestMount, "result.json")},
-		WorkDir: dir, Console: guestConsole(console),
+		WorkDir: dir, Console: guestConsole(console, k.Name),
 	})
 	o.Progress.Done()
 	if err != nil {
@@ -281,10 +470,16 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	if r != nil {
 		r.Machine.KernelWhere = "uml"
 		r.Machine.HostKernel = kernelRelease()
+		r.Machine.GuestInitNs = int64(res.Init)
 		r.Machine.GuestBootNs = int64(res.Boot)
+		r.Machine.GuestElapsedNs = int64(res.Elapsed)
+		r.Kernels = nil // the guest's own entry says "host"; Execute adds this kernel's
+		for i := range r.Modes {
+			r.Modes[i].Kernel = k.Name
+		}
 	}
 	if res.ExitCode != 0 {
-		err := fmt.Errorf("the run inside the user-mode-linux guest failed (exit %d); its console is above", res.ExitCode)
+		err := fmt.Errorf("the run inside the user-mode-linux guest %s failed (exit %d); its console is above", k.Name, res.ExitCode)
 		if r != nil && r.Partial != "" {
 			return r, err // the guest saved what it had finished
 		}

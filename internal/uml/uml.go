@@ -1,10 +1,13 @@
 //go:build linux
 
-// Package uml runs a program inside a user-mode-linux guest: Debian's
-// user-mode-linux package (kernel 6.1 as a process, with IP_VS and every
-// scheduler as modules) booted with the host's filesystem as its read-only
-// root (rootfstype=hostfs), a writable host folder mounted at /mnt/pb, and
-// the kernel modules a run needs loaded from the guest's own module tree.
+// Package uml runs a program inside a user-mode-linux guest: a Linux kernel
+// as a process, booted with the host's filesystem as its read-only root
+// (rootfstype=hostfs) and a writable host folder mounted at /mnt/pb. The
+// kernel is one that make kernels built from Debian's linux-source-6.12 or
+// -6.1 with everything every mode needs built in (see Kernels, Find and
+// kconfig/proxybench.config), or Debian's user-mode-linux package (kernel
+// 6.1, IP_VS and netfilter as modules loaded from the guest's own module
+// tree, no nf_tables ip family).
 // The guest is a child process group of ours: on timeout, error or
 // cancellation it is killed and nothing of it remains.
 package uml
@@ -25,8 +28,8 @@ import (
 	"time"
 )
 
-// Kernel is Debian's user-mode-linux kernel binary.
-const Kernel = "linux.uml"
+// DebianBinary is Debian's user-mode-linux kernel binary.
+const DebianBinary = "linux.uml"
 
 // ModulesRoot holds the guest kernel's modules (/usr/lib/uml/modules/<release>).
 const ModulesRoot = "/usr/lib/uml/modules"
@@ -52,13 +55,17 @@ var BaseModules = []string{
 
 // Guest describes one guest run.
 type Guest struct {
+	// Kernel is the kernel to boot; nil is Default() (the source-built 6.12
+	// when make kernels built it, else Debian's).
+	Kernel *Kernel
 	// MemoryMiB is the guest's memory (mem=<n>M).
 	MemoryMiB int
 	// Timeout bounds the whole run, boot included; past it the guest is
 	// killed and Run returns an error saying so.
 	Timeout time.Duration
-	// Modules are loaded with modprobe before Argv runs; a module that is
-	// built in or missing is reported in the log, not fatal.
+	// Modules are loaded with modprobe before Argv runs when the kernel is
+	// Modular; a module that is built in or missing is reported in the
+	// log, not fatal. A kernel with everything built in loads nothing.
 	Modules []string
 	// Argv is the program and its arguments, as absolute host paths (the
 	// guest's root is the host's filesystem, read-only).
@@ -79,41 +86,61 @@ type Result struct {
 	ExitCode int
 	// Log is the guest's whole console output.
 	Log []byte
-	// Boot is the time from starting the kernel to the program's start.
+	// Init is the time from starting the kernel to its init script's start.
+	Init time.Duration
+	// Boot is the time from starting the kernel to the program's start
+	// (Init plus mounts and, in a modular kernel, module loading).
 	Boot time.Duration
 	// Elapsed is the wall time of the whole guest run.
 	Elapsed time.Duration
 	// Release is the guest kernel's uname -r.
 	Release string
+	// Kernel is the kernel that ran.
+	Kernel *Kernel
 }
 
-// Release returns the guest kernel release (the one folder under
-// ModulesRoot), or an error naming the fix when user-mode-linux is missing.
+// Release returns the default guest kernel's release (see Default), or
+// an error naming the fix when there is no user-mode-linux kernel.
 func Release() (string, error) {
-	if _, err := exec.LookPath(Kernel); err != nil {
-		return "", errors.New("user-mode-linux is not installed (no linux.uml on PATH); fix: run make setup (apt-get install user-mode-linux)")
-	}
-	ents, err := os.ReadDir(ModulesRoot)
-	if err != nil || len(ents) == 0 {
-		return "", fmt.Errorf("user-mode-linux modules missing under %s; fix: run make setup (apt-get install user-mode-linux)", ModulesRoot)
-	}
-	return ents[len(ents)-1].Name(), nil
-}
-
-// Available returns the guest kernel release when a guest can boot here,
-// or an error naming what is missing and the fix.
-func Available() (string, error) {
-	release, err := Release()
+	k, err := Default()
 	if err != nil {
 		return "", err
 	}
-	for _, b := range []string{"modprobe", "halt"} {
+	return k.Release, nil
+}
+
+// Available returns the default guest kernel's release when a guest can
+// boot here, or an error naming what is missing and the fix.
+func Available() (string, error) {
+	k, err := Default()
+	if err != nil {
+		return "", err
+	}
+	return k.Release, Usable(k)
+}
+
+// Usable reports whether k can boot here: the tools its init script needs
+// are installed.
+func Usable(k *Kernel) error {
+	tools := []string{"halt", "mount"}
+	if k.Modular {
+		tools = append(tools, "modprobe")
+	}
+	for _, b := range tools {
 		if _, err := exec.LookPath(b); err != nil {
-			return "", fmt.Errorf("%s is not installed (needed inside the user-mode-linux guest); fix: run make setup", b)
+			return fmt.Errorf("%s is not installed (needed inside the user-mode-linux guest); fix: run make setup", b)
 		}
 	}
-	return release, nil
+	return nil
 }
+
+// KernelNameEnv carries the guest kernel's Name (Kernel.Name) into the
+// program run in a guest.
+const KernelNameEnv = "PROXYBENCH_UML_KERNEL"
+
+// GuestKernelName is the Name of the kernel this process's guest booted
+// ("" outside a guest).
+func GuestKernelName() string { return os.Getenv(KernelNameEnv) }
 
 // InGuest reports whether this process runs inside a guest started by Run.
 func InGuest() bool { return os.Getenv(InGuestEnv) == "1" }
@@ -122,23 +149,29 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 
 // initScript is the guest's PID 1: mounts, module tree, modules, lo up,
 // the writable work folder, the program, its exit code, halt.
-func initScript(g Guest, release string) string {
+func initScript(g Guest, k *Kernel) string {
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n")
 	b.WriteString("export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/usr/local/go/bin\n")
 	b.WriteString("mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /mnt\n")
 	b.WriteString("mkdir -p /run/netns /run/tmp /run/mods/lib/modules " + GuestMount + "\n")
-	fmt.Fprintf(&b, "ln -s %s /run/mods/lib/modules/%s\n", filepath.Join(ModulesRoot, release), release)
 	fmt.Fprintf(&b, "mount -t hostfs none %s -o %s || { echo 'uml: cannot mount %s'; halt -f; }\n", GuestMount, g.WorkDir, g.WorkDir)
+	b.WriteString(": > " + GuestMount + "/.init\n")
 	b.WriteString("echo \"uml: kernel $(uname -r) up\"\n")
 	b.WriteString("t0=$(date +%s%N)\n")
-	for _, m := range g.Modules {
-		fmt.Fprintf(&b, "modprobe -d /run/mods %s 2>/dev/null || echo 'uml: module %s not loaded'\n", m, m)
+	if k.Modular {
+		fmt.Fprintf(&b, "ln -s %s /run/mods/lib/modules/%s\n", filepath.Join(ModulesRoot, k.Release), k.Release)
+		for _, m := range g.Modules {
+			fmt.Fprintf(&b, "modprobe -d /run/mods %s 2>/dev/null || echo 'uml: module %s not loaded'\n", m, m)
+		}
 	}
 	b.WriteString("echo \"uml: modules loaded in $(( ($(date +%s%N) - t0) / 1000000 )) ms\"\n")
 	b.WriteString("ip link set lo up\n")
 	b.WriteString("ulimit -n 1048576 2>/dev/null || ulimit -n 65536\n")
-	b.WriteString("export TMPDIR=/run/tmp HOME=/run/tmp " + InGuestEnv + "=1 MODPROBE_OPTIONS='-d /run/mods'\n")
+	b.WriteString("export TMPDIR=/run/tmp HOME=/run/tmp " + InGuestEnv + "=1 " + KernelNameEnv + "=" + shellQuote(k.Name) + "\n")
+	if k.Modular {
+		b.WriteString("export MODPROBE_OPTIONS='-d /run/mods'\n")
+	}
 	for _, e := range g.Env {
 		b.WriteString("export " + shellQuote(e) + "\n")
 	}
@@ -160,10 +193,17 @@ func initScript(g Guest, release string) string {
 // guest's process group is killed first. A non-zero exit code of the
 // program is not an error: read Result.ExitCode.
 func Run(ctx context.Context, g Guest) (*Result, error) {
-	release, err := Available()
-	if err != nil {
+	k := g.Kernel
+	if k == nil {
+		var err error
+		if k, err = Default(); err != nil {
+			return nil, err
+		}
+	}
+	if err := Usable(k); err != nil {
 		return nil, err
 	}
+	release := k.Release
 	if g.MemoryMiB <= 0 {
 		g.MemoryMiB = 2048
 	}
@@ -178,16 +218,16 @@ func Run(ctx context.Context, g Guest) (*Result, error) {
 		return nil, err
 	}
 	g.WorkDir = abs
-	for _, f := range []string{".exitcode", ".started"} {
+	for _, f := range []string{".exitcode", ".started", ".init"} {
 		_ = os.Remove(filepath.Join(g.WorkDir, f))
 	}
 	script := filepath.Join(g.WorkDir, ".init.sh")
-	if err := os.WriteFile(script, []byte(initScript(g, release)), 0o755); err != nil {
+	if err := os.WriteFile(script, []byte(initScript(g, k)), 0o755); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.Timeout)
 	defer cancel()
-	cmd := exec.Command(Kernel, "mem="+strconv.Itoa(g.MemoryMiB)+"M", "rootfstype=hostfs", "rootflags=/", "ro",
+	cmd := exec.Command(k.Path, "mem="+strconv.Itoa(g.MemoryMiB)+"M", "rootfstype=hostfs", "rootflags=/", "ro",
 		"init="+script, "con=null", "con0=fd:0,fd:1", "quiet")
 	var log lockedBuffer
 	var out io.Writer = &log
@@ -199,7 +239,7 @@ func Run(ctx context.Context, g Guest) (*Result, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", Kernel, err)
+		return nil, fmt.Errorf("start %s: %w", k.Path, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -209,7 +249,7 @@ func Run(ctx context.Context, g Guest) (*Result, error) {
 	case <-ctx.Done():
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
-		res := &Result{Log: log.Bytes(), Elapsed: time.Since(start), Release: release}
+		res := &Result{Log: log.Bytes(), Elapsed: time.Since(start), Release: release, Kernel: k}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return res, fmt.Errorf("user-mode-linux guest did not finish within %s and was killed (raise uml.timeout, or run fewer services); last console lines:\n%s", g.Timeout, tail(res.Log, 10))
 		}
@@ -217,7 +257,10 @@ func Run(ctx context.Context, g Guest) (*Result, error) {
 	}
 	// UML helper processes share the group; make sure none outlives the kernel.
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	res := &Result{Log: log.Bytes(), Elapsed: time.Since(start), Release: release}
+	res := &Result{Log: log.Bytes(), Elapsed: time.Since(start), Release: release, Kernel: k}
+	if st, err := os.Stat(filepath.Join(g.WorkDir, ".init")); err == nil {
+		res.Init = st.ModTime().Sub(start)
+	}
 	if st, err := os.Stat(filepath.Join(g.WorkDir, ".started")); err == nil {
 		res.Boot = st.ModTime().Sub(start)
 	} else {
@@ -267,7 +310,7 @@ const workPrefix = "proxybench-uml-"
 func WorkDirPattern(runID string) string { return workPrefix + runID + "-" }
 
 // CleanupOrphans kills user-mode-linux guests left behind by a killed
-// proxybench (a linux.uml process whose init script lives in a
+// proxybench (a user-mode-linux process, any kernel, whose init script lives in a
 // proxybench-uml-<runID>-* folder and whose parent is gone: reparented to
 // init) and removes such folders no guest uses. With runID, only that
 // run's. It returns the killed PIDs and the removed folders.
@@ -279,7 +322,7 @@ func CleanupOrphans(runID string) (killed []string, removed []string) {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(b), Kernel) {
+		if err != nil || !strings.Contains(string(b), "rootfstype=hostfs") {
 			continue
 		}
 		i := strings.Index(string(b), "init=")
