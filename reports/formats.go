@@ -161,10 +161,18 @@ func junitSuiteFor(r *Result, kind string) junitSuite {
 	if r.Scenario != nil {
 		name += "." + r.Scenario.Name
 	}
-	return junitSuite{Name: name + "." + kind, Time: fmt.Sprintf("%.3f", r.Finished.Sub(r.Started).Seconds()), Props: []junitProp{
+	s := junitSuite{Name: name + "." + kind, Time: fmt.Sprintf("%.3f", r.Finished.Sub(r.Started).Seconds()), Props: []junitProp{
 		{"runID", r.RunID}, {"hostname", r.Machine.Hostname}, {"kernel", r.Machine.Kernel},
 		{"kernelWhere", r.Machine.KernelWhere}, {"cpuModel", r.Machine.CPUModel},
 	}}
+	// A partial result is one failing testcase, so a CI dashboard cannot
+	// read a run that stopped early as a complete one.
+	if note := PartialNote(r); note != "" {
+		s.Props = append(s.Props, junitProp{"partial", r.Partial})
+		s.Cases = append(s.Cases, junitCase{Name: "run complete", Classname: "proxybench.run", Time: "0",
+			Failure: &junitFailure{Message: note, Type: "partial", Text: note}})
+	}
+	return s
 }
 
 func writeJUnit(w io.Writer, s junitSuite) error {
@@ -241,6 +249,11 @@ func WriteGoBench(w io.Writer, r *Result) error {
 	}
 	if r.Machine.CPUModel != "" {
 		fmt.Fprintf(&b, "cpu: %s\n", r.Machine.CPUModel)
+	}
+	if r.Partial != "" {
+		// A benchfmt configuration line: benchstat shows it, and keeps a
+		// partial run's figures apart from complete ones.
+		fmt.Fprintf(&b, "partial: %s\n", strings.ReplaceAll(r.Partial, "\n", " "))
 	}
 	// Benchmark names must keep the kernels and swept schedulers apart,
 	// or benchstat pools them: "iptables@uml", "ipvs-wrr".

@@ -188,3 +188,35 @@ func TestFaultsShown(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialMarkedInCIFormats: a partial result is a failing "run
+// complete" testcase in JUnit (figures and gates) and a configuration line
+// in the Go benchmark text, so CI cannot read it as a complete run.
+func TestPartialMarkedInCIFormats(t *testing.T) {
+	r := loadFixture(t)
+	r.Partial = "interrupted (SIGINT)"
+	for name, write := range map[string]func(*bytes.Buffer) error{
+		"figures": func(b *bytes.Buffer) error { return WriteJUnitFigures(b, r) },
+		"gates":   func(b *bytes.Buffer) error { return WriteJUnitGates(b, r, nil) },
+	} {
+		var b bytes.Buffer
+		if err := write(&b); err != nil {
+			t.Fatal(err)
+		}
+		var v junitSuites
+		if err := xml.Unmarshal(b.Bytes(), &v); err != nil {
+			t.Fatal(err)
+		}
+		s := v.Suites[0]
+		if s.Failures < 1 || s.Cases[0].Failure == nil || !strings.Contains(s.Cases[0].Failure.Message, "PARTIAL") {
+			t.Errorf("junit %s: failures %d, first case %+v; want a failing partial case", name, s.Failures, s.Cases[0])
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteGoBench(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "partial: interrupted (SIGINT)\n") {
+		t.Errorf("gobench lacks the partial line:\n%.300s", b.String())
+	}
+}

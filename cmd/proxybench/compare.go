@@ -61,7 +61,7 @@ input or refused runs.`,
 		Example: `  proxybench run 1k-services --count 5 --output base.json   # before the change
   proxybench run 1k-services --count 5 --output new.json    # after
   proxybench compare base.json new.json --tolerance 5% --fail-on-regression
-  proxybench compare base-*.json -- new-*.json --format benchstat
+  proxybench compare --format benchstat base-*.json -- new-*.json   # flags before --
   proxybench compare base.json new.json --format junit --output compare.xml
   proxybench compare --self-check aa/a-*.json -- aa/b-*.json
   proxybench compare results/kernel-upgrade.json --kernels uml:6.1,uml:6.12`,

@@ -383,3 +383,14 @@ func holders(id string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestCleanupBadRunID: an empty or malformed --run (an unset shell variable,
+// a namespace name) is refused with exit 2 instead of cleaning up every run.
+func TestCleanupBadRunID(t *testing.T) {
+	for _, id := range []string{"", "zz", "3FA9C1", "pb-3fa9c1", "3fa9c1-node0"} {
+		_, stderr, code := run(t, nil, "cleanup", "--run", id)
+		if code != 2 || !strings.Contains(stderr, "not a run ID") || !strings.Contains(stderr, "fix:") {
+			t.Errorf("cleanup --run %q: exit %d, stderr %q; want exit 2 naming the run ID and a fix", id, code, stderr)
+		}
+	}
+}

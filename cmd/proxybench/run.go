@@ -378,6 +378,9 @@ work folders.`,
 		Example: "  proxybench cleanup\n  proxybench cleanup --run 3fa9c1",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("run") && (runID == "" || topology.RunIDOf("pb-"+runID+"-x") != runID) {
+				return badInput(fmt.Errorf("--run %q: not a run ID (6 hex digits, e.g. 3fa9c1); fix: give the ID the run printed, or leave out --run to clean up every killed run", runID))
+			}
 			if os.Geteuid() != 0 {
 				return badInput(fmt.Errorf("cleanup needs root to delete network namespaces; fix: run it as root"))
 			}

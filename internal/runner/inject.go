@@ -17,6 +17,24 @@ import (
 // modes run through PATH at every sync.
 var wrappedPrograms = []string{"iptables-legacy-restore", "iptables-nft-restore", "ipset", "nft"}
 
+// syncErrorsUncovered are the modes whose rule program the PATH wrappers
+// of injectSyncErrors never see, with why: knftables resolves nft once,
+// when the proxier opens its table (before the churn phase), and runs that
+// path at every sync.
+var syncErrorsUncovered = map[string]string{
+	"nftables": "no sync errors were injected into nftables (knftables resolves nft once, when the proxier is made, so the failure.syncErrors PATH wrapper never runs); its churn figures are without injected failures",
+}
+
+// syncErrorsNotInjected returns the fault to record for mode when
+// failure.syncErrors is set but cannot reach that mode's rule program, or
+// "" when it can (or syncErrors is off).
+func syncErrorsNotInjected(sc *scenarios.Scenario, mode string) string {
+	if !sc.Failure.SyncErrors.Set() {
+		return ""
+	}
+	return syncErrorsUncovered[mode]
+}
+
 // maxInjectCalls bounds the precomputed list of failing calls.
 const maxInjectCalls = 100000
 

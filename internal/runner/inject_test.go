@@ -73,3 +73,24 @@ func TestSyncFailures(t *testing.T) {
 		t.Errorf("unrecovered failure %+v", got[2])
 	}
 }
+
+// TestSyncErrorsNotInjected: with failure.syncErrors set, nftables (whose
+// nft knftables resolves once) gets a fault saying plainly that nothing
+// was injected, the PATH-wrapped modes get none; with it off, no mode does.
+func TestSyncErrorsNotInjected(t *testing.T) {
+	sc := &scenarios.Scenario{}
+	sc.Failure.SyncErrors = &scenarios.SyncErrorsSpec{Every: 3}
+	got := syncErrorsNotInjected(sc, "nftables")
+	if !strings.Contains(got, "no sync errors were injected into nftables") || !strings.Contains(got, "resolves nft once") {
+		t.Errorf("nftables with syncErrors: fault %q, want it to say no sync errors were injected and why", got)
+	}
+	for _, mode := range []string{"iptables", "ipvs"} {
+		if got := syncErrorsNotInjected(sc, mode); got != "" {
+			t.Errorf("%s with syncErrors: fault %q, want none (its programs go through PATH)", mode, got)
+		}
+	}
+	sc.Failure.SyncErrors = nil
+	if got := syncErrorsNotInjected(sc, "nftables"); got != "" {
+		t.Errorf("nftables without syncErrors: fault %q, want none", got)
+	}
+}

@@ -108,11 +108,18 @@ func syncDisruptionPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb
 		defer mu.Unlock()
 		return append([]probeRec(nil), recs...)
 	}
-	measure := func(kind string, q proxymodes.Proxier, svcs []workload.Service) error {
+	// measure takes the one-second baseline, then starts the window: ready
+	// (a restart: stop the old proxy, make the new one) and the sync both
+	// fall inside it, so a restart's outage counts against the sync.
+	measure := func(kind string, ready func() (proxymodes.Proxier, error), svcs []workload.Service) error {
 		prog.Start(fmt.Sprintf("%s: %s sync under probes (%d services probed)", m.Name, kind, len(targets)), 1)
 		defer prog.Done()
 		time.Sleep(time.Second) // baseline
 		from := time.Now()
+		q, err := ready()
+		if err != nil {
+			return err
+		}
 		st, err := q.Sync(ctx, svcs)
 		to := time.Now()
 		if err != nil {
@@ -127,16 +134,18 @@ func syncDisruptionPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb
 	// A proxy whose data path is in this process (userspace) cannot run
 	// twice: its restart stops the old one first, as a process restart.
 	_, inProcess := p.(proxymodes.Usager)
-	if inProcess {
-		if err := p.Cleanup(ctx); err != nil {
-			return nil, err
+	var fresh proxymodes.Proxier
+	restart := func() (proxymodes.Proxier, error) {
+		if inProcess {
+			if err := p.Cleanup(ctx); err != nil {
+				return nil, err
+			}
 		}
+		var err error
+		fresh, err = m.New(sc, tb.Node)
+		return fresh, err
 	}
-	fresh, err := m.New(sc, tb.Node)
-	if err != nil {
-		return nil, err
-	}
-	if err := measure("full (restart)", fresh, services); err != nil {
+	if err := measure("full (restart)", restart, services); err != nil {
 		return out, err
 	}
 	if inProcess {
@@ -150,7 +159,7 @@ func syncDisruptionPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb
 	if _, err := p.Sync(ctx, services); err != nil {
 		return out, fmt.Errorf("sync back to the mode's proxier: %w", err)
 	}
-	if err := measure("incremental", p, moveOneEndpoint(services, 1)); err != nil {
+	if err := measure("incremental", func() (proxymodes.Proxier, error) { return p, nil }, moveOneEndpoint(services, 1)); err != nil {
 		return out, err
 	}
 	if _, err := p.Sync(ctx, services); err != nil {
