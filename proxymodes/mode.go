@@ -179,3 +179,28 @@ func IPTablesBinary(backend, tool string) string {
 // needs nf_tables' ip family: CONFIG_NF_TABLES_IPV4 is not set (the
 // nftables mode, and the nft back end of iptables).
 const GuestNoNFTablesIP = "the user-mode-linux kernel has no nf_tables ip family (CONFIG_NF_TABLES_IPV4 is not set)"
+
+// NewFrom builds a Mode.New from a mode's scenario-to-config function and
+// its proxier constructor, so every mode's New takes its configuration the
+// same way Render does (one ConfigFromScenario for real runs and the sim).
+func NewFrom[C any, P Proxier](config func(*scenarios.Scenario) (C, error), mk func(C, Node) P) func(*scenarios.Scenario, Node) (Proxier, error) {
+	return func(sc *scenarios.Scenario, node Node) (Proxier, error) {
+		cfg, err := config(sc)
+		if err != nil {
+			return nil, err
+		}
+		return mk(cfg, node), nil
+	}
+}
+
+// RenderFrom builds a Mode.Render from the same config function and the
+// mode's pure rendering of services under that config.
+func RenderFrom[C any](config func(*scenarios.Scenario) (C, error), render func(C, []workload.Service) (*Rendering, error)) func(*scenarios.Scenario, []workload.Service) (*Rendering, error) {
+	return func(sc *scenarios.Scenario, services []workload.Service) (*Rendering, error) {
+		cfg, err := config(sc)
+		if err != nil {
+			return nil, err
+		}
+		return render(cfg, services)
+	}
+}

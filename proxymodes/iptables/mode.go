@@ -29,22 +29,10 @@ COMMIT
 // Mode is the iptables mode: kube-proxy's iptables proxier
 // (pkg/proxy/iptables), programmed with iptables-restore.
 var Mode = proxymodes.Mode{
-	Name: "iptables",
-	New: func(sc *scenarios.Scenario, node proxymodes.Node) (proxymodes.Proxier, error) {
-		cfg, err := ConfigFromScenario(sc)
-		if err != nil {
-			return nil, err
-		}
-		return New(cfg, node), nil
-	},
-	Render: func(sc *scenarios.Scenario, services []workload.Service) (*proxymodes.Rendering, error) {
-		cfg, err := ConfigFromScenario(sc)
-		if err != nil {
-			return nil, err
-		}
-		return Rendering(cfg, services)
-	},
-	Sim: proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic},
+	Name:   "iptables",
+	New:    proxymodes.NewFrom(ConfigFromScenario, New),
+	Render: proxymodes.RenderFrom(ConfigFromScenario, Rendering),
+	Sim:    proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic},
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.IPTables.MinSyncPeriod.Duration, sc.IPTables.SyncPeriod.Duration
 	},

@@ -25,13 +25,7 @@ import (
 // programmed over netlink with ipset and iptables-restore beside it.
 var Mode = proxymodes.Mode{
 	Name: "ipvs",
-	New: func(sc *scenarios.Scenario, node proxymodes.Node) (proxymodes.Proxier, error) {
-		cfg, err := ConfigFromScenario(sc)
-		if err != nil {
-			return nil, err
-		}
-		return New(cfg, node), nil
-	},
+	New:  proxymodes.NewFrom(ConfigFromScenario, New),
 	Render: func(sc *scenarios.Scenario, services []workload.Service) (*proxymodes.Rendering, error) {
 		cfg, err := ConfigFromScenario(sc)
 		if err != nil {

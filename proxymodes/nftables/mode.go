@@ -43,22 +43,10 @@ delete table ip pb-probe
 // Mode is the nftables mode: kube-proxy's nftables proxier
 // (pkg/proxy/nftables), programmed with nft through knftables.
 var Mode = proxymodes.Mode{
-	Name: "nftables",
-	New: func(sc *scenarios.Scenario, node proxymodes.Node) (proxymodes.Proxier, error) {
-		cfg, err := ConfigFromScenario(sc)
-		if err != nil {
-			return nil, err
-		}
-		return New(cfg, node), nil
-	},
-	Render: func(sc *scenarios.Scenario, services []workload.Service) (*proxymodes.Rendering, error) {
-		cfg, err := ConfigFromScenario(sc)
-		if err != nil {
-			return nil, err
-		}
-		return Rendering(cfg, services)
-	},
-	Sim: proxymodes.SimModel{Lookup: proxymodes.LookupHash, Choice: proxymodes.ChoiceNumgen},
+	Name:   "nftables",
+	New:    proxymodes.NewFrom(ConfigFromScenario, New),
+	Render: proxymodes.RenderFrom(ConfigFromScenario, Rendering),
+	Sim:    proxymodes.SimModel{Lookup: proxymodes.LookupHash, Choice: proxymodes.ChoiceNumgen},
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.NFTables.MinSyncPeriod.Duration, sc.NFTables.SyncPeriod.Duration
 	},

@@ -26,22 +26,10 @@ COMMIT
 // before 1.26, pkg/proxy/userspace): a listener per ServicePort in this
 // process behind iptables REDIRECT portals.
 var Mode = proxymodes.Mode{
-	Name: "userspace",
-	New: func(sc *scenarios.Scenario, node proxymodes.Node) (proxymodes.Proxier, error) {
-		cfg, err := ConfigFromScenario(sc)
-		if err != nil {
-			return nil, err
-		}
-		return New(cfg, node), nil
-	},
-	Render: func(sc *scenarios.Scenario, services []workload.Service) (*proxymodes.Rendering, error) {
-		cfg, err := ConfigFromScenario(sc)
-		if err != nil {
-			return nil, err
-		}
-		return Rendering(cfg, services)
-	},
-	Sim: proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceRoundRobin},
+	Name:   "userspace",
+	New:    proxymodes.NewFrom(ConfigFromScenario, New),
+	Render: proxymodes.RenderFrom(ConfigFromScenario, Rendering),
+	Sim:    proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceRoundRobin},
 	// The legacy proxier's sync loop took the iptables block's periods.
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.IPTables.MinSyncPeriod.Duration, sc.IPTables.SyncPeriod.Duration
