@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/topology/controlplane"
@@ -37,6 +38,17 @@ type ProxierSpec struct {
 	Bin         controlplane.Binaries
 	// Dir keeps the config, kubeconfig and log.
 	Dir string
+	// Verbosity is kube-proxy's -v (0: 2).
+	Verbosity int
+	// Label is the row's name ("nftables (kube-proxy)"; default "<mode>
+	// (kube-proxy)").
+	Label string
+	// DataPlane, when set, waits until every probed service answers
+	// through the node's rules and returns when the last one first did
+	// and how many were probed; the first Sync's Wall is then from the API
+	// objects being created to that moment (sync.full seen from the data
+	// plane), else to kube-proxy's /healthz answering.
+	DataPlane func(ctx context.Context, services []workload.Service) (answered time.Time, probed int, err error)
 }
 
 // Proxier drives the real kube-proxy through the API, behind the same
@@ -53,6 +65,7 @@ type Proxier struct {
 	kp    *Proxy
 	last  map[string]workload.Service
 	info  map[string]string
+	rec   *measure.KubeProxy
 }
 
 // NewProxier returns a Proxier; nothing starts before the first Sync.
@@ -70,8 +83,13 @@ func NewProxier(spec ProxierSpec) (*Proxier, error) {
 	return &Proxier{spec: spec, runID: id}, nil
 }
 
-// Mode is "<mode> (kube-proxy)".
-func (p *Proxier) Mode() string { return p.spec.Mode + " (kube-proxy)" }
+// Mode is the row's label, "<mode> (kube-proxy)" by default.
+func (p *Proxier) Mode() string {
+	if p.spec.Label != "" {
+		return p.spec.Label
+	}
+	return p.spec.Mode + " (kube-proxy)"
+}
 
 // Info describes the kube-proxy run: version, binary, config and log
 // paths, and the testbed-owned config fields.
@@ -222,30 +240,101 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err := p.cp.WriteKubeconfig(0, kc); err != nil {
 		return st, err
 	}
-	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Dir: p.spec.Dir,
+	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Dir: p.spec.Dir, Verbosity: p.spec.Verbosity,
 		Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc}})
 	if err != nil {
 		return st, err
 	}
-	if err := p.kp.WaitHealthy(ctx, 10*time.Minute); err != nil {
-		return st, err
+	// /healthz and the data plane are waited for together; kube-proxy
+	// failing to become healthy stops the probes.
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	healthy := make(chan error, 1)
+	var healthyAt time.Time
+	go func() {
+		err := p.kp.WaitHealthy(pctx, 10*time.Minute)
+		healthyAt = time.Now()
+		if err != nil {
+			cancel()
+		}
+		healthy <- err
+	}()
+	var answered time.Time
+	probed := 0
+	var derr error
+	if p.spec.DataPlane != nil {
+		dctx, dcancel := context.WithTimeout(pctx, 10*time.Minute)
+		answered, probed, derr = p.spec.DataPlane(dctx, services)
+		dcancel()
 	}
-	done := time.Now()
+	if herr := <-healthy; herr != nil {
+		return st, herr
+	}
+	if derr != nil {
+		return st, fmt.Errorf("data plane after kube-proxy's first sync: %w", derr)
+	}
+	done := healthyAt
+	if p.spec.DataPlane != nil {
+		done = answered
+	}
 	p.last = map[string]workload.Service{}
 	for _, s := range services {
 		p.last[s.Name] = s
 	}
 	u := p.kp.Usage()
-	_, h, _ := p.lastSync(ctx)
+	metrics, _ := p.scrapeSync(ctx)
+	p.rec = &measure.KubeProxy{Version: p.kp.Version, Binary: p.spec.KubeProxy, Config: p.kp.ConfigPath, Log: p.kp.LogPath,
+		Flags: p.kp.Args, Owned: p.kp.Owned, ControlPlaneNs: int64(up.Sub(t0)), APIObjectsNs: int64(created.Sub(up)),
+		APIObjects: ost.Services + ost.EndpointSlices, HealthyNs: int64(healthyAt.Sub(created)), Probed: probed, AfterFullSync: metrics}
 	p.info = map[string]string{"version": p.kp.Version, "config": p.kp.ConfigPath, "log": p.kp.LogPath,
 		"controlPlaneReady": up.Sub(t0).Round(time.Millisecond).String(),
 		"apiObjects":        fmt.Sprintf("%d services + %d slices in %v", ost.Services, ost.EndpointSlices, ost.Elapsed.Round(time.Millisecond))}
 	for k, v := range p.kp.Owned {
 		p.info["owned."+k] = v
 	}
+	_, fsum := measure.MetricDelta(nil, metrics, MetricSyncFull, "IPv4")
 	return proxymodes.SyncStats{Kind: "full", Wall: done.Sub(created), CPU: u.CPU + u.ChildCPU, Objects: len(services),
 		Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up),
-			"kube-proxy.metric": time.Duration(h.Sum * float64(time.Second))}}, nil
+			"kube-proxy.healthz": healthyAt.Sub(created), "kube-proxy.metric": time.Duration(fsum * float64(time.Second))}}, nil
+}
+
+// syncMetrics are the histograms the record keeps (per IP family).
+var syncMetrics = []string{MetricSync, MetricSyncFull, MetricSyncPartial, MetricProgramming}
+
+// scrapeSync scrapes kube-proxy's sync histograms, both families.
+func (p *Proxier) scrapeSync(ctx context.Context) ([]measure.Metric, error) {
+	m, err := p.kp.Scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []measure.Metric
+	for _, name := range syncMetrics {
+		for _, fam := range []string{"IPv4", "IPv6"} {
+			if h, err := m.Histogram(name, fam); err == nil {
+				out = append(out, measure.Metric{Name: name, Family: fam, Count: h.Count, Sum: h.Sum})
+			}
+		}
+	}
+	return out, nil
+}
+
+// KubeProxyRecord returns what the result records about this kube-proxy
+// so far: the first sync's record, with metrics scraped now (AtEnd), its
+// resource use and rule programs, and the sync lines of its log. Nil
+// before the first Sync.
+func (p *Proxier) KubeProxyRecord(ctx context.Context) *measure.KubeProxy {
+	if p.rec == nil || p.kp == nil {
+		return p.rec
+	}
+	r := *p.rec
+	if m, err := p.scrapeSync(ctx); err == nil {
+		r.AtEnd = m
+	}
+	u := p.kp.Usage()
+	r.CPUNs, r.ChildCPUNs, r.PeakRSSBytes, r.ChildPeakRSSBytes = int64(u.CPU), int64(u.ChildCPU), u.PeakRSS, u.ChildPeakRSS
+	r.Programs = p.kp.Programs()
+	r.SyncLog = p.kp.SyncLines(40)
+	return &r
 }
 
 // Cleanup stops kube-proxy, removes its rules from the node (`kube-proxy
