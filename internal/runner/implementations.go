@@ -52,9 +52,11 @@ func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) ([]kubeBinar
 		paths = []string{filepath.Join(dir, "kube-proxy")}
 		field = "kube-proxy"
 	}
-	for _, b := range []string{bin.Etcd, bin.APIServer} {
-		if st, err := os.Stat(b); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			return nil, bin, &InputError{Field: "implementation", Msg: "kube-proxy needs a control plane, and " + b + " is missing or not executable", Fix: "run make kube (builds kube-proxy, kube-apiserver and etcd into bin/)"}
+	for _, m := range sc.Modes {
+		if sc.KubeProxyRuns(m) {
+			if _, err := kubeproxy.PassFromScenario(sc, m); err != nil {
+				return nil, bin, &InputError{Field: "kubeProxy.config", Msg: err.Error()}
+			}
 		}
 	}
 	var out []kubeBinary
@@ -78,14 +80,16 @@ func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) ([]kubeBinar
 			if err := kubeproxy.CheckModeVersion(m, v, sc.KubeProxy.Config); err != nil {
 				return nil, bin, &InputError{Field: f, Msg: fmt.Sprintf("%s (%s) cannot run mode %s: %v", p, v, m, err)}
 			}
-			if _, err := kubeproxy.PassFromScenario(sc, m); err != nil {
-				return nil, bin, &InputError{Field: "kubeProxy.config", Msg: err.Error()}
-			}
 		}
 		if j := slices.IndexFunc(out, func(k kubeBinary) bool { return k.Version == v }); j >= 0 {
 			return nil, bin, &InputError{Field: f, Msg: fmt.Sprintf("%s and %s both report %s, so their rows would have one name", out[j].Path, abs, v), Fix: "run binaries of different versions, or one of them"}
 		}
 		out = append(out, kubeBinary{Path: abs, Version: v})
+	}
+	for _, b := range []string{bin.Etcd, bin.APIServer} {
+		if st, err := os.Stat(b); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			return nil, bin, &InputError{Field: "implementation", Msg: "kube-proxy needs a control plane, and " + b + " is missing or not executable", Fix: "run make kube (builds kube-proxy, kube-apiserver and etcd into bin/)"}
+		}
 	}
 	return out, bin, nil
 }

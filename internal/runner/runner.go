@@ -91,6 +91,9 @@ func (o *Options) defaults() {
 	if o.ArtifactDir == "" {
 		o.ArtifactDir = filepath.Join(os.TempDir(), "pb-"+o.RunID+"-artifacts")
 	}
+	if abs, err := filepath.Abs(o.ArtifactDir); err == nil {
+		o.ArtifactDir = abs // kube-proxy runs in its own folder
+	}
 }
 
 // Preflight checks, before anything is created, that the scenario can run

@@ -281,8 +281,17 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	for _, s := range services {
 		p.last[s.Name] = s
 	}
+	// kube-proxy observes its sync metrics when the sync returns, a
+	// moment after /healthz and the data plane see it: wait for them.
+	var metrics []measure.Metric
+	for wait := time.Now().Add(10 * time.Second); ; {
+		metrics, err = p.scrapeSync(ctx)
+		if c, _ := measure.MetricDelta(nil, metrics, MetricSync, "IPv4"); (err == nil && c > 0) || time.Now().After(wait) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	u := p.kp.Usage()
-	metrics, _ := p.scrapeSync(ctx)
 	p.rec = &measure.KubeProxy{Version: p.kp.Version, Binary: p.spec.KubeProxy, Config: p.kp.ConfigPath, Log: p.kp.LogPath,
 		Flags: p.kp.Args, Owned: p.kp.Owned, ControlPlaneNs: int64(up.Sub(t0)), APIObjectsNs: int64(created.Sub(up)),
 		APIObjects: ost.Services + ost.EndpointSlices, HealthyNs: int64(healthyAt.Sub(created)), Probed: probed, AfterFullSync: metrics}

@@ -209,6 +209,7 @@ func (p *Proxy) Stop() error {
 // resourceWatch samples a process and its children from /proc.
 type resourceWatch struct {
 	pid   int
+	self  string // kube-proxy's own command (commandOf)
 	mu    sync.Mutex
 	u     Usage
 	seen  map[int]bool
@@ -228,7 +229,7 @@ type kidRun struct {
 }
 
 func watchResources(pid int) *resourceWatch {
-	w := &resourceWatch{pid: pid, seen: map[int]bool{}, alive: map[int]*kidRun{}, progs: map[string]*measure.ProgramUse{}, done: make(chan struct{})}
+	w := &resourceWatch{pid: pid, self: commandOf(pid), seen: map[int]bool{}, alive: map[int]*kidRun{}, progs: map[string]*measure.ProgramUse{}, done: make(chan struct{})}
 	go func() {
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
@@ -294,13 +295,18 @@ func (w *resourceWatch) sample() {
 		if !w.seen[k] {
 			w.seen[k] = true
 			w.u.Children++
-			w.alive[k] = &kidRun{command: commandOf(k), first: now}
+			w.alive[k] = &kidRun{command: "unknown (exited before a sample saw its program)", first: now}
 		}
 		kh := vmHWM(k)
 		w.u.ChildPeakRSS = max(w.u.ChildPeakRSS, kh)
 		if r := w.alive[k]; r != nil {
 			live[k] = true
 			r.last = now
+			// Between fork and exec a child still shows kube-proxy's
+			// command line: keep the latest other one.
+			if c := commandOf(k); !strings.HasPrefix(c, "pid ") && !strings.HasPrefix(c, w.self) {
+				r.command = c
+			}
 			r.hwm = max(r.hwm, kh)
 			if kf := statFields(readFile(fmt.Sprintf("/proc/%d/stat", k))); len(kf) > 12 {
 				ut, _ := strconv.ParseInt(kf[11], 10, 64)
