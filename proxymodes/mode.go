@@ -59,6 +59,11 @@ type Mode struct {
 	// 6.1 build) cannot run the mode with sc's settings; "" when it can.
 	// Nil: it always can.
 	GuestUnsupported func(sc *scenarios.Scenario) string
+	// Protocols lists the ServicePort protocols the mode proxies ("TCP",
+	// "UDP", "SCTP"), as its Render and Sync accept them; scenario
+	// validation refuses a port of another protocol (exit 2) through
+	// modes.Catalog.
+	Protocols []string
 	// Direct makes the traffic driver dial endpoints directly instead of
 	// ClusterIPs (mode none, the baseline).
 	Direct bool
