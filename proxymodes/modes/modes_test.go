@@ -9,8 +9,8 @@ import (
 
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/iptables"
-	"github.com/proxybench/proxybench/proxymodes/nftables"
 	"github.com/proxybench/proxybench/proxymodes/modes"
+	"github.com/proxybench/proxybench/proxymodes/nftables"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
 )
