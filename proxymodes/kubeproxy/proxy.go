@@ -164,6 +164,39 @@ func (p *Proxy) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
+// WaitSynced waits until kube-proxy has finished its first IPv4 sync
+// (its kubeproxy_sync_proxy_rules_duration_seconds{ip_family="IPv4"}
+// counted one), or the process exits, or timeout passes; the error then
+// carries the tail of its log. It returns that sync's duration from the
+// metric. /healthz is no such signal: kube-proxy's ProxierHealthServer
+// answers 200 while the proxier starts up (pkg/proxy/healthcheck), before
+// any rule is programmed, so WaitHealthy returns before the first sync.
+func (p *Proxy) WaitSynced(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		if done, werr := p.Proc.Exited(); done {
+			return 0, fmt.Errorf("kube-proxy on %s exited (%v) before its first sync:\n%s", p.Spec.Config.NodeName, werr, p.LogTail(20))
+		}
+		m, err := p.Scrape(ctx)
+		if err == nil {
+			var h Histogram
+			if h, err = m.Histogram(MetricSync, "IPv4"); err == nil && h.Count > 0 {
+				return time.Duration(h.Sum / float64(h.Count) * float64(time.Second)), nil
+			}
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("kube-proxy on %s did not finish a sync within %v (last: %v):\n%s", p.Spec.Config.NodeName, timeout, last, p.LogTail(20))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // LogTail returns the last n lines of kube-proxy's log.
 func (p *Proxy) LogTail(n int) string {
 	b, _ := os.ReadFile(p.LogPath)
