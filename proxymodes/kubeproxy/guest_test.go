@@ -3,14 +3,19 @@
 package kubeproxy_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"github.com/proxybench/proxybench/internal/uml"
+	"io"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -224,6 +229,140 @@ func TestKernelIPVSInGuest(t *testing.T) {
 		synced.Sub(kpStart).Round(time.Millisecond), syncDur.Round(time.Millisecond), kubeproxy.MetricSync, h.Count, h.Sum)
 	t.Logf("  data plane: kube-proxy start -> %s answering %v, %s answering %v; all %d answering by %v (sweep)",
 		svcs[0].Name, answered[0].Sub(kpStart).Round(time.Millisecond), svcs[n-1].Name, answered[1].Sub(kpStart).Round(time.Millisecond), n, all.Sub(kpStart).Round(time.Millisecond))
+	b, _ := os.ReadFile(kp.LogPath)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "ipFamily=\"IPv4\"") && (strings.Contains(l, "yncProxyRules") || strings.Contains(l, "elapsed")) {
+			t.Logf("  kube-proxy: %s", l)
+		}
+	}
 	t.Logf("  kube-proxy CPU %v (+ children %v), peak RSS %d MiB (children %d MiB, %d seen); total in guest %v",
 		u.CPU, u.ChildCPU, u.PeakRSS>>20, u.ChildPeakRSS>>20, u.Children, time.Since(t0).Round(time.Millisecond))
+}
+
+// guestHelperEnv makes the test binary boot a guest that runs a testbed
+// with kube-proxy in IPVS mode (TestKernelHelperRun inside), for
+// TestKernelGuestCleanupAfterKill to kill.
+const guestHelperEnv = "PROXYBENCH_KUBEPROXY_GUEST_HELPER"
+
+// TestKernelGuestHelper is not a test: under guestHelperEnv=<runid> it
+// boots a user-mode-linux guest in the run's work folder
+// (uml.WorkDirPattern) running TestKernelHelperRun with IPVS, passes the
+// guest's console to stdout (the test waits for "ready") and waits.
+func TestKernelGuestHelper(t *testing.T) {
+	id := os.Getenv(guestHelperEnv)
+	if id == "" {
+		t.Skip("helper process for TestKernelGuestCleanupAfterKill")
+	}
+	bins := testenv.RequireKube(t)
+	dir, err := os.MkdirTemp("", uml.WorkDirPattern(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(dir, 0o755)
+	defer os.RemoveAll(dir)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = uml.Run(context.Background(), uml.Guest{MemoryMiB: 3072, Timeout: 20 * time.Minute,
+		Modules: append(append([]string{}, uml.BaseModules...), ipvs.KernelModules("")...),
+		Argv:    []string{exe, "-test.run", "^TestKernelHelperRun$", "-test.v", "-test.timeout=20m"},
+		Env:     []string{helperEnv + "=" + id + ":/run/tmp/kp:ipvs", "PROXYBENCH_KUBE_BIN=" + filepath.Dir(bins.KubeProxy)},
+		WorkDir: dir, Console: os.Stdout})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// guestProcs lists the host processes of run id's guests: the
+// user-mode-linux kernel and its helpers, whose command line names the
+// run's work folder.
+func guestProcs(id string) []string {
+	var out []string
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), uml.WorkDirPattern(id)) {
+			out = append(out, p.Name()+" "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
+// TestKernelGuestCleanupAfterKill: a run whose guest holds etcd,
+// kube-apiserver and kube-proxy (IPVS) is killed with SIGKILL; cleanup
+// (topology.Cleanup and uml.CleanupOrphans, as `proxybench cleanup`
+// calls them) leaves the guest alone while the run lives, and afterwards
+// no guest process (and so nothing that ran inside it) and no folder of
+// the run remains on the host.
+func TestKernelGuestCleanupAfterKill(t *testing.T) {
+	testenv.RequireKernel(t, "ipset", "ipvsadm")
+	testenv.RequireKube(t)
+	testenv.RequireGuest(t)
+	runID := topology.NewRunID()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestKernelGuestHelper$", "-test.v", "-test.timeout=25m")
+	cmd.Env = append(os.Environ(), guestHelperEnv+"="+runID)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(out)
+	ready := false
+	var lines []string
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		lines = append(lines, l)
+		if l == "ready" {
+			ready = true
+			break
+		}
+	}
+	go io.Copy(io.Discard, out)
+	if !ready {
+		t.Fatalf("guest run did not get ready:\n%s", strings.Join(lines, "\n"))
+	}
+	live := guestProcs(runID)
+	if len(live) == 0 {
+		t.Fatalf("no guest process of run %s while it runs", runID)
+	}
+	// A live run's guest is never touched.
+	if _, _, err := topology.Cleanup(runID); err != nil {
+		t.Fatal(err)
+	}
+	if killed, removed := uml.CleanupOrphans(runID); len(killed)+len(removed) > 0 {
+		t.Fatalf("cleanup of a live run killed %v and removed %v", killed, removed)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if _, _, err := topology.Cleanup(runID); err != nil {
+		t.Fatal(err)
+	}
+	// The guest dies with its run (PR_SET_PDEATHSIG) or is killed here;
+	// give the kernel's helper threads a moment to go.
+	var left []string
+	for range 50 {
+		killed, removed := uml.CleanupOrphans(runID)
+		t.Logf("cleanup: killed %v, removed %v", killed, removed)
+		if left = guestProcs(runID); len(left) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		t.Errorf("guest processes of run %s left after kill -9 and cleanup: %v", runID, left)
+	}
+	if dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), uml.WorkDirPattern(runID)+"*")); len(dirs) > 0 {
+		t.Errorf("guest folders left: %v", dirs)
+	}
+	if left := topology.ChildProcesses(runID); len(left) > 0 {
+		t.Errorf("host processes of run %s left: %v", runID, left)
+	}
+	t.Logf("guest of run %s (%d host processes while live) gone after kill -9 and cleanup", runID, len(live))
 }
