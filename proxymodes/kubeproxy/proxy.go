@@ -76,7 +76,7 @@ type Proxy struct {
 }
 
 // Start writes the node's config and starts kube-proxy in spec.Node. It
-// returns once the process runs; use WaitHealthy to wait for its first sync.
+// returns once the process runs; use WaitSynced to wait for its first sync.
 func Start(ctx context.Context, spec Spec) (*Proxy, error) {
 	ver, err := Version(ctx, spec.Binary)
 	if err != nil {
@@ -142,9 +142,10 @@ func (p *Proxy) get(ctx context.Context, port int, path string) (int, []byte, er
 	return resp.StatusCode, b.Bytes(), err
 }
 
-// WaitHealthy waits until kube-proxy's /healthz answers 200 (it has synced
-// its rules since it started) or the process exits or timeout passes; the
-// error then carries the tail of its log.
+// WaitHealthy waits until kube-proxy's /healthz answers 200 (its health
+// server is up: 200 also while it starts, before its first sync; see
+// WaitSynced) or the process exits or timeout passes; the error then
+// carries the tail of its log.
 func (p *Proxy) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
