@@ -22,11 +22,11 @@ type KubeProxy struct {
 	ControlPlaneNs int64 `json:"controlPlaneNs"`
 	APIObjectsNs   int64 `json:"apiObjectsNs"`
 	APIObjects     int   `json:"apiObjects"`
-	// HealthyNs is from the API objects created to kube-proxy's /healthz
-	// answering (its first sync done, by its own account); the row's
+	// FirstSyncNs is from the API objects created to kube-proxy's first
+	// IPv4 sync counted by its sync metric (its own account); the row's
 	// sync.full is until every probed service answered (Probed of them).
-	HealthyNs int64 `json:"healthyNs"`
-	Probed    int   `json:"probed"`
+	FirstSyncNs int64 `json:"firstSyncNs"`
+	Probed      int   `json:"probed"`
 	// AfterFullSync is a scrape of kube-proxy's sync metrics right after
 	// sync.full; AtEnd one at the end of the mode (before it stopped).
 	// AtEnd minus AfterFullSync is what the later syncs (sync.incremental,

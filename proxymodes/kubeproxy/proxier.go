@@ -245,15 +245,16 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err != nil {
 		return st, err
 	}
-	// /healthz and the data plane are waited for together; kube-proxy
-	// failing to become healthy stops the probes.
+	// Its first sync (by its metric; /healthz answers 200 while kube-proxy
+	// starts up, before any rule is programmed) and the data plane are
+	// waited for together; kube-proxy failing to sync stops the probes.
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	healthy := make(chan error, 1)
-	var healthyAt time.Time
+	var syncedAt time.Time
 	go func() {
-		err := p.kp.WaitHealthy(pctx, 10*time.Minute)
-		healthyAt = time.Now()
+		_, err := p.kp.WaitSynced(pctx, 10*time.Minute)
+		syncedAt = time.Now()
 		if err != nil {
 			cancel()
 		}
@@ -273,7 +274,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if derr != nil {
 		return st, fmt.Errorf("data plane after kube-proxy's first sync: %w", derr)
 	}
-	done := healthyAt
+	done := syncedAt
 	if p.spec.DataPlane != nil {
 		done = answered
 	}
@@ -294,7 +295,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	u := p.kp.Usage()
 	p.rec = &measure.KubeProxy{Version: p.kp.Version, Binary: p.spec.KubeProxy, Config: p.kp.ConfigPath, Log: p.kp.LogPath,
 		Flags: p.kp.Args, Owned: p.kp.Owned, ControlPlaneNs: int64(up.Sub(t0)), APIObjectsNs: int64(created.Sub(up)),
-		APIObjects: ost.Services + ost.EndpointSlices, HealthyNs: int64(healthyAt.Sub(created)), Probed: probed, AfterFullSync: metrics}
+		APIObjects: ost.Services + ost.EndpointSlices, FirstSyncNs: int64(syncedAt.Sub(created)), Probed: probed, AfterFullSync: metrics}
 	p.info = map[string]string{"version": p.kp.Version, "config": p.kp.ConfigPath, "log": p.kp.LogPath,
 		"controlPlaneReady": up.Sub(t0).Round(time.Millisecond).String(),
 		"apiObjects":        fmt.Sprintf("%d services + %d slices in %v", ost.Services, ost.EndpointSlices, ost.Elapsed.Round(time.Millisecond))}
@@ -304,7 +305,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	_, fsum := measure.MetricDelta(nil, metrics, MetricSyncFull, "IPv4")
 	return proxymodes.SyncStats{Kind: "full", Wall: done.Sub(created), CPU: u.CPU + u.ChildCPU, Objects: len(services),
 		Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up),
-			"kube-proxy.healthz": healthyAt.Sub(created), "kube-proxy.metric": time.Duration(fsum * float64(time.Second))}}, nil
+			"kube-proxy.firstSync": syncedAt.Sub(created), "kube-proxy.metric": time.Duration(fsum * float64(time.Second))}}, nil
 }
 
 // syncMetrics are the histograms the record keeps (per IP family).
