@@ -331,14 +331,19 @@ func (w *resourceWatch) sample() {
 			w.u.Children++
 			w.alive[k] = &kidRun{command: "unknown (exited before a sample saw its program)", first: now}
 		}
-		kh := vmHWM(k)
-		w.u.ChildPeakRSS = max(w.u.ChildPeakRSS, kh)
+		// Between fork and exec a child is still a copy of kube-proxy
+		// (its command line and resident set): count it from its exec on.
+		c := commandOf(k)
+		execd := !strings.HasPrefix(c, "pid ") && !strings.HasPrefix(c, w.self)
+		kh := int64(0)
+		if execd {
+			kh = vmHWM(k)
+			w.u.ChildPeakRSS = max(w.u.ChildPeakRSS, kh)
+		}
 		if r := w.alive[k]; r != nil {
 			live[k] = true
 			r.last = now
-			// Between fork and exec a child still shows kube-proxy's
-			// command line: keep the latest other one.
-			if c := commandOf(k); !strings.HasPrefix(c, "pid ") && !strings.HasPrefix(c, w.self) {
+			if execd {
 				r.command = c
 			}
 			r.hwm = max(r.hwm, kh)
