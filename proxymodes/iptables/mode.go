@@ -44,13 +44,8 @@ var Mode = proxymodes.Mode{
 		b := sc.IPTables.Backend
 		return []string{proxymodes.IPTablesBinary(b, ""), proxymodes.IPTablesBinary(b, "restore"), proxymodes.IPTablesBinary(b, "save")}
 	},
-	GuestUnsupported: func(sc *scenarios.Scenario) string {
-		if sc.IPTables.Backend == BackendNft {
-			return proxymodes.GuestNoNFTablesIP + "; use iptables.backend: legacy"
-		}
-		return ""
-	},
-	Probe: Probe,
+	KernelOptions: proxymodes.IPTablesKernelOptionsFor,
+	Probe:         Probe,
 }
 
 // ConfigFromScenario maps a validated scenario to a Config: the iptables

@@ -60,8 +60,12 @@ var Mode = proxymodes.Mode{
 		// expressions are part of nf_tables there).
 		return []string{"nf_conntrack", "nf_nat", "nf_reject_ipv4", "nf_tables", "nft_numgen", "nft_ct", "nft_masq", "nft_reject"}
 	},
-	GuestUnsupported: func(*scenarios.Scenario) string { return proxymodes.GuestNoNFTablesIP },
-	Probe:            Probe,
+	// The ip family with the expressions of the layout (numgen vmap, ct
+	// state, dnat, masquerade, reject): net/netfilter/Kconfig.
+	KernelOptions: func(*scenarios.Scenario) []string {
+		return []string{"CONFIG_NF_TABLES", "CONFIG_NF_TABLES_IPV4", "CONFIG_NFT_NUMGEN", "CONFIG_NFT_CT", "CONFIG_NFT_NAT", "CONFIG_NFT_MASQ", "CONFIG_NFT_REJECT"}
+	},
+	Probe: Probe,
 }
 
 // ConfigFromScenario maps a validated scenario to a Config:

@@ -16,8 +16,9 @@ var Mode = proxymodes.Mode{
 	Render: func(*scenarios.Scenario, []workload.Service) (*proxymodes.Rendering, error) {
 		return &proxymodes.Rendering{Info: map[string]string{"backend": "none"}}, nil
 	},
-	Sim:    proxymodes.SimModel{Lookup: proxymodes.LookupDirect},
-	Direct: true,
+	Sim:           proxymodes.SimModel{Lookup: proxymodes.LookupDirect},
+	KernelOptions: func(*scenarios.Scenario) []string { return []string{"CONFIG_NET_NS", "CONFIG_VETH"} },
+	Direct:        true,
 	Probe: func(context.Context, proxymodes.Node) (bool, string) {
 		return true, "network namespaces and veth work"
 	},

@@ -42,11 +42,9 @@ var Mode = proxymodes.Mode{
 		b := sc.IPTables.Backend
 		return []string{proxymodes.IPTablesBinary(b, ""), proxymodes.IPTablesBinary(b, "restore")}
 	},
-	GuestUnsupported: func(sc *scenarios.Scenario) string {
-		if sc.IPTables.Backend == BackendNft {
-			return proxymodes.GuestNoNFTablesIP + "; use iptables.backend: legacy"
-		}
-		return ""
+	KernelOptions: func(sc *scenarios.Scenario) []string {
+		// The portals' REDIRECT target besides iptables' own.
+		return append(proxymodes.IPTablesKernelOptionsFor(sc), "CONFIG_NETFILTER_XT_TARGET_REDIRECT")
 	},
 	Probe: Probe,
 }
