@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -87,21 +88,30 @@ user-mode-linux guest, as run does (--kernel). Needs root.`,
 	cmd.Flags().BoolVar(&f.normalise, "normalise", false, "print the reading normalised (one fact per line, as --diff compares it)")
 	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "with a user-mode-linux guest: show its console")
 	cmd.Flags().IntVar(&dumpServices, "services", 0, "number of services instead of the scenario's services.count")
-	cmd.Flags().StringVar(&f.json, "json", "", "write the readings as JSON to this file instead of printing them")
+	cmd.Flags().StringVar(&f.json, "json", "", "write the readings as JSON to this file (- for stdout) instead of printing them")
 	_ = cmd.Flags().MarkHidden("json")
+	cmd.Flags().StringVar(&kubeBinFlag, "kube-bin", "", "the folder holding kube-apiserver and etcd (default $PROXYBENCH_KUBE_BIN, else bin/ beside proxybench)")
+	_ = cmd.Flags().MarkHidden("kube-bin")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
 	_ = cmd.Flags().MarkHidden("run-id")
 	return cmd
 }
 
-// dumpServices is dump's --services.
-var dumpServices int
+// dumpServices is dump's --services, kubeBinFlag its hidden --kube-bin
+// (the folder of kube-apiserver and etcd, passed to a guest).
+var (
+	dumpServices int
+	kubeBinFlag  string
+)
 
 // kubeBinaries finds kube-proxy (flag, else the folder), kube-apiserver
 // and etcd in $PROXYBENCH_KUBE_BIN, else beside this executable (bin/),
 // else in ./bin. A missing one is bad input naming the fix.
 func kubeBinaries(kubeProxyFlag string) (fidelity.KubeBinaries, error) {
-	dir := os.Getenv("PROXYBENCH_KUBE_BIN")
+	dir := kubeBinFlag
+	if dir == "" {
+		dir = os.Getenv("PROXYBENCH_KUBE_BIN")
+	}
 	if dir == "" {
 		dir = "bin"
 		if exe, err := os.Executable(); err == nil {
@@ -237,7 +247,7 @@ func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
 	}
 	var readings []fidelity.Reading
 	if target.UML != nil {
-		readings, err = dumpInGuest(cmd, sc, f, target.UML, impls, kb, runID)
+		readings, err = dumpInGuest(ctx, sc, f, target.UML, impls, kb, runID)
 	} else {
 		for _, impl := range impls {
 			var r fidelity.Reading
@@ -257,12 +267,22 @@ func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
 		}
 		return &exitError{code, err}
 	}
+	for _, r := range readings {
+		for _, n := range r.Notes {
+			fmt.Fprintf(os.Stderr, "note: %s\n", n)
+		}
+	}
 	if f.json != "" {
 		b, err := json.Marshal(readings)
 		if err != nil {
 			return &exitError{1, err}
 		}
-		if err := os.WriteFile(f.json, b, 0o644); err != nil {
+		if f.json == "-" {
+			_, err = os.Stdout.Write(b)
+		} else {
+			err = os.WriteFile(f.json, b, 0o644)
+		}
+		if err != nil {
 			return &exitError{1, err}
 		}
 		return nil
@@ -301,13 +321,10 @@ func printDump(w io.Writer, f *dumpFlags, kernel string, readings []fidelity.Rea
 	return nil
 }
 
-// dumpInGuest runs this binary's dump in a user-mode-linux guest on kernel
-// k and returns its readings.
-func dumpInGuest(cmd *cobra.Command, sc *scenarios.Scenario, f *dumpFlags, k *uml.Kernel, impls []string, kb fidelity.KubeBinaries, runID string) ([]fidelity.Reading, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
+// dumpInGuest runs this binary's dump (every implementation of impls, in
+// one guest) in a user-mode-linux guest on kernel k and returns its
+// readings (runner.RunCommandInUML; the guest prints them as JSON).
+func dumpInGuest(ctx context.Context, sc *scenarios.Scenario, f *dumpFlags, k *uml.Kernel, impls []string, kb fidelity.KubeBinaries, runID string) ([]fidelity.Reading, error) {
 	dir, err := os.MkdirTemp("", uml.WorkDirPattern(runID))
 	if err != nil {
 		return nil, err
@@ -318,43 +335,38 @@ func dumpInGuest(cmd *cobra.Command, sc *scenarios.Scenario, f *dumpFlags, k *um
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "scenario.yaml"), y, 0o644); err != nil {
+	scPath := filepath.Join(dir, "scenario.yaml")
+	if err := os.WriteFile(scPath, y, 0o644); err != nil {
 		return nil, err
 	}
-	var readings []fidelity.Reading
-	for _, impl := range impls {
-		argv := []string{exe, "dump", filepath.Join(uml.GuestMount, "scenario.yaml"), "--mode", f.mode, "--implementation", impl,
-			"--kernel", "host", "--run-id", runID, "--json", filepath.Join(uml.GuestMount, "dump.json")}
-		if impl == fidelity.KubeProxy {
-			argv = append(argv, "--kube-proxy", kb.KubeProxy)
-		}
-		var console io.Writer
-		if f.verbose {
-			console = os.Stderr
-		}
-		env := []string{}
-		if kb.APIServer != "" {
-			env = append(env, "PROXYBENCH_KUBE_BIN="+filepath.Dir(kb.APIServer))
-		}
-		res, err := uml.Run(cmd.Context(), uml.Guest{Kernel: k, MemoryMiB: sc.UML.MemoryMiB, Timeout: sc.UML.Timeout.Duration,
-			Modules: runner.GuestModules(sc), Argv: argv, Env: env, WorkDir: dir, Console: console})
-		if err != nil {
-			return nil, err
-		}
-		if res.ExitCode != 0 {
-			return nil, fmt.Errorf("dump --implementation %s in the user-mode-linux guest %s failed (exit %d); its console:\n%s", impl, k.Name, res.ExitCode, tailLines(res.Log, 25))
-		}
-		b, err := os.ReadFile(filepath.Join(dir, "dump.json"))
-		if err != nil {
-			return nil, fmt.Errorf("guest dump: %w", err)
-		}
-		var rs []fidelity.Reading
-		if err := json.Unmarshal(b, &rs); err != nil {
-			return nil, fmt.Errorf("guest dump: %w", err)
-		}
-		readings = append(readings, rs...)
+	args := []string{"dump", scPath, "--mode", f.mode, "--kernel", "host", "--run-id", runID, "--json", "-"}
+	mem := sc.UML.MemoryMiB
+	if len(impls) == 2 {
+		args = append(args, "--diff")
+	} else {
+		args = append(args, "--implementation", impls[0])
 	}
-	return readings, nil
+	if slices.Contains(impls, fidelity.KubeProxy) {
+		args = append(args, "--kube-proxy", kb.KubeProxy, "--kube-bin", filepath.Dir(kb.APIServer))
+		mem = max(mem, 3072) // etcd, kube-apiserver and kube-proxy
+	}
+	var console io.Writer
+	if f.verbose {
+		console = os.Stderr
+	}
+	out, err := runner.RunCommandInUML(ctx, runner.GuestCommand{RunID: runID, Kernel: k, Args: args,
+		Modules: runner.GuestModules(sc), MemoryMiB: mem, Timeout: sc.UML.Timeout.Duration, Console: console})
+	if err != nil {
+		return nil, err
+	}
+	if out.ExitCode != 0 {
+		return nil, fmt.Errorf("dump in the user-mode-linux guest %s failed (exit %d); its console:\n%s", k.Name, out.ExitCode, tailLines(out.Guest.Log, 25))
+	}
+	var rs []fidelity.Reading
+	if err := json.Unmarshal(out.Stdout, &rs); err != nil {
+		return nil, fmt.Errorf("guest dump: %w", err)
+	}
+	return rs, nil
 }
 
 func tailLines(b []byte, n int) string {

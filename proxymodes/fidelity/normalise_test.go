@@ -1,6 +1,7 @@
 package fidelity
 
 import (
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -172,5 +173,22 @@ func TestExplain(t *testing.T) {
 	}
 	if len(unused) != 1 || unused[0].ID != "stale" {
 		t.Errorf("unused %v, want stale", unused)
+	}
+}
+
+// TestKnownDocumented: docs/modes.md lists every documented difference
+// under its ID.
+func TestKnownDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/modes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range KnownDifferences {
+		if !strings.Contains(string(b), "`"+k.ID+"`") {
+			t.Errorf("docs/modes.md does not list the difference `%s`", k.ID)
+		}
+		if k.Why == "" || len(k.Modes) == 0 || k.Line == nil {
+			t.Errorf("%s: Why, Modes and Line are required", k.ID)
+		}
 	}
 }

@@ -37,6 +37,9 @@ type Reading struct {
 	// added (kube-proxy's control plane: the `kubernetes` Service's
 	// ClusterIP and its service range); Normalise drops what holds them.
 	Testbed []string `json:",omitempty"`
+	// Notes are what went wrong without spoiling the reading (a failed
+	// cleanup before the testbed's teardown).
+	Notes []string `json:",omitempty"`
 }
 
 // String prints every section under a "# <tool>" header, as a user would

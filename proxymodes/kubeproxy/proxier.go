@@ -13,6 +13,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/topology/controlplane"
@@ -212,7 +213,12 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err := os.MkdirAll(p.spec.Dir, 0o755); err != nil {
 		return st, err
 	}
-	p.cp, err = controlplane.Start(ctx, controlplane.Spec{RunID: p.runID, Nodes: []*topology.Netns{p.spec.Node}, Avoid: p.spec.Avoid, Bin: p.spec.Bin})
+	cps := controlplane.Spec{RunID: p.runID, Nodes: []*topology.Netns{p.spec.Node}, Avoid: p.spec.Avoid, Bin: p.spec.Bin}
+	if uml.InGuest() {
+		// Syscalls cost ~25x the host's in a user-mode-linux guest.
+		cps.StartTimeout = 8 * time.Minute
+	}
+	p.cp, err = controlplane.Start(ctx, cps)
 	if err != nil {
 		return st, err
 	}
