@@ -63,6 +63,11 @@ type Mode struct {
 	// make kernels' fragment (internal/uml/kconfig/proxybench.config)
 	// builds every one in. Nil: no options beyond a network namespace.
 	KernelOptions func(sc *scenarios.Scenario) []string
+	// Protocols lists the ServicePort protocols the mode proxies ("TCP",
+	// "UDP", "SCTP"), as its Render and Sync accept them; scenario
+	// validation refuses a port of another protocol (exit 2) through
+	// modes.Catalog.
+	Protocols []string
 	// Direct makes the traffic driver dial endpoints directly instead of
 	// ClusterIPs (mode none, the baseline).
 	Direct bool

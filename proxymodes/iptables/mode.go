@@ -29,10 +29,11 @@ COMMIT
 // Mode is the iptables mode: kube-proxy's iptables proxier
 // (pkg/proxy/iptables), programmed with iptables-restore.
 var Mode = proxymodes.Mode{
-	Name:   "iptables",
-	New:    proxymodes.NewFrom(ConfigFromScenario, New),
-	Render: proxymodes.RenderFrom(ConfigFromScenario, Rendering),
-	Sim:    proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic},
+	Name:      "iptables",
+	Protocols: []string{"TCP", "UDP", "SCTP"},
+	New:       proxymodes.NewFrom(ConfigFromScenario, New),
+	Render:    proxymodes.RenderFrom(ConfigFromScenario, Rendering),
+	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic},
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.IPTables.MinSyncPeriod.Duration, sc.IPTables.SyncPeriod.Duration
 	},

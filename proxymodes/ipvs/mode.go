@@ -25,7 +25,9 @@ import (
 // programmed over netlink with ipset and iptables-restore beside it.
 var Mode = proxymodes.Mode{
 	Name: "ipvs",
-	New:  proxymodes.NewFrom(ConfigFromScenario, New),
+	// IPVS has SCTP virtual servers, but this build programs TCP and UDP.
+	Protocols: []string{"TCP", "UDP"},
+	New:       proxymodes.NewFrom(ConfigFromScenario, New),
 	Render: func(sc *scenarios.Scenario, services []workload.Service) (*proxymodes.Rendering, error) {
 		cfg, err := ConfigFromScenario(sc)
 		if err != nil {

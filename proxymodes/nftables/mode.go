@@ -43,10 +43,11 @@ delete table ip pb-probe
 // Mode is the nftables mode: kube-proxy's nftables proxier
 // (pkg/proxy/nftables), programmed with nft through knftables.
 var Mode = proxymodes.Mode{
-	Name:   "nftables",
-	New:    proxymodes.NewFrom(ConfigFromScenario, New),
-	Render: proxymodes.RenderFrom(ConfigFromScenario, Rendering),
-	Sim:    proxymodes.SimModel{Lookup: proxymodes.LookupHash, Choice: proxymodes.ChoiceNumgen},
+	Name:      "nftables",
+	Protocols: []string{"TCP", "UDP", "SCTP"},
+	New:       proxymodes.NewFrom(ConfigFromScenario, New),
+	Render:    proxymodes.RenderFrom(ConfigFromScenario, Rendering),
+	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupHash, Choice: proxymodes.ChoiceNumgen},
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.NFTables.MinSyncPeriod.Duration, sc.NFTables.SyncPeriod.Duration
 	},
