@@ -76,7 +76,11 @@ func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 		if err != nil {
 			return nil, err
 		}
-		return NewProxier(ProxierSpec{Mode: base.Name, Node: ns, NodeIP: ip, ClusterCIDR: cluster, ServiceCIDR: svc,
+		backend := ""
+		if base.Name != "nftables" {
+			backend = sc.IPTables.Backend // the same iptables back end as builtin
+		}
+		return NewProxier(ProxierSpec{Mode: base.Name, IPTablesBackend: backend, Node: ns, NodeIP: ip, ClusterCIDR: cluster, ServiceCIDR: svc,
 			Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix()}, Pass: pass, KubeProxy: v.Binary, Bin: v.Bin,
 			Dir: v.Dir, Verbosity: sc.KubeProxy.Verbosity, Label: v.Label, DataPlane: v.DataPlane})
 	}
