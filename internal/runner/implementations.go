@@ -22,9 +22,13 @@ import (
 type kubeBinary struct{ Path, Version string }
 
 // KubeBinDir is where the kube-proxy, kube-apiserver and etcd binaries
-// are looked for by default: bin/ beside proxybench's own binary
+// are looked for by default: $PROXYBENCH_KUBE_BIN when set (as the tests'
+// testenv.RequireKube), else bin/ beside proxybench's own binary
 // (bin/proxybench), else ./bin.
 func KubeBinDir() string {
+	if d := os.Getenv("PROXYBENCH_KUBE_BIN"); d != "" {
+		return d
+	}
 	if exe, err := os.Executable(); err == nil {
 		d := filepath.Dir(exe)
 		if _, err := os.Stat(filepath.Join(d, "kube-proxy")); err == nil {

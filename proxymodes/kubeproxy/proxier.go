@@ -144,17 +144,22 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	}
 	cur := map[string]workload.Service{}
 	writes := 0
+	// sent is when the last write was sent: kube-proxy may see it (and
+	// start the sync it causes) before the API call returns to us.
+	var sent time.Time
 	c := p.cp.Client
 	for _, s := range services {
 		cur[s.Name] = s
 		old, ok := p.last[s.Name]
 		switch {
 		case !ok:
+			sent = time.Now()
 			if _, err := apiobjects.Create(ctx, c, apiobjects.Spec{Services: []workload.Service{s}, Workers: 1, SessionAffinity: p.spec.SessionAffinity}); err != nil {
 				return proxymodes.SyncStats{}, err
 			}
 			writes++
 		case !sameService(old, s):
+			sent = time.Now()
 			if err := apiobjects.UpdateSlice(ctx, c, s, time.Now()); err != nil {
 				return proxymodes.SyncStats{}, err
 			}
@@ -163,6 +168,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	}
 	for name, s := range p.last {
 		if _, ok := cur[name]; !ok {
+			sent = time.Now()
 			if err := c.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
 				return proxymodes.SyncStats{}, err
 			}
@@ -179,29 +185,33 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	}
 	// Wait for a sync that started after the last write. A sync that ends
 	// after the writes may have begun before them (kube-proxy syncs IPv4
-	// and IPv6 in turn, and a sync in the guest takes seconds), so: take
-	// a scrape sent after the writes; a later scrape counting one more
-	// sync gives that sync's duration (the histogram sum's growth) and so
-	// its start, ts - duration, which must not be before written; one
-	// counting two or more means the last of them began after the first
-	// ended, which was after the previous scrape, itself after the writes.
+	// and IPv6 in turn, and a sync in the guest takes seconds), and the
+	// sync the writes caused may already be over when the first scrape
+	// after them is taken (on the host it takes tens of ms), and it may
+	// start before the last API call returns. So: from the
+	// scrape taken before the writes (h0), each scrape that counts more
+	// syncs than the previous one bounds the start of the last of them:
+	// it is not before ts - (the histogram sum's growth), which must not
+	// be before the last write was sent; or, when the previous scrape was
+	// itself taken after the writes, two or more new syncs mean the last
+	// began after the first ended, after that scrape. Scrapes are 50 ms
+	// apart (each costs kube-proxy CPU, which the row reports).
 	deadline := time.Now().Add(10 * time.Minute)
-	_, hPrev, err := p.lastSync(ctx)
-	if err != nil {
-		return proxymodes.SyncStats{}, err
-	}
+	hPrev, prevAt := h0, t0
 	for {
 		select {
 		case <-ctx.Done():
 			return proxymodes.SyncStats{}, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
+		at := time.Now()
 		ts, h, err := p.lastSync(ctx)
 		if err != nil {
 			return proxymodes.SyncStats{}, err
 		}
 		step := h.Sub(hPrev)
-		ok := step.Count >= 2 || (step.Count == 1 && !ts.Add(-time.Duration(step.Sum*float64(time.Second))).Before(written))
+		ok := step.Count > 0 && (!ts.Add(-time.Duration(step.Sum*float64(time.Second))).Before(sent) ||
+			(step.Count >= 2 && !prevAt.Before(written)))
 		if ok {
 			d := h.Sub(h0)
 			u := p.kp.Usage()
@@ -210,7 +220,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 				Phases: map[string]time.Duration{"api": written.Sub(t0), "kube-proxy": time.Duration(d.Sum * float64(time.Second))}}, nil
 		}
 		if step.Count > 0 {
-			hPrev = h // a sync begun before the writes; the next one counts
+			hPrev, prevAt = h, at // syncs begun before the writes; a later one counts
 		}
 		if time.Now().After(deadline) {
 			return proxymodes.SyncStats{}, fmt.Errorf("kube-proxy did not finish a sync begun after the API writes within 10 min:\n%s", p.kp.LogTail(10))
