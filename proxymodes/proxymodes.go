@@ -47,6 +47,19 @@ type FullSyncer interface {
 	ForceFullSync()
 }
 
+// Restarter is implemented by proxiers that run as a program of their
+// own over an API (kube-proxy). Restart stops the program and starts a new
+// one on the same node, which makes its first, full sync of what the API
+// holds, and returns when that sync is done (SyncStats.Wall from the
+// start of the new program). cold first removes everything the old one
+// programmed (kube-proxy --cleanup), as on a node that joins; otherwise the
+// new program starts over its predecessor's ruleset, as after a restart.
+// Proxiers without it are restarted by the runner as a fresh proxier of
+// the same mode (Mode.New) syncing the same services.
+type Restarter interface {
+	Restart(ctx context.Context, cold bool) (SyncStats, error)
+}
+
 // Usager is implemented by modes whose data path runs in this process
 // (userspace): the process's CPU time since the last Sync, and its
 // resident set size in bytes (/proc/self/status VmRSS).
