@@ -48,16 +48,16 @@ type FullSyncer interface {
 }
 
 // Restarter is implemented by proxiers that run as a program of their
-// own over an API (kube-proxy). Restart stops the program and starts a new
-// one on the same node, which makes its first, full sync of what the API
-// holds, and returns when that sync is done (SyncStats.Wall from the
-// start of the new program). cold first removes everything the old one
-// programmed (kube-proxy --cleanup), as on a node that joins; otherwise the
-// new program starts over its predecessor's ruleset, as after a restart.
-// Proxiers without it are restarted by the runner as a fresh proxier of
-// the same mode (Mode.New) syncing the same services.
+// own over an API (kube-proxy). Halt stops the program; with cleanup it
+// also removes everything the program installed (kube-proxy --cleanup), as
+// on a node that has never run it. Resume starts a new program on the same
+// node, which makes its first, full sync of what the API holds, and
+// returns when that sync is done (SyncStats.Wall from the program's
+// start). Proxiers without it are restarted by the runner as a fresh
+// proxier of the same mode (Mode.New) syncing the same services.
 type Restarter interface {
-	Restart(ctx context.Context, cold bool) (SyncStats, error)
+	Halt(ctx context.Context, cleanup bool) error
+	Resume(ctx context.Context) (SyncStats, error)
 }
 
 // Usager is implemented by modes whose data path runs in this process

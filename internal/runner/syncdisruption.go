@@ -271,25 +271,31 @@ func syncDisruptionPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb
 		var err error
 		switch kind {
 		case "cold":
-			if !restarter {
-				// The node without rules before the window: the baseline
-				// shows what a node that has not synced yet does.
-				if err := p.Cleanup(ctx); err != nil {
-					return out, fmt.Errorf("cold start: remove the rules: %w", err)
-				}
+			// The node without rules before the window: the baseline
+			// shows what a node that has not synced yet does.
+			if restarter {
+				err = rs.Halt(ctx, true)
+			} else {
+				err = p.Cleanup(ctx)
+			}
+			if err != nil {
+				return out, fmt.Errorf("cold start: remove the rules: %w", err)
 			}
 			err = measure(syncKindNames[kind], func() (proxymodes.SyncStats, error) {
 				if restarter {
-					return rs.Restart(ctx, true)
+					return rs.Resume(ctx)
 				}
 				return fresh()
 			})
 		case "restart":
 			err = measure(syncKindNames[kind], func() (proxymodes.SyncStats, error) {
-				if restarter {
-					return rs.Restart(ctx, false)
-				}
-				if inProcess {
+				switch {
+				case restarter:
+					if err := rs.Halt(ctx, false); err != nil {
+						return proxymodes.SyncStats{}, err
+					}
+					return rs.Resume(ctx)
+				case inProcess:
 					if err := p.Cleanup(ctx); err != nil {
 						return proxymodes.SyncStats{}, err
 					}

@@ -3,11 +3,17 @@
 package runner
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
 )
 
@@ -99,5 +105,113 @@ func TestProberPicks(t *testing.T) {
 	p.answered(3, now.Add(time.Millisecond))
 	if !p.allAnswered() {
 		t.Error("not allAnswered after every target answered")
+	}
+}
+
+// slowProxier is a fake proxier whose Sync takes delay before the rules
+// change (the data plane answers from p's state).
+type slowProxier struct {
+	*fakeProxier
+	delay time.Duration
+}
+
+func (s slowProxier) Sync(ctx context.Context, services []workload.Service) (proxymodes.SyncStats, error) {
+	time.Sleep(s.delay)
+	return s.fakeProxier.Sync(ctx, services)
+}
+
+// restartProxier is a fake kube-proxy: Halt removes the rules when asked
+// to clean up, Resume programs them after delay.
+type restartProxier struct {
+	*fakeProxier
+	delay    time.Duration
+	services []workload.Service // what the API holds
+	calls    []string
+}
+
+func (r *restartProxier) Halt(ctx context.Context, cleanup bool) error {
+	r.calls = append(r.calls, fmt.Sprintf("halt(%t)", cleanup))
+	if cleanup {
+		return r.fakeProxier.Cleanup(ctx)
+	}
+	return nil
+}
+
+func (r *restartProxier) Resume(ctx context.Context) (proxymodes.SyncStats, error) {
+	r.calls = append(r.calls, "resume")
+	time.Sleep(r.delay)
+	return r.fakeProxier.Sync(ctx, r.services)
+}
+
+func sdScenario(t *testing.T) (*scenarios.Scenario, []workload.Service) {
+	return phaseScenario(t, "", "syncDisruption: {syncs: [cold, restart, incremental], services: 4, probes: 2, timeout: 50ms, settle: 2s}\n")
+}
+
+// TestSyncDisruptionColdStart: the cold sync removes the node's rules
+// before its baseline (every baseline probe fails), and no probed service
+// answers before the new proxier's sync is done; the restart keeps
+// answering from the old rules; every sync runs in the listed order and the
+// mode's proxier programs the services at the end.
+func TestSyncDisruptionColdStart(t *testing.T) {
+	sc, svcs := sdScenario(t)
+	p := newFakeProxier()
+	e := newFakeEnv(p)
+	if _, err := p.Sync(context.Background(), svcs); err != nil {
+		t.Fatal(err)
+	}
+	const delay = 300 * time.Millisecond
+	m := proxymodes.Mode{Name: "fake", New: func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) {
+		return slowProxier{p, delay}, nil
+	}}
+	tb := &topology.Testbed{}
+	out, err := syncDisruptionPhase(context.Background(), sc, &e.env, tb, m, p, svcs, &recProgress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 3 || out[0].Kind != "full (cold start)" || out[1].Kind != "full (restart)" || out[2].Kind != "incremental" {
+		t.Fatalf("windows %+v, want cold start, restart, incremental", out)
+	}
+	cold, restart, inc := out[0], out[1], out[2]
+	if cold.BeforeAttempts == 0 || cold.BeforeFailed != cold.BeforeAttempts {
+		t.Errorf("cold baseline: %d of %d failed, want all (the node has no rules)", cold.BeforeFailed, cold.BeforeAttempts)
+	}
+	if cold.Probed != 4 || cold.Answered != 4 || cold.FirstAnswerNs < int64(delay) || cold.LastAnswerNs < cold.FirstAnswerNs || cold.Failed == 0 {
+		t.Errorf("cold: probed %d answered %d first %v last %v failed %d; want 4 4, first >= %v, failures during the sync",
+			cold.Probed, cold.Answered, time.Duration(cold.FirstAnswerNs), time.Duration(cold.LastAnswerNs), cold.Failed, delay)
+	}
+	if restart.Failed != 0 || restart.Answered != 4 || restart.LastAnswerNs >= int64(delay) {
+		t.Errorf("restart: failed %d answered %d last %v; want 0 failures and every service answering before the sync ends",
+			restart.Failed, restart.Answered, time.Duration(restart.LastAnswerNs))
+	}
+	if inc.Probed != 0 {
+		t.Errorf("incremental window has answer times (probed %d)", inc.Probed)
+	}
+	if p.cleanups != 1 || len(p.state) != len(svcs) {
+		t.Errorf("%d cleanups (want 1, the cold start), %d services programmed at the end (want %d)", p.cleanups, len(p.state), len(svcs))
+	}
+}
+
+// TestSyncDisruptionRestarter: a proxier that restarts itself (kube-proxy)
+// is asked to, cold then warm, and no new proxier of the mode is made.
+func TestSyncDisruptionRestarter(t *testing.T) {
+	sc, svcs := sdScenario(t)
+	fp := newFakeProxier()
+	r := &restartProxier{fakeProxier: fp, delay: 100 * time.Millisecond, services: svcs}
+	e := newFakeEnv(fp)
+	if _, err := r.Sync(context.Background(), svcs); err != nil {
+		t.Fatal(err)
+	}
+	m := proxymodes.Mode{Name: "fake", New: func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) {
+		return nil, errors.New("a restarter must not be replaced by a new proxier")
+	}}
+	out, err := syncDisruptionPhase(context.Background(), sc, &e.env, &topology.Testbed{}, m, r, svcs, &recProgress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(r.calls, " "); got != "halt(true) resume halt(false) resume" {
+		t.Errorf("calls %q, want halt(true) resume halt(false) resume", got)
+	}
+	if len(out) != 3 || out[0].Answered != 4 || out[0].FirstAnswerNs < int64(r.delay) {
+		t.Errorf("cold window %+v: want every service answering, none before the restart's sync", out[0])
 	}
 }
