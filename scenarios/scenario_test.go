@@ -100,7 +100,6 @@ func TestParseErrors(t *testing.T) {
 		{"udp first port with churn", "services:\n  count: 1\n  ports:\n  - {name: dns, port: 53, protocol: UDP}\n  - {name: dns-tcp, port: 53}\nchurn: {rate: 5}\n", "services.ports[0].protocol", 4, "list a TCP port first"},
 		{"udp ports with longLived", "services:\n  count: 1\n  protocol: UDP\ntraffic:\n  longLived: {connections: 2}\n", "traffic.longLived", 5, "UDP ports have none to hold"},
 
-
 		// endpoints distributions
 		{"distribution unknown", "services:\n  count: 1\n  endpoints:\n    distribution: zipff\n", "services.endpoints.distribution", 4, `did you mean "zipf"`},
 		{"fixed negative", "services:\n  count: 1\n  endpoints:\n    count: -1\n", "services.endpoints.count", 4, "negative"},
