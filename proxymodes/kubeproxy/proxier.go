@@ -153,28 +153,43 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	if writes == 0 {
 		return proxymodes.SyncStats{Kind: "incremental", Wall: time.Since(t0)}, nil
 	}
-	// Wait for a sync that started after the last write: its end
-	// timestamp is later than written plus its own duration.
-	deadline := time.Now().Add(5 * time.Minute)
+	// Wait for a sync that started after the last write. A sync that ends
+	// after the writes may have begun before them (kube-proxy syncs IPv4
+	// and IPv6 in turn, and a sync in the guest takes seconds), so: take
+	// a scrape sent after the writes; a later scrape counting one more
+	// sync gives that sync's duration (the histogram sum's growth) and so
+	// its start, ts - duration, which must not be before written; one
+	// counting two or more means the last of them began after the first
+	// ended, which was after the previous scrape, itself after the writes.
+	deadline := time.Now().Add(10 * time.Minute)
+	_, hPrev, err := p.lastSync(ctx)
+	if err != nil {
+		return proxymodes.SyncStats{}, err
+	}
 	for {
+		select {
+		case <-ctx.Done():
+			return proxymodes.SyncStats{}, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
 		ts, h, err := p.lastSync(ctx)
 		if err != nil {
 			return proxymodes.SyncStats{}, err
 		}
-		d := h.Sub(h0)
-		if d.Count > 0 && ts.After(written) {
+		step := h.Sub(hPrev)
+		ok := step.Count >= 2 || (step.Count == 1 && !ts.Add(-time.Duration(step.Sum*float64(time.Second))).Before(written))
+		if ok {
+			d := h.Sub(h0)
 			u := p.kp.Usage()
 			return proxymodes.SyncStats{Kind: "incremental", Wall: time.Since(t0),
 				CPU: (u.CPU + u.ChildCPU) - (u0.CPU + u0.ChildCPU), Objects: len(services),
 				Phases: map[string]time.Duration{"api": written.Sub(t0), "kube-proxy": time.Duration(d.Sum * float64(time.Second))}}, nil
 		}
-		if time.Now().After(deadline) {
-			return proxymodes.SyncStats{}, fmt.Errorf("kube-proxy did not sync within 5 min of the API writes:\n%s", p.kp.LogTail(10))
+		if step.Count > 0 {
+			hPrev = h // a sync begun before the writes; the next one counts
 		}
-		select {
-		case <-ctx.Done():
-			return proxymodes.SyncStats{}, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		if time.Now().After(deadline) {
+			return proxymodes.SyncStats{}, fmt.Errorf("kube-proxy did not finish a sync begun after the API writes within 10 min:\n%s", p.kp.LogTail(10))
 		}
 	}
 }

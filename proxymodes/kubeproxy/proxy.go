@@ -284,11 +284,16 @@ func (w *resourceWatch) sample() {
 	}
 	f := statFields(stat)
 	hwm := vmHWM(w.pid)
+	// Children of every thread: Go forks from whichever thread runs the
+	// exec, and /proc/<pid>/task/<tid>/children lists only that thread's.
 	var kids []int
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", w.pid, w.pid)); err == nil {
-		for _, s := range strings.Fields(string(b)) {
-			if k, err := strconv.Atoi(s); err == nil {
-				kids = append(kids, k)
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", w.pid))
+	for _, task := range tasks {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", w.pid, task.Name())); err == nil {
+			for _, s := range strings.Fields(string(b)) {
+				if k, err := strconv.Atoi(s); err == nil {
+					kids = append(kids, k)
+				}
 			}
 		}
 	}
