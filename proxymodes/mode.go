@@ -55,10 +55,19 @@ type Mode struct {
 	// modules; built-in ones are skipped). Nil: none beyond
 	// uml.BaseModules.
 	Modules func(sc *scenarios.Scenario) []string
-	// GuestUnsupported says why the user-mode-linux guest kernel (Debian's
-	// 6.1 build) cannot run the mode with sc's settings; "" when it can.
-	// Nil: it always can.
-	GuestUnsupported func(sc *scenarios.Scenario) string
+	// KernelOptions lists the kernel build options (CONFIG_X, as Kconfig
+	// names them in net/netfilter/Kconfig, net/ipv4/netfilter/Kconfig,
+	// net/netfilter/ipvs/Kconfig) the mode needs with sc's settings (sc
+	// nil: with any setting). A user-mode-linux kernel runs the mode only
+	// when its --showconfig has each as =y (or =m in a modular kernel);
+	// make kernels' fragment (internal/uml/kconfig/proxybench.config)
+	// builds every one in. Nil: no options beyond a network namespace.
+	KernelOptions func(sc *scenarios.Scenario) []string
+	// Protocols lists the ServicePort protocols the mode proxies ("TCP",
+	// "UDP", "SCTP"), as its Render and Sync accept them; scenario
+	// validation refuses a port of another protocol (exit 2) through
+	// modes.Catalog.
+	Protocols []string
 	// Direct makes the traffic driver dial endpoints directly instead of
 	// ClusterIPs (mode none, the baseline).
 	Direct bool
@@ -173,12 +182,6 @@ func IPTablesBinary(backend, tool string) string {
 	}
 	return name
 }
-
-// GuestNoNFTablesIP says why the user-mode-linux guest kernel (Debian's
-// 6.1 build, /usr/share/doc/user-mode-linux/config.gz) cannot run what
-// needs nf_tables' ip family: CONFIG_NF_TABLES_IPV4 is not set (the
-// nftables mode, and the nft back end of iptables).
-const GuestNoNFTablesIP = "the user-mode-linux kernel has no nf_tables ip family (CONFIG_NF_TABLES_IPV4 is not set)"
 
 // NewFrom builds a Mode.New from a mode's scenario-to-config function and
 // its proxier constructor, so every mode's New takes its configuration the

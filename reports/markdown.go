@@ -28,9 +28,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	var b strings.Builder
 	sc := r.Scenario
 	fmt.Fprintf(&b, "## proxybench: %s\n\n", sc.Name)
-	fmt.Fprintf(&b, "run %s · %s · kernel %s (%s) · %d CPUs · %d services × %d ports · %d repetitions · %s\n\n",
+	fmt.Fprintf(&b, "run %s · %s · kernel %s (%s) · %d CPUs · %d services × %s · %d repetitions · %s\n\n",
 		r.RunID, r.Engine, r.Machine.Kernel, r.Machine.KernelWhere, r.Machine.CPUs, sc.Services.Count,
-		sc.Services.PortsPerService, sc.Repetitions, r.Started.UTC().Format(time.RFC3339))
+		sc.Services.PortsLabel(), sc.Repetitions, r.Started.UTC().Format(time.RFC3339))
 	if note := PartialNote(r); note != "" {
 		fmt.Fprintf(&b, "**%s**\n\n", note)
 	}

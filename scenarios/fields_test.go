@@ -27,6 +27,8 @@ var numericFields = []struct {
 	{"runs", "services: {count: 10}\nruns: @\n", ""},
 	{"services.count", "services:\n  count: @\n", ""},
 	{"services.portsPerService", "services:\n  count: 10\n  portsPerService: @\n", ""},
+	{"services.ports[0].port", "services:\n  count: 10\n  ports:\n  - name: a\n    port: @\n", ""},
+	{"services.ports[0].targetPort", "services:\n  count: 10\n  ports:\n  - port: 80\n    targetPort: @\n", ""},
 	{"services.port", "services:\n  count: 10\n  port: @\n", ""},
 	{"services.targetPort", "services:\n  count: 10\n  targetPort: @\n", ""},
 	{"services.sessionAffinityTimeout", "services:\n  count: 10\n  sessionAffinity: ClientIP\n  sessionAffinityTimeout: @\n", ""},

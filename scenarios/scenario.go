@@ -4,8 +4,11 @@
 package scenarios
 
 import (
+	"fmt"
 	"math/rand"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -113,14 +116,19 @@ type Scenario struct {
 type ServicesSpec struct {
 	// Count is the number of services (>= 1).
 	Count int `yaml:"count" json:"count"`
+	// Ports, when given, lists every service's ServicePorts by name, as a
+	// Service's spec.ports (a DNS-like service: dns-tcp 53/TCP and dns
+	// 53/UDP). It replaces PortsPerService, Protocol, Port and TargetPort,
+	// which must then be left out (and stay zero). See PortSpec.
+	Ports []PortSpec `yaml:"ports,omitempty" json:"ports,omitempty"`
 	// PortsPerService is the number of ServicePorts per service (default 1).
-	PortsPerService int `yaml:"portsPerService" json:"portsPerService"`
+	PortsPerService int `yaml:"portsPerService,omitempty" json:"portsPerService,omitempty"`
 	// Protocol of every ServicePort: TCP (default) or UDP.
-	Protocol string `yaml:"protocol" json:"protocol"`
+	Protocol string `yaml:"protocol,omitempty" json:"protocol,omitempty"`
 	// Port is the first ServicePort's port (default 80); port j is Port+j.
-	Port int `yaml:"port" json:"port"`
+	Port int `yaml:"port,omitempty" json:"port,omitempty"`
 	// TargetPort is the first endpoint port (default 8080); port j is TargetPort+j.
-	TargetPort int `yaml:"targetPort" json:"targetPort"`
+	TargetPort int `yaml:"targetPort,omitempty" json:"targetPort,omitempty"`
 	// SessionAffinity is None (default) or ClientIP; with ClientIP a
 	// client's connections stick to one endpoint for
 	// SessionAffinityTimeout (default 10800s, Kubernetes' default).
@@ -128,6 +136,74 @@ type ServicesSpec struct {
 	SessionAffinityTimeout Duration `yaml:"sessionAffinityTimeout" json:"sessionAffinityTimeout"`
 	// Endpoints sets how many endpoints each service has.
 	Endpoints EndpointsSpec `yaml:"endpoints" json:"endpoints"`
+}
+
+// PortSpec is one named ServicePort of services.ports (Kubernetes'
+// core/v1 ServicePort, without nodePort): every generated service has it,
+// and every endpoint serves it at TargetPort.
+type PortSpec struct {
+	// Name is the port's name: a DNS label (lower-case letters, digits and
+	// '-', at most 63 characters), unique within the list, required when
+	// the list has more than one port (Kubernetes' rules). It is the
+	// ":name" of kube-proxy's ServicePortName "namespace/service:name",
+	// which the modes hash into their chain names.
+	Name string `yaml:"name,omitempty" json:"name,omitempty"`
+	// Protocol is TCP (default), UDP or SCTP. SCTP renders in the modes
+	// that program it (iptables, nftables) with engine: sim; the real
+	// engine's traffic driver sends TCP and UDP only.
+	Protocol string `yaml:"protocol" json:"protocol"`
+	// Port is the port on the ClusterIP (1..65535); each (port, protocol)
+	// pair appears once.
+	Port int `yaml:"port" json:"port"`
+	// TargetPort is the endpoints' port (1..65535; default Port).
+	TargetPort int `yaml:"targetPort" json:"targetPort"`
+}
+
+// PortList returns every service's ServicePorts: Ports when given, else
+// PortsPerService ports named "p<port>" at Port+j -> TargetPort+j with
+// Protocol. Valid on a validated Scenario.
+func (sv ServicesSpec) PortList() []PortSpec {
+	if len(sv.Ports) > 0 {
+		return sv.Ports
+	}
+	out := make([]PortSpec, sv.PortsPerService)
+	for j := range out {
+		out[j] = PortSpec{Name: "p" + strconv.Itoa(sv.Port+j), Protocol: sv.Protocol, Port: sv.Port + j, TargetPort: sv.TargetPort + j}
+	}
+	return out
+}
+
+// PortsLabel describes the ports for reports: "1 port (80/TCP)", "2
+// ports (dns-tcp 53/TCP, dns 53/UDP)", or "100 ports" when there are more
+// than 4.
+func (sv ServicesSpec) PortsLabel() string {
+	ps := sv.PortList()
+	n := fmt.Sprintf("%d ports", len(ps))
+	if len(ps) == 1 {
+		n = "1 port"
+	}
+	if len(ps) > 4 {
+		return n
+	}
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = fmt.Sprintf("%d/%s", p.Port, p.Protocol)
+		if len(sv.Ports) > 0 && p.Name != "" {
+			parts[i] = p.Name + " " + parts[i]
+		}
+	}
+	return n + " (" + strings.Join(parts, ", ") + ")"
+}
+
+// Protocols lists the distinct protocols of PortList, in order of first use.
+func (sv ServicesSpec) Protocols() []string {
+	var out []string
+	for _, p := range sv.PortList() {
+		if !slices.Contains(out, p.Protocol) {
+			out = append(out, p.Protocol)
+		}
+	}
+	return out
 }
 
 // EndpointsSpec is the distribution of endpoints per service.

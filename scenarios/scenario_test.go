@@ -78,6 +78,24 @@ func TestParseErrors(t *testing.T) {
 		{"protocol", "services:\n  count: 1\n  protocol: tcp\n", "services.protocol", 3, `did you mean "TCP"`},
 		{"protocol sctp", "services:\n  count: 1\n  protocol: SCTP\n", "services.protocol", 3, "use one of TCP, UDP"},
 
+		// services.ports
+		{"ports duplicate name", "services:\n  count: 1\n  ports:\n  - {name: dns, port: 53}\n  - {name: dns, port: 54}\n", "services.ports[1].name", 5, "also the name of services.ports[0]"},
+		{"ports name missing", "services:\n  count: 1\n  ports:\n  - port: 53\n  - name: dns\n    port: 54\n", "services.ports[0].name", 4, "names every port"},
+		{"ports name not a label", "services:\n  count: 1\n  ports:\n  - name: DNS_tcp\n    port: 53\n", "services.ports[0].name", 4, "not a DNS label"},
+		{"ports port zero", "services:\n  count: 1\n  ports:\n  - name: a\n    port: 0\n", "services.ports[0].port", 5, "use 1..65535"},
+		{"ports port too large", "services:\n  count: 1\n  ports:\n  - name: a\n    port: 65536\n", "services.ports[0].port", 5, "use 1..65535"},
+		{"ports targetPort too large", "services:\n  count: 1\n  ports:\n  - name: a\n    port: 53\n    targetPort: 70000\n", "services.ports[0].targetPort", 6, "use 1..65535"},
+		{"ports port missing", "services:\n  count: 1\n  ports:\n  - name: a\n", "services.ports[0].port", 4, "use 1..65535"},
+		{"ports unknown protocol", "services:\n  count: 1\n  ports:\n  - name: a\n    port: 53\n    protocol: ICMP\n", "services.ports[0].protocol", 6, "use one of TCP, UDP, SCTP"},
+		{"ports lower-case protocol", "services:\n  count: 1\n  ports:\n  - name: a\n    port: 53\n    protocol: udp\n", "services.ports[0].protocol", 6, `did you mean "UDP"`},
+		{"ports duplicate port and protocol", "services:\n  count: 1\n  ports:\n  - {name: a, port: 53, protocol: UDP}\n  - {name: b, port: 53, protocol: UDP}\n", "services.ports[1].port", 5, "53/UDP is also"},
+		{"ports empty", "services:\n  count: 1\n  ports: []\n", "services.ports", 3, "is empty"},
+		{"ports with port", "services:\n  count: 1\n  port: 80\n  ports:\n  - {name: a, port: 53}\n", "services.port", 3, "cannot be combined with services.ports"},
+		{"ports with protocol", "services:\n  count: 1\n  protocol: UDP\n  ports:\n  - {name: a, port: 53}\n", "services.protocol", 3, "remove services.protocol"},
+		{"ports sctp real engine", "services:\n  count: 1\n  ports:\n  - {name: a, port: 53, protocol: SCTP}\n", "services.ports[0].protocol", 4, "traffic driver sends"},
+		{"ports sctp mode lacks it", "engine: sim\nmodes: [iptables, ipvs, userspace]\nservices:\n  count: 1\n  ports:\n  - {name: a, port: 53, protocol: SCTP}\n", "services.ports[0].protocol", 6, "mode ipvs, userspace does not proxy SCTP"},
+		{"ports udp mode lacks it", "engine: sim\nmodes: [iptables, userspace]\nservices:\n  count: 1\n  ports:\n  - {name: a, port: 53, protocol: UDP}\n", "services.ports[0].protocol", 6, "mode userspace does not proxy UDP"},
+
 		// endpoints distributions
 		{"distribution unknown", "services:\n  count: 1\n  endpoints:\n    distribution: zipff\n", "services.endpoints.distribution", 4, `did you mean "zipf"`},
 		{"fixed negative", "services:\n  count: 1\n  endpoints:\n    count: -1\n", "services.endpoints.count", 4, "negative"},
@@ -233,7 +251,9 @@ func assertRoundTrip(t *testing.T, sc *Scenario) {
 
 // testCatalog names the build's modes (proxymodes/modes.Catalog gives the
 // binary's; scenarios cannot import it).
-var testCatalog = Catalog{Modes: []string{"none", "iptables", "ipvs", "nftables", "userspace"}}
+var testCatalog = Catalog{Modes: []string{"none", "iptables", "ipvs", "nftables", "userspace"},
+	Protocols: map[string][]string{"none": {"TCP", "UDP", "SCTP"}, "iptables": {"TCP", "UDP", "SCTP"}, "ipvs": {"TCP", "UDP"},
+		"nftables": {"TCP", "UDP", "SCTP"}, "userspace": {"TCP"}}}
 
 func TestShippedScenarios(t *testing.T) {
 	want := map[string]int{"1k-services": 1000, "5k-services": 5000, "10k-services": 10000}
@@ -412,4 +432,44 @@ func TestDocExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertRoundTrip(t, sc)
+}
+
+// TestPortList: services.ports is taken as written, protocol and
+// targetPort defaulted per port, the single-pattern fields left zero;
+// without it PortList derives the ports from them.
+func TestPortList(t *testing.T) {
+	sc, err := testCatalog.Parse([]byte("engine: sim\nservices:\n  count: 2\n  ports:\n  - {name: dns-tcp, port: 53, targetPort: 5353}\n  - {name: dns, port: 53, protocol: UDP}\n"), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []PortSpec{{Name: "dns-tcp", Protocol: "TCP", Port: 53, TargetPort: 5353}, {Name: "dns", Protocol: "UDP", Port: 53, TargetPort: 53}}
+	if got := sc.Services.PortList(); !reflect.DeepEqual(got, want) {
+		t.Errorf("PortList = %+v, want %+v", got, want)
+	}
+	if sv := sc.Services; sv.PortsPerService != 0 || sv.Protocol != "" || sv.Port != 0 || sv.TargetPort != 0 {
+		t.Errorf("single-pattern fields filled beside ports: %+v", sv)
+	}
+	if got := sc.Services.PortsLabel(); got != "2 ports (dns-tcp 53/TCP, dns 53/UDP)" {
+		t.Errorf("PortsLabel = %q", got)
+	}
+	if got := sc.Services.Protocols(); !reflect.DeepEqual(got, []string{"TCP", "UDP"}) {
+		t.Errorf("Protocols = %v", got)
+	}
+	assertRoundTrip(t, sc)
+	// One unnamed port is allowed, as in Kubernetes.
+	sc, err = testCatalog.Parse([]byte("services:\n  count: 2\n  ports:\n  - port: 8080\n"), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.Services.PortList(); !reflect.DeepEqual(got, []PortSpec{{Protocol: "TCP", Port: 8080, TargetPort: 8080}}) {
+		t.Errorf("unnamed port: %+v", got)
+	}
+	sc, err = testCatalog.Parse([]byte("services:\n  count: 2\n  portsPerService: 2\n  port: 80\n  targetPort: 9000\n"), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []PortSpec{{Name: "p80", Protocol: "TCP", Port: 80, TargetPort: 9000}, {Name: "p81", Protocol: "TCP", Port: 81, TargetPort: 9001}}
+	if got := sc.Services.PortList(); !reflect.DeepEqual(got, want) {
+		t.Errorf("derived PortList = %+v, want %+v", got, want)
+	}
 }

@@ -19,6 +19,10 @@ import (
 // imports no mode (docs/architecture.md, "Layers").
 type Catalog struct {
 	Modes []string
+	// Protocols lists, per mode name, the ServicePort protocols the mode
+	// proxies (proxymodes.Mode.Protocols); a ServicePort of another
+	// protocol is refused at its protocol field. Nil: not checked.
+	Protocols map[string][]string
 }
 
 // Parse is the package-level Parse that also checks every entry of modes
@@ -100,10 +104,20 @@ func (s *Scenario) SetDefaults() {
 		s.Modes = []string{"none", "iptables"}
 	}
 	sv := &s.Services
-	num("services.portsPerService", &sv.PortsPerService, 1)
-	str("services.protocol", &sv.Protocol, "TCP")
-	num("services.port", &sv.Port, 80)
-	num("services.targetPort", &sv.TargetPort, 8080)
+	if len(sv.Ports) == 0 && !s.has("services.ports") {
+		num("services.portsPerService", &sv.PortsPerService, 1)
+		str("services.protocol", &sv.Protocol, "TCP")
+		num("services.port", &sv.Port, 80)
+		num("services.targetPort", &sv.TargetPort, 8080)
+	}
+	for j := range sv.Ports {
+		p := &sv.Ports[j]
+		f := fmt.Sprintf("services.ports[%d].", j)
+		str(f+"protocol", &p.Protocol, "TCP")
+		if p.TargetPort == 0 && !s.has(f+"targetPort") {
+			p.TargetPort = p.Port
+		}
+	}
 	str("services.endpoints.distribution", &sv.Endpoints.Distribution, "fixed")
 	if sv.Endpoints.Distribution == "fixed" {
 		num("services.endpoints.count", &sv.Endpoints.Count, 3)
@@ -381,21 +395,116 @@ func (c *checker) services() {
 	} else {
 		c.countOK = c.between("services.count", sv.Count, 1, MaxServices)
 	}
-	for _, p := range []struct {
-		field string
-		v     int
-	}{{"services.port", sv.Port}, {"services.targetPort", sv.TargetPort}} {
-		if c.between(p.field, p.v, 1, 65535) && sv.PortsPerService >= 1 && sv.PortsPerService <= 65535 && p.v > 65536-sv.PortsPerService {
-			c.add(p.field, fmt.Sprintf("%d+portsPerService-1 = %d exceeds 65535", p.v, p.v+sv.PortsPerService-1),
-				fmt.Sprintf("use a %s <= %d or fewer portsPerService", p.field[len("services."):], 65536-sv.PortsPerService))
+	if len(sv.Ports) > 0 || s.has("services.ports") {
+		c.portList()
+	} else {
+		for _, p := range []struct {
+			field string
+			v     int
+		}{{"services.port", sv.Port}, {"services.targetPort", sv.TargetPort}} {
+			if c.between(p.field, p.v, 1, 65535) && sv.PortsPerService >= 1 && sv.PortsPerService <= 65535 && p.v > 65536-sv.PortsPerService {
+				c.add(p.field, fmt.Sprintf("%d+portsPerService-1 = %d exceeds 65535", p.v, p.v+sv.PortsPerService-1),
+					fmt.Sprintf("use a %s <= %d or fewer portsPerService", p.field[len("services."):], 65536-sv.PortsPerService))
+			}
+		}
+		c.between("services.portsPerService", sv.PortsPerService, 1, 65535)
+		if c.oneOf("services.protocol", sv.Protocol, []string{"TCP", "UDP"}) {
+			c.protocolModes("services.protocol", sv.Protocol)
 		}
 	}
-	c.between("services.portsPerService", sv.PortsPerService, 1, 65535)
-	if c.oneOf("services.protocol", sv.Protocol, []string{"TCP", "UDP"}) && sv.Protocol != "TCP" && s.Engine != "sim" {
-		c.add("services.protocol", sv.Protocol+" services render, but the real engine's traffic driver only drives TCP in this version",
-			"use protocol: TCP, or engine: sim (which models UDP)")
-	}
 	c.distOK = s.validateEndpoints(c.add)
+}
+
+// portLabelRE is a DNS label (RFC 1123), the form Kubernetes requires of a
+// ServicePort's name.
+var portLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// ServiceProtocols are the protocols a ServicePort may name (core/v1
+// Protocol).
+var ServiceProtocols = []string{"TCP", "UDP", "SCTP"}
+
+// DriverProtocols are the protocols the real engine's traffic driver
+// sends (workload/traffic: TCP connections).
+var DriverProtocols = []string{"TCP"}
+
+// portList checks services.ports as Kubernetes validates a Service's
+// spec.ports (pkg/apis/core/validation: a name on every port of a
+// multi-port service, DNS-label names, unique names, unique (port,
+// protocol) pairs, ports 1..65535) and that it is not mixed with the
+// single-pattern fields it replaces.
+func (c *checker) portList() {
+	s, sv := c.s, c.s.Services
+	for _, f := range []string{"portsPerService", "protocol", "port", "targetPort"} {
+		if s.has("services."+f) || (s.lines == nil && ((f == "portsPerService" && sv.PortsPerService != 0) || (f == "protocol" && sv.Protocol != "") ||
+			(f == "port" && sv.Port != 0) || (f == "targetPort" && sv.TargetPort != 0))) {
+			c.add("services."+f, "cannot be combined with services.ports, which lists every port", "remove services."+f+" and give it in each entry of services.ports")
+		}
+	}
+	if len(sv.Ports) == 0 {
+		c.add("services.ports", "is empty", "list at least one port, such as ports: [{name: http, port: 80, targetPort: 8080}], or remove services.ports")
+		return
+	}
+	if len(sv.Ports) > MaxPortsPerService {
+		c.add("services.ports", fmt.Sprintf("%d ports", len(sv.Ports)), fmt.Sprintf("list at most %d", MaxPortsPerService))
+	}
+	names := map[string]int{}
+	pairs := map[string]int{}
+	for j, p := range sv.Ports {
+		f := fmt.Sprintf("services.ports[%d]", j)
+		switch {
+		case p.Name == "" && len(sv.Ports) > 1:
+			c.add(f+".name", "is missing: a service with more than one port names every port", fmt.Sprintf("add name: such as name: port-%d", p.Port))
+		case p.Name != "" && (len(p.Name) > 63 || !portLabelRE.MatchString(p.Name)):
+			c.add(f+".name", fmt.Sprintf("%q is not a DNS label", p.Name), "use at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit, such as dns-tcp")
+		case p.Name != "":
+			if k, dup := names[p.Name]; dup {
+				c.add(f+".name", fmt.Sprintf("%q is also the name of services.ports[%d]", p.Name, k), "give every port its own name")
+			} else {
+				names[p.Name] = j
+			}
+		}
+		protoOK := c.oneOf(f+".protocol", p.Protocol, ServiceProtocols)
+		portOK := c.between(f+".port", p.Port, 1, 65535)
+		c.between(f+".targetPort", p.TargetPort, 1, 65535)
+		if protoOK && portOK {
+			key := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
+			if k, dup := pairs[key]; dup {
+				c.add(f+".port", fmt.Sprintf("%s is also the port and protocol of services.ports[%d]", key, k), "use another port or protocol: each (port, protocol) pair appears once")
+			} else {
+				pairs[key] = j
+			}
+		}
+		if protoOK {
+			c.protocolModes(f+".protocol", p.Protocol)
+		}
+	}
+}
+
+// MaxPortsPerService bounds services.ports.
+const MaxPortsPerService = 1024
+
+// protocolModes checks that every listed mode proxies protocol (the
+// Catalog says which do) and, with the real engine, that the traffic
+// driver sends it.
+func (c *checker) protocolModes(field, protocol string) {
+	if c.s.Engine != "sim" && !slices.Contains(DriverProtocols, protocol) {
+		c.add(field, fmt.Sprintf("%s ports render, but the real engine's traffic driver sends %s only", protocol, strings.Join(DriverProtocols, " and ")),
+			"use "+strings.Join(DriverProtocols, " or ")+", or engine: sim to compare the modes' rules for "+protocol)
+		return
+	}
+	if c.cat == nil || c.cat.Protocols == nil {
+		return
+	}
+	var lack []string
+	for _, m := range c.s.Modes {
+		if ps, known := c.cat.Protocols[m]; known && !slices.Contains(ps, protocol) {
+			lack = append(lack, m)
+		}
+	}
+	if len(lack) > 0 {
+		c.add(field, fmt.Sprintf("mode %s does not proxy %s in this build", strings.Join(lack, ", "), protocol),
+			fmt.Sprintf("remove %s from modes, or use a protocol it proxies", strings.Join(lack, ", ")))
+	}
 }
 
 // network parses the four CIDRs and checks they do not overlap.
@@ -581,8 +690,12 @@ func (c *checker) transitions() {
 	c.duration("transitions.interval", tr.Interval.Duration, true, "20ms")
 	c.duration("transitions.timeout", tr.Timeout.Duration, true, "200ms")
 	c.duration("transitions.observe", tr.Observe.Duration, true, "3s")
-	if slices.Contains(c.s.Modes, "userspace") {
-		c.add("modes", "transitions send UDP, which mode userspace does not proxy", "remove userspace from modes in this scenario")
+	if c.cat != nil && c.cat.Protocols != nil {
+		for _, m := range c.s.Modes {
+			if ps, known := c.cat.Protocols[m]; known && !slices.Contains(ps, "UDP") {
+				c.add("modes", "transitions send UDP, which mode "+m+" does not proxy in this build", "remove "+m+" from modes in this scenario")
+			}
+		}
 	}
 	if c.s.Topology.Pods == "isolated" {
 		c.add("transitions", "transitions add endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")

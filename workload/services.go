@@ -27,10 +27,10 @@ type Service struct {
 
 // ServicePort is one port of a Service (Kubernetes' ServicePort).
 type ServicePort struct {
-	Name       string // "p80"
+	Name       string // "p80", "dns-tcp"; "" only on a service's single port
 	Port       uint16 // port on the ClusterIP
 	TargetPort uint16 // port on every endpoint
-	Protocol   string // "TCP" or "UDP"
+	Protocol   string // "TCP", "UDP" or "SCTP"
 }
 
 // Endpoint is one backend pod address of a Service's EndpointSlice, with
@@ -55,8 +55,13 @@ func NewEndpoint(ip netip.Addr) Endpoint {
 	return Endpoint{IP: ip, Ready: true, Serving: true, Weight: 1}
 }
 
-// PortName is kube-proxy's ServicePortName string: "namespace/name:port".
+// PortName is kube-proxy's ServicePortName string: "namespace/name:port",
+// or "namespace/name" for an unnamed port (pkg/proxy/types.go,
+// ServicePortName.String), which the modes hash into chain names.
 func (s *Service) PortName(p ServicePort) string {
+	if p.Name == "" {
+		return s.Namespace + "/" + s.Name
+	}
 	return s.Namespace + "/" + s.Name + ":" + p.Name
 }
 
@@ -71,14 +76,10 @@ func Services(sc *scenarios.Scenario) ([]Service, error) {
 	out := make([]Service, sc.Services.Count)
 	vip := svcNet.Addr().Next()
 	pod := podNet.Addr().Next()
-	ports := make([]ServicePort, sc.Services.PortsPerService)
-	for j := range ports {
-		ports[j] = ServicePort{
-			Name:       fmt.Sprintf("p%d", sc.Services.Port+j),
-			Port:       uint16(sc.Services.Port + j),
-			TargetPort: uint16(sc.Services.TargetPort + j),
-			Protocol:   sc.Services.Protocol,
-		}
+	spec := sc.Services.PortList()
+	ports := make([]ServicePort, len(spec))
+	for j, p := range spec {
+		ports[j] = ServicePort{Name: p.Name, Port: uint16(p.Port), TargetPort: uint16(p.TargetPort), Protocol: p.Protocol}
 	}
 	for i := range out {
 		if !svcNet.Contains(vip) {

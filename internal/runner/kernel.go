@@ -51,39 +51,16 @@ func (p Plan) Names() []string {
 }
 
 // KernelOptions are the kernel build options (CONFIG_X) mode needs with
-// sc's settings, as Kconfig names them (net/netfilter/Kconfig,
-// net/ipv4/netfilter/Kconfig, net/netfilter/ipvs/Kconfig): what a
-// user-mode-linux kernel's --showconfig must list as =y (or =m in a
-// modular kernel) for the mode to run there. Nil for a mode this table
-// does not know (it is then assumed to run).
+// sc's settings: the mode's own list (proxymodes.Mode.KernelOptions), what
+// a user-mode-linux kernel's --showconfig must list as =y (or =m in a
+// modular kernel) for the mode to run there. Nil for a mode without a
+// list or a name no mode has (it is then assumed to run).
 func KernelOptions(sc *scenarios.Scenario, mode string) []string {
-	ipt := []string{"CONFIG_IP_NF_IPTABLES", "CONFIG_IP_NF_FILTER", "CONFIG_IP_NF_NAT", "CONFIG_NF_NAT",
-		"CONFIG_NETFILTER_XT_MATCH_STATISTIC", "CONFIG_NETFILTER_XT_MATCH_COMMENT", "CONFIG_NETFILTER_XT_MATCH_CONNTRACK",
-		"CONFIG_NETFILTER_XT_MATCH_ADDRTYPE", "CONFIG_NETFILTER_XT_TARGET_MASQUERADE", "CONFIG_IP_NF_TARGET_REJECT"}
-	if sc.IPTables.Backend == "nft" {
-		// iptables-nft speaks nf_tables in the ip family, with xt matches through nft_compat.
-		ipt = append(ipt, "CONFIG_NF_TABLES", "CONFIG_NF_TABLES_IPV4", "CONFIG_NFT_COMPAT")
+	m, err := modes.Lookup(mode)
+	if err != nil || m.KernelOptions == nil {
+		return nil
 	}
-	switch mode {
-	case "none":
-		return []string{"CONFIG_NET_NS", "CONFIG_VETH"}
-	case "iptables":
-		return ipt
-	case "userspace":
-		return append(ipt, "CONFIG_NETFILTER_XT_TARGET_REDIRECT")
-	case "ipvs":
-		out := append(ipt, "CONFIG_IP_VS", "CONFIG_IP_VS_PROTO_TCP", "CONFIG_IP_SET", "CONFIG_IP_SET_HASH_IPPORT", "CONFIG_NETFILTER_XT_SET")
-		scheds := append([]string{sc.IPVS.Scheduler}, sc.Sweep.Schedulers...)
-		for _, s := range scheds {
-			if s != "" {
-				out = append(out, "CONFIG_IP_VS_"+strings.ToUpper(s))
-			}
-		}
-		return slices.Compact(out)
-	case "nftables":
-		return []string{"CONFIG_NF_TABLES", "CONFIG_NF_TABLES_IPV4", "CONFIG_NFT_NUMGEN", "CONFIG_NFT_CT", "CONFIG_NFT_NAT", "CONFIG_NFT_MASQ", "CONFIG_NFT_REJECT"}
-	}
-	return nil
+	return m.KernelOptions(sc)
 }
 
 // GuestUnsupported says why guest kernel k cannot run mode with sc's

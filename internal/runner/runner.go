@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -90,8 +91,11 @@ func Preflight(sc *scenarios.Scenario, o Options) error {
 	if o.Geteuid() != 0 {
 		return &InputError{Msg: "proxybench run needs root: it creates network namespaces and programs their rules", Fix: "run it as root (sudo bin/proxybench run ...)"}
 	}
-	if sc.Services.Protocol != "TCP" {
-		return &InputError{Field: "services.protocol", Msg: fmt.Sprintf("%s services render, but the traffic driver only drives TCP in this version", sc.Services.Protocol), Fix: "use protocol: TCP"}
+	for _, p := range sc.Services.Protocols() {
+		if !slices.Contains(scenarios.DriverProtocols, p) {
+			return &InputError{Field: "services", Msg: fmt.Sprintf("%s ports render, but the traffic driver sends %s only", p, strings.Join(scenarios.DriverProtocols, ", ")),
+				Fix: "use " + strings.Join(scenarios.DriverProtocols, " or ") + " ports"}
+		}
 	}
 	for _, m := range sc.Modes {
 		mode, err := modes.Lookup(m)

@@ -27,6 +27,34 @@ import (
 // kernel tests are required). Call it after RequireKernel.
 func InUML(t *testing.T, hostOK bool, modules ...string) bool {
 	t.Helper()
+	return InUMLWith(t, UMLOptions{}, hostOK, modules...)
+}
+
+// UMLOptions size the guest of InUMLWith.
+type UMLOptions struct {
+	// MemoryMiB is the guest's memory (default 2048).
+	MemoryMiB int
+	// Timeout bounds the guest run (default 8 min); the test inside gets
+	// one minute less as its -test.timeout.
+	Timeout time.Duration
+	// Env is added to the test's environment in the guest (KEY=value).
+	Env []string
+}
+
+// InUMLWith is InUML with a guest sized by o, for tests that run a
+// control plane or thousands of services in the guest.
+func InUMLWith(t *testing.T, o UMLOptions, hostOK bool, modules ...string) bool {
+	t.Helper()
+	if o.MemoryMiB <= 0 {
+		o.MemoryMiB = 2048
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 8 * time.Minute
+	}
+	inner := o.Timeout - time.Minute
+	if inner < time.Minute {
+		inner = o.Timeout
+	}
 	if hostOK || uml.InGuest() {
 		return false
 	}
@@ -43,14 +71,21 @@ func InUML(t *testing.T, hostOK bool, modules ...string) bool {
 	dir := t.TempDir()
 	_ = os.Chmod(dir, 0o755)
 	name := "^" + strings.ReplaceAll(t.Name(), "/", "$/^") + "$"
-	env := []string{}
+	env := append([]string{}, o.Env...)
 	if Required() {
 		env = append(env, "PROXYBENCH_REQUIRE_KERNEL=1")
 	}
+	// The guest runs in its work folder, outside the checkout: tell
+	// RequireKube where the host's bin/ is.
+	if d := os.Getenv("PROXYBENCH_KUBE_BIN"); d != "" {
+		env = append(env, "PROXYBENCH_KUBE_BIN="+d)
+	} else if root, ok := RepoRoot(); ok {
+		env = append(env, "PROXYBENCH_KUBE_BIN="+filepath.Join(root, "bin"))
+	}
 	res, err := uml.Run(context.Background(), uml.Guest{
-		MemoryMiB: 2048, Timeout: 8 * time.Minute,
+		MemoryMiB: o.MemoryMiB, Timeout: o.Timeout,
 		Modules: append(append([]string{}, uml.BaseModules...), modules...),
-		Argv:    []string{exe, "-test.run", name, "-test.v", "-test.count=1", "-test.timeout=7m"},
+		Argv:    []string{exe, "-test.run", name, "-test.v", "-test.count=1", "-test.timeout=" + inner.String()},
 		Env:     env, WorkDir: filepath.Join(dir, "guest"),
 	})
 	if res != nil {

@@ -167,6 +167,9 @@ func initScript(g Guest, k *Kernel) string {
 	}
 	b.WriteString("echo \"uml: modules loaded in $(( ($(date +%s%N) - t0) / 1000000 )) ms\"\n")
 	b.WriteString("ip link set lo up\n")
+	// A hostname of the guest's own (the kernel's default is "(none)",
+	// which kube-apiserver's identity lease rejects as a label value).
+	b.WriteString("echo pb-guest > /proc/sys/kernel/hostname\n")
 	b.WriteString("ulimit -n 1048576 2>/dev/null || ulimit -n 65536\n")
 	b.WriteString("export TMPDIR=/run/tmp HOME=/run/tmp " + InGuestEnv + "=1 " + KernelNameEnv + "=" + shellQuote(k.Name) + "\n")
 	if k.Modular {

@@ -29,10 +29,11 @@ COMMIT
 // Mode is the iptables mode: kube-proxy's iptables proxier
 // (pkg/proxy/iptables), programmed with iptables-restore.
 var Mode = proxymodes.Mode{
-	Name:   "iptables",
-	New:    proxymodes.NewFrom(ConfigFromScenario, New),
-	Render: proxymodes.RenderFrom(ConfigFromScenario, Rendering),
-	Sim:    proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic},
+	Name:      "iptables",
+	Protocols: []string{"TCP", "UDP", "SCTP"},
+	New:       proxymodes.NewFrom(ConfigFromScenario, New),
+	Render:    proxymodes.RenderFrom(ConfigFromScenario, Rendering),
+	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic},
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.IPTables.MinSyncPeriod.Duration, sc.IPTables.SyncPeriod.Duration
 	},
@@ -44,13 +45,8 @@ var Mode = proxymodes.Mode{
 		b := sc.IPTables.Backend
 		return []string{proxymodes.IPTablesBinary(b, ""), proxymodes.IPTablesBinary(b, "restore"), proxymodes.IPTablesBinary(b, "save")}
 	},
-	GuestUnsupported: func(sc *scenarios.Scenario) string {
-		if sc.IPTables.Backend == BackendNft {
-			return proxymodes.GuestNoNFTablesIP + "; use iptables.backend: legacy"
-		}
-		return ""
-	},
-	Probe: Probe,
+	KernelOptions: proxymodes.IPTablesKernelOptionsFor,
+	Probe:         Probe,
 }
 
 // ConfigFromScenario maps a validated scenario to a Config: the iptables

@@ -25,7 +25,9 @@ import (
 // programmed over netlink with ipset and iptables-restore beside it.
 var Mode = proxymodes.Mode{
 	Name: "ipvs",
-	New:  proxymodes.NewFrom(ConfigFromScenario, New),
+	// IPVS has SCTP virtual servers, but this build programs TCP and UDP.
+	Protocols: []string{"TCP", "UDP"},
+	New:       proxymodes.NewFrom(ConfigFromScenario, New),
 	Render: func(sc *scenarios.Scenario, services []workload.Service) (*proxymodes.Rendering, error) {
 		cfg, err := ConfigFromScenario(sc)
 		if err != nil {
@@ -46,9 +48,33 @@ var Mode = proxymodes.Mode{
 	Fairness: func(sc *scenarios.Scenario) measure.Expectation {
 		return Expectation(sc.IPVS.Scheduler, sc.IPVS.SchedulerFlags...).WithAffinity(sc.Services.SessionAffinity == "ClientIP")
 	},
-	Binaries: func(*scenarios.Scenario) []string { return []string{binIPSet, binRestore, binSave} },
-	Modules:  modules,
-	Probe:    Probe,
+	Binaries:      func(*scenarios.Scenario) []string { return []string{binIPSet, binRestore, binSave} },
+	Modules:       modules,
+	KernelOptions: kernelOptions,
+	Probe:         Probe,
+}
+
+// kernelOptions lists what the IPVS proxier needs (net/netfilter/ipvs/Kconfig):
+// iptables beside it (its nat rules, sc's back end), IP_VS over TCP, the
+// ipsets its rules match (hash:ip,port) and the xt set match, and
+// CONFIG_IP_VS_<SCHEDULER> for sc's scheduler and every scheduler of its
+// sweep ("" is rr); with sc nil, every scheduler of Schedulers.
+func kernelOptions(sc *scenarios.Scenario) []string {
+	out := append(proxymodes.IPTablesKernelOptionsFor(sc), "CONFIG_IP_VS", "CONFIG_IP_VS_PROTO_TCP", "CONFIG_IP_SET",
+		"CONFIG_IP_SET_HASH_IPPORT", "CONFIG_NETFILTER_XT_SET")
+	scheds := Schedulers
+	if sc != nil {
+		scheds = append([]string{sc.IPVS.Scheduler}, sc.Sweep.Schedulers...)
+	}
+	for _, s := range scheds {
+		if s == "" {
+			s = "rr"
+		}
+		if o := "CONFIG_IP_VS_" + strings.ToUpper(s); !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Expectation returns what scheduler (IPVS_SCHEDULERS; "" is rr) promises,

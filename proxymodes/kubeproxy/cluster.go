@@ -50,13 +50,13 @@ type Cluster struct {
 	// kube-proxy processes up and healthy), reported apart from figures.
 	Setup time.Duration
 	// FirstSync is, per node, the wall time from the API objects being
-	// created to kube-proxy's /healthz answering (its first full sync done).
+	// created to kube-proxy's first IPv4 sync done (Proxy.WaitSynced).
 	FirstSync []time.Duration
 }
 
 // StartCluster starts the control plane, creates the Nodes, Services and
 // EndpointSlices, then starts kube-proxy on every node and waits until
-// each is healthy. On error everything started is stopped.
+// each has finished its first sync. On error everything started is stopped.
 func StartCluster(ctx context.Context, spec ClusterSpec) (c *Cluster, err error) {
 	t0 := time.Now()
 	if len(spec.NodeIPs) != len(spec.Nodes) {
@@ -98,7 +98,7 @@ func StartCluster(ctx context.Context, spec ClusterSpec) (c *Cluster, err error)
 		c.Proxies = append(c.Proxies, p)
 	}
 	for _, p := range c.Proxies {
-		if err = p.WaitHealthy(ctx, 10*time.Minute); err != nil {
+		if _, err = p.WaitSynced(ctx, 10*time.Minute); err != nil {
 			return c, err
 		}
 		c.FirstSync = append(c.FirstSync, time.Since(created))

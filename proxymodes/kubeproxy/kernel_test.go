@@ -186,16 +186,23 @@ func TestKernelClusterIPThroughKubeProxy(t *testing.T) {
 // helperEnv makes the test binary act as a run that is then killed.
 const helperEnv = "PROXYBENCH_KUBEPROXY_HELPER"
 
-// TestKernelHelperRun is not a test: under helperEnv=<runid>:<dir> it
-// starts a testbed with the control plane and kube-proxy, prints "ready"
-// and sleeps until killed.
+// TestKernelHelperRun is not a test: under helperEnv=<runid>:<dir>[:<mode>]
+// it starts a testbed with the control plane and kube-proxy (mode
+// iptables unless given), prints "ready" and sleeps until killed.
 func TestKernelHelperRun(t *testing.T) {
 	v := os.Getenv(helperEnv)
 	if v == "" {
 		t.Skip("helper process for TestKernelCleanupAfterKill")
 	}
 	id, dir, _ := strings.Cut(v, ":")
-	_, err := start(t, context.Background(), id, "iptables", services(3), dir)
+	dir, mode, _ := strings.Cut(dir, ":")
+	if mode == "" {
+		mode = "iptables"
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := start(t, context.Background(), id, mode, services(3), dir)
 	if err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)

@@ -227,7 +227,9 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err != nil {
 		return st, err
 	}
-	if err := p.kp.WaitHealthy(ctx, 10*time.Minute); err != nil {
+	// Its first sync, not /healthz (which answers 200 while kube-proxy
+	// starts up, before any rule is programmed).
+	if _, err := p.kp.WaitSynced(ctx, 10*time.Minute); err != nil {
 		return st, err
 	}
 	done := time.Now()

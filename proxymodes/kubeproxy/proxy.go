@@ -76,7 +76,7 @@ type Proxy struct {
 }
 
 // Start writes the node's config and starts kube-proxy in spec.Node. It
-// returns once the process runs; use WaitHealthy to wait for its first sync.
+// returns once the process runs; use WaitSynced to wait for its first sync.
 func Start(ctx context.Context, spec Spec) (*Proxy, error) {
 	ver, err := Version(ctx, spec.Binary)
 	if err != nil {
@@ -142,9 +142,10 @@ func (p *Proxy) get(ctx context.Context, port int, path string) (int, []byte, er
 	return resp.StatusCode, b.Bytes(), err
 }
 
-// WaitHealthy waits until kube-proxy's /healthz answers 200 (it has synced
-// its rules since it started) or the process exits or timeout passes; the
-// error then carries the tail of its log.
+// WaitHealthy waits until kube-proxy's /healthz answers 200 (its health
+// server is up: 200 also while it starts, before its first sync; see
+// WaitSynced) or the process exits or timeout passes; the error then
+// carries the tail of its log.
 func (p *Proxy) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -159,6 +160,39 @@ func (p *Proxy) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("kube-proxy on %s not healthy after %v (last: %d %v):\n%s", p.Spec.Config.NodeName, timeout, code, err, p.LogTail(20))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// WaitSynced waits until kube-proxy has finished its first IPv4 sync
+// (its kubeproxy_sync_proxy_rules_duration_seconds{ip_family="IPv4"}
+// counted one), or the process exits, or timeout passes; the error then
+// carries the tail of its log. It returns that sync's duration from the
+// metric. /healthz is no such signal: kube-proxy's ProxierHealthServer
+// answers 200 while the proxier starts up (pkg/proxy/healthcheck), before
+// any rule is programmed, so WaitHealthy returns before the first sync.
+func (p *Proxy) WaitSynced(ctx context.Context, timeout time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		if done, werr := p.Proc.Exited(); done {
+			return 0, fmt.Errorf("kube-proxy on %s exited (%v) before its first sync:\n%s", p.Spec.Config.NodeName, werr, p.LogTail(20))
+		}
+		m, err := p.Scrape(ctx)
+		if err == nil {
+			var h Histogram
+			if h, err = m.Histogram(MetricSync, "IPv4"); err == nil && h.Count > 0 {
+				return time.Duration(h.Sum / float64(h.Count) * float64(time.Second)), nil
+			}
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("kube-proxy on %s did not finish a sync within %v (last: %v):\n%s", p.Spec.Config.NodeName, timeout, last, p.LogTail(20))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -47,4 +47,11 @@ func Names() []string {
 }
 
 // Catalog is what scenario validation checks names against.
-func Catalog() scenarios.Catalog { return scenarios.Catalog{Modes: Names()} }
+// It carries each mode's Protocols.
+func Catalog() scenarios.Catalog {
+	c := scenarios.Catalog{Modes: Names(), Protocols: map[string][]string{}}
+	for _, m := range All {
+		c.Protocols[m.Name] = m.Protocols
+	}
+	return c
+}

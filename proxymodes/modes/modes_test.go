@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/iptables"
 	"github.com/proxybench/proxybench/proxymodes/modes"
+	"github.com/proxybench/proxybench/proxymodes/nftables"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
 )
@@ -49,6 +51,16 @@ var settings = map[string]string{
   udpTimeout: 45s
 `,
 	"nft-backend": base + "iptables:\n  backend: nft\n",
+	// Named ServicePorts of two protocols on one port (a DNS-like
+	// service); sim, as the real engine drives TCP only in this build.
+	"dns-ports": `engine: sim
+services:
+  count: 5
+  ports:
+  - {name: dns-tcp, port: 53, protocol: TCP, targetPort: 5353}
+  - {name: dns, port: 53, protocol: UDP, targetPort: 5353}
+modes: [none, iptables, ipvs, nftables]
+`,
 }
 
 func load(t *testing.T, name string) (*scenarios.Scenario, []workload.Service) {
@@ -73,6 +85,9 @@ func TestSimRendersWhatTheRunPrograms(t *testing.T) {
 	for name := range settings {
 		sc, svcs := load(t, name)
 		for _, m := range modes.All {
+			if !slices.Contains(sc.Modes, m.Name) {
+				continue
+			}
 			sim, err := m.Render(sc, svcs)
 			if err != nil {
 				t.Fatalf("%s/%s: Render: %v", name, m.Name, err)
@@ -206,5 +221,48 @@ func TestSyncPeriodsPerMode(t *testing.T) {
 		if err != nil || len(v) != 1 || v[0].Seconds() != want[m.Name] {
 			t.Errorf("%s: minSyncPeriod %v, %v; want %gs", m.Name, v, err, want[m.Name])
 		}
+	}
+}
+
+// TestChainNamesPerServicePort: each named ServicePort of a multi-port
+// service gets its own chains, named as kube-proxy names them: the
+// iptables KUBE-SVC hash over "ns/name:port" + protocol, the nftables
+// "service-<hash>-ns/name/protocol/port" chain, one IPVS virtual server
+// per (protocol, port), and a userspace portal per port.
+func TestChainNamesPerServicePort(t *testing.T) {
+	sc, svcs := load(t, "dns-ports")
+	if got := svcs[0].PortName(svcs[0].Ports[1]); got != "pb/svc-00000:dns" {
+		t.Fatalf("PortName = %q, want pb/svc-00000:dns", got)
+	}
+	render := func(mode string) string {
+		m, err := modes.Lookup(mode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := m.Render(sc, svcs)
+		if err != nil {
+			t.Fatalf("%s: %v", mode, err)
+		}
+		return string(r.Rules)
+	}
+	ipt, nft, vs := render("iptables"), render("nftables"), render("ipvs")
+	for _, c := range []struct{ name, proto string }{{"dns-tcp", "tcp"}, {"dns", "udp"}} {
+		svc := iptables.ServiceChainName("pb/svc-00000:"+c.name, c.proto)
+		if !strings.Contains(ipt, ":"+svc+" ") || !strings.Contains(ipt, "-m "+c.proto+" -p "+c.proto+" -d 198.18.0.1 --dport 53 -j "+svc) {
+			t.Errorf("iptables: no %s chain %s jumped to for 53/%s:\n%.2000s", c.name, svc, c.proto, ipt)
+		}
+		sep := iptables.EndpointChainName("pb/svc-00000:"+c.name, c.proto, "198.19.0.1:5353")
+		if !strings.Contains(ipt, ":"+sep+" ") {
+			t.Errorf("iptables: no endpoint chain %s for %s", sep, c.name)
+		}
+		if n := nftables.ServiceChainName("pb", "svc-00000", c.proto, c.name); !strings.Contains(nft, n) {
+			t.Errorf("nftables: no chain %s", n)
+		}
+		if !strings.Contains(vs, strings.ToUpper(c.proto)+" 198.18.0.1:53 ") {
+			t.Errorf("ipvs: no virtual server %s 198.18.0.1:53:\n%.1000s", strings.ToUpper(c.proto), vs)
+		}
+	}
+	if a, b := iptables.ServiceChainName("pb/svc-00000:dns-tcp", "tcp"), iptables.ServiceChainName("pb/svc-00000:dns", "udp"); a == b {
+		t.Errorf("both ports hash to %s", a)
 	}
 }

@@ -43,10 +43,11 @@ delete table ip pb-probe
 // Mode is the nftables mode: kube-proxy's nftables proxier
 // (pkg/proxy/nftables), programmed with nft through knftables.
 var Mode = proxymodes.Mode{
-	Name:   "nftables",
-	New:    proxymodes.NewFrom(ConfigFromScenario, New),
-	Render: proxymodes.RenderFrom(ConfigFromScenario, Rendering),
-	Sim:    proxymodes.SimModel{Lookup: proxymodes.LookupHash, Choice: proxymodes.ChoiceNumgen},
+	Name:      "nftables",
+	Protocols: []string{"TCP", "UDP", "SCTP"},
+	New:       proxymodes.NewFrom(ConfigFromScenario, New),
+	Render:    proxymodes.RenderFrom(ConfigFromScenario, Rendering),
+	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupHash, Choice: proxymodes.ChoiceNumgen},
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.NFTables.MinSyncPeriod.Duration, sc.NFTables.SyncPeriod.Duration
 	},
@@ -60,8 +61,12 @@ var Mode = proxymodes.Mode{
 		// expressions are part of nf_tables there).
 		return []string{"nf_conntrack", "nf_nat", "nf_reject_ipv4", "nf_tables", "nft_numgen", "nft_ct", "nft_masq", "nft_reject"}
 	},
-	GuestUnsupported: func(*scenarios.Scenario) string { return proxymodes.GuestNoNFTablesIP },
-	Probe:            Probe,
+	// The ip family with the expressions of the layout (numgen vmap, ct
+	// state, dnat, masquerade, reject): net/netfilter/Kconfig.
+	KernelOptions: func(*scenarios.Scenario) []string {
+		return []string{"CONFIG_NF_TABLES", "CONFIG_NF_TABLES_IPV4", "CONFIG_NFT_NUMGEN", "CONFIG_NFT_CT", "CONFIG_NFT_NAT", "CONFIG_NFT_MASQ", "CONFIG_NFT_REJECT"}
+	},
+	Probe: Probe,
 }
 
 // ConfigFromScenario maps a validated scenario to a Config:

@@ -12,12 +12,15 @@ import (
 // no sync loop (no SyncPeriods), so it takes no churn phase.
 var Mode = proxymodes.Mode{
 	Name: "none",
-	New:  func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) { return New(), nil },
+	// No rules: traffic dials the endpoints, whatever the protocol.
+	Protocols: []string{"TCP", "UDP", "SCTP"},
+	New:       func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) { return New(), nil },
 	Render: func(*scenarios.Scenario, []workload.Service) (*proxymodes.Rendering, error) {
 		return &proxymodes.Rendering{Info: map[string]string{"backend": "none"}}, nil
 	},
-	Sim:    proxymodes.SimModel{Lookup: proxymodes.LookupDirect},
-	Direct: true,
+	Sim:           proxymodes.SimModel{Lookup: proxymodes.LookupDirect},
+	KernelOptions: func(*scenarios.Scenario) []string { return []string{"CONFIG_NET_NS", "CONFIG_VETH"} },
+	Direct:        true,
 	Probe: func(context.Context, proxymodes.Node) (bool, string) {
 		return true, "network namespaces and veth work"
 	},

@@ -26,10 +26,13 @@ COMMIT
 // before 1.26, pkg/proxy/userspace): a listener per ServicePort in this
 // process behind iptables REDIRECT portals.
 var Mode = proxymodes.Mode{
-	Name:   "userspace",
-	New:    proxymodes.NewFrom(ConfigFromScenario, New),
-	Render: proxymodes.RenderFrom(ConfigFromScenario, Rendering),
-	Sim:    proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceRoundRobin},
+	Name: "userspace",
+	// The legacy proxy had TCP and UDP sockets (never SCTP); this build
+	// proxies TCP only so far.
+	Protocols: []string{"TCP"},
+	New:       proxymodes.NewFrom(ConfigFromScenario, New),
+	Render:    proxymodes.RenderFrom(ConfigFromScenario, Rendering),
+	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceRoundRobin},
 	// The legacy proxier's sync loop took the iptables block's periods.
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.IPTables.MinSyncPeriod.Duration, sc.IPTables.SyncPeriod.Duration
@@ -42,11 +45,9 @@ var Mode = proxymodes.Mode{
 		b := sc.IPTables.Backend
 		return []string{proxymodes.IPTablesBinary(b, ""), proxymodes.IPTablesBinary(b, "restore")}
 	},
-	GuestUnsupported: func(sc *scenarios.Scenario) string {
-		if sc.IPTables.Backend == BackendNft {
-			return proxymodes.GuestNoNFTablesIP + "; use iptables.backend: legacy"
-		}
-		return ""
+	KernelOptions: func(sc *scenarios.Scenario) []string {
+		// The portals' REDIRECT target besides iptables' own.
+		return append(proxymodes.IPTablesKernelOptionsFor(sc), "CONFIG_NETFILTER_XT_TARGET_REDIRECT")
 	},
 	Probe: Probe,
 }
