@@ -372,7 +372,9 @@ func TestNodeSysctlRanges(t *testing.T) {
 		if err != nil || def < r[0] || def > r[1] {
 			t.Errorf("%s: stock value %s outside [%d, %d]", k, NodeSysctlDefaults[k], r[0], r[1])
 		}
-		doc := func(v int64) string { return fmt.Sprintf("services: {count: 10}\nnode:\n  sysctls:\n    %s: %d\n", k, v) }
+		doc := func(v int64) string {
+			return fmt.Sprintf("services: {count: 10}\nnode:\n  sysctls:\n    %s: %d\n", k, v)
+		}
 		for _, v := range []int64{r[0], r[1], def} {
 			sc, err := Parse([]byte(doc(v)), "t.yaml")
 			if err != nil {
