@@ -84,3 +84,19 @@ func TargetPorts(services []Service) []uint16 {
 	}
 	return out
 }
+
+// UDPTargetPorts returns the distinct target ports of the UDP
+// ServicePorts of services (for the UDP echo).
+func UDPTargetPorts(services []Service) []uint16 {
+	seen := map[uint16]bool{}
+	var out []uint16
+	for _, s := range services {
+		for _, p := range s.Ports {
+			if p.Protocol == "UDP" && !seen[p.TargetPort] {
+				seen[p.TargetPort] = true
+				out = append(out, p.TargetPort)
+			}
+		}
+	}
+	return out
+}

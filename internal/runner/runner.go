@@ -278,9 +278,11 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		readICMP = func() (reports.ICMPCounters, error) { return reports.ICMPCounters{}, errNoCounters }
 	}
 	icmp0, icmpErr := readICMP()
-	if mr.Lookup, mr.Fairness, mr.TrafficConns, err = trafficPhase(ctx, sc, e, tb.Clients, services, m.Direct, m.Name, o.Progress); err != nil {
+	to, err := trafficPhase(ctx, sc, e, tb.Clients, services, m.Direct, m.Name, o.Progress)
+	if err != nil {
 		return mr, err
 	}
+	mr.Lookup, mr.Fairness, mr.Ports, mr.TrafficConns = to.lookup, to.fair, to.ports, to.conns
 	if icmp1, err1 := readICMP(); errors.Is(icmpErr, errNoCounters) {
 		// a testbed without counters (unit tests' fakes)
 	} else if icmpErr == nil && err1 == nil {
