@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/proxybench/proxybench/workload"
@@ -195,7 +196,11 @@ func Create(ctx context.Context, c kubernetes.Interface, spec Spec) (Stats, erro
 				err := createService(ctx, c, s)
 				if err == nil {
 					nsvc.Add(1)
-					_, err = c.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, EndpointSlice(s, spec.Trigger), metav1.CreateOptions{})
+					slice := EndpointSlice(s, spec.Trigger)
+					err = retryCreate(ctx, func() error {
+						_, err := c.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, slice, metav1.CreateOptions{})
+						return err
+					})
 					if err != nil {
 						err = fmt.Errorf("apiobjects: create EndpointSlice %s/%s: %w", s.Namespace, SliceName(s), err)
 					} else {
@@ -235,7 +240,10 @@ feed:
 func createService(ctx context.Context, c kubernetes.Interface, s workload.Service) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, err := c.CoreV1().Services(s.Namespace).Create(ctx, Service(s), metav1.CreateOptions{})
+		err := retryCreate(ctx, func() error {
+			_, err := c.CoreV1().Services(s.Namespace).Create(ctx, Service(s), metav1.CreateOptions{})
+			return err
+		})
 		if err == nil {
 			return nil
 		}
@@ -248,6 +256,47 @@ func createService(ctx context.Context, c kubernetes.Interface, s workload.Servi
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// retryCreate calls create until it succeeds, up to 5 times while it
+// fails with a timeout or overload (the API server's 504 "request did not
+// complete within requested timeout", 429, 503, or a cut connection: seen
+// on a machine with a load of 25 on 2 cores, where etcd answered one
+// transaction after more than a minute). AlreadyExists after such a
+// failure is success: the timed-out attempt was stored after all.
+func retryCreate(ctx context.Context, create func() error) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		err = create()
+		switch {
+		case err == nil:
+			return nil
+		case attempt > 0 && apierrors.IsAlreadyExists(err):
+			return nil
+		case !retriable(err) || ctx.Err() != nil:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// retriable reports whether a create that failed with err may be tried
+// again: a timeout, overload or broken connection, not a refusal.
+func retriable(err error) bool {
+	if apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) {
+		return true
+	}
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return false // any other answer of the API server is final
+	}
+	return errors.Is(err, context.DeadlineExceeded) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err)
 }
 
 // UpdateSlice replaces s's EndpointSlice with one built from s (its current
