@@ -467,7 +467,7 @@ func writePortsMarkdown(b *strings.Builder, r *Result) {
 	b.WriteString("\n")
 }
 
-func sortedKeys(m map[string]int) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -36,5 +37,40 @@ func TestRefusalNoteNamesTheLimitThatFired(t *testing.T) {
 	}
 	if got := refusalNote(r, ModeResult{Mode: "iptables"}, "random", "refused", ErrorKind{Count: 1, SamplesNs: []int64{300e3}}); got != "" {
 		t.Errorf("fast refusals got a note: %q", got)
+	}
+}
+
+// TestTimeToErrorInEveryFormat: a position's failed connections per cause
+// (count and time to error) reach every report format.
+func TestTimeToErrorInEveryFormat(t *testing.T) {
+	r := loadFixture(t)
+	m := &r.Modes[len(r.Modes)-1]
+	p := &m.Lookup[len(m.Lookup)-1]
+	p.ErrorKinds = map[string]ErrorKind{
+		"refused": {Count: 3, SamplesNs: []int64{250e3, 1.02e9, 1.03e9}},
+		"timeout": {Count: 1, SamplesNs: []int64{2.004e9}},
+	}
+	want := map[string][]string{
+		"md":          {"| refused | 3 |"},
+		"html":        {"lookup.refused.timetoerror.p50", "lookup.timeout.count"},
+		"csv":         {",lookup.refused.count,3,count,3", ",lookup.refused.timetoerror.max,1.03", ",lookup.timeout.timetoerror.p50,"},
+		"junit":       {"lookup.refused.timetoerror.p99{", "lookup.timeout.count{"},
+		"gobench":     {"BenchmarkTimeToError/mode=" + m.Mode, "/cause=refused/", "\t3\t"},
+		"openmetrics": {"proxybench_lookup_time_to_error_seconds_bucket{", `cause="refused"`, "proxybench_lookup_refused_timetoerror_p50_seconds{", "proxybench_lookup_timeout_count{"},
+	}
+	for _, format := range Formats {
+		var b bytes.Buffer
+		if err := WriteFormat(&b, r, format, ReportOptions{}); err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		ws, ok := want[format]
+		if !ok {
+			t.Errorf("format %s: no expectation; add one", format)
+		}
+		for _, w := range ws {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s lacks %q", format, w)
+			}
+		}
 	}
 }
