@@ -112,6 +112,7 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 		}
 	}
 	b.WriteString("\n")
+	writePortsMarkdown(b, r)
 	writeErrorKinds(b, r)
 	for _, w := range append(FaultWarnings(r), baselineWarnings(r, base)...) {
 		b.WriteString("- **warning**: " + w + "\n")
@@ -302,15 +303,17 @@ func phaseText(ph map[string]time.Duration) string {
 
 // firstLast returns the p50 at positions first and last.
 func firstLast(m ModeResult) (first, last int64, ok bool) {
+	var fp, lp string
 	for _, p := range m.Lookup {
 		switch p.Position {
 		case "first":
-			first = p.Latency.P50
+			first, fp = p.Latency.P50, p.Protocol
 		case "last":
-			last = p.Latency.P50
+			last, lp = p.Latency.P50, p.Protocol
 		}
 	}
-	return first, last, first > 0 && last > 0
+	// A TCP connect and a UDP round trip are not the same figure.
+	return first, last, first > 0 && last > 0 && fp == lp
 }
 
 type syncSample = measure.SyncStats
@@ -395,4 +398,56 @@ func fastP50(ns []int64) int64 {
 		}
 	}
 	return Summarize(fast).P50
+}
+
+// writePortsMarkdown writes the per-ServicePort table of the traffic
+// phase (ModeResult.Ports), when any mode has one.
+func writePortsMarkdown(b *strings.Builder, r *Result) {
+	any := false
+	for _, m := range r.Modes {
+		any = any || len(m.Ports) > 0
+	}
+	if !any {
+		return
+	}
+	b.WriteString("#### lookup.latency per ServicePort (µs)\n\n")
+	b.WriteString("Every position pooled per port of the service spec: a TCP connect, or a UDP exchange's round trip (one datagram each way). Fairness pools the fixed positions that are this port.\n\n")
+	b.WriteString("| mode | ServicePort | protocol | UDP source ports | n | p50 | p90 | p99 | errors | error causes | fixed positions | Jain min | χ² p |\n")
+	b.WriteString("|---|---|---|---|--:|--:|--:|--:|--:|---|---|--:|--:|\n")
+	for _, m := range r.Modes {
+		for _, p := range m.Ports {
+			name := p.Name
+			if name == "" {
+				name = "(unnamed)"
+			}
+			src := p.SourcePorts
+			if src == "" {
+				src = "-"
+			}
+			var causes []string
+			for _, k := range sortedKeys(p.ErrorKinds) {
+				causes = append(causes, fmt.Sprintf("%s %d", k, p.ErrorKinds[k]))
+			}
+			jain, pv, pos := "-", "-", "-"
+			if f := p.Fairness; f != nil && f.Samples > 0 {
+				jain, pv = fmt.Sprintf("%.4f", f.MinJain), fmt.Sprintf("%.3g", f.PValue)
+			}
+			if len(p.Positions) > 0 {
+				pos = strings.Join(p.Positions, ", ")
+			}
+			l := p.Latency
+			fmt.Fprintf(b, "| %s | %s %d | %s | %s | %d | %s | %s | %s | %d | %s | %s | %s | %s |\n", r.label(m), name, p.Port, p.Protocol, src, l.Count,
+				us(l.P50), us(l.P90), us(l.P99), p.Errors+p.Misses, strings.Join(causes, ", "), pos, jain, pv)
+		}
+	}
+	b.WriteString("\n")
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -137,6 +137,11 @@ type ModeResult struct {
 	Lookup []PositionResult `json:"lookup"`
 	// Fairness pools the fixed-position services' hits.
 	Fairness FairnessSummary `json:"fairness"`
+	// Ports splits the traffic phase by ServicePort (services.ports, or
+	// portsPerService): one row per port of the service spec, pooled over
+	// every position and service. Set when services have more than one
+	// port or any UDP port.
+	Ports []PortResult `json:"ports,omitempty"`
 	// FairnessRun is the fairness phase (traffic.perService > 0): every
 	// service on every node, see FairnessRun.
 	FairnessRun *FairnessRun `json:"fairnessRun,omitempty"`
@@ -157,11 +162,44 @@ type ModeResult struct {
 	ConnReuse []ConnReusePass `json:"connReuse,omitempty"`
 }
 
+// PortResult is the traffic phase's figures for one ServicePort of the
+// service spec (such as dns 53/UDP), over every position: lookup.latency
+// (a TCP connect, or a UDP exchange's round trip), errors per cause, and
+// the fairness of the fixed positions that are this port.
+type PortResult struct {
+	// Name is the ServicePort's name ("dns"; "" when unnamed), Protocol
+	// TCP or UDP, Port its port on the ClusterIP.
+	Name     string `json:"name"`
+	Protocol string `json:"protocol"`
+	Port     int    `json:"port"`
+	// Latency summarizes every recorded connection or exchange to this
+	// port, in ns.
+	Latency Summary `json:"latency"`
+	// Errors and Misses as PositionResult; ErrorKinds counts the errors
+	// per cause (refused, timeout, reset, unreachable, other).
+	Errors     int            `json:"errors"`
+	Misses     int            `json:"misses"`
+	ErrorKinds map[string]int `json:"errorKinds,omitempty"`
+	// Fairness pools the fixed positions whose ServicePort is this one
+	// (nil when none is).
+	Fairness *FairnessSummary `json:"fairness,omitempty"`
+	// Positions lists those fixed positions.
+	Positions []string `json:"positions,omitempty"`
+	// SourcePorts says how UDP exchanges picked their source port
+	// (traffic.udp: "kernel-chosen", "fixed 5300", "5300-5303"); empty
+	// for TCP.
+	SourcePorts string `json:"sourcePorts,omitempty"`
+}
+
 // PositionResult is lookup.latency (and hits) at one service position.
 type PositionResult struct {
 	Position string `json:"position"`
 	// Service is "ns/name:port" of a fixed position; empty for random.
 	Service string `json:"service,omitempty"`
+	// Protocol is the fixed position's ServicePort protocol (TCP: a
+	// connect; UDP: an exchange's round trip); empty for random and in
+	// results before it was recorded (TCP).
+	Protocol string `json:"protocol,omitempty"`
 	// Index is the ServicePort's position in render order (-1 for random).
 	Index   int     `json:"index"`
 	Latency Summary `json:"latency"`

@@ -78,6 +78,8 @@ var numericFields = []struct {
 	{"traffic.warmup", "services: {count: 10}\ntraffic:\n  warmup: @\n", "z"},
 	{"traffic.timeout", "services: {count: 10}\ntraffic:\n  timeout: @\n", "f"},
 	{"traffic.perService", "services: {count: 10}\ntraffic:\n  perService: @\n", "z"},
+	{"traffic.udp.sourcePort", "services: {count: 10}\ntraffic:\n  concurrency: 1\n  udp:\n    sourcePort: @\n    sourcePorts: 1\n", ""},
+	{"traffic.udp.sourcePorts", "services: {count: 10}\ntraffic:\n  concurrency: 1\n  udp:\n    sourcePort: 5300\n    sourcePorts: @\n", ""},
 	{"traffic.longLived.connections", "services: {count: 10}\ntraffic:\n  longLived:\n    connections: @\n", ""},
 	{"traffic.longLived.hold", "services: {count: 10}\ntraffic:\n  longLived:\n    connections: 2\n    hold: @\n", "zf"},
 	{"iptables.syncPeriod", "services: {count: 10}\niptables:\n  syncPeriod: @\n", "f"},

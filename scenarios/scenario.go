@@ -166,6 +166,9 @@ func (sv ServicesSpec) PortList() []PortSpec {
 	if len(sv.Ports) > 0 {
 		return sv.Ports
 	}
+	if sv.PortsPerService < 1 || sv.PortsPerService > 65535 {
+		return nil // invalid: Validate reports it
+	}
 	out := make([]PortSpec, sv.PortsPerService)
 	for j := range out {
 		out[j] = PortSpec{Name: "p" + strconv.Itoa(sv.Port+j), Protocol: sv.Protocol, Port: sv.Port + j, TargetPort: sv.TargetPort + j}
@@ -310,6 +313,36 @@ type TrafficSpec struct {
 	// service and holds them all open for Hold, then counts the active
 	// connections per endpoint (the load lc, wlc, sed and nq balance).
 	LongLived LongLivedSpec `yaml:"longLived,omitempty" json:"longLived,omitempty"`
+	// UDP sets the source ports of the UDP exchanges (UDP ServicePorts):
+	// kernel-chosen by default.
+	UDP UDPTrafficSpec `yaml:"udp,omitempty" json:"udp,omitempty"`
+}
+
+// UDPTrafficSpec picks the source port of each UDP exchange of the
+// traffic phase (one datagram each way, from a new socket). With
+// SourcePort 0 (default) the kernel picks an ephemeral port per
+// exchange, so each is a new conntrack entry. With SourcePort > 0 the
+// exchanges use SourcePorts ports from SourcePort (default 1: a fixed
+// port, as a DNS client reusing its socket), split among the workers
+// (worker w takes ports SourcePort+j with j ≡ w mod concurrency, in
+// turn), so SourcePorts must be >= traffic.concurrency; exchanges from
+// one port to one service share one conntrack entry and so one endpoint
+// while it lives (kubernetes#48370).
+type UDPTrafficSpec struct {
+	SourcePort  int `yaml:"sourcePort,omitempty" json:"sourcePort,omitempty"`
+	SourcePorts int `yaml:"sourcePorts,omitempty" json:"sourcePorts,omitempty"`
+}
+
+// SourcePortLabel describes the UDP source ports for results and reports:
+// "kernel-chosen", "fixed 5300" or "5300-5399".
+func (u UDPTrafficSpec) SourcePortLabel() string {
+	switch {
+	case u.SourcePort == 0:
+		return "kernel-chosen"
+	case u.SourcePorts <= 1:
+		return "fixed " + strconv.Itoa(u.SourcePort)
+	}
+	return strconv.Itoa(u.SourcePort) + "-" + strconv.Itoa(u.SourcePort+u.SourcePorts-1)
 }
 
 // NodeCount is Nodes, or 1 when unset.

@@ -135,6 +135,9 @@ func (s *Scenario) SetDefaults() {
 	}
 	num("traffic.warmup", &t.Warmup, 50)
 	dur("traffic.timeout", &t.Timeout, 2*time.Second)
+	if t.UDP.SourcePort != 0 || s.has("traffic.udp.sourcePort") {
+		num("traffic.udp.sourcePorts", &t.UDP.SourcePorts, 1)
+	}
 	if t.LongLived.Connections > 0 {
 		dur("traffic.longLived.hold", &t.LongLived.Hold, time.Second)
 	}
@@ -423,8 +426,9 @@ var portLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 var ServiceProtocols = []string{"TCP", "UDP", "SCTP"}
 
 // DriverProtocols are the protocols the real engine's traffic driver
-// sends (workload/traffic: TCP connections).
-var DriverProtocols = []string{"TCP"}
+// sends (workload/traffic: TCP connections, UDP request/response
+// exchanges).
+var DriverProtocols = []string{"TCP", "UDP"}
 
 // portList checks services.ports as Kubernetes validates a Service's
 // spec.ports (pkg/apis/core/validation: a name on every port of a
@@ -605,6 +609,48 @@ func (c *checker) traffic() {
 		c.between("traffic.longLived.connections", l.Connections, 1, 4096)
 		c.duration("traffic.longLived.hold", l.Hold.Duration, false, "2s")
 	}
+	if u := tr.UDP; u.SourcePort != 0 || c.s.has("traffic.udp.sourcePort") {
+		if c.between("traffic.udp.sourcePort", u.SourcePort, 1, 65535) && c.between("traffic.udp.sourcePorts", u.SourcePorts, 1, 65536-u.SourcePort) &&
+			u.SourcePorts < tr.Concurrency {
+			c.add("traffic.udp.sourcePorts", fmt.Sprintf("%d source ports cannot serve %d workers (traffic.concurrency): each worker needs its own", u.SourcePorts, tr.Concurrency),
+				fmt.Sprintf("set sourcePorts: %d or more, or traffic.concurrency: %d", tr.Concurrency, u.SourcePorts))
+		}
+	} else if u.SourcePorts != 0 || c.s.has("traffic.udp.sourcePorts") {
+		c.add("traffic.udp.sourcePorts", "is set without traffic.udp.sourcePort", "set sourcePort (the first port), or remove sourcePorts for kernel-chosen ports")
+	}
+	c.tcpOnly()
+}
+
+// tcpOnly refuses UDP ServicePorts where a phase connects over TCP to
+// each service's first port (churn probes, sync-disruption probes,
+// conn-reuse) or holds TCP connections on every port (longLived).
+func (c *checker) tcpOnly() {
+	s := c.s
+	ports := s.Services.PortList()
+	if len(ports) == 0 {
+		return
+	}
+	field := "services.protocol"
+	if len(s.Services.Ports) > 0 {
+		field = "services.ports[0].protocol"
+	}
+	if ports[0].Protocol != "TCP" {
+		for _, ph := range []struct {
+			on   bool
+			name string
+		}{{s.Churn.Rate > 0, "churn"}, {s.SyncDisruption != nil, "syncDisruption"}, {s.ConnReuse != nil, "connReuse"}} {
+			if ph.on {
+				c.add(field, fmt.Sprintf("%s probes connect over TCP to each service's first port, which is %s", ph.name, ports[0].Protocol),
+					"list a TCP port first in services.ports, or remove "+ph.name)
+			}
+		}
+	}
+	if s.Traffic.LongLived.Connections > 0 && slices.Contains(s.Services.Protocols(), "UDP") {
+		c.add("traffic.longLived", "holds TCP connections on every ServicePort, and UDP ports have none to hold", "remove traffic.longLived, or use TCP ports only")
+	}
+	if s.Failure.DownEndpointsPerService > 0 && slices.Contains(s.Services.Protocols(), "UDP") {
+		c.add("failure.downEndpointsPerService", "down endpoints are unreachable over TCP only, so UDP ports would still reach them", "remove failure, or use TCP ports only")
+	}
 }
 
 // engine checks iptables.backend, kernel, engine, sim and fallback.
@@ -695,6 +741,10 @@ func (c *checker) transitions() {
 				c.add("modes", "transitions send UDP, which mode "+m+" does not proxy in this build", "remove "+m+" from modes in this scenario")
 			}
 		}
+	}
+	if slices.Contains(c.s.Modes, "userspace") {
+		c.add("modes", "transitions measure the stale conntrack entries of the kernel modes' DNAT; mode userspace's UDP proxy keeps its own client table and is not measured by them in this build",
+			"remove userspace from modes in this scenario")
 	}
 	if c.s.Topology.Pods == "isolated" {
 		c.add("transitions", "transitions add endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")

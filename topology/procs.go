@@ -79,6 +79,26 @@ func StartProcess(ns *Netns, runID, name string, cmd *exec.Cmd) (*Process, error
 // Pid is the program's process ID.
 func (p *Process) Pid() int { return p.Cmd.Process.Pid }
 
+// CPU is the program's user+system CPU time so far (/proc/<pid>/stat
+// utime+stime, in USER_HZ = 100 ticks a second); 0 once it has exited.
+func (p *Process) CPU() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:])) // f[0] is field 3, the state
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100
+}
+
 // Exited reports whether the program has exited, and its wait error.
 func (p *Process) Exited() (bool, error) {
 	select {

@@ -289,7 +289,7 @@ func Leftovers() ([]string, error) {
 // namespaces are returned in skipped. Before the namespaces it kills the
 // orphaned children of dead runs (KillOrphans; returned as "process PID
 // (comm, run ID)") and then removes their temporary folders
-// (os.TempDir()/pb-<runID>-*, returned as "folder PATH").
+// (pb-<runID>-* in each of ScratchRoots, returned as "folder PATH").
 func Cleanup(runID string) (done, skipped []string, err error) {
 	var errs []error
 	// Orphaned children first: a process inside a namespace keeps it (and
@@ -304,7 +304,11 @@ func Cleanup(runID string) (done, skipped []string, err error) {
 		return done, nil, err
 	}
 	live := LiveRuns(names)
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), Prefix+runID+"*"))
+	var dirs []string
+	for _, root := range ScratchRoots() {
+		m, _ := filepath.Glob(filepath.Join(root, Prefix+runID+"*"))
+		dirs = append(dirs, m...)
+	}
 	for _, d := range dirs {
 		id := RunIDOf(filepath.Base(d))
 		if id == "" || live[id] || (runID != "" && id != runID) || len(ChildProcesses(id)) > 0 {
@@ -331,6 +335,20 @@ func Cleanup(runID string) (done, skipped []string, err error) {
 		done = append(done, n)
 	}
 	return done, skipped, errors.Join(errs...)
+}
+
+// ShmDir is the memory-backed folder (tmpfs) a run keeps throwaway data in
+// when it exists, e.g. etcd's store (topology/controlplane).
+const ShmDir = "/dev/shm"
+
+// ScratchRoots are the folders a run creates its pb-<runID>-* folders in:
+// os.TempDir() and ShmDir. Cleanup looks in each.
+func ScratchRoots() []string {
+	roots := []string{os.TempDir()}
+	if st, err := os.Stat(ShmDir); err == nil && st.IsDir() && filepath.Clean(os.TempDir()) != ShmDir {
+		roots = append(roots, ShmDir)
+	}
+	return roots
 }
 
 // Stale lists the leftover namespaces of runs that are no longer going

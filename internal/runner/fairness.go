@@ -40,10 +40,19 @@ func topologySpec(sc *scenarios.Scenario, runID string, services []workload.Serv
 // startEcho starts the echo server in the backend host, or in every
 // isolated pod.
 func startEcho(tb *topology.Testbed, services []workload.Service) (*traffic.EchoServer, error) {
-	if tb.Backend == nil {
-		return traffic.StartEchoIn(tb.Pods, workload.TargetPorts(services))
+	nss := tb.Pods
+	if tb.Backend != nil {
+		nss = []*topology.Netns{tb.Backend}
 	}
-	return traffic.StartEcho(tb.Backend, workload.TargetPorts(services))
+	echo, err := traffic.StartEchoIn(nss, workload.TargetPorts(services))
+	if err != nil {
+		return nil, err
+	}
+	if err := echo.AddUDP(nss, workload.UDPTargetPorts(services)); err != nil {
+		echo.Close()
+		return nil, err
+	}
+	return echo, nil
 }
 
 // applyWeights sets every endpoint's Weight from

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -148,12 +149,15 @@ func newFakeEnv(p *fakeProxier) *fakeEnv {
 			}
 			svc := spec.Services[res.Target.Service]
 			res.Hits[res.Target.Service] = map[netip.Addr]int{}
+			bp := &traffic.PortSamples{}
 			for i := 0; i < spec.Connections; i++ {
 				e := svc.Endpoints[(rr+i)%len(svc.Endpoints)]
 				res.Hits[res.Target.Service][e.IP]++
 				res.LatenciesNs = append(res.LatenciesNs, int64(1000+i))
 				res.TTFBNs = append(res.TTFBNs, int64(2000+i))
+				bp.LatenciesNs = append(bp.LatenciesNs, int64(1000+i))
 			}
+			res.ByPort = map[int]*traffic.PortSamples{res.Target.Port: bp}
 			return res, nil
 		},
 		probes: func(n int) (workerPool, error) { return fakePool{n}, nil },
@@ -320,9 +324,13 @@ func TestTrafficPlan(t *testing.T) {
 func TestTrafficPhase(t *testing.T) {
 	sc, svcs := phaseScenario(t, "", "failure: {downEndpointsPerService: 1}\n")
 	e := newFakeEnv(newFakeProxier())
-	lookup, fair, conns, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{})
+	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	lookup, fair, conns := to.lookup, to.fair, to.conns
+	if to.ports != nil {
+		t.Errorf("one TCP port per service: per-port rows %+v, want none", to.ports)
 	}
 	if conns != 3*3*600 || len(e.drives) != 3*3*3 {
 		t.Fatalf("%d connections in %d drives, want %d in %d", conns, len(e.drives), 3*3*600, 27)
@@ -352,8 +360,56 @@ func TestTrafficPhase(t *testing.T) {
 	e.drive = func(context.Context, traffic.DriveSpec) (*traffic.DriveResult, error) {
 		return nil, errors.New("drive: enter client netns: bad handle")
 	}
-	if _, _, _, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}); err == nil || !strings.Contains(err.Error(), "enter client netns") {
+	if _, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}); err == nil || !strings.Contains(err.Error(), "enter client netns") {
 		t.Errorf("err %v, want the driver's setup failure", err)
+	}
+}
+
+// TestTrafficPhaseByPort: with named ports (dns-tcp, dns) the traffic
+// phase gives one row per ServicePort, with that port's samples and the
+// fairness of the fixed positions that are that port.
+func TestTrafficPhaseByPort(t *testing.T) {
+	sc, err := scenarios.Parse([]byte(`
+repetitions: 1
+modes: [iptables]
+services:
+  count: 20
+  endpoints: {count: 4}
+  ports:
+  - {name: dns-tcp, port: 53}
+  - {name: dns, port: 53, protocol: UDP}
+traffic: {connections: 200, positions: [first, middle, last], concurrency: 2, udp: {sourcePort: 5300, sourcePorts: 2}}
+`), "ports.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcs, err := workload.Services(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newFakeEnv(newFakeProxier())
+	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(to.ports) != 2 {
+		t.Fatalf("per-port rows %+v, want dns-tcp and dns", to.ports)
+	}
+	// first is svc 0 port 0 (dns-tcp), middle flat index 20 = svc 10 port 0, last svc 19 port 1 (dns).
+	tcp, udp := to.ports[0], to.ports[1]
+	if tcp.Name != "dns-tcp" || tcp.Protocol != "TCP" || tcp.Port != 53 || tcp.Latency.Count != 400 || !slices.Equal(tcp.Positions, []string{"first", "middle"}) || tcp.SourcePorts != "" {
+		t.Errorf("dns-tcp row %+v", tcp)
+	}
+	if udp.Name != "dns" || udp.Protocol != "UDP" || udp.Latency.Count != 200 || !slices.Equal(udp.Positions, []string{"last"}) || udp.SourcePorts != "5300-5301" {
+		t.Errorf("dns row %+v", udp)
+	}
+	if tcp.Fairness == nil || tcp.Fairness.Services != 2 || udp.Fairness == nil || udp.Fairness.Services != 1 {
+		t.Errorf("fairness per port: %+v, %+v", tcp.Fairness, udp.Fairness)
+	}
+	for _, d := range e.drives {
+		if d.UDPSourcePort != 5300 || d.UDPSourcePorts != 2 {
+			t.Fatalf("drive spec UDP source %d+%d, want 5300+2", d.UDPSourcePort, d.UDPSourcePorts)
+		}
 	}
 }
 

@@ -273,9 +273,11 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	}
 
 	cpu0 := proxymodes.CPUTime()
-	if mr.Lookup, mr.Fairness, mr.TrafficConns, err = trafficPhase(ctx, sc, e, tb.Clients, services, m.Direct, m.Name, o.Progress); err != nil {
+	to, err := trafficPhase(ctx, sc, e, tb.Clients, services, m.Direct, m.Name, o.Progress)
+	if err != nil {
 		return mr, err
 	}
+	mr.Lookup, mr.Fairness, mr.Ports, mr.TrafficConns = to.lookup, to.fair, to.ports, to.conns
 	mr.TrafficCPUNs = int64(proxymodes.CPUTime() - cpu0)
 	if u, ok := p.(proxymodes.Usager); ok {
 		_, mr.ProxyRSSBytes = u.Usage()

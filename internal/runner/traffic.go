@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/proxybench/proxybench/reports"
@@ -61,11 +62,13 @@ type trafficAgg struct {
 	hits     map[string]map[netip.Addr]int // fixed positions: connections per endpoint
 	elapsed  map[string]time.Duration
 	conns    int // every connection made, recorded or failed
+	byPort   map[int]*traffic.PortSamples
 }
 
 func newTrafficAgg(services []workload.Service) *trafficAgg {
 	return &trafficAgg{services: services, flat: workload.FlatTargets(services),
-		pos: map[string]*reports.PositionResult{}, hits: map[string]map[netip.Addr]int{}, elapsed: map[string]time.Duration{}}
+		pos: map[string]*reports.PositionResult{}, hits: map[string]map[netip.Addr]int{}, elapsed: map[string]time.Duration{},
+		byPort: map[int]*traffic.PortSamples{}}
 }
 
 // add folds one driver result for position in.
@@ -77,6 +80,9 @@ func (a *trafficAgg) add(position string, dr *traffic.DriveResult) {
 			t := dr.Target
 			svc := &a.services[t.Service]
 			pr.Service = svc.PortName(svc.Ports[t.Port])
+			if p := svc.Ports[t.Port].Protocol; p != "TCP" {
+				pr.Protocol = p
+			}
 			pr.Index = flatIndex(a.flat, t)
 			a.hits[position] = map[netip.Addr]int{}
 		}
@@ -99,6 +105,19 @@ func (a *trafficAgg) add(position string, dr *traffic.DriveResult) {
 		ek.Count += len(ts)
 		ek.SamplesNs = append(ek.SamplesNs, ts...)
 		pr.ErrorKinds[k] = ek
+	}
+	for j, ps := range dr.ByPort {
+		bp := a.byPort[j]
+		if bp == nil {
+			bp = &traffic.PortSamples{ErrorKinds: map[string]int{}}
+			a.byPort[j] = bp
+		}
+		bp.LatenciesNs = append(bp.LatenciesNs, ps.LatenciesNs...)
+		bp.Errors += ps.Errors
+		bp.Misses += ps.Misses
+		for k, n := range ps.ErrorKinds {
+			bp.ErrorKinds[k] += n
+		}
 	}
 	a.elapsed[position] += dr.Elapsed
 	a.conns += len(dr.LatenciesNs) + dr.Errors + dr.Misses
@@ -152,12 +171,68 @@ func (a *trafficAgg) results(positions []string, down int) ([]reports.PositionRe
 	return out, reports.PoolFairness(fs)
 }
 
+// portResults splits the traffic phase by ServicePort index (the ports
+// of the service spec, the same for every service): latency and errors
+// over every position, and the fairness of the fixed positions (from
+// lookup, as results returns it) that are that port. udpSource labels the
+// UDP source ports.
+func (a *trafficAgg) portResults(lookup []reports.PositionResult, udpSource string) []reports.PortResult {
+	if len(a.services) == 0 {
+		return nil
+	}
+	spec := a.services[0].Ports
+	out := make([]reports.PortResult, len(spec))
+	for j, p := range spec {
+		pr := reports.PortResult{Name: p.Name, Protocol: p.Protocol, Port: int(p.Port)}
+		if p.Protocol == "UDP" {
+			pr.SourcePorts = udpSource
+		}
+		if bp := a.byPort[j]; bp != nil {
+			pr.Latency = reports.Summarize(bp.LatenciesNs)
+			pr.Errors, pr.Misses = bp.Errors, bp.Misses
+			if len(bp.ErrorKinds) > 0 {
+				pr.ErrorKinds = bp.ErrorKinds
+			}
+		}
+		var fs []reports.Fairness
+		for _, l := range lookup {
+			if l.Position == workload.PosRandom || l.Fairness == nil || l.Index < 0 || l.Index >= len(a.flat) || a.flat[l.Index].Port != j {
+				continue
+			}
+			fs = append(fs, *l.Fairness)
+			pr.Positions = append(pr.Positions, l.Position)
+		}
+		if len(fs) > 0 {
+			f := reports.PoolFairness(fs)
+			pr.Fairness = &f
+		}
+		out[j] = pr
+	}
+	return out
+}
+
+// splitByPort says whether a mode's result carries per-ServicePort rows:
+// when services have more than one port or any UDP port.
+func splitByPort(sc *scenarios.Scenario) bool {
+	ps := sc.Services.PortList()
+	return len(ps) > 1 || slices.Contains(sc.Services.Protocols(), "UDP")
+}
+
+// trafficOut is what the traffic phase gives a mode's result.
+type trafficOut struct {
+	lookup []reports.PositionResult
+	fair   reports.FairnessSummary
+	ports  []reports.PortResult // splitByPort only
+	conns  int
+}
+
 // trafficPhase is the traffic phase of one mode: trafficPlan's steps,
 // driven from clients through the ClusterIPs (directly to endpoints when
 // direct), summed per position. It returns the per-position results, the
-// pooled fairness at the fixed positions and the connection count.
+// pooled fairness at the fixed positions, the per-ServicePort rows and
+// the connection count.
 func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients []*topology.Netns, services []workload.Service,
-	direct bool, label string, prog Progress) ([]reports.PositionResult, reports.FairnessSummary, int, error) {
+	direct bool, label string, prog Progress) (trafficOut, error) {
 	t := sc.Traffic
 	plan := trafficPlan(t, sc.Repetitions, sc.Seed)
 	prog.Start(fmt.Sprintf("%s: traffic, %d positions × %d repetitions × %d connections", label, len(t.Positions), sc.Repetitions, t.Connections), len(plan))
@@ -168,15 +243,20 @@ func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients [
 			Clients: clients, Services: services, Direct: direct, Position: st.Position,
 			Connections: st.Connections, Warmup: st.Warmup, Concurrency: t.Concurrency,
 			Timeout: t.Timeout.Duration, Seed: st.Seed,
+			UDPSourcePort: uint16(t.UDP.SourcePort), UDPSourcePorts: t.UDP.SourcePorts,
 		})
 		if err != nil {
-			return nil, reports.FairnessSummary{}, 0, fmt.Errorf("traffic at %s: %w", st.Position, err)
+			return trafficOut{}, fmt.Errorf("traffic at %s: %w", st.Position, err)
 		}
 		agg.add(st.Position, dr)
 		prog.Add(1)
 	}
-	lookup, fair := agg.results(t.Positions, sc.Failure.DownEndpointsPerService)
-	return lookup, fair, agg.conns, nil
+	out := trafficOut{conns: agg.conns}
+	out.lookup, out.fair = agg.results(t.Positions, sc.Failure.DownEndpointsPerService)
+	if splitByPort(sc) {
+		out.ports = agg.portResults(out.lookup, t.UDP.SourcePortLabel())
+	}
+	return out, nil
 }
 
 func flatIndex(flat []workload.Target, t workload.Target) int {

@@ -366,3 +366,87 @@ func TestKernelGuestCleanupAfterKill(t *testing.T) {
 	}
 	t.Logf("guest of run %s (%d host processes while live) gone after kill -9 and cleanup", runID, len(live))
 }
+
+// TestKernelIPVSProxierInGuest drives kube-proxy's IPVS mode through
+// Proxier (what a run's "ipvs (kube-proxy)" row uses) inside a
+// user-mode-linux guest: the first Sync starts the control plane and
+// kube-proxy and returns after its first sync with every ClusterIP
+// answering; a second Sync moves one service to a new endpoint through
+// the API and returns after kube-proxy programmed it (the real server
+// changed in ipvsadm -Sn, the service answers from the new endpoint).
+func TestKernelIPVSProxierInGuest(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-save", "ipset", "ipvsadm")
+	testenv.RequireKube(t)
+	if testenv.InUMLWith(t, testenv.UMLOptions{MemoryMiB: 3072, Timeout: 12 * time.Minute}, false, ipvs.KernelModules("")...) {
+		return
+	}
+	bins := testenv.RequireKube(t)
+	ctx := context.Background()
+	runID := topology.NewRunID()
+	svcs := services(6)
+	tb, err := topology.Build(ctx, topology.Spec{RunID: runID, ClientPods: 1, ServiceCIDR: serviceCIDR, PodCIDR: podCIDR, NodeCIDR: nodeCIDR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Teardown()
+	echo, err := traffic.StartEcho(tb.Backend, []uint16{8080})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	p, err := kubeproxy.NewProxier(kubeproxy.ProxierSpec{Mode: "ipvs", Node: tb.Node, NodeIP: tb.NodeBackendAddr,
+		ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR, Avoid: []netip.Prefix{serviceCIDR, podCIDR, nodeCIDR},
+		Pass: map[string]any{"ipvs": map[string]any{"minSyncPeriod": "0s"}}, KubeProxy: bins.KubeProxy,
+		Bin: controlplane.Binaries{Etcd: bins.Etcd, APIServer: bins.APIServer}, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Cleanup(ctx)
+	if p.Mode() != "ipvs (kube-proxy)" {
+		t.Errorf("Mode() = %q, want the row name \"ipvs (kube-proxy)\"", p.Mode())
+	}
+	full, err := p.Sync(ctx, svcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.Kind != "full" || full.Phases["kube-proxy.metric"] <= 0 {
+		t.Errorf("first Sync: kind %q, kube-proxy.metric %v; want full with kube-proxy's own sync time", full.Kind, full.Phases["kube-proxy.metric"])
+	}
+	// Right after the first Sync returns, every service answers (the
+	// sync was waited for, not just /healthz).
+	for _, s := range svcs {
+		if err := tb.Clients[0].Do(func() error {
+			_, _, _, err := traffic.DialEcho(s.ClusterIP, 80, 2*time.Second)
+			return err
+		}); err != nil {
+			t.Errorf("after the first Sync, %s %s:80 does not answer: %v", s.Name, s.ClusterIP, err)
+		}
+	}
+	// Move svc 0 to a fresh endpoint.
+	moved := append([]workload.Service(nil), svcs...)
+	newEP := netip.MustParseAddr("198.19.100.1")
+	moved[0].Endpoints = []workload.Endpoint{{IP: newEP, Ready: true, Weight: 1}}
+	inc, err := p.Sync(ctx, moved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inc.Kind != "incremental" || inc.Phases["kube-proxy"] <= 0 {
+		t.Errorf("second Sync: kind %q, kube-proxy %v; want incremental with kube-proxy's sync time", inc.Kind, inc.Phases["kube-proxy"])
+	}
+	rs, err := kubeproxy.ReadIPVS(ctx, tb.Node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("-a -t %s:80 -r %s:8080 -m -w 1", moved[0].ClusterIP, newEP); !strings.Contains(rs.IPVS, want) {
+		t.Errorf("after the second Sync ipvsadm -Sn lacks %q:\n%s", want, rs.IPVS)
+	}
+	var landed netip.AddrPort
+	if err := tb.Clients[0].Do(func() error {
+		var err error
+		landed, _, _, err = traffic.DialEcho(moved[0].ClusterIP, 80, 2*time.Second)
+		return err
+	}); err != nil || landed.Addr() != newEP {
+		t.Errorf("after the second Sync %s lands on %v (%v), want %s", moved[0].ClusterIP, landed, err, newEP)
+	}
+	t.Logf("full: wall %v, phases %v; incremental: wall %v, phases %v; info %v", full.Wall, full.Phases, inc.Wall, inc.Phases, p.Info())
+}

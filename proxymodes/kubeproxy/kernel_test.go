@@ -260,6 +260,15 @@ func TestKernelCleanupAfterKill(t *testing.T) {
 			t.Errorf("cleanup of a live run killed pid %d", pid)
 		}
 	}
+	// etcd's store is on tmpfs: that folder must go with the run too.
+	var scratch []string
+	for _, root := range topology.ScratchRoots() {
+		m, _ := filepath.Glob(filepath.Join(root, topology.Prefix+runID+"-*"))
+		scratch = append(scratch, m...)
+	}
+	if shm, _ := filepath.Glob(filepath.Join(topology.ShmDir, topology.Prefix+runID+"-etcd-*")); len(shm) == 0 {
+		t.Errorf("no etcd folder of run %s in %s (have %v)", runID, topology.ShmDir, scratch)
+	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +290,9 @@ func TestKernelCleanupAfterKill(t *testing.T) {
 			t.Errorf("namespace %s left", n)
 		}
 	}
-	if dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), topology.Prefix+runID+"-*")); len(dirs) > 0 {
-		t.Errorf("folders left: %v", dirs)
+	for _, root := range topology.ScratchRoots() {
+		if dirs, _ := filepath.Glob(filepath.Join(root, topology.Prefix+runID+"-*")); len(dirs) > 0 {
+			t.Errorf("folders left: %v (of %v)", dirs, scratch)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,12 @@ type DriveSpec struct {
 	Concurrency int // connections in flight (one worker thread each)
 	Timeout     time.Duration
 	Seed        int64
+	// UDPSourcePort, when > 0, is the first source port of the UDP
+	// exchanges and UDPSourcePorts (>= Concurrency) how many from it:
+	// worker w uses ports UDPSourcePort+j for j ≡ w mod Concurrency, in
+	// turn. 0: the kernel picks an ephemeral port per exchange.
+	UDPSourcePort  uint16
+	UDPSourcePorts int
 }
 
 // DriveResult holds the raw samples of one phase.
@@ -42,12 +49,15 @@ type DriveResult struct {
 	Target workload.Target
 	// LatenciesNs are the connect() times of successful connections, in
 	// nanoseconds: from the SYN being sent to the handshake completing,
-	// through the node's rules (or directly, in Direct mode).
+	// through the node's rules (or directly, in Direct mode). For a UDP
+	// ServicePort, the round trip of one exchange: from the datagram sent
+	// to the echo's answer read.
 	LatenciesNs []int64
 	// TTFBNs are the times to first byte of the same connections, in ns:
 	// from the SYN to the echo line read and the socket closed. For the
 	// userspace mode, whose listener completes the handshake locally, this
-	// includes the proxy's own connection to the endpoint.
+	// includes the proxy's own connection to the endpoint. For UDP, from
+	// the send to the socket closed after the answer.
 	TTFBNs []int64
 	// Hits counts, per service index, the connections that landed on each
 	// endpoint, as reported by the echo server.
@@ -65,12 +75,25 @@ type DriveResult struct {
 	// Elapsed is the wall time of the recorded part; Connections/Elapsed is
 	// the closed-loop connection rate.
 	Elapsed time.Duration
+	// ByPort splits the recorded connections by ServicePort index within
+	// its service (Services[i].Ports[j] counts under j), so a multi-port
+	// service's ports (dns-tcp, dns) each get their figures.
+	ByPort map[int]*PortSamples
+}
+
+// PortSamples are one ServicePort index's share of a DriveResult.
+type PortSamples struct {
+	LatenciesNs    []int64
+	Errors, Misses int
+	// ErrorKinds counts the failures per ErrorKind.
+	ErrorKinds map[string]int
 }
 
 type sample struct {
 	lat    int64
 	ttfb   int64
 	svc    int
+	port   int
 	landed netip.Addr
 	err    error
 	miss   bool
@@ -103,6 +126,7 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 	per := make([][]sample, spec.Concurrency)
 	err := nspool.Run(spec.Concurrency, func(w int) nspool.Namespace { return spec.Clients[w%len(spec.Clients)] }, func(w int) {
 		rng := rand.New(rand.NewSource(spec.Seed + int64(w)*7919))
+		udp := 0 // UDP exchanges made by this worker
 		for ctx.Err() == nil {
 			i := next.Add(1) - 1
 			if i >= total {
@@ -115,7 +139,7 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 			if !fixed {
 				t = flat[rng.Intn(len(flat))]
 			}
-			s := dialOnce(spec, t, rng)
+			s := dialOnce(spec, t, rng, w, &udp)
 			if i >= int64(spec.Warmup) {
 				per[w] = append(per[w], s)
 			}
@@ -131,8 +155,14 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 	if st := startRec.Load(); st != 0 {
 		res.Elapsed = end.Sub(time.Unix(0, st))
 	}
+	res.ByPort = map[int]*PortSamples{}
 	for _, ss := range per {
 		for _, s := range ss {
+			bp := res.ByPort[s.port]
+			if bp == nil {
+				bp = &PortSamples{}
+				res.ByPort[s.port] = bp
+			}
 			switch {
 			case s.err != nil:
 				countError(&res.Errors, &res.ErrorSamples, s.err)
@@ -141,9 +171,16 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 				}
 				k := ErrorKind(s.err)
 				res.ErrorTimesNs[k] = append(res.ErrorTimesNs[k], s.ttfb)
+				bp.Errors++
+				if bp.ErrorKinds == nil {
+					bp.ErrorKinds = map[string]int{}
+				}
+				bp.ErrorKinds[k]++
 			case s.miss:
 				res.Misses++
+				bp.Misses++
 			default:
+				bp.LatenciesNs = append(bp.LatenciesNs, s.lat)
 				res.LatenciesNs = append(res.LatenciesNs, s.lat)
 				res.TTFBNs = append(res.TTFBNs, s.ttfb)
 				h := res.Hits[s.svc]
@@ -170,20 +207,34 @@ func countError(n *int, samples *[]string, err error) {
 	}
 }
 
-// dialOnce makes one connection from the calling (namespace-locked) thread.
-func dialOnce(spec DriveSpec, t workload.Target, rng *rand.Rand) sample {
+// dialOnce makes one connection (one exchange for a UDP ServicePort)
+// from the calling (namespace-locked) thread of worker w; *udp counts the
+// worker's UDP exchanges, which pick its source ports in turn.
+func dialOnce(spec DriveSpec, t workload.Target, rng *rand.Rand, w int, udp *int) sample {
 	svc := &spec.Services[t.Service]
 	port := svc.Ports[t.Port]
 	dst, dport := svc.ClusterIP, port.Port
 	if spec.Direct {
 		eps := svc.ReadyEndpoints()
 		if len(eps) == 0 {
-			return sample{svc: t.Service, err: fmt.Errorf("%s: no ready endpoint", svc.PortName(port))}
+			return sample{svc: t.Service, port: t.Port, err: fmt.Errorf("%s: no ready endpoint", svc.PortName(port))}
 		}
 		dst, dport = eps[rng.Intn(len(eps))].IP, port.TargetPort
 	}
-	s := sample{svc: t.Service}
-	landed, start, lat, err := DialEcho(dst, dport, spec.Timeout)
+	s := sample{svc: t.Service, port: t.Port}
+	var src netip.AddrPort
+	tag := ""
+	if port.Protocol == "UDP" {
+		if spec.UDPSourcePort > 0 {
+			n := spec.UDPSourcePorts
+			per := (n - w + spec.Concurrency - 1) / spec.Concurrency // ports j < n with j ≡ w mod Concurrency
+			j := w + (*udp%max(per, 1))*spec.Concurrency
+			src = netip.AddrPortFrom(netip.Addr{}, spec.UDPSourcePort+uint16(j))
+		}
+		*udp++
+		tag = strconv.FormatUint(rng.Uint64(), 36)
+	}
+	landed, start, lat, err := EchoVia(port.Protocol, src, dst, dport, tag, spec.Timeout)
 	s.lat = int64(lat)
 	s.ttfb = int64(time.Since(start))
 	if err != nil {
@@ -377,7 +428,7 @@ func DriveFairness(ctx context.Context, spec FairnessSpec) (*FairnessResult, err
 			}
 			svc := &spec.Services[tg.Service]
 			port := svc.Ports[tg.Port]
-			landed, _, _, err := DialEchoFrom(src, svc.ClusterIP, port.Port, spec.Timeout)
+			landed, _, _, err := EchoVia(port.Protocol, netip.AddrPortFrom(src, 0), svc.ClusterIP, port.Port, strconv.FormatInt(t, 36), spec.Timeout)
 			switch {
 			case err != nil:
 				countError(&errs, &samples, err)
@@ -429,7 +480,8 @@ func FirstPicks(ctx context.Context, clients []*topology.Netns, sources []netip.
 				return
 			}
 			svc := &services[tg.Service]
-			landed, _, _, err := DialEchoFrom(src, svc.ClusterIP, svc.Ports[tg.Port].Port, timeout)
+			p := svc.Ports[tg.Port]
+			landed, _, _, err := EchoVia(p.Protocol, netip.AddrPortFrom(src, 0), svc.ClusterIP, p.Port, "first-"+strconv.Itoa(t), timeout)
 			if err == nil {
 				out[i][t] = landed.Addr()
 			}

@@ -26,7 +26,22 @@ import (
 // its side; the driver closes with RST.
 type EchoServer struct {
 	listeners []net.Listener
+	udp       []*UDPEcho
 	wg        sync.WaitGroup
+}
+
+// AddUDP also answers UDP datagrams on ports inside every namespace of
+// nss (a UDPEcho, stopped by Close), for UDP ServicePorts.
+func (s *EchoServer) AddUDP(nss []*topology.Netns, ports []uint16) error {
+	if len(ports) == 0 {
+		return nil
+	}
+	u, err := StartUDPEchoIn(nss, ports)
+	if err != nil {
+		return err
+	}
+	s.udp = append(s.udp, u)
+	return nil
 }
 
 // StartEcho listens on 0.0.0.0:port for each port inside ns. Stop it with Close.
@@ -86,10 +101,13 @@ func (s *EchoServer) serve(l net.Listener) {
 	}
 }
 
-// Close stops every listener and waits for the accept loops to end.
+// Close stops every listener (and UDP echo) and waits for their loops to end.
 func (s *EchoServer) Close() {
 	for _, l := range s.listeners {
 		l.Close()
+	}
+	for _, u := range s.udp {
+		u.Close()
 	}
 	s.wg.Wait()
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 
 	"github.com/proxybench/proxybench/topology"
 )
@@ -145,3 +146,104 @@ func UDPExchange(c *net.UDPConn, seq uint64, timeout time.Duration) (netip.AddrP
 // Alive reports whether the TCP connection fd (from OpenEcho) is still
 // open: no reset, hang-up or error pending (a poll that reads nothing).
 func Alive(fd int) bool { return alive(fd) }
+
+// errUDPTimeout is the error of a UDP exchange that got no answer in
+// time (ErrorKind "timeout").
+var errUDPTimeout = fmt.Errorf("no answer: %w", unix.ETIMEDOUT)
+
+// ExchangeUDP makes one UDP request/response exchange from the calling
+// thread, which must be locked into a client namespace: a new UDP socket
+// bound to src (zero Addr: any address; port 0: the kernel picks an
+// ephemeral one) and connected to dst:port sends one datagram (the text
+// tag) and waits up to timeout for the UDPEcho answer naming the
+// endpoint it reached, then closes. latency is from the send to the
+// answer read (one round trip, as a TCP connect's SYN to SYN-ACK); start
+// is when the send began. Errors: a timeout (no answer: dropped or
+// black-holed; ETIMEDOUT), ECONNREFUSED (an ICMP port unreachable, such
+// as a mode's REJECT of a service without endpoints), a bind error
+// (EADDRINUSE when the fixed source port is taken), or a malformed
+// answer. Answers to an earlier exchange of the same 5-tuple (a late
+// echo after a timeout) are skipped by their tag.
+func ExchangeUDP(src netip.AddrPort, dst netip.Addr, port uint16, tag string, timeout time.Duration) (landed netip.AddrPort, start time.Time, latency time.Duration, err error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return landed, time.Now(), 0, fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	if src.Port() != 0 || src.Addr().IsValid() {
+		// A fixed port is rebound right after the previous exchange
+		// closed it; SO_REUSEADDR keeps a socket still closing from
+		// refusing the bind.
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+			return landed, time.Now(), 0, fmt.Errorf("setsockopt SO_REUSEADDR: %w", err)
+		}
+		sa := &unix.SockaddrInet4{Port: int(src.Port())}
+		if src.Addr().IsValid() {
+			sa.Addr = src.Addr().As4()
+		}
+		if err := unix.Bind(fd, sa); err != nil {
+			return landed, time.Now(), 0, fmt.Errorf("bind %s: %w", src, err)
+		}
+	}
+	if err := unix.Connect(fd, &unix.SockaddrInet4{Port: int(port), Addr: dst.As4()}); err != nil {
+		return landed, time.Now(), 0, fmt.Errorf("connect udp %s:%d: %w", dst, port, err)
+	}
+	msg := []byte(tag + "\n")
+	start = time.Now()
+	deadline := start.Add(timeout)
+	for {
+		_, err = unix.Write(fd, msg)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return landed, start, time.Since(start), fmt.Errorf("send udp %s:%d: %w", dst, port, err)
+	}
+	var buf [256]byte
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return landed, start, time.Since(start), fmt.Errorf("udp %s:%d: %w", dst, port, errUDPTimeout)
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(pfd, int((left+time.Millisecond-1)/time.Millisecond))
+		if err == unix.EINTR || n == 0 {
+			continue
+		}
+		if err != nil {
+			return landed, start, time.Since(start), fmt.Errorf("poll udp %s:%d: %w", dst, port, err)
+		}
+		m, err := unix.Read(fd, buf[:])
+		latency = time.Since(start)
+		if err == unix.EINTR || err == unix.EAGAIN {
+			continue
+		}
+		if err != nil {
+			return landed, start, latency, fmt.Errorf("udp %s:%d: %w", dst, port, err)
+		}
+		addr, got, _ := strings.Cut(strings.TrimSpace(string(buf[:m])), " ")
+		if got != tag {
+			continue // the answer to an earlier exchange of this 5-tuple
+		}
+		landed, err = netip.ParseAddrPort(addr)
+		if err != nil {
+			return landed, start, latency, fmt.Errorf("bad UDP echo %q from %s:%d", buf[:m], dst, port)
+		}
+		return landed, start, latency, nil
+	}
+}
+
+// EchoVia makes one exchange with the echo servers over protocol ("TCP":
+// DialEchoFrom, a connection from src's address, closed with RST; "UDP":
+// ExchangeUDP from src with tag) from the calling, namespace-locked
+// thread.
+func EchoVia(protocol string, src netip.AddrPort, dst netip.Addr, port uint16, tag string, timeout time.Duration) (landed netip.AddrPort, start time.Time, latency time.Duration, err error) {
+	switch protocol {
+	case "UDP":
+		return ExchangeUDP(src, dst, port, tag, timeout)
+	case "TCP", "":
+		return DialEchoFrom(src.Addr(), dst, port, timeout)
+	}
+	return landed, time.Now(), 0, fmt.Errorf("%s:%d: the driver sends TCP and UDP, not %s", dst, port, protocol)
+}
