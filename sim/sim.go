@@ -333,10 +333,13 @@ func (m *model) latencyNs(t workload.Target, rng *rand.Rand) float64 {
 // baseAt is the calibration's base (mode none) connect time at u.
 func (m *model) baseAt(u float64) float64 { return m.cal.baseAt(u) }
 
+// readyOf returns the endpoints the modes program (the ready ones, or the
+// serving terminating ones of a service without any ready).
 func readyOf(s *workload.Service) []workload.Endpoint {
 	var out []workload.Endpoint
+	fb := s.ServingFallback()
 	for _, e := range s.Endpoints {
-		if e.Ready {
+		if e.Programmed(fb) {
 			out = append(out, e)
 		}
 	}

@@ -39,9 +39,9 @@ type ServicePort struct {
 // terminating) and Terminating. Generated endpoints start ready and
 // serving (NewEndpoint); churn turns Ready and Serving off and on
 // together, as the API does for a pod that is not terminating. The modes
-// program Ready endpoints only (kube-proxy's choice while a service has
-// any); Serving and Terminating are there for modes that follow its
-// fallback to serving-terminating endpoints.
+// program Ready endpoints while a service has any, else its Serving and
+// Terminating ones (kube-proxy's fallback, Service.ServingFallback;
+// userspace, removed before it, programs Ready ones only).
 type Endpoint struct {
 	IP          netip.Addr
 	Ready       bool

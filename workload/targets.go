@@ -49,25 +49,57 @@ func PositionTarget(flat []Target, pos string) (Target, error) {
 	return Target{}, fmt.Errorf("position %q is not fixed", pos)
 }
 
-// ReadyEndpoints returns the service's ready endpoints, in order.
+// ReadyEndpoints returns the endpoints the service's traffic goes to, in
+// order: its ready ones, or, when none is ready, its serving terminating
+// ones (Service.Programmed).
 func (s *Service) ReadyEndpoints() []Endpoint {
+	fb := s.ServingFallback()
 	out := make([]Endpoint, 0, len(s.Endpoints))
 	for _, e := range s.Endpoints {
-		if e.Ready {
+		if e.Programmed(fb) {
 			out = append(out, e)
 		}
 	}
 	return out
 }
 
-// HasReadyEndpoint reports whether a is a ready endpoint of the service.
+// HasReadyEndpoint reports whether a is one of ReadyEndpoints.
 func (s *Service) HasReadyEndpoint(a netip.Addr) bool {
+	fb := s.ServingFallback()
 	for _, e := range s.Endpoints {
-		if e.IP == a && e.Ready {
+		if e.IP == a && e.Programmed(fb) {
 			return true
 		}
 	}
 	return false
+}
+
+// ServingFallback reports whether the service has no ready endpoint but
+// at least one serving terminating one: kube-proxy then sends its traffic
+// to those (pkg/proxy/topology.go CategorizeEndpoints, KEP-1669
+// ProxyTerminatingEndpoints, GA in 1.28) instead of rejecting it.
+func (s *Service) ServingFallback() bool {
+	fallback := false
+	for _, e := range s.Endpoints {
+		if e.Ready {
+			return false
+		}
+		if e.Serving && e.Terminating {
+			fallback = true
+		}
+	}
+	return fallback
+}
+
+// Programmed reports whether a proxy mode programs e, given its service's
+// ServingFallback: the ready endpoints, or with the fallback the serving
+// terminating ones. Every builtin mode but userspace (removed before
+// KEP-1669) follows it.
+func (e Endpoint) Programmed(servingFallback bool) bool {
+	if servingFallback {
+		return e.Serving && e.Terminating
+	}
+	return e.Ready
 }
 
 // TargetPorts returns the distinct target ports of services (for the echo server).

@@ -171,8 +171,9 @@ func newPlan(cfg Config, services []workload.Service) (*plan, error) {
 		s := &services[i]
 		nports += len(s.Ports)
 		ready := 0
+		fb := s.ServingFallback()
 		for _, e := range s.Endpoints {
-			if e.Ready {
+			if e.Programmed(fb) {
 				ready++
 			}
 		}
@@ -204,8 +205,9 @@ func newPlan(cfg Config, services []workload.Service) (*plan, error) {
 				return nil, fmt.Errorf("iptables: service port %q: protocol %q: want TCP, UDP or SCTP", s.PortName(*sp), sp.Protocol)
 			}
 			pp := portPlan{svc: s, port: sp, name: s.PortName(*sp), proto: proto, epStart: len(p.eps)}
+			fb := s.ServingFallback()
 			for _, e := range s.Endpoints {
-				if !e.Ready {
+				if !e.Programmed(fb) {
 					continue
 				}
 				epBuf = e.IP.AppendTo(epBuf[:0])
@@ -236,15 +238,16 @@ func newPlan(cfg Config, services []workload.Service) (*plan, error) {
 	return p, nil
 }
 
-// checkEndpoints rejects a ready endpoint IP listed twice (its KUBE-SEP
-// chain would be declared twice) or one that is not IPv4.
+// checkEndpoints rejects a programmed endpoint IP listed twice (its
+// KUBE-SEP chain would be declared twice) or one that is not IPv4.
 func checkEndpoints(s *workload.Service) error {
 	var seen map[netip.Addr]struct{}
 	if len(s.Endpoints) > 16 {
 		seen = make(map[netip.Addr]struct{}, len(s.Endpoints))
 	}
+	fb := s.ServingFallback()
 	for k, e := range s.Endpoints {
-		if !e.Ready {
+		if !e.Programmed(fb) {
 			continue
 		}
 		if !e.IP.Is4() {
@@ -256,7 +259,7 @@ func checkEndpoints(s *workload.Service) error {
 			seen[e.IP] = struct{}{}
 		} else {
 			for _, o := range s.Endpoints[:k] {
-				if o.Ready && o.IP == e.IP {
+				if o.Programmed(fb) && o.IP == e.IP {
 					dup = true
 					break
 				}

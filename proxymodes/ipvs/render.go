@@ -278,8 +278,9 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			}
 			seen[key] = struct{}{}
 			start := len(reals)
+			fb := s.ServingFallback()
 			for _, e := range s.Endpoints {
-				if !e.Ready {
+				if !e.Programmed(fb) {
 					continue
 				}
 				w := e.Weight

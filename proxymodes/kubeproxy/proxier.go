@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/topology/controlplane"
@@ -37,6 +37,12 @@ type ProxierSpec struct {
 	Bin         controlplane.Binaries
 	// Dir keeps the config, kubeconfig and log.
 	Dir string
+	// IPTablesBackend is kube-proxy's iptables back end (Spec.IPTablesBackend).
+	IPTablesBackend string
+	// SessionAffinity, when > 0, gives every Service sessionAffinity
+	// ClientIP with this timeout (the scenario's
+	// services.sessionAffinityTimeout when sessionAffinity is ClientIP).
+	SessionAffinity time.Duration
 }
 
 // Proxier drives the real kube-proxy through the API, behind the same
@@ -126,7 +132,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 		old, ok := p.last[s.Name]
 		switch {
 		case !ok:
-			if _, err := apiobjects.Create(ctx, c, apiobjects.Spec{Services: []workload.Service{s}, Workers: 1}); err != nil {
+			if _, err := apiobjects.Create(ctx, c, apiobjects.Spec{Services: []workload.Service{s}, Workers: 1, SessionAffinity: p.spec.SessionAffinity}); err != nil {
 				return proxymodes.SyncStats{}, err
 			}
 			writes++
@@ -222,13 +228,18 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err := os.MkdirAll(p.spec.Dir, 0o755); err != nil {
 		return st, err
 	}
-	p.cp, err = controlplane.Start(ctx, controlplane.Spec{RunID: p.runID, Nodes: []*topology.Netns{p.spec.Node}, Avoid: p.spec.Avoid, Bin: p.spec.Bin})
+	cps := controlplane.Spec{RunID: p.runID, Nodes: []*topology.Netns{p.spec.Node}, Avoid: p.spec.Avoid, Bin: p.spec.Bin}
+	if uml.InGuest() {
+		// Syscalls cost ~25x the host's in a user-mode-linux guest.
+		cps.StartTimeout = 8 * time.Minute
+	}
+	p.cp, err = controlplane.Start(ctx, cps)
 	if err != nil {
 		return st, err
 	}
 	up := time.Now()
 	node := apiobjects.Node{Name: NodeName(0), InternalIP: p.spec.NodeIP}
-	ost, err := apiobjects.Create(ctx, p.cp.Client, apiobjects.Spec{ServiceCIDR: p.spec.ServiceCIDR, Nodes: []apiobjects.Node{node}, Services: services})
+	ost, err := apiobjects.Create(ctx, p.cp.Client, apiobjects.Spec{ServiceCIDR: p.spec.ServiceCIDR, Nodes: []apiobjects.Node{node}, Services: services, SessionAffinity: p.spec.SessionAffinity})
 	if err != nil {
 		return st, err
 	}
@@ -237,7 +248,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err := p.cp.WriteKubeconfig(0, kc); err != nil {
 		return st, err
 	}
-	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Dir: p.spec.Dir,
+	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Dir: p.spec.Dir, IPTablesBackend: p.spec.IPTablesBackend,
 		Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc}})
 	if err != nil {
 		return st, err
@@ -260,6 +271,9 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	for k, v := range p.kp.Owned {
 		p.info["owned."+k] = v
 	}
+	if p.spec.IPTablesBackend != "" {
+		p.info["iptablesBackend"] = p.spec.IPTablesBackend
+	}
 	return proxymodes.SyncStats{Kind: "full", Wall: done.Sub(created), CPU: u.CPU + u.ChildCPU, Objects: len(services),
 		Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up),
 			"kube-proxy.metric": time.Duration(h.Sum * float64(time.Second))}}, nil
@@ -275,8 +289,12 @@ func (p *Proxier) stop() error {
 	var errs []error
 	if p.kp != nil {
 		errs = append(errs, p.kp.Stop())
-		cmd := exec.Command(p.spec.KubeProxy, "--cleanup", "--config", p.kp.ConfigPath)
-		out, err := p.spec.Node.Run(context.Background(), nil, cmd.Path, cmd.Args[1:]...)
+		args := []string{p.spec.KubeProxy, "--cleanup", "--config", p.kp.ConfigPath}
+		if p.kp.Path != "" {
+			// The same iptables back end as it ran with.
+			args = append([]string{"PATH=" + p.kp.Path}, args...)
+		}
+		out, err := p.spec.Node.Run(context.Background(), nil, "env", args...)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, out))
 		}
@@ -285,4 +303,17 @@ func (p *Proxier) stop() error {
 	errs = append(errs, p.cp.Stop())
 	p.cp = nil
 	return errors.Join(errs...)
+}
+
+// TestbedObjects returns what the run's control plane adds to the ruleset
+// kube-proxy programs, beyond the scenario's services: the `kubernetes`
+// Service's ClusterIP (kube-apiserver creates it; it has no endpoints
+// here) and the control plane's service range (kube-proxy's nftables mode
+// drops traffic to unallocated addresses of every ServiceCIDR). Empty
+// before the first Sync and after Cleanup.
+func (p *Proxier) TestbedObjects() []string {
+	if p.cp == nil {
+		return nil
+	}
+	return []string{p.cp.ServiceRange.Addr().Next().String(), p.cp.ServiceRange.String()}
 }

@@ -58,6 +58,48 @@ type Spec struct {
 	// Verbosity is kube-proxy's -v (default 2: one line per sync with its
 	// duration).
 	Verbosity int
+	// IPTablesBackend, "legacy" or "nft", makes kube-proxy's `iptables`,
+	// `iptables-save`, `iptables-restore` (and the ip6tables ones) those
+	// of that back end, through a folder of symlinks first on its PATH
+	// (BackendPath), as update-alternatives would on a node; "" leaves
+	// the PATH alone (Debian's default alternative is nft).
+	IPTablesBackend string
+}
+
+// iptablesTools are the programs kube-proxy runs by name for iptables
+// (k8s.io/kubernetes/pkg/util/iptables).
+var iptablesTools = []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"}
+
+// BackendPath creates dir/iptables-<backend> holding symlinks named as
+// kube-proxy's iptables tools to the back end's own binaries
+// (iptables-legacy-save, ...) found on PATH, and returns the PATH value
+// with that folder first. An unknown back end or a missing binary is an
+// error naming it.
+func BackendPath(dir, backend string) (string, error) {
+	if backend != "legacy" && backend != "nft" {
+		return "", fmt.Errorf("kube-proxy: iptables back end %q: want legacy or nft", backend)
+	}
+	shim := filepath.Join(dir, "iptables-"+backend)
+	if err := os.MkdirAll(shim, 0o755); err != nil {
+		return "", err
+	}
+	for _, t := range iptablesTools {
+		fam, tool, _ := strings.Cut(t, "-")
+		name := fam + "-" + backend
+		if tool != "" {
+			name += "-" + tool
+		}
+		target, err := exec.LookPath(name)
+		if err != nil {
+			return "", fmt.Errorf("kube-proxy: iptables back end %s: %s is not on PATH; fix: run make setup", backend, name)
+		}
+		link := filepath.Join(shim, t)
+		_ = os.Remove(link)
+		if err := os.Symlink(target, link); err != nil {
+			return "", err
+		}
+	}
+	return shim + string(os.PathListSeparator) + os.Getenv("PATH"), nil
 }
 
 // Proxy is one running kube-proxy.
@@ -70,6 +112,9 @@ type Proxy struct {
 	Owned map[string]string
 	// Args is kube-proxy's command line.
 	Args []string
+	// Path is kube-proxy's PATH when Spec.IPTablesBackend chose a back
+	// end ("" otherwise: this process's PATH).
+	Path string
 	Proc *topology.Process
 	res  *resourceWatch
 	http *http.Client
@@ -108,6 +153,12 @@ func Start(ctx context.Context, spec Spec) (*Proxy, error) {
 	cmd := exec.Command(spec.Binary, p.Args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Dir = spec.Dir
+	if spec.IPTablesBackend != "" {
+		if p.Path, err = BackendPath(spec.Dir, spec.IPTablesBackend); err != nil {
+			return nil, err
+		}
+		cmd.Env = append(os.Environ(), "PATH="+p.Path)
+	}
 	if p.Proc, err = topology.StartProcess(spec.Node, spec.RunID, "kube-proxy "+spec.Config.NodeName, cmd); err != nil {
 		return nil, err
 	}

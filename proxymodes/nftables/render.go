@@ -340,8 +340,9 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			port := strconv.Itoa(int(sp.Port))
 			key := []string{vip, proto, port}
 			var eps []string
+			fb := s.ServingFallback()
 			for _, e := range s.Endpoints {
-				if !e.Ready {
+				if !e.Programmed(fb) {
 					continue
 				}
 				epChain := EndpointChainName(s.Namespace, s.Name, proto, sp.Name, e.IP, sp.TargetPort)
@@ -394,12 +395,13 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	return r, nil
 }
 
-// checkEndpoints rejects a ready endpoint IP listed twice (its chain would
-// be declared twice) or one that is not IPv4.
+// checkEndpoints rejects a programmed endpoint IP listed twice (its chain
+// would be declared twice) or one that is not IPv4.
 func checkEndpoints(s *workload.Service) error {
 	seen := make(map[netip.Addr]struct{}, len(s.Endpoints))
+	fb := s.ServingFallback()
 	for _, e := range s.Endpoints {
-		if !e.Ready {
+		if !e.Programmed(fb) {
 			continue
 		}
 		if !e.IP.Is4() {

@@ -41,33 +41,50 @@ const ServiceCIDRName = "proxybench"
 
 // Service returns the API object of s: a selector-less ClusterIP Service
 // (no controller touches its EndpointSlices), single-stack IPv4, with s's
-// ClusterIP and ports.
+// ClusterIP and ports, and sessionAffinity None.
 func Service(s workload.Service) *corev1.Service {
+	return ServiceWithAffinity(s, 0)
+}
+
+// ServiceWithAffinity is Service with sessionAffinity ClientIP and
+// sessionAffinityConfig.clientIP.timeoutSeconds affinity (whole seconds)
+// when affinity > 0 (the scenario's services.sessionAffinity, which the
+// builtin modes apply to every service).
+func ServiceWithAffinity(s workload.Service, affinity time.Duration) *corev1.Service {
 	ports := make([]corev1.ServicePort, len(s.Ports))
 	for j, p := range s.Ports {
 		ports[j] = corev1.ServicePort{Name: p.Name, Port: int32(p.Port), TargetPort: intstr.FromInt32(int32(p.TargetPort)), Protocol: corev1.Protocol(p.Protocol)}
 	}
 	single := corev1.IPFamilyPolicySingleStack
-	return &corev1.Service{
+	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name},
 		Spec: corev1.ServiceSpec{
-			Type:           corev1.ServiceTypeClusterIP,
-			ClusterIP:      s.ClusterIP.String(),
-			ClusterIPs:     []string{s.ClusterIP.String()},
-			IPFamilies:     []corev1.IPFamily{corev1.IPv4Protocol},
-			IPFamilyPolicy: &single,
-			Ports:          ports,
+			Type:            corev1.ServiceTypeClusterIP,
+			ClusterIP:       s.ClusterIP.String(),
+			ClusterIPs:      []string{s.ClusterIP.String()},
+			IPFamilies:      []corev1.IPFamily{corev1.IPv4Protocol},
+			IPFamilyPolicy:  &single,
+			Ports:           ports,
+			SessionAffinity: corev1.ServiceAffinityNone,
 		},
 	}
+	if secs := int32(affinity / time.Second); secs > 0 {
+		svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
+		svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: &secs}}
+	}
+	return svc
 }
 
 // SliceName is the name of s's (single) EndpointSlice.
 func SliceName(s workload.Service) string { return s.Name + "-pb" }
 
 // EndpointSlice returns the IPv4 EndpointSlice of s, labelled with its
-// service name, with trigger as TriggerTimeAnnotation. An endpoint that is
-// not Ready has ready=false, serving=false, terminating=false (a pod that is
-// not ready yet); use Terminating for one being deleted.
+// service name, with trigger as TriggerTimeAnnotation. Each endpoint's
+// conditions are its workload.Endpoint's: ready = Ready and not
+// Terminating, serving = Serving or ready, terminating = Terminating; so
+// an endpoint that is not Ready, Serving or Terminating has all three
+// false (a pod that is not ready yet). Terminating marks one being
+// deleted on an existing slice.
 func EndpointSlice(s workload.Service, trigger time.Time) *discoveryv1.EndpointSlice {
 	ports := make([]discoveryv1.EndpointPort, len(s.Ports))
 	for j, p := range s.Ports {
@@ -76,7 +93,8 @@ func EndpointSlice(s workload.Service, trigger time.Time) *discoveryv1.EndpointS
 	}
 	eps := make([]discoveryv1.Endpoint, len(s.Endpoints))
 	for k, e := range s.Endpoints {
-		ready, serving, terminating := e.Ready, e.Ready, false
+		ready := e.Ready && !e.Terminating
+		serving, terminating := e.Serving || ready, e.Terminating
 		eps[k] = discoveryv1.Endpoint{
 			Addresses:  []string{e.IP.String()},
 			Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving, Terminating: &terminating},
@@ -134,6 +152,9 @@ type Spec struct {
 	Workers int
 	// Trigger is the trigger time written on every slice (default: now).
 	Trigger time.Time
+	// SessionAffinity, when > 0, gives every Service sessionAffinity
+	// ClientIP with this timeout (ServiceWithAffinity).
+	SessionAffinity time.Duration
 }
 
 // Stats says what Create did and how long it took.
@@ -193,7 +214,7 @@ func Create(ctx context.Context, c kubernetes.Interface, spec Spec) (Stats, erro
 			defer wg.Done()
 			for i := range jobs {
 				s := spec.Services[i]
-				err := createService(ctx, c, s)
+				err := createService(ctx, c, s, spec.SessionAffinity)
 				if err == nil {
 					nsvc.Add(1)
 					slice := EndpointSlice(s, spec.Trigger)
@@ -237,11 +258,11 @@ feed:
 // createService creates s, retrying for up to 30 s while its ClusterIP is
 // not yet allocatable (the API server picks up a new ServiceCIDR through an
 // informer, a moment after it is created).
-func createService(ctx context.Context, c kubernetes.Interface, s workload.Service) error {
+func createService(ctx context.Context, c kubernetes.Interface, s workload.Service, affinity time.Duration) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		err := retryCreate(ctx, func() error {
-			_, err := c.CoreV1().Services(s.Namespace).Create(ctx, Service(s), metav1.CreateOptions{})
+			_, err := c.CoreV1().Services(s.Namespace).Create(ctx, ServiceWithAffinity(s, affinity), metav1.CreateOptions{})
 			return err
 		})
 		if err == nil {

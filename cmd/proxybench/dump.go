@@ -1,0 +1,378 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/proxybench/proxybench/internal/runner"
+	"github.com/proxybench/proxybench/internal/uml"
+	"github.com/proxybench/proxybench/proxymodes/fidelity"
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
+	"github.com/proxybench/proxybench/proxymodes/modes"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/topology"
+)
+
+type dumpFlags struct {
+	mode, impl, kernel, kubeProxy string
+	diff, normalise, verbose      bool
+	// json is where a guest run writes its readings, runID the run ID
+	// (both hidden).
+	json, runID string
+}
+
+// dumpModes are the modes dump reads back: the kernel rulesets kube-proxy
+// programs.
+var dumpModes = []string{"iptables", "ipvs", "nftables"}
+
+// dumpTools are the programs dump reads the kernel with, per mode.
+func dumpTools(mode string) []string {
+	t := []string{"iptables-legacy-save", "iptables-nft-save", "ip6tables-legacy-save", "ip6tables-nft-save", "nft"}
+	if mode == "ipvs" {
+		t = append(t, "ipvsadm", "ipset")
+	}
+	return t
+}
+
+func newDumpCmd() *cobra.Command {
+	f := &dumpFlags{}
+	cmd := &cobra.Command{
+		Use:   "dump SCENARIO --mode MODE",
+		Short: "Print what a mode installs in the kernel for a scenario's services (iptables-save, nft, ipvsadm -Sn, ipset save)",
+		Long: `dump builds a one-node testbed, makes MODE program the scenario's services
+in the node's network namespace, reads the kernel's state back with the
+kernel's own tools run inside that namespace, prints it, and tears
+everything down. What it prints is what a user sees on a node:
+
+  iptables   iptables-<backend>-save (and ip6tables-<backend>-save when
+             the implementation programs IPv6)
+  nftables   nft list table ip kube-proxy (and ip6 kube-proxy)
+  ipvs       ipvsadm -Sn, ipset save, iptables-<backend>-save and the
+             addresses of kube-ipvs0
+
+--implementation builtin (default) is proxybench's own proxier;
+kube-proxy runs the real kube-proxy (bin/kube-proxy, or --kube-proxy) with
+a control plane of its own, started and stopped by dump; its iptables back
+end is the scenario's iptables.backend. --diff does both and prints the
+comparison instead, normalised for what must differ (hashed chain names,
+counters, the order the kernel does not care about; see docs/modes.md,
+"Fidelity"), each changed line marked with the documented difference it
+is; it exits 1 when a difference is not documented. --normalise prints one
+implementation's reading in that normalised form.
+
+A mode the host kernel cannot run (ipvs without IP_VS) runs in a
+user-mode-linux guest, as run does (--kernel). Needs root.`,
+		Example: `  proxybench dump 1k-services --mode iptables --services 3
+  proxybench dump my.yaml --mode nftables --implementation kube-proxy
+  proxybench dump my.yaml --mode iptables --diff`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDump(cmd, args[0], f)
+		},
+	}
+	cmd.Flags().StringVar(&f.mode, "mode", "", "the mode to dump: iptables, ipvs or nftables (required)")
+	cmd.Flags().StringVar(&f.impl, "implementation", fidelity.Builtin, "builtin (proxybench's own proxier) or kube-proxy (the real kube-proxy with a control plane)")
+	cmd.Flags().StringVar(&f.kubeProxy, "kube-proxy", "", "the kube-proxy binary for --implementation kube-proxy and --diff (default bin/kube-proxy beside proxybench, or $PROXYBENCH_KUBE_BIN/kube-proxy)")
+	cmd.Flags().StringVar(&f.kernel, "kernel", "", "the kernel to run on instead of the scenario's (host, uml, uml:6.12, ...; default auto: the host when it can run the mode)")
+	cmd.Flags().BoolVar(&f.diff, "diff", false, "run builtin and kube-proxy and print their normalised difference (exit 1 when a difference is not documented)")
+	cmd.Flags().BoolVar(&f.normalise, "normalise", false, "print the reading normalised (one fact per line, as --diff compares it)")
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "with a user-mode-linux guest: show its console")
+	cmd.Flags().IntVar(&dumpServices, "services", 0, "number of services instead of the scenario's services.count")
+	cmd.Flags().StringVar(&f.json, "json", "", "write the readings as JSON to this file (- for stdout) instead of printing them")
+	_ = cmd.Flags().MarkHidden("json")
+	cmd.Flags().StringVar(&kubeBinFlag, "kube-bin", "", "the folder holding kube-apiserver and etcd (default $PROXYBENCH_KUBE_BIN, else bin/ beside proxybench)")
+	_ = cmd.Flags().MarkHidden("kube-bin")
+	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
+	_ = cmd.Flags().MarkHidden("run-id")
+	return cmd
+}
+
+// dumpServices is dump's --services, kubeBinFlag its hidden --kube-bin
+// (the folder of kube-apiserver and etcd, passed to a guest).
+var (
+	dumpServices int
+	kubeBinFlag  string
+)
+
+// kubeBinaries finds kube-proxy (flag, else the folder), kube-apiserver
+// and etcd in $PROXYBENCH_KUBE_BIN, else beside this executable (bin/),
+// else in ./bin. A missing one is bad input naming the fix.
+func kubeBinaries(kubeProxyFlag string) (fidelity.KubeBinaries, error) {
+	dir := kubeBinFlag
+	if dir == "" {
+		dir = os.Getenv("PROXYBENCH_KUBE_BIN")
+	}
+	if dir == "" {
+		dir = "bin"
+		if exe, err := os.Executable(); err == nil {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(exe), "kube-apiserver")); err == nil {
+				dir = filepath.Dir(exe)
+			}
+		}
+	}
+	b := fidelity.KubeBinaries{KubeProxy: filepath.Join(dir, "kube-proxy"), APIServer: filepath.Join(dir, "kube-apiserver"), Etcd: filepath.Join(dir, "etcd")}
+	if kubeProxyFlag != "" {
+		b.KubeProxy = kubeProxyFlag
+	}
+	for _, p := range []struct{ path, fix string }{
+		{b.KubeProxy, "--kube-proxy: pass a kube-proxy binary, or build bin/kube-proxy with make kube"},
+		{b.APIServer, "build bin/kube-apiserver with make kube (or set PROXYBENCH_KUBE_BIN to the folder holding it)"},
+		{b.Etcd, "build bin/etcd with make kube (or set PROXYBENCH_KUBE_BIN to the folder holding it)"},
+	} {
+		st, err := os.Stat(p.path)
+		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			return b, fmt.Errorf("%s is not an executable file; fix: %s", p.path, p.fix)
+		}
+		abs, err := filepath.Abs(p.path)
+		if err == nil {
+			switch p.path {
+			case b.KubeProxy:
+				b.KubeProxy = abs
+			case b.APIServer:
+				b.APIServer = abs
+			case b.Etcd:
+				b.Etcd = abs
+			}
+		}
+	}
+	return b, nil
+}
+
+// checkDump validates dump's input before anything is created: the mode,
+// the implementation, root, the tools, the kube-proxy binaries. Every
+// failure is bad input naming the flag and the fix.
+func checkDump(cmd *cobra.Command, sc *scenarios.Scenario, f *dumpFlags) (fidelity.KubeBinaries, error) {
+	var kb fidelity.KubeBinaries
+	if f.mode == "" {
+		return kb, fmt.Errorf("--mode is required; fix: --mode iptables, --mode ipvs or --mode nftables")
+	}
+	if !slices.Contains(dumpModes, f.mode) {
+		return kb, fmt.Errorf("--mode %q: dump reads back the kernel rulesets of %s; fix: use one of them", f.mode, strings.Join(dumpModes, ", "))
+	}
+	if !slices.Contains(fidelity.Implementations, f.impl) {
+		return kb, fmt.Errorf("--implementation %q: want builtin or kube-proxy; fix: --implementation builtin (proxybench's own) or --implementation kube-proxy", f.impl)
+	}
+	if f.diff && cmd.Flags().Changed("implementation") {
+		return kb, fmt.Errorf("--diff runs both implementations; fix: drop --implementation")
+	}
+	if f.diff && f.normalise {
+		return kb, fmt.Errorf("--diff already prints the normalised comparison; fix: drop --normalise")
+	}
+	if cmd.Flags().Changed("kube-proxy") && !f.diff && f.impl != fidelity.KubeProxy {
+		return kb, fmt.Errorf("--kube-proxy is for --implementation kube-proxy or --diff; fix: add one of them, or drop --kube-proxy")
+	}
+	if os.Geteuid() != 0 {
+		return kb, fmt.Errorf("dump needs root: it creates network namespaces and programs their rules; fix: run it as root")
+	}
+	m, _ := modes.Lookup(f.mode)
+	need := dumpTools(f.mode)
+	if m.Binaries != nil {
+		need = append(need, m.Binaries(sc)...)
+	}
+	for _, b := range need {
+		if _, err := exec.LookPath(b); err != nil {
+			return kb, fmt.Errorf("--mode %s needs %s, which is not on PATH; fix: run make setup", f.mode, b)
+		}
+	}
+	if f.diff || f.impl == fidelity.KubeProxy {
+		var err error
+		if kb, err = kubeBinaries(f.kubeProxy); err != nil {
+			return kb, err
+		}
+		if _, err := kubeproxy.Version(cmd.Context(), kb.KubeProxy); err != nil {
+			return kb, fmt.Errorf("--kube-proxy: %w", err)
+		}
+	}
+	return kb, nil
+}
+
+func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
+	sc, err := modes.Catalog().Load(arg)
+	if err != nil {
+		return badInput(err)
+	}
+	if cmd.Flags().Changed("services") {
+		sc.Services.Count = dumpServices
+	}
+	if cmd.Flags().Changed("kernel") {
+		sc.Kernel = f.kernel
+	}
+	if f.mode != "" {
+		sc.Modes = []string{f.mode}
+	}
+	sc.Fallback = "" // dump shows the mode asked for, never a fallback
+	if err := sc.ValidateWith(modes.Catalog()); err != nil {
+		return badInput(fmt.Errorf("after command-line overrides: %w", err))
+	}
+	kb, err := checkDump(cmd, sc, f)
+	if err != nil {
+		return badInput(err)
+	}
+	impls := []string{f.impl}
+	if f.diff {
+		impls = fidelity.Implementations
+	}
+	ctx, stop := signalContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+	defer stop()
+	plan, err := runner.PlanKernels(ctx, sc)
+	if err != nil {
+		if runner.IsInput(err) {
+			return badInput(err)
+		}
+		return &exitError{1, err}
+	}
+	var target *runner.Target
+	for i, t := range plan.Targets {
+		if slices.Contains(t.Modes, f.mode) {
+			target = &plan.Targets[i]
+			break
+		}
+	}
+	if target == nil {
+		return badInput(fmt.Errorf("no kernel here runs mode %s (%s); fix: --kernel uml (make kernels builds one)", f.mode, plan.Why))
+	}
+	runID := f.runID
+	if runID == "" {
+		runID = topology.NewRunID()
+	}
+	var readings []fidelity.Reading
+	if target.UML != nil {
+		readings, err = dumpInGuest(ctx, sc, f, target.UML, impls, kb, runID)
+	} else {
+		for _, impl := range impls {
+			var r fidelity.Reading
+			r, err = fidelity.Install(ctx, fidelity.Spec{RunID: runID, Scenario: sc, Mode: f.mode, Implementation: impl, Kube: kb})
+			if err != nil {
+				err = fmt.Errorf("%s %s: %w", impl, f.mode, err)
+				break
+			}
+			r.Implementation = impl
+			readings = append(readings, r)
+		}
+	}
+	if err != nil {
+		code := 1
+		if ctx.Err() != nil {
+			code = 130
+		}
+		return &exitError{code, err}
+	}
+	for _, r := range readings {
+		for _, n := range r.Notes {
+			fmt.Fprintf(os.Stderr, "note: %s\n", n)
+		}
+	}
+	if f.json != "" {
+		b, err := json.Marshal(readings)
+		if err != nil {
+			return &exitError{1, err}
+		}
+		if f.json == "-" {
+			_, err = os.Stdout.Write(b)
+		} else {
+			err = os.WriteFile(f.json, b, 0o644)
+		}
+		if err != nil {
+			return &exitError{1, err}
+		}
+		return nil
+	}
+	return printDump(os.Stdout, f, target.Name, readings)
+}
+
+// printDump prints the readings (or, with --diff, their comparison).
+func printDump(w io.Writer, f *dumpFlags, kernel string, readings []fidelity.Reading) error {
+	if !f.diff {
+		for _, r := range readings {
+			fmt.Fprintf(w, "# proxybench dump: mode %s, implementation %s, kernel %s\n", r.Mode, r.Implementation, kernel)
+			if f.normalise {
+				r = fidelity.Normalise(r)
+			}
+			fmt.Fprint(w, r.String())
+		}
+		return nil
+	}
+	if len(readings) != 2 {
+		return &exitError{1, fmt.Errorf("dump --diff: got %d readings, want builtin and kube-proxy", len(readings))}
+	}
+	b, k := readings[0], readings[1]
+	fmt.Fprintf(w, "# proxybench dump --diff: mode %s, kernel %s; - builtin, + kube-proxy (normalised: docs/modes.md, \"Fidelity\")\n", b.Mode, kernel)
+	fmt.Fprint(w, fidelity.Unified(b, k, fidelity.KnownDifferences))
+	diffs := fidelity.Diff(b, k)
+	unexplained, _ := fidelity.Explain(fidelity.KnownDifferences, b.Mode, diffs)
+	fmt.Fprintf(w, "\n# %d differing lines", len(diffs))
+	if len(diffs) > 0 {
+		fmt.Fprintf(w, ": %s", strings.Join(fidelity.Summary(diffs), "; "))
+	}
+	fmt.Fprintln(w)
+	if len(unexplained) > 0 {
+		return &exitError{1, fmt.Errorf("%d differing lines are not documented differences (marked NOT DOCUMENTED above)", len(unexplained))}
+	}
+	return nil
+}
+
+// dumpInGuest runs this binary's dump (every implementation of impls, in
+// one guest) in a user-mode-linux guest on kernel k and returns its
+// readings (runner.RunCommandInUML; the guest prints them as JSON).
+func dumpInGuest(ctx context.Context, sc *scenarios.Scenario, f *dumpFlags, k *uml.Kernel, impls []string, kb fidelity.KubeBinaries, runID string) ([]fidelity.Reading, error) {
+	dir, err := os.MkdirTemp("", uml.WorkDirPattern(runID))
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	_ = os.Chmod(dir, 0o755)
+	y, err := sc.YAML()
+	if err != nil {
+		return nil, err
+	}
+	scPath := filepath.Join(dir, "scenario.yaml")
+	if err := os.WriteFile(scPath, y, 0o644); err != nil {
+		return nil, err
+	}
+	args := []string{"dump", scPath, "--mode", f.mode, "--kernel", "host", "--run-id", runID, "--json", "-"}
+	mem := sc.UML.MemoryMiB
+	if len(impls) == 2 {
+		args = append(args, "--diff")
+	} else {
+		args = append(args, "--implementation", impls[0])
+	}
+	if slices.Contains(impls, fidelity.KubeProxy) {
+		args = append(args, "--kube-proxy", kb.KubeProxy, "--kube-bin", filepath.Dir(kb.APIServer))
+		mem = max(mem, 3072) // etcd, kube-apiserver and kube-proxy
+	}
+	var console io.Writer
+	if f.verbose {
+		console = os.Stderr
+	}
+	out, err := runner.RunCommandInUML(ctx, runner.GuestCommand{RunID: runID, Kernel: k, Args: args,
+		Modules: runner.GuestModules(sc), MemoryMiB: mem, Timeout: sc.UML.Timeout.Duration, Console: console})
+	if err != nil {
+		return nil, err
+	}
+	if out.ExitCode != 0 {
+		return nil, fmt.Errorf("dump in the user-mode-linux guest %s failed (exit %d); its console:\n%s", k.Name, out.ExitCode, tailLines(out.Guest.Log, 25))
+	}
+	var rs []fidelity.Reading
+	if err := json.Unmarshal(out.Stdout, &rs); err != nil {
+		return nil, fmt.Errorf("guest dump: %w", err)
+	}
+	return rs, nil
+}
+
+func tailLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,149 @@
+//go:build linux
+
+package fidelity_test
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxybench/proxybench/internal/testenv"
+	"github.com/proxybench/proxybench/internal/uml"
+	"github.com/proxybench/proxybench/proxymodes/fidelity"
+	"github.com/proxybench/proxybench/proxymodes/ipvs"
+	"github.com/proxybench/proxybench/proxymodes/modes"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/workload"
+)
+
+// fidelityScenario gives every service two TCP ports (80 → 8080,
+// 81 → 8081) and ClientIP session affinity.
+const fidelityScenario = `services:
+  count: 5
+  portsPerService: 2
+  sessionAffinity: ClientIP
+  sessionAffinityTimeout: 600s
+modes: [iptables, nftables, ipvs]
+`
+
+// fidelityServices are the cases of the comparison: 0, 1 and 3 ready
+// endpoints, 2 ready and one terminating (serving), and only a serving
+// terminating one (kube-proxy's fallback to it, KEP-1669). The scenario
+// format cannot say "terminating", so they are built here.
+func fidelityServices(t *testing.T, sc *scenarios.Scenario) []workload.Service {
+	svcs, err := workload.Services(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, podNet, _, _ := sc.Prefixes()
+	pod := podNet.Addr().Next()
+	next := func() netip.Addr { a := pod; pod = pod.Next(); return a }
+	term := func() workload.Endpoint {
+		return workload.Endpoint{IP: next(), Serving: true, Terminating: true, Weight: 1}
+	}
+	for i, n := range []int{0, 1, 3, 2, 0} {
+		svcs[i].Endpoints = nil
+		for range n {
+			svcs[i].Endpoints = append(svcs[i].Endpoints, workload.NewEndpoint(next()))
+		}
+	}
+	svcs[3].Endpoints = append(svcs[3].Endpoints, term())
+	svcs[4].Endpoints = append(svcs[4].Endpoints, term())
+	return svcs
+}
+
+// TestKernelFidelity installs the same services with builtin and with
+// kube-proxy (v1.37, bin/kube-proxy) for iptables, nftables and IPVS
+// (IPVS in a user-mode-linux guest when the host lacks IP_VS), reads both
+// rulesets back from the kernel, and passes when every line of their
+// normalised difference is a documented one (fidelity.KnownDifferences,
+// docs/modes.md "Fidelity") and every documented one still shows. Both
+// readings must hold every service port, so two empty readings fail.
+func TestKernelFidelity(t *testing.T) {
+	for _, mode := range []string{"iptables", "nftables", "ipvs"} {
+		t.Run(mode, func(t *testing.T) { fidelityCase(t, mode) })
+	}
+}
+
+func hostHasIPVS() bool {
+	_, err := os.Stat("/proc/net/ip_vs")
+	return err == nil
+}
+
+func fidelityCase(t *testing.T, mode string) {
+	tools := []string{"iptables-legacy-save", "ip6tables-legacy-save", "nft"}
+	if mode == "ipvs" {
+		tools = append(tools, "ipvsadm", "ipset")
+	}
+	testenv.RequireKernel(t, tools...)
+	bins := testenv.RequireKube(t)
+	if mode == "ipvs" && testenv.InUMLWith(t, testenv.UMLOptions{MemoryMiB: 3072, Timeout: 15 * time.Minute}, hostHasIPVS(), ipvs.KernelModules("")...) {
+		return
+	}
+	var before map[string]string
+	if !uml.InGuest() {
+		before = testenv.RootSnapshot(t)
+	}
+	sc, err := modes.Catalog().Parse([]byte(fidelityScenario), "fidelity.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcs := fidelityServices(t, sc)
+	var rs []fidelity.Reading
+	for _, impl := range fidelity.Implementations {
+		t0 := time.Now()
+		r, err := fidelity.Install(context.Background(), fidelity.Spec{Scenario: sc, Mode: mode, Implementation: impl, Services: svcs,
+			Kube: fidelity.KubeBinaries{KubeProxy: bins.KubeProxy, APIServer: bins.APIServer, Etcd: bins.Etcd}})
+		if err != nil {
+			t.Fatalf("%s: %v", impl, err)
+		}
+		t.Logf("%s %s installed and read in %v; notes %v", impl, mode, time.Since(t0).Round(time.Millisecond), r.Notes)
+		rs = append(rs, r)
+	}
+	// Both hold every service port (ClusterIP:port, with endpoints or not).
+	for _, r := range rs {
+		text := fidelity.Normalise(r).String()
+		for _, s := range svcs {
+			for _, p := range s.Ports {
+				if !containsPort(text, s.ClusterIP.String(), p.Port) {
+					t.Errorf("%s %s: %s:%d is not in its reading:\n%s", r.Implementation, mode, s.ClusterIP, p.Port, text)
+				}
+			}
+		}
+	}
+	t.Logf("normalised difference (- builtin, + kube-proxy):\n%s", fidelity.Unified(rs[0], rs[1], fidelity.KnownDifferences))
+	diffs := fidelity.Diff(rs[0], rs[1])
+	unexplained, unused := fidelity.Explain(fidelity.KnownDifferences, mode, diffs)
+	t.Logf("%d differing lines: %s", len(diffs), strings.Join(fidelity.Summary(diffs), "; "))
+	for _, d := range unexplained {
+		t.Errorf("undocumented difference: %s", d)
+	}
+	for _, k := range unused {
+		t.Errorf("documented difference %s no longer shows for %s (fixed? remove it from KnownDifferences and docs/modes.md)", k.ID, mode)
+	}
+	if !uml.InGuest() {
+		testenv.CompareRoot(t, before, testenv.RootSnapshot(t))
+	}
+}
+
+// containsPort reports whether text names vip and port in one of the
+// tools' notations: iptables (-d vip/32 ... --dport port), nft
+// (vip . tcp . port), ipvsadm (vip:port), ipset (vip,tcp:port).
+func containsPort(text, vip string, port uint16) bool {
+	p := strconv.Itoa(int(port))
+	for _, l := range strings.Split(text, "\n") {
+		switch {
+		case strings.Contains(l, "-d "+vip+"/32") && strings.Contains(l, "--dport "+p+" "):
+			return true
+		case strings.Contains(l, vip+" . tcp . "+p+" "):
+			return true
+		case strings.Contains(l, "-t "+vip+":"+p+" "):
+			return true
+		}
+	}
+	return false
+}

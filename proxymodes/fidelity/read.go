@@ -1,0 +1,147 @@
+// Package fidelity reads back from the kernel the ruleset a proxy mode
+// installed in one node namespace, in the kernel's own tools' formats
+// (iptables-save, nft list table, ipvsadm -Sn, ipset save), normalises it
+// for what must differ between two implementations of the same mode
+// (chain-name hashes, counters, ordering the kernel ignores) and diffs two
+// such readings: builtin's and kube-proxy's for the same services (issue
+// 13, item 7; docs/modes.md, "Fidelity"). `proxybench dump` prints a
+// reading, `proxybench dump --diff` the comparison.
+package fidelity
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/proxybench/proxybench/proxymodes"
+)
+
+// Section is one tool's view of a namespace's kernel state.
+type Section struct {
+	// Tool is the command line that printed Text ("iptables-legacy-save",
+	// "nft list table ip kube-proxy", "ipvsadm -Sn", "ipset save").
+	Tool string
+	// Text is its output, verbatim.
+	Text string
+}
+
+// Reading is what a mode left in one namespace: the sections of the tools
+// that had something to show, in a fixed order (iptables, ip6tables, nft,
+// ipvsadm, ipset, kube-ipvs0 addresses).
+type Reading struct {
+	Mode string
+	// Implementation is Builtin or KubeProxy (set by Install).
+	Implementation string `json:",omitempty"`
+	Sections       []Section
+	// Testbed lists addresses and prefixes of objects the testbed itself
+	// added (kube-proxy's control plane: the `kubernetes` Service's
+	// ClusterIP and its service range); Normalise drops what holds them.
+	Testbed []string `json:",omitempty"`
+	// Notes are what went wrong without spoiling the reading (a failed
+	// cleanup before the testbed's teardown).
+	Notes []string `json:",omitempty"`
+}
+
+// String prints every section under a "# <tool>" header, as a user would
+// see it running the tools one after the other.
+func (r Reading) String() string {
+	var b strings.Builder
+	for i, s := range r.Sections {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "# %s\n%s", s.Tool, s.Text)
+		if !strings.HasSuffix(s.Text, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// Section returns the section printed by tool, if any.
+func (r Reading) Section(tool string) (Section, bool) {
+	for _, s := range r.Sections {
+		if s.Tool == tool {
+			return s, true
+		}
+	}
+	return Section{}, false
+}
+
+// Backends are the iptables back ends Read looks at: the one a builtin
+// proxier programs, or both for kube-proxy (it uses whichever `iptables`
+// is on its PATH: Debian's alternative, nft unless legacy was selected).
+var Backends = []string{"legacy", "nft"}
+
+// Read returns what mode left in node, read with the kernel's own tools
+// run inside node (proxymodes.Node.Run):
+//
+//   - iptables and ipvs: iptables-<be>-save and ip6tables-<be>-save for
+//     each back end of backends that holds a KUBE- chain (kube-proxy's
+//     dual-stack detection programs IPv6 too);
+//   - nftables: nft list table for every table named kube-proxy (ip and
+//     ip6 families);
+//   - ipvs: also ipvsadm -Sn (every virtual and real server, numeric),
+//     ipset save, and the IPv4 addresses of kube-ipvs0 (ip -4 -o addr show).
+//
+// A tool that fails is an error naming it and its output; a tool whose
+// output holds nothing of the mode is left out.
+func Read(ctx context.Context, node proxymodes.Node, mode string, backends []string) (Reading, error) {
+	r := Reading{Mode: mode}
+	run := func(name string, args ...string) (string, error) {
+		out, err := node.Run(ctx, nil, name, args...)
+		if err != nil {
+			return "", fmt.Errorf("fidelity: %s %s: %w: %s", name, strings.Join(args, " "), err, out)
+		}
+		return string(out), nil
+	}
+	switch mode {
+	case "iptables", "ipvs", "nftables":
+	default:
+		return r, fmt.Errorf("fidelity: mode %q: want iptables, ipvs or nftables", mode)
+	}
+	// Every mode: a mode that should leave no iptables rules (nftables)
+	// is read too, so that any it does leave shows.
+	for _, fam := range []string{"iptables", "ip6tables"} {
+		for _, be := range backends {
+			tool := fam + "-" + be + "-save"
+			out, err := run(tool)
+			if err != nil {
+				return r, err
+			}
+			if strings.Contains(out, ":KUBE-") {
+				r.Sections = append(r.Sections, Section{Tool: tool, Text: out})
+			}
+		}
+	}
+	tables, err := run("nft", "list", "tables")
+	if err != nil {
+		return r, err
+	}
+	for _, line := range strings.Split(tables, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "table" && f[2] == "kube-proxy" {
+			out, err := run("nft", "list", "table", f[1], f[2])
+			if err != nil {
+				return r, err
+			}
+			r.Sections = append(r.Sections, Section{Tool: "nft list table " + f[1] + " " + f[2], Text: out})
+		}
+	}
+	if mode != "ipvs" {
+		return r, nil
+	}
+	out, err := run("ipvsadm", "-Sn")
+	if err != nil {
+		return r, err
+	}
+	r.Sections = append(r.Sections, Section{Tool: "ipvsadm -Sn", Text: out})
+	if out, err = run("ipset", "save"); err != nil {
+		return r, err
+	}
+	r.Sections = append(r.Sections, Section{Tool: "ipset save", Text: out})
+	if out, err := run("ip", "-4", "-o", "addr", "show", "dev", "kube-ipvs0"); err == nil {
+		r.Sections = append(r.Sections, Section{Tool: "ip -4 -o addr show dev kube-ipvs0", Text: out})
+	}
+	return r, nil
+}
