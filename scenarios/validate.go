@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -911,8 +912,14 @@ func (c *checker) nodeSysctls() {
 			c.add(f, "is not a node sysctl proxybench sets", fix)
 			continue
 		}
-		if v := c.s.Node.Sysctls[k]; !wholeRE.MatchString(v) {
+		v := c.s.Node.Sysctls[k]
+		if !wholeRE.MatchString(v) {
 			c.add(f, fmt.Sprintf("%q is not a whole number", v), "write a value such as "+NodeSysctlDefaults[k])
+			continue
+		}
+		r := NodeSysctlRanges[k]
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < r[0] || n > r[1] {
+			c.add(f, fmt.Sprintf("%s is out of range", v), fmt.Sprintf("use a value from %d to %d (a stock node has %s)", r[0], r[1], NodeSysctlDefaults[k]))
 		}
 	}
 }
