@@ -742,6 +742,10 @@ func (c *checker) transitions() {
 			}
 		}
 	}
+	if slices.Contains(c.s.Modes, "userspace") {
+		c.add("modes", "transitions measure the stale conntrack entries of the kernel modes' DNAT; mode userspace's UDP proxy keeps its own client table and is not measured by them in this build",
+			"remove userspace from modes in this scenario")
+	}
 	if c.s.Topology.Pods == "isolated" {
 		c.add("transitions", "transitions add endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")
 	}
