@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -189,6 +190,10 @@ func (s *Scenario) SetDefaults() {
 		num("syncDisruption.probes", &sd.Probes, 2)
 		dur("syncDisruption.timeout", &sd.Timeout, time.Second)
 		dur("syncDisruption.slow", &sd.Slow, 100*time.Millisecond)
+		dur("syncDisruption.settle", &sd.Settle, 10*time.Second)
+		if sd.Syncs == nil && !s.has("syncDisruption.syncs") {
+			sd.Syncs = []string{"restart", "incremental"}
+		}
 	}
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
@@ -793,6 +798,8 @@ func (c *checker) syncDisruption() {
 	c.between("syncDisruption.probes", sd.Probes, 1, 64)
 	c.duration("syncDisruption.timeout", sd.Timeout.Duration, true, "1s")
 	c.duration("syncDisruption.slow", sd.Slow.Duration, true, "100ms")
+	c.duration("syncDisruption.settle", sd.Settle.Duration, false, "10s")
+	c.list("syncDisruption.syncs", sd.Syncs, SyncKinds)
 }
 
 func (c *checker) churn() {
@@ -914,8 +921,14 @@ func (c *checker) nodeSysctls() {
 			c.add(f, "is not a node sysctl proxybench sets", fix)
 			continue
 		}
-		if v := c.s.Node.Sysctls[k]; !wholeRE.MatchString(v) {
+		v := c.s.Node.Sysctls[k]
+		if !wholeRE.MatchString(v) {
 			c.add(f, fmt.Sprintf("%q is not a whole number", v), "write a value such as "+NodeSysctlDefaults[k])
+			continue
+		}
+		r := NodeSysctlRanges[k]
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < r[0] || n > r[1] {
+			c.add(f, fmt.Sprintf("%s is out of range", v), fmt.Sprintf("use a value from %d to %d (a stock node has %s)", r[0], r[1], NodeSysctlDefaults[k]))
 		}
 	}
 }
