@@ -92,7 +92,7 @@ func unitOf(name string) string {
 		return "ns"
 	case strings.HasPrefix(name, "lookup.vsnone."), name == "cpu.vsnone", name == "sync.full.vsraw":
 		return "ratio"
-	case name == "lookup.errors":
+	case name == "lookup.errors", strings.HasSuffix(name, ".count"):
 		return "count"
 	case name == "throughput.cps":
 		return "conn/s"
@@ -100,6 +100,15 @@ func unitOf(name string) string {
 		return "p"
 	}
 	return "index"
+}
+
+// errorTimes summarises an error cause's times to error from its raw
+// samples, falling back to the stored summary.
+func errorTimes(e ErrorKind) Summary {
+	if len(e.SamplesNs) > 0 {
+		return Summarize(e.SamplesNs)
+	}
+	return e.TimeToError
 }
 
 // lookupSummary recomputes a position's latency summary from its raw
@@ -187,6 +196,16 @@ func Figures(r *Result) []Figure {
 			}
 			add("lookup.errors", p.Position, float64(p.Errors+p.Misses), l.Count+p.Errors+p.Misses)
 			add("throughput.cps", p.Position, p.CPS, l.Count)
+			for _, k := range sortedKeys(p.ErrorKinds) {
+				e := p.ErrorKinds[k]
+				add("lookup."+k+".count", p.Position, float64(e.Count), e.Count)
+				if t := errorTimes(e); t.Count > 0 {
+					add("lookup."+k+".timetoerror.p50", p.Position, float64(t.P50), t.Count)
+					add("lookup."+k+".timetoerror.p90", p.Position, float64(t.P90), t.Count)
+					add("lookup."+k+".timetoerror.p99", p.Position, float64(t.P99), t.Count)
+					add("lookup."+k+".timetoerror.max", p.Position, float64(t.Max), t.Count)
+				}
+			}
 		}
 		if f := m.Fairness; f.Services > 0 {
 			add("fairness.jain", "", f.MinJain, f.Samples)

@@ -238,7 +238,10 @@ func WriteJUnitGates(w io.Writer, r *Result, gates []GateResult) error {
 //
 // For Lookup, the iteration count is the repetition's connections, ns/op
 // its median connect time and p99-ns its 99th percentile; for SyncFull,
-// ns/op is one full sync's wall time. The name's key=value parts let
+// ns/op is one full sync's wall time; BenchmarkTimeToError has one line
+// per position and cause of failed connections (refused, timeout, ...),
+// its count as iterations and the median time from connect to error as
+// ns/op. The name's key=value parts let
 // benchstat group by mode, position or size (-col /mode).
 func WriteGoBench(w io.Writer, r *Result) error {
 	var b strings.Builder
@@ -273,6 +276,14 @@ func WriteGoBench(w io.Writer, r *Result) error {
 				sum := Summarize(c)
 				fmt.Fprintf(&b, "BenchmarkLookup/mode=%s/pos=%s/services=%d \t%d\t%d ns/op\t%d p99-ns\n",
 					name, p.Position, size, len(c), sum.P50, sum.P99)
+			}
+			// Failed connections per cause: one line over all
+			// repetitions, ns/op the median time from connect to error.
+			for _, k := range sortedKeys(p.ErrorKinds) {
+				if t := errorTimes(p.ErrorKinds[k]); t.Count > 0 {
+					fmt.Fprintf(&b, "BenchmarkTimeToError/mode=%s/pos=%s/cause=%s/services=%d \t%d\t%d ns/op\t%d p90-ns\t%d p99-ns\t%d max-ns\n",
+						name, p.Position, k, size, t.Count, t.P50, t.P90, t.P99, t.Max)
+				}
 			}
 		}
 	}

@@ -361,9 +361,14 @@ func writeErrorKinds(b *strings.Builder, r *Result) {
 // refusalNote explains refusals that took a SYN retransmission (>= 900 ms,
 // the kernel's first retransmit at 1 s): the node answers a connection to
 // a service without endpoints with ICMP port unreachable (the mode's
-// REJECT), and the node namespace's ICMP rate limit (net.ipv4.icmp_ratelimit,
-// for the types in net.ipv4.icmp_ratemask) drops all but a burst of them,
-// so the client only learns of the refusal from a later SYN's answer.
+// REJECT), and one of the node namespace's two ICMP rate limits
+// (net/ipv4/icmp.c) may withhold the answer, so the client only learns of
+// the refusal from a later SYN's. The per-destination limit is
+// net.ipv4.icmp_ratelimit ms per message with a burst of 6 (for the types
+// in net.ipv4.icmp_ratemask), the namespace-wide one
+// net.ipv4.icmp_msgs_per_sec with a burst of net.ipv4.icmp_msgs_burst. The
+// mode's ICMP counters (Icmp.OutRateLimitHost, OutRateLimitGlobal) say
+// which one did; results without them name both.
 func refusalNote(r *Result, m ModeResult, position, kind string, e ErrorKind) string {
 	if kind != "refused" || len(e.SamplesNs) == 0 {
 		return ""
@@ -377,17 +382,36 @@ func refusalNote(r *Result, m ModeResult, position, kind string, e ErrorKind) st
 	if slow == 0 {
 		return ""
 	}
-	limit, mask := "1000 (the default)", "6168 (the default)"
-	if r.NodeSysctls != nil {
-		if v, ok := r.NodeSysctls["net.ipv4.icmp_ratelimit"]; ok {
-			limit = v
+	sysctl := func(k string) string {
+		if v, ok := r.NodeSysctls[k]; ok {
+			return v
 		}
-		if v, ok := r.NodeSysctls["net.ipv4.icmp_ratemask"]; ok {
-			mask = v
-		}
+		return map[string]string{"net.ipv4.icmp_ratelimit": "1000", "net.ipv4.icmp_ratemask": "6168",
+			"net.ipv4.icmp_msgs_per_sec": "1000", "net.ipv4.icmp_msgs_burst": "50"}[k] + " (the default)"
 	}
-	return fmt.Sprintf("%s %s: %d of %d refusals took a SYN retransmission (≥ 0.9 s; the others %s ms p50): the node namespace's ICMP rate limit dropped the port-unreachable answers (sysctl net.ipv4.icmp_ratelimit = %s ms, net.ipv4.icmp_ratemask = %s; set node.sysctls to change them)",
-		r.label(m), position, slow, len(e.SamplesNs), ms(fastP50(e.SamplesNs)), limit, mask)
+	host := fmt.Sprintf("the per-destination limit net.ipv4.icmp_ratelimit = %s ms (burst 6; types in net.ipv4.icmp_ratemask = %s)",
+		sysctl("net.ipv4.icmp_ratelimit"), sysctl("net.ipv4.icmp_ratemask"))
+	global := fmt.Sprintf("the namespace-wide limit net.ipv4.icmp_msgs_per_sec = %s (net.ipv4.icmp_msgs_burst = %s)",
+		sysctl("net.ipv4.icmp_msgs_per_sec"), sysctl("net.ipv4.icmp_msgs_burst"))
+	head := fmt.Sprintf("%s %s: %d of %d refusals took a SYN retransmission (≥ 0.9 s; the others %s ms p50)",
+		r.label(m), position, slow, len(e.SamplesNs), ms(fastP50(e.SamplesNs)))
+	c := m.ICMP
+	if c == nil {
+		return head + ": the node namespace's ICMP rate limits withheld port-unreachable answers (" + host + ", or " + global + "; set node.sysctls to change them)"
+	}
+	var causes []string
+	if c.RateLimitedHost > 0 {
+		causes = append(causes, fmt.Sprintf("%d by %s", c.RateLimitedHost, host))
+	}
+	if c.RateLimitedGlobal > 0 {
+		causes = append(causes, fmt.Sprintf("%d by %s", c.RateLimitedGlobal, global))
+	}
+	if len(causes) == 0 {
+		return fmt.Sprintf("%s: the node sent %d port-unreachable answers and its ICMP rate limits withheld none (Icmp.OutRateLimitHost and OutRateLimitGlobal 0), so neither icmp_ratelimit nor icmp_msgs_per_sec caused them; the clients saw %d answers while the socket was locked (TcpExt.LockDroppedIcmps) and retransmitted %d SYNs",
+			head, c.DestUnreachSent, c.LockDropped, c.SynRetrans)
+	}
+	return fmt.Sprintf("%s: the node sent %d port-unreachable answers and withheld %s (kernel counters over the traffic phase); set node.sysctls to change them",
+		head, c.DestUnreachSent, strings.Join(causes, " and "))
 }
 
 // fastP50 is the median of the samples below 900 ms (0 when none).
@@ -444,7 +468,7 @@ func writePortsMarkdown(b *strings.Builder, r *Result) {
 	b.WriteString("\n")
 }
 
-func sortedKeys(m map[string]int) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)

@@ -14,6 +14,13 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 )
 
+// TimeToErrorBounds are the bucket bounds (seconds) of time-to-error
+// histograms: an immediate refusal (sub-ms), then around the SYN
+// retransmissions (1 s, 3 s, 7 s after the connect) and the timeouts.
+func TimeToErrorBounds() []float64 {
+	return []float64{0.0001, 0.001, 0.01, 0.1, 0.5, 0.9, 1.1, 2, 2.9, 3.1, 5, 7.5, 10, 30}
+}
+
 // LookupBucketBounds are the bounds (seconds) of
 // proxybench_lookup_connect_duration_seconds: 2.5 µs doubling 18 times,
 // to 0.33 s (kube-proxy has no connect-time histogram).
@@ -75,6 +82,7 @@ func WriteOpenMetrics(w io.Writer, r *Result) error {
 	all := hist("kubeproxy_sync_proxy_rules_duration_seconds", "Sync wall time in seconds, every sync (kube-proxy: SyncProxyRules latency)")
 	prog := hist("kubeproxy_network_programming_duration_seconds", "Churn phases: time from a change to its first observation in the data plane, in seconds")
 	lookup := hist("proxybench_lookup_connect_duration_seconds", "TCP connect time through the ClusterIP, in seconds")
+	tte := hist("proxybench_lookup_time_to_error_seconds", "Failed connections: time from the connect to the error, in seconds, per cause (refused, timeout, reset, unreachable, other)")
 	for _, m := range r.Modes {
 		var fullNs, partNs, allNs, progNs []int64
 		for _, s := range m.SyncFull {
@@ -102,9 +110,12 @@ func WriteOpenMetrics(w io.Writer, r *Result) error {
 		addHistogram(prog, labels(m), progNs, ProgrammingBuckets())
 		for _, p := range m.Lookup {
 			addHistogram(lookup, labels(m, "position", p.Position), p.SamplesNs, LookupBucketBounds())
+			for _, k := range sortedKeys(p.ErrorKinds) {
+				addHistogram(tte, labels(m, "position", p.Position, "cause", k), p.ErrorKinds[k].SamplesNs, TimeToErrorBounds())
+			}
 		}
 	}
-	fams := []*dto.MetricFamily{full, partial, all, prog, lookup}
+	fams := []*dto.MetricFamily{full, partial, all, prog, lookup, tte}
 	gauges := map[string]*dto.MetricFamily{}
 	var order []string
 	byMode := map[string]ModeResult{}

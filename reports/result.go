@@ -144,6 +144,9 @@ type ModeResult struct {
 	// mode none is the proxy's own cost.
 	TrafficCPUNs int64 `json:"trafficCpuNs"`
 	TrafficConns int   `json:"trafficConns"`
+	// ICMP are the kernel's ICMP and SYN-retransmission counters over the
+	// traffic phase (nil in results before they were recorded).
+	ICMP *ICMPCounters `json:"icmp,omitempty"`
 	// ProxyRSSBytes is the proxy process's resident memory after the
 	// traffic phase, for modes whose data path is in this process.
 	ProxyRSSBytes uint64 `json:"proxyRssBytes,omitempty"`
@@ -296,4 +299,31 @@ type ErrorKind struct {
 	// TimeToError summarises SamplesNs: from the connect to the error, ns.
 	TimeToError Summary `json:"timeToError"`
 	SamplesNs   []int64 `json:"samplesNs"`
+}
+
+// ICMPCounters are kernel counters over a mode's traffic phase (the
+// difference between after and before, summed over the namespaces; Icmp
+// and TcpExt lines of /proc/net/snmp and /proc/net/netstat,
+// net/ipv4/proc.c). They say why a refusal took a SYN retransmission.
+type ICMPCounters struct {
+	// DestUnreachSent are the ICMP destination-unreachable messages the
+	// node namespaces sent (a mode's REJECT of a service without
+	// endpoints; Icmp.OutDestUnreachs).
+	DestUnreachSent int64 `json:"destUnreachSent"`
+	// RateLimitedHost are ICMP errors the node namespaces did not send
+	// because of the per-destination limit, net.ipv4.icmp_ratelimit ms
+	// per message with a burst of 6, for the types in
+	// net.ipv4.icmp_ratemask (Icmp.OutRateLimitHost).
+	RateLimitedHost int64 `json:"rateLimitedHost"`
+	// RateLimitedGlobal are those not sent because of the namespace-wide
+	// limit, net.ipv4.icmp_msgs_per_sec with a burst of
+	// net.ipv4.icmp_msgs_burst (Icmp.OutRateLimitGlobal).
+	RateLimitedGlobal int64 `json:"rateLimitedGlobal"`
+	// LockDropped are ICMP errors the client namespaces received while
+	// the socket was locked by its owner (TcpExt.LockDroppedIcmps): kept
+	// only as a soft error, which a blocking connect does not see.
+	LockDropped int64 `json:"lockDropped"`
+	// SynRetrans are the clients' SYN retransmissions
+	// (TcpExt.TCPSynRetrans), 1 s after the SYN for the first.
+	SynRetrans int64 `json:"synRetrans"`
 }

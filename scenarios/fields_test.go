@@ -53,6 +53,7 @@ var numericFields = []struct {
 	{"syncDisruption.probes", "services: {count: 10}\nsyncDisruption:\n  probes: @\n", ""},
 	{"syncDisruption.timeout", "services: {count: 10}\nsyncDisruption:\n  timeout: @\n", "f"},
 	{"syncDisruption.slow", "services: {count: 10}\nsyncDisruption:\n  slow: @\n", "f"},
+	{"syncDisruption.settle", "services: {count: 10}\nsyncDisruption:\n  settle: @\n", "zf"},
 	{"transitions.sourcePort", "services: {count: 10}\ntransitions:\n  sourcePort: @\n", ""},
 	{"transitions.interval", "services: {count: 10}\ntransitions:\n  interval: @\n", "f"},
 	{"transitions.timeout", "services: {count: 10}\ntransitions:\n  timeout: @\n", "f"},
@@ -359,5 +360,46 @@ func TestWithoutEndpoints(t *testing.T) {
 	}
 	if again := sc.EmptyServices(); !slices.Equal(again, empty) {
 		t.Errorf("not deterministic: %v then %v", empty, again)
+	}
+}
+
+// TestNodeSysctlRanges: every node sysctl accepts its range's ends and
+// its stock value, and refuses one past either end (below 0 is not a
+// whole number), naming the field and the range; an unknown key is
+// refused with the closest known one.
+func TestNodeSysctlRanges(t *testing.T) {
+	if len(NodeSysctlRanges) != len(NodeSysctlDefaults) {
+		t.Fatalf("%d ranges for %d sysctls", len(NodeSysctlRanges), len(NodeSysctlDefaults))
+	}
+	for k, r := range NodeSysctlRanges {
+		def, err := strconv.ParseInt(NodeSysctlDefaults[k], 10, 64)
+		if err != nil || def < r[0] || def > r[1] {
+			t.Errorf("%s: stock value %s outside [%d, %d]", k, NodeSysctlDefaults[k], r[0], r[1])
+		}
+		doc := func(v int64) string {
+			return fmt.Sprintf("services: {count: 10}\nnode:\n  sysctls:\n    %s: %d\n", k, v)
+		}
+		for _, v := range []int64{r[0], r[1], def} {
+			sc, err := Parse([]byte(doc(v)), "t.yaml")
+			if err != nil {
+				t.Errorf("%s: %d refused: %v", k, v, err)
+				continue
+			}
+			if got := sc.Node.Sysctls[k]; got != strconv.FormatInt(v, 10) {
+				t.Errorf("%s: %d kept as %q", k, v, got)
+			}
+		}
+		for _, v := range []int64{r[0] - 1, r[1] + 1} {
+			_, err := Parse([]byte(doc(v)), "t.yaml")
+			if err == nil || !strings.Contains(err.Error(), "node.sysctls."+k) {
+				t.Errorf("%s: %d: error %v, want one naming the field", k, v, err)
+			} else if v >= 0 && !strings.Contains(err.Error(), fmt.Sprintf("from %d to %d", r[0], r[1])) {
+				t.Errorf("%s: %d: error %v does not give the range", k, v, err)
+			}
+		}
+	}
+	_, err := Parse([]byte("services: {count: 10}\nnode:\n  sysctls:\n    net.ipv4.icmp_ratelimt: 0\n"), "t.yaml")
+	if err == nil || !strings.Contains(err.Error(), `did you mean "net.ipv4.icmp_ratelimit"`) {
+		t.Errorf("unknown key: %v", err)
 	}
 }

@@ -138,6 +138,23 @@ var GateFigures = map[string]FigureKind{
 	"fairness.pvalue":     {false, false, "chi-square p-value of the pooled hits against the expected shares"},
 }
 
+// ErrorCauses are the causes a failed connection is counted under
+// (traffic.ErrorKind): refused (ICMP port unreachable or RST to the SYN,
+// e.g. a REJECT for a service without endpoints), timeout, reset,
+// unreachable (ICMP host/net unreachable), other.
+var ErrorCauses = []string{"refused", "timeout", "reset", "unreachable", "other"}
+
+func init() {
+	// Per cause: lookup.<cause>.count, and its time from connect to
+	// error lookup.<cause>.timetoerror.{p50,p90,p99,max}.
+	for _, c := range ErrorCauses {
+		GateFigures["lookup."+c+".count"] = FigureKind{false, true, "failed connections with cause " + c}
+		for _, q := range []string{"p50", "p90", "p99", "max"} {
+			GateFigures["lookup."+c+".timetoerror."+q] = FigureKind{true, true, q + " time from the connect to a " + c + " error"}
+		}
+	}
+}
+
 // GateOps are the comparison operators a gate may use.
 var GateOps = []string{"<", "<=", ">", ">="}
 

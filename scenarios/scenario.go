@@ -533,7 +533,23 @@ type SyncDisruptionSpec struct {
 	// Slow is the connect time above which a connection counts as slow
 	// (default 100ms).
 	Slow Duration `yaml:"slow" json:"slow"`
+	// Syncs are the syncs measured, in this order (default [restart,
+	// incremental]):
+	//   - cold: a node joins while the services exist. The node's rules
+	//     are removed (proxier Cleanup; kube-proxy --cleanup), then a new
+	//     proxier starts and makes its first, full sync; the window says
+	//     when the first and the last probed service answered.
+	//   - restart: a new proxier makes its first, full sync over the rules
+	//     its predecessor left (kube-proxy restarted).
+	//   - incremental: one endpoint moves.
+	Syncs []string `yaml:"syncs" json:"syncs"`
+	// Settle is how long the probes go on after a cold or restart sync
+	// has returned, until every probed service has answered (default 10s).
+	Settle Duration `yaml:"settle" json:"settle"`
 }
+
+// SyncKinds are the values of syncDisruption.syncs.
+var SyncKinds = []string{"cold", "restart", "incremental"}
 
 // ChurnMix weighs the kinds of change; weights are relative, >= 0.
 type ChurnMix struct {
@@ -680,15 +696,18 @@ type NodeSpec struct {
 
 // NodeSysctlDefaults are the node sysctls a scenario may set, with the
 // value of a stock node (the kernel's defaults for a new network
-// namespace): the ICMP rate limit that throttles the port-unreachable
-// answers of a mode's REJECT (net/ipv4/icmp.c: 1000 ms, mask 6168 =
-// destination unreachable, source quench, time exceeded, parameter
-// problem), the IPVS connection reuse and expiry switches
+// namespace): the two ICMP rate limits that throttle the port-unreachable
+// answers of a mode's REJECT (net/ipv4/icmp.c: per destination 1000 ms
+// per message with a burst of 6, for the types in mask 6168 = destination
+// unreachable, source quench, time exceeded, parameter problem; and per
+// namespace 1000 messages/s with a burst of 50), the IPVS connection reuse and expiry switches
 // (net/netfilter/ipvs/ip_vs_ctl.c) and the conntrack established and UDP
 // timeouts (net/netfilter/nf_conntrack_proto_{tcp,udp}.c).
 var NodeSysctlDefaults = map[string]string{
 	"net.ipv4.icmp_ratelimit":                            "1000",
 	"net.ipv4.icmp_ratemask":                             "6168",
+	"net.ipv4.icmp_msgs_per_sec":                         "1000",
+	"net.ipv4.icmp_msgs_burst":                           "50",
 	"net.ipv4.vs.conn_reuse_mode":                        "1",
 	"net.ipv4.vs.expire_nodest_conn":                     "0",
 	"net.ipv4.vs.expire_quiescent_template":              "0",
@@ -786,4 +805,24 @@ func contains(list []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// NodeSysctlRanges are the values validate accepts per node sysctl,
+// inclusive: what the kernel takes and means (ip-sysctl.rst,
+// ipvs-sysctl.rst, nf_conntrack-sysctl.rst). The ICMP rate limit is in ms
+// (up to a day), the mask has a bit per ICMP type 0..18; conn_reuse_mode
+// is a bitmap of two bits; the expire and be_liberal switches are 0 or 1;
+// the conntrack timeouts are seconds (at least 1, at most INT_MAX/1000
+// so they fit in jiffies at HZ=1000).
+var NodeSysctlRanges = map[string][2]int64{
+	"net.ipv4.icmp_ratelimit":                            {0, 86_400_000},
+	"net.ipv4.icmp_ratemask":                             {0, 1<<19 - 1},
+	"net.ipv4.icmp_msgs_per_sec":                         {0, 2_147_483_647},
+	"net.ipv4.icmp_msgs_burst":                           {0, 2_147_483_647},
+	"net.ipv4.vs.conn_reuse_mode":                        {0, 3},
+	"net.ipv4.vs.expire_nodest_conn":                     {0, 1},
+	"net.ipv4.vs.expire_quiescent_template":              {0, 1},
+	"net.netfilter.nf_conntrack_tcp_timeout_established": {1, 2_147_483},
+	"net.netfilter.nf_conntrack_udp_timeout":             {1, 2_147_483},
+	"net.netfilter.nf_conntrack_tcp_be_liberal":          {0, 1},
 }

@@ -99,7 +99,6 @@ func TestParseErrors(t *testing.T) {
 		{"udp source port range overflows", "services:\n  count: 1\ntraffic:\n  concurrency: 1\n  udp:\n    sourcePort: 65535\n    sourcePorts: 2\n", "traffic.udp.sourcePorts", 7, "use 1..1"},
 		{"udp first port with churn", "services:\n  count: 1\n  ports:\n  - {name: dns, port: 53, protocol: UDP}\n  - {name: dns-tcp, port: 53}\nchurn: {rate: 5}\n", "services.ports[0].protocol", 4, "list a TCP port first"},
 		{"udp ports with longLived", "services:\n  count: 1\n  protocol: UDP\ntraffic:\n  longLived: {connections: 2}\n", "traffic.longLived", 5, "UDP ports have none to hold"},
-		{"ports udp mode lacks it", "engine: sim\nmodes: [iptables, userspace]\nservices:\n  count: 1\n  ports:\n  - {name: a, port: 53, protocol: UDP}\n", "services.ports[0].protocol", 6, "mode userspace does not proxy UDP"},
 
 		// endpoints distributions
 		{"distribution unknown", "services:\n  count: 1\n  endpoints:\n    distribution: zipff\n", "services.endpoints.distribution", 4, `did you mean "zipf"`},
@@ -258,7 +257,7 @@ func assertRoundTrip(t *testing.T, sc *Scenario) {
 // binary's; scenarios cannot import it).
 var testCatalog = Catalog{Modes: []string{"none", "iptables", "ipvs", "nftables", "userspace"},
 	Protocols: map[string][]string{"none": {"TCP", "UDP", "SCTP"}, "iptables": {"TCP", "UDP", "SCTP"}, "ipvs": {"TCP", "UDP"},
-		"nftables": {"TCP", "UDP", "SCTP"}, "userspace": {"TCP"}}}
+		"nftables": {"TCP", "UDP", "SCTP"}, "userspace": {"TCP", "UDP"}}}
 
 func TestShippedScenarios(t *testing.T) {
 	want := map[string]int{"1k-services": 1000, "5k-services": 5000, "10k-services": 10000}

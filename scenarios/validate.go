@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -189,6 +190,10 @@ func (s *Scenario) SetDefaults() {
 		num("syncDisruption.probes", &sd.Probes, 2)
 		dur("syncDisruption.timeout", &sd.Timeout, time.Second)
 		dur("syncDisruption.slow", &sd.Slow, 100*time.Millisecond)
+		dur("syncDisruption.settle", &sd.Settle, 10*time.Second)
+		if sd.Syncs == nil && !s.has("syncDisruption.syncs") {
+			sd.Syncs = []string{"restart", "incremental"}
+		}
 	}
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
@@ -469,7 +474,10 @@ func (c *checker) portList() {
 		}
 		protoOK := c.oneOf(f+".protocol", p.Protocol, ServiceProtocols)
 		portOK := c.between(f+".port", p.Port, 1, 65535)
-		c.between(f+".targetPort", p.TargetPort, 1, 65535)
+		if portOK || p.TargetPort != p.Port || s.has(f+".targetPort") {
+			// (a defaulted targetPort repeats a bad port: said once)
+			c.between(f+".targetPort", p.TargetPort, 1, 65535)
+		}
 		if protoOK && portOK {
 			key := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
 			if k, dup := pairs[key]; dup {
@@ -743,6 +751,10 @@ func (c *checker) transitions() {
 			}
 		}
 	}
+	if slices.Contains(c.s.Modes, "userspace") {
+		c.add("modes", "transitions measure the stale conntrack entries of the kernel modes' DNAT; mode userspace's UDP proxy keeps its own client table and is not measured by them in this build",
+			"remove userspace from modes in this scenario")
+	}
 	if c.s.Topology.Pods == "isolated" {
 		c.add("transitions", "transitions add endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")
 	}
@@ -787,6 +799,8 @@ func (c *checker) syncDisruption() {
 	c.between("syncDisruption.probes", sd.Probes, 1, 64)
 	c.duration("syncDisruption.timeout", sd.Timeout.Duration, true, "1s")
 	c.duration("syncDisruption.slow", sd.Slow.Duration, true, "100ms")
+	c.duration("syncDisruption.settle", sd.Settle.Duration, false, "10s")
+	c.list("syncDisruption.syncs", sd.Syncs, SyncKinds)
 }
 
 func (c *checker) churn() {
@@ -908,8 +922,14 @@ func (c *checker) nodeSysctls() {
 			c.add(f, "is not a node sysctl proxybench sets", fix)
 			continue
 		}
-		if v := c.s.Node.Sysctls[k]; !wholeRE.MatchString(v) {
+		v := c.s.Node.Sysctls[k]
+		if !wholeRE.MatchString(v) {
 			c.add(f, fmt.Sprintf("%q is not a whole number", v), "write a value such as "+NodeSysctlDefaults[k])
+			continue
+		}
+		r := NodeSysctlRanges[k]
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < r[0] || n > r[1] {
+			c.add(f, fmt.Sprintf("%s is out of range", v), fmt.Sprintf("use a value from %d to %d (a stock node has %s)", r[0], r[1], NodeSysctlDefaults[k]))
 		}
 	}
 }
@@ -1244,7 +1264,7 @@ func (c *checker) implementation() {
 	for _, b := range []struct {
 		field string
 		set   bool
-	}{{"transitions", s.Transitions != nil}, {"syncDisruption", s.SyncDisruption != nil}, {"lifecycle", s.Lifecycle != nil}, {"connReuse", s.ConnReuse != nil}} {
+	}{{"transitions", s.Transitions != nil}, {"lifecycle", s.Lifecycle != nil}, {"connReuse", s.ConnReuse != nil}} {
 		if b.set {
 			notYet(b.field, "this phase restarts or reconfigures the proxier directly")
 		}

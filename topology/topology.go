@@ -457,3 +457,51 @@ func exiting(stat string) bool {
 	flags, err := strconv.ParseUint(f[6], 10, 64)
 	return err == nil && flags&pfExiting != 0
 }
+
+// NetCounters reads the namespace's IPv4 protocol counters: the
+// "Header: names" / "Header: values" line pairs of /proc/net/snmp and
+// /proc/net/netstat (net/ipv4/proc.c), keyed "Icmp.OutRateLimitHost",
+// "TcpExt.LockDroppedIcmps" and so on. They are read from
+// /proc/thread-self/net, which follows the calling thread's namespace.
+// A file whose lines do not pair up is an error.
+func (n *Netns) NetCounters() (map[string]int64, error) {
+	out := map[string]int64{}
+	err := n.Do(func() error {
+		for _, f := range []string{"/proc/thread-self/net/snmp", "/proc/thread-self/net/netstat"} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			if err := parseNetCounters(string(b), out); err != nil {
+				return fmt.Errorf("%s in netns %q: %w", f, n.Name, err)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// parseNetCounters adds the counters of one /proc/net/snmp-style text to
+// out: each header line ("Icmp: InMsgs InErrors ...") is followed by a
+// value line with the same prefix and as many fields.
+func parseNetCounters(text string, out map[string]int64) error {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	if len(lines)%2 != 0 {
+		return fmt.Errorf("%d lines, want header/value pairs", len(lines))
+	}
+	for i := 0; i < len(lines); i += 2 {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || len(names) != len(values) || names[0] != values[0] || !strings.HasSuffix(names[0], ":") {
+			return fmt.Errorf("line %d: header and values do not pair up", i+1)
+		}
+		group := strings.TrimSuffix(names[0], ":")
+		for j := 1; j < len(names); j++ {
+			v, err := strconv.ParseInt(values[j], 10, 64)
+			if err != nil {
+				return fmt.Errorf("line %d: %s.%s: %w", i+2, group, names[j], err)
+			}
+			out[group+"."+names[j]] = v
+		}
+	}
+	return nil
+}

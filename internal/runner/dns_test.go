@@ -78,7 +78,7 @@ func checkDNSService(t *testing.T, sc *scenarios.Scenario, modes ...string) *rep
 // endpoint reached at the last position).
 func TestDNSServiceHost(t *testing.T) {
 	testenv.RequireKernel(t, "iptables-legacy-restore", "nft")
-	res := checkDNSService(t, dnsScenario(t, "[none, iptables, nftables]", ""), "none", "iptables", "nftables")
+	res := checkDNSService(t, dnsScenario(t, "[none, iptables, nftables, userspace]", ""), "none", "iptables", "nftables", "userspace")
 	for _, m := range res.Modes {
 		for _, p := range m.Lookup {
 			if p.Position == "last" && reached(p.Hits) != 3 {
@@ -95,8 +95,8 @@ func TestDNSServiceHost(t *testing.T) {
 // kernel-chosen ports still spread; mode none (no NAT) spreads both.
 func TestDNSFixedSourcePort(t *testing.T) {
 	testenv.RequireKernel(t, "iptables-legacy-restore", "nft")
-	sc := dnsScenario(t, "[none, iptables, nftables]", ", udp: {sourcePort: 5300, sourcePorts: 2}")
-	res := checkDNSService(t, sc, "none", "iptables", "nftables")
+	sc := dnsScenario(t, "[none, iptables, nftables, userspace]", ", udp: {sourcePort: 5300, sourcePorts: 2}")
+	res := checkDNSService(t, sc, "none", "iptables", "nftables", "userspace")
 	for _, m := range res.Modes {
 		for _, p := range m.Lookup {
 			n := reached(p.Hits)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/proxybench/proxybench/internal/nspool"
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
@@ -46,6 +47,9 @@ type env struct {
 	// down makes endpoints ips unreachable in the backend host until
 	// undo (traffic.DownEndpoints).
 	down func(ctx context.Context, ips []netip.Addr, how string) (undo func() error, err error)
+	// icmp reads the testbed's ICMP counters (icmpCounters); nil: none
+	// are recorded.
+	icmp func() (reports.ICMPCounters, error)
 }
 
 // workerPool runs functions on workers pinned into namespaces
@@ -61,6 +65,7 @@ type workerPool interface {
 func newEnv(tb *topology.Testbed) *env {
 	return &env{
 		flush: func(n int) error { return flushConntrack(tb.Nodes[n]) },
+		icmp:  func() (reports.ICMPCounters, error) { return icmpCounters(tb) },
 		scratchSync: func(ctx context.Context, sc *scenarios.Scenario, m proxymodes.Mode, rep int, services []workload.Service) (proxymodes.SyncStats, error) {
 			return scratchSync(ctx, sc, m, topology.NetnsName(tb.RunID, fmt.Sprintf("sync%d", rep)), services)
 		},

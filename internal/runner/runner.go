@@ -318,11 +318,27 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	}
 
 	cpu0 := proxymodes.CPUTime()
+	readICMP := e.icmp
+	if readICMP == nil {
+		readICMP = func() (reports.ICMPCounters, error) { return reports.ICMPCounters{}, errNoCounters }
+	}
+	icmp0, icmpErr := readICMP()
 	to, err := trafficPhase(ctx, sc, e, tb.Clients, services, m.Direct, m.Name, o.Progress)
 	if err != nil {
 		return mr, err
 	}
 	mr.Lookup, mr.Fairness, mr.Ports, mr.TrafficConns = to.lookup, to.fair, to.ports, to.conns
+	if icmp1, err1 := readICMP(); errors.Is(icmpErr, errNoCounters) {
+		// a testbed without counters (unit tests' fakes)
+	} else if icmpErr == nil && err1 == nil {
+		mr.ICMP = &reports.ICMPCounters{
+			DestUnreachSent: icmp1.DestUnreachSent - icmp0.DestUnreachSent, RateLimitedHost: icmp1.RateLimitedHost - icmp0.RateLimitedHost,
+			RateLimitedGlobal: icmp1.RateLimitedGlobal - icmp0.RateLimitedGlobal, LockDropped: icmp1.LockDropped - icmp0.LockDropped,
+			SynRetrans: icmp1.SynRetrans - icmp0.SynRetrans,
+		}
+	} else {
+		f.add("ICMP counters not read: %v", errors.Join(icmpErr, err1))
+	}
 	mr.TrafficCPUNs = int64(proxymodes.CPUTime() - cpu0)
 	if u, ok := p.(proxymodes.Usager); ok {
 		_, mr.ProxyRSSBytes = u.Usage()
@@ -432,4 +448,32 @@ func nodeSysctls(sc *scenarios.Scenario, tb *topology.Testbed) (map[string]strin
 		}
 	}
 	return out, nil
+}
+
+// errNoCounters: the env reads no ICMP counters.
+var errNoCounters = errors.New("no ICMP counters")
+
+// icmpCounters sums the ICMP counters of the node namespaces and the
+// clients' lock-dropped ICMP errors and SYN retransmissions (see
+// reports.ICMPCounters).
+func icmpCounters(tb *topology.Testbed) (reports.ICMPCounters, error) {
+	var c reports.ICMPCounters
+	for _, n := range tb.Nodes {
+		m, err := n.NetCounters()
+		if err != nil {
+			return c, err
+		}
+		c.DestUnreachSent += m["Icmp.OutDestUnreachs"]
+		c.RateLimitedHost += m["Icmp.OutRateLimitHost"]
+		c.RateLimitedGlobal += m["Icmp.OutRateLimitGlobal"]
+	}
+	for _, n := range tb.Clients {
+		m, err := n.NetCounters()
+		if err != nil {
+			return c, err
+		}
+		c.LockDropped += m["TcpExt.LockDroppedIcmps"]
+		c.SynRetrans += m["TcpExt.TCPSynRetrans"]
+	}
+	return c, nil
 }

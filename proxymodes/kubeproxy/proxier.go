@@ -72,6 +72,10 @@ type Proxier struct {
 	last  map[string]workload.Service
 	info  map[string]string
 	rec   *measure.KubeProxy
+	// halted is the kube-proxy Halt stopped, until Resume; restarts
+	// counts Halts (the old logs' suffixes).
+	halted   *Proxy
+	restarts int
 }
 
 // NewProxier returns a Proxier; nothing starts before the first Sync.

@@ -52,14 +52,13 @@ var settings = map[string]string{
 `,
 	"nft-backend": base + "iptables:\n  backend: nft\n",
 	// Named ServicePorts of two protocols on one port (a DNS-like
-	// service); sim, as the real engine drives TCP only in this build.
-	"dns-ports": `engine: sim
-services:
+	// service).
+	"dns-ports": `services:
   count: 5
   ports:
   - {name: dns-tcp, port: 53, protocol: TCP, targetPort: 5353}
   - {name: dns, port: 53, protocol: UDP, targetPort: 5353}
-modes: [none, iptables, ipvs, nftables]
+modes: [none, iptables, ipvs, nftables, userspace]
 `,
 }
 
@@ -245,7 +244,7 @@ func TestChainNamesPerServicePort(t *testing.T) {
 		}
 		return string(r.Rules)
 	}
-	ipt, nft, vs := render("iptables"), render("nftables"), render("ipvs")
+	ipt, nft, vs, us := render("iptables"), render("nftables"), render("ipvs"), render("userspace")
 	for _, c := range []struct{ name, proto string }{{"dns-tcp", "tcp"}, {"dns", "udp"}} {
 		svc := iptables.ServiceChainName("pb/svc-00000:"+c.name, c.proto)
 		if !strings.Contains(ipt, ":"+svc+" ") || !strings.Contains(ipt, "-m "+c.proto+" -p "+c.proto+" -d 198.18.0.1 --dport 53 -j "+svc) {
@@ -257,6 +256,9 @@ func TestChainNamesPerServicePort(t *testing.T) {
 		}
 		if n := nftables.ServiceChainName("pb", "svc-00000", c.proto, c.name); !strings.Contains(nft, n) {
 			t.Errorf("nftables: no chain %s", n)
+		}
+		if !strings.Contains(us, `--comment "pb/svc-00000:`+c.name+`" -p `+c.proto+" -m "+c.proto+" -d 198.18.0.1/32 --dport 53 -j REDIRECT") {
+			t.Errorf("userspace: no %s portal for 53/%s:\n%.1000s", c.name, c.proto, us)
 		}
 		if !strings.Contains(vs, strings.ToUpper(c.proto)+" 198.18.0.1:53 ") {
 			t.Errorf("ipvs: no virtual server %s 198.18.0.1:53:\n%.1000s", strings.ToUpper(c.proto), vs)

@@ -54,5 +54,24 @@ func (p *dialPool) Dial(ctx context.Context, ep netip.AddrPort, timeout time.Dur
 	return c, derr
 }
 
+// DialUDP is a DialFunc for UDP ServicePorts: a UDP socket in the node
+// namespace connected to ep (which fails only on a local error, as UDP
+// sends nothing to connect).
+func (p *dialPool) DialUDP(ctx context.Context, ep netip.AddrPort, timeout time.Duration) (net.Conn, error) {
+	var c net.Conn
+	var derr error
+	err := p.workers.Any(ctx, func() {
+		d := net.Dialer{Timeout: timeout}
+		c, derr = d.DialContext(ctx, "udp4", ep.String())
+	})
+	if errors.Is(err, nspool.ErrClosed) {
+		return nil, errPoolClosed
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, derr
+}
+
 // Close stops the workers once their dials end; their threads exit.
 func (p *dialPool) Close() { p.workers.Close() }

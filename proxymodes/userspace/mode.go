@@ -27,9 +27,8 @@ COMMIT
 // process behind iptables REDIRECT portals.
 var Mode = proxymodes.Mode{
 	Name: "userspace",
-	// The legacy proxy had TCP and UDP sockets (never SCTP); this build
-	// proxies TCP only so far.
-	Protocols: []string{"TCP"},
+	// The legacy proxy had TCP and UDP sockets, never SCTP.
+	Protocols: []string{"TCP", "UDP"},
 	New:       proxymodes.NewFrom(ConfigFromScenario, New),
 	Render:    proxymodes.RenderFrom(ConfigFromScenario, Rendering),
 	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceRoundRobin},

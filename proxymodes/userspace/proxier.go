@@ -12,9 +12,14 @@
 // tries the next endpoint with growing timeouts (tryConnect), then copies
 // bytes both ways.
 //
+// A UDP ServicePort gets a UDP socket instead of a listener
+// (udpProxySocket): each new client address gets its own socket to an
+// endpoint picked the same way, and the endpoint's answers go back to the
+// client until it has been idle for DefaultUDPIdleTimeout (the legacy
+// --udp-timeout, 250 ms). SCTP is an error, as it was.
+//
 // Render (portal rules as iptables-restore input) is pure; Sync applies
-// them with one iptables-<backend>-restore --noflush per sync. Only TCP
-// ServicePorts are proxied in this version; a UDP port is an error.
+// them with one iptables-<backend>-restore --noflush per sync.
 package userspace
 
 import (
@@ -129,13 +134,36 @@ type Counters struct {
 	Failed uint64 `json:"failed"`
 }
 
-// servicePort is one proxied ServicePort: its listener and balancer.
+// servicePort is one proxied ServicePort: its listener (a TCP listener,
+// or a UDP socket and its clients) and balancer.
 type servicePort struct {
 	key       string // portName + "/" + protocol
 	portal    Portal
 	ln        *net.TCPListener
+	udp       *net.UDPConn
 	bal       *Balancer
 	endpoints int
+
+	clientMu sync.Mutex
+	clients  map[netip.AddrPort]*net.UDPConn // UDP: client address -> its socket to the endpoint
+}
+
+// close closes the listener (TCP) or socket (UDP).
+func (sp *servicePort) close() {
+	if sp.ln != nil {
+		sp.ln.Close()
+	}
+	if sp.udp != nil {
+		sp.udp.Close()
+	}
+}
+
+// port is the listener's port.
+func (sp *servicePort) port() uint16 {
+	if sp.udp != nil {
+		return uint16(sp.udp.LocalAddr().(*net.UDPAddr).Port)
+	}
+	return uint16(sp.ln.Addr().(*net.TCPAddr).Port)
 }
 
 // Proxier is the userspace proxy of one node namespace. Sync and Cleanup
@@ -213,7 +241,7 @@ func (p *Proxier) Info() map[string]string {
 		"backend":         p.cfg.Backend,
 		"dialTimeouts":    strings.Join(ts, ","),
 		"sessionAffinity": aff,
-		"copy":            "io.Copy between *net.TCPConn (splice(2))",
+		"copy":            "io.Copy between *net.TCPConn (splice(2)); UDP: a socket per client, idle timeout " + DefaultUDPIdleTimeout.String(),
 	}
 	out, err := p.node.Run(context.Background(), nil, p.binary(""), "--version")
 	if err != nil {
@@ -253,8 +281,8 @@ func desired(services []workload.Service) ([]wanted, error) {
 		}
 		for _, sp := range s.Ports {
 			name := s.PortName(sp)
-			if sp.Protocol != "TCP" {
-				return nil, fmt.Errorf("userspace: service port %q: protocol %q: only TCP is proxied in this version", name, sp.Protocol)
+			if sp.Protocol != "TCP" && sp.Protocol != "UDP" {
+				return nil, fmt.Errorf("userspace: service port %q: protocol %q: want TCP or UDP (the legacy proxy had no SCTP)", name, sp.Protocol)
 			}
 			key := name + "/" + sp.Protocol
 			if seen[key] {
@@ -401,7 +429,7 @@ func (p *Proxier) syncListeners(want []wanted) (int, error) {
 	changed := 0
 	for k, sp := range p.ports {
 		if !keep[k] {
-			sp.ln.Close()
+			sp.close()
 			delete(p.used, sp.portal.ProxyPort)
 			delete(p.ports, k)
 			changed++
@@ -412,21 +440,23 @@ func (p *Proxier) syncListeners(want []wanted) (int, error) {
 		err := p.node.Do(func() error {
 			lc := net.ListenConfig{}
 			for _, sp := range open {
-				l, err := p.listen(&lc)
-				if err != nil {
+				if err := p.listen(&lc, sp); err != nil {
 					return fmt.Errorf("userspace: listen for %q (listener %d of %d): %w", sp.portal.Name, n+1, len(open), err)
 				}
-				sp.ln = l
 				n++
 			}
 			return nil
 		})
 		for _, sp := range open[:n] {
-			sp.portal.ProxyPort = uint16(sp.ln.Addr().(*net.TCPAddr).Port)
+			sp.portal.ProxyPort = sp.port()
 			p.used[sp.portal.ProxyPort] = true
 			p.ports[sp.key] = sp
 			p.wg.Add(1)
-			go p.serve(sp)
+			if sp.udp != nil {
+				go p.serveUDP(sp)
+			} else {
+				go p.serve(sp)
+			}
 		}
 		changed += n
 		if err != nil {
@@ -449,17 +479,30 @@ func (p *Proxier) syncListeners(want []wanted) (int, error) {
 // errPortsExhausted: every port of the range is taken.
 var errPortsExhausted = errors.New("no free port left in the proxy port range")
 
-// listen opens a listener on 0.0.0.0 at the next free port of the range
-// (skipping ports in use by this proxier or, EADDRINUSE, by anyone else),
-// or at a kernel-chosen port with KernelPorts. It runs inside the node
-// namespace.
-func (p *Proxier) listen(lc *net.ListenConfig) (*net.TCPListener, error) {
-	if p.cfg.KernelPorts {
-		l, err := lc.Listen(context.Background(), "tcp4", "0.0.0.0:0")
-		if err != nil {
-			return nil, err
+// listen opens sp's listener (a TCP listener, or for a UDP ServicePort a
+// UDP socket) on 0.0.0.0 at the next free port of the range (skipping
+// ports in use by this proxier or, EADDRINUSE, by anyone else), or at a
+// kernel-chosen port with KernelPorts. It runs inside the node namespace.
+func (p *Proxier) listen(lc *net.ListenConfig, sp *servicePort) error {
+	open := func(addr string) error {
+		if sp.portal.Protocol == "UDP" {
+			c, err := lc.ListenPacket(context.Background(), "udp4", addr)
+			if err != nil {
+				return err
+			}
+			sp.udp = c.(*net.UDPConn)
+			sp.clients = map[netip.AddrPort]*net.UDPConn{}
+			return nil
 		}
-		return l.(*net.TCPListener), nil
+		l, err := lc.Listen(context.Background(), "tcp4", addr)
+		if err != nil {
+			return err
+		}
+		sp.ln = l.(*net.TCPListener)
+		return nil
+	}
+	if p.cfg.KernelPorts {
+		return open("0.0.0.0:0")
 	}
 	r := p.cfg.portRange()
 	for tries := 0; tries < r.Size; tries++ {
@@ -468,16 +511,13 @@ func (p *Proxier) listen(lc *net.ListenConfig) (*net.TCPListener, error) {
 		if p.used[port] {
 			continue
 		}
-		l, err := lc.Listen(context.Background(), "tcp4", "0.0.0.0:"+strconv.Itoa(int(port)))
+		err := open("0.0.0.0:" + strconv.Itoa(int(port)))
 		if errors.Is(err, syscall.EADDRINUSE) {
 			continue
 		}
-		if err != nil {
-			return nil, err
-		}
-		return l.(*net.TCPListener), nil
+		return err
 	}
-	return nil, fmt.Errorf("%w (%d-%d, %d in use)", errPortsExhausted, r.First, int(r.First)+r.Size-1, len(p.used))
+	return fmt.Errorf("%w (%d-%d, %d in use)", errPortsExhausted, r.First, int(r.First)+r.Size-1, len(p.used))
 }
 
 // ensureJumps prepends the jumps from nat PREROUTING and OUTPUT to the
@@ -511,7 +551,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	}
 	p.cancel()
 	for _, sp := range p.ports {
-		sp.ln.Close()
+		sp.close()
 	}
 	p.connMu.Lock()
 	for c := range p.conns {
@@ -681,4 +721,107 @@ func (p *Proxier) proxyTCP(in, out *net.TCPConn) {
 	delete(p.conns, in)
 	delete(p.conns, out)
 	p.connMu.Unlock()
+}
+
+// DefaultUDPIdleTimeout is the legacy proxier's --udp-timeout default: a
+// UDP client's socket to its endpoint is closed after 250 ms without an
+// answer, and the client's next datagram picks an endpoint anew.
+const DefaultUDPIdleTimeout = 250 * time.Millisecond
+
+// serveUDP is the legacy udpProxySocket.ProxyLoop: each datagram read on
+// the ServicePort's socket goes to its client's socket to an endpoint;
+// a client address (ip:port) seen for the first time gets one, to the
+// endpoint the balancer picks (TryConnect: UDP dials fail only on a
+// local error), and a goroutine that sends the endpoint's answers back
+// to the client from the ServicePort's socket (so the portal's conntrack
+// entry reverses the REDIRECT) until the endpoint is idle for
+// DefaultUDPIdleTimeout. A datagram for a ServicePort without endpoints
+// is dropped.
+func (p *Proxier) serveUDP(sp *servicePort) {
+	defer p.wg.Done()
+	buf := make([]byte, 65535)
+	for {
+		n, cli, err := sp.udp.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		cli = netip.AddrPortFrom(cli.Addr().Unmap(), cli.Port())
+		sp.clientMu.Lock()
+		out := sp.clients[cli]
+		sp.clientMu.Unlock()
+		if out == nil {
+			p.accepted.Add(1)
+			res, err := TryConnect(p.ctx, sp.bal, cli.Addr(), p.cfg.timeouts(), p.dialer.DialUDP)
+			if res.Tries > 1 {
+				p.retried.Add(1)
+			}
+			if err != nil {
+				p.dialFailures.Add(uint64(res.Tries))
+				p.failed.Add(1)
+				continue
+			}
+			p.dialFailures.Add(uint64(res.Tries - 1))
+			p.proxied.Add(1)
+			out = res.Conn.(*net.UDPConn)
+			if !p.trackConn(out) {
+				out.Close()
+				return
+			}
+			sp.clientMu.Lock()
+			sp.clients[cli] = out
+			sp.clientMu.Unlock()
+			p.wg.Add(1)
+			go p.proxyUDPClient(sp, cli, out)
+		}
+		_ = out.SetWriteDeadline(time.Now().Add(DefaultUDPIdleTimeout))
+		if _, err := out.Write(buf[:n]); err != nil {
+			p.dropUDPClient(sp, cli, out)
+		}
+	}
+}
+
+// proxyUDPClient sends the endpoint's answers on out back to client cli
+// until out is idle for DefaultUDPIdleTimeout or fails (an ICMP error
+// from the endpoint), then forgets the client.
+func (p *Proxier) proxyUDPClient(sp *servicePort, cli netip.AddrPort, out *net.UDPConn) {
+	defer p.wg.Done()
+	defer p.dropUDPClient(sp, cli, out)
+	buf := make([]byte, 65535)
+	for {
+		_ = out.SetReadDeadline(time.Now().Add(DefaultUDPIdleTimeout))
+		n, err := out.Read(buf)
+		if err != nil {
+			return
+		}
+		if _, err := sp.udp.WriteToUDPAddrPort(buf[:n], cli); err != nil {
+			return
+		}
+	}
+}
+
+// dropUDPClient forgets client cli's socket out (once) and closes it.
+func (p *Proxier) dropUDPClient(sp *servicePort, cli netip.AddrPort, out *net.UDPConn) {
+	sp.clientMu.Lock()
+	if sp.clients[cli] == out {
+		delete(sp.clients, cli)
+	}
+	sp.clientMu.Unlock()
+	out.Close()
+	p.connMu.Lock()
+	delete(p.conns, out)
+	p.connMu.Unlock()
+}
+
+// trackConn records one socket for Cleanup; false once Cleanup began.
+func (p *Proxier) trackConn(c net.Conn) bool {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	if p.ctx.Err() != nil {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
 }

@@ -307,18 +307,32 @@ func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 			return -1, landed, time.Now(), 0, fmt.Errorf("bind %s: %w", src, err)
 		}
 	}
+	// The connect is non-blocking, then waited for with poll and SO_ERROR,
+	// as Go's net.Dial, curl and most clients do. A blocking connect would
+	// miss the node's ICMP port unreachable (a mode's REJECT): over veth it
+	// comes back in the same softirq, while connect(2) still holds the
+	// socket lock, so tcp_v4_err keeps it only as a soft error
+	// (TcpExtLockDroppedIcmps) and a blocking connect sleeps until the SYN
+	// retransmission 1 s later (TCP_TIMEOUT_INIT); a poll sees it at once.
+	if err = unix.SetNonblock(fd, true); err != nil {
+		return -1, landed, time.Now(), 0, fmt.Errorf("set O_NONBLOCK: %w", err)
+	}
 	sa := &unix.SockaddrInet4{Port: int(port), Addr: dst.As4()}
 	start = time.Now()
 	err = unix.Connect(fd, sa)
-	if err == unix.EINTR {
-		// A signal (the Go runtime's preemption SIGURG: socket calls with
-		// a timeout are not restarted) interrupted the connect, which goes
-		// on in the kernel: wait for its outcome.
+	if err == unix.EINPROGRESS || err == unix.EINTR {
+		// In progress (or interrupted by a signal, the Go runtime's
+		// preemption SIGURG): the connect goes on in the kernel; wait
+		// for its outcome.
 		err = awaitConnect(fd, start.Add(timeout))
 	}
 	latency = time.Since(start)
 	if err != nil {
 		return -1, landed, start, latency, fmt.Errorf("connect %s:%d: %w", dst, port, err)
+	}
+	// Blocking again, so the read below waits (bounded by SO_RCVTIMEO).
+	if err = unix.SetNonblock(fd, false); err != nil {
+		return -1, landed, start, latency, fmt.Errorf("clear O_NONBLOCK: %w", err)
 	}
 	var buf [64]byte
 	n := 0
