@@ -304,9 +304,6 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		}
 	}
 	if sc.Churn.Rate > 0 && !m.Direct {
-		if note := syncErrorsNotInjected(sc, m.Name); note != "" {
-			f.add("%s", note)
-		}
 		values, period, err := m.ChurnSyncPeriods(sc)
 		if err != nil {
 			return mr, err
