@@ -12,9 +12,9 @@ import (
 
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/proxymodes/nftables"
-	"github.com/proxybench/proxybench/workload"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/workload"
 )
 
 // TestInjectSyncErrors: with every: 3, calls 3 and 6 of the wrapped
@@ -89,7 +89,7 @@ func TestSyncErrorsReachNftables(t *testing.T) {
 	ns := testenv.NewNetns(t, "se")
 	p := nftables.New(nftables.Config{}, ns)
 	svcs := []workload.Service{{Name: "svc-1", Namespace: "pb", ClusterIP: netip.MustParseAddr("198.18.0.1"),
-		Ports: []workload.ServicePort{{Name: "p80", Protocol: "TCP", Port: 80, TargetPort: 8080}},
+		Ports:     []workload.ServicePort{{Name: "p80", Protocol: "TCP", Port: 80, TargetPort: 8080}},
 		Endpoints: []workload.Endpoint{workload.NewEndpoint(netip.MustParseAddr("198.19.0.1"))}}}
 	ctx := context.Background()
 	if _, err := p.Sync(ctx, svcs); err != nil {

@@ -63,6 +63,12 @@ type Options struct {
 	RunID    string // empty: a new one
 	Version  string
 	Progress Progress
+	// Checkpoint, when set, is a path Run rewrites (atomically) after
+	// every finished mode with the result so far, marked partial: a run
+	// inside a user-mode-linux guest writes it to the host folder, so the
+	// host keeps the guest's finished modes when the guest is killed
+	// (SIGINT, timeout, crash).
+	Checkpoint string
 	// LookPath and Geteuid are os/exec.LookPath and os.Geteuid, replaceable in tests.
 	LookPath func(string) (string, error)
 	Geteuid  func() int
@@ -194,6 +200,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 				}
 				mr.Services = n
 				res.Modes = append(res.Modes, *mr)
+				checkpoint(res, o.Checkpoint)
 			}
 		}
 	}
@@ -422,4 +429,23 @@ func icmpCounters(tb *topology.Testbed) (reports.ICMPCounters, error) {
 		c.SynRetrans += m["TcpExt.TCPSynRetrans"]
 	}
 	return c, nil
+}
+
+// checkpoint writes res, marked partial, to path (nothing when path is
+// empty). A failed write does not stop the run: the checkpoint only
+// matters if the run is killed, and the final result is written anyway.
+func checkpoint(res *reports.Result, path string) {
+	if path == "" {
+		return
+	}
+	cp := *res
+	cp.Finished = time.Now()
+	done := make([]string, 0, len(res.Modes))
+	for _, m := range res.Modes {
+		done = append(done, m.Mode)
+	}
+	cp.Partial = "stopped before the run finished; checkpoint after modes " + strings.Join(done, ", ")
+	if err := cp.Write(path); err != nil {
+		fmt.Fprintf(os.Stderr, "proxybench: checkpoint %s: %v\n", path, err)
+	}
 }
