@@ -371,24 +371,42 @@ func IsInput(err error) bool {
 // without ip_vs, is skipped; a key the scenario gives must exist) and
 // returns what the first node reads back.
 func nodeSysctls(sc *scenarios.Scenario, tb *topology.Testbed) (map[string]string, error) {
+	return applyNodeSysctls(sc, tb, "", nil)
+}
+
+// applyNodeSysctls is nodeSysctls for the keys starting with prefix, with
+// override's values replacing the scenario's (a phase's pass, such as
+// conn-reuse's conn_reuse_mode values; an overridden key must exist).
+// Keys are written only where the value differs, on every node.
+func applyNodeSysctls(sc *scenarios.Scenario, tb *topology.Testbed, prefix string, override map[string]string) (map[string]string, error) {
 	out := map[string]string{}
-	keys := make([]string, 0, len(sc.Node.Sysctls))
-	for k := range sc.Node.Sysctls {
+	want := map[string]string{}
+	for k, v := range sc.Node.Sysctls {
+		if strings.HasPrefix(k, prefix) {
+			want[k] = v
+		}
+	}
+	for k, v := range override {
+		want[k] = v
+	}
+	keys := make([]string, 0, len(want))
+	for k := range want {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
 		path := strings.ReplaceAll(k, ".", "/")
+		_, overridden := override[k]
 		for i, n := range tb.Nodes {
 			got, err := n.ReadSysctl(path)
 			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) && scenarios.NodeSysctlDefaults[k] == sc.Node.Sysctls[k] {
+				if errors.Is(err, fs.ErrNotExist) && !overridden && scenarios.NodeSysctlDefaults[k] == want[k] {
 					break // not in this kernel or without its module: left out
 				}
 				return nil, fmt.Errorf("node.sysctls.%s: %w", k, err)
 			}
-			if got != sc.Node.Sysctls[k] {
-				if err := n.Sysctl(path, sc.Node.Sysctls[k]); err != nil {
+			if got != want[k] {
+				if err := n.Sysctl(path, want[k]); err != nil {
 					return nil, fmt.Errorf("node.sysctls.%s: %w", k, err)
 				}
 				if got, err = n.ReadSysctl(path); err != nil {
