@@ -47,6 +47,19 @@ type FullSyncer interface {
 	ForceFullSync()
 }
 
+// Restarter is implemented by proxiers that run as a program of their
+// own over an API (kube-proxy). Halt stops the program; with cleanup it
+// also removes everything the program installed (kube-proxy --cleanup), as
+// on a node that has never run it. Resume starts a new program on the same
+// node, which makes its first, full sync of what the API holds, and
+// returns when that sync is done (SyncStats.Wall from the program's
+// start). Proxiers without it are restarted by the runner as a fresh
+// proxier of the same mode (Mode.New) syncing the same services.
+type Restarter interface {
+	Halt(ctx context.Context, cleanup bool) error
+	Resume(ctx context.Context) (SyncStats, error)
+}
+
 // Usager is implemented by modes whose data path runs in this process
 // (userspace): the process's CPU time since the last Sync, and its
 // resident set size in bytes (/proc/self/status VmRSS).

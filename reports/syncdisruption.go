@@ -11,9 +11,11 @@ import (
 // a cold nftables full sync). A connection counts in the window when it
 // started between the sync's start and end.
 type SyncWindow struct {
-	// Kind is "full (restart)": a new proxier's first sync over the rules
-	// of the previous one, as kube-proxy after a restart; or "incremental":
-	// one endpoint moved.
+	// Kind is "full (cold start)": a new proxier's first sync on a node
+	// without rules, as on a node that joins while the services exist;
+	// "full (restart)": a new proxier's first sync over the rules of the
+	// previous one, as kube-proxy after a restart; or "incremental": one
+	// endpoint moved.
 	Kind string `json:"kind"`
 	// SyncNs is the sync's wall time; Objects what it programmed.
 	SyncNs  int64 `json:"syncNs"`
@@ -32,6 +34,20 @@ type SyncWindow struct {
 	// before the sync (the baseline).
 	BeforeAttempts int `json:"beforeAttempts"`
 	BeforeFailed   int `json:"beforeFailed"`
+	// P50Ns and P99Ns are the median and 99th percentile connect times of
+	// the connections started in the window that succeeded (0: none).
+	P50Ns int64 `json:"p50Ns,omitempty"`
+	P99Ns int64 `json:"p99Ns,omitempty"`
+	// For a full sync (cold start or restart): Probed is the number of
+	// services probed (spread over the list, the first and the last
+	// included), Answered how many answered from the window's start (the
+	// new proxier starting) until syncDisruption.settle after the sync,
+	// and FirstAnswerNs / LastAnswerNs when the first and the last of them
+	// first answered, from the window's start (-1: none / not every one).
+	Probed        int   `json:"probed,omitempty"`
+	Answered      int   `json:"answered,omitempty"`
+	FirstAnswerNs int64 `json:"firstAnswerNs,omitempty"`
+	LastAnswerNs  int64 `json:"lastAnswerNs,omitempty"`
 }
 
 func writeSyncDisruptionMarkdown(b *strings.Builder, r *Result) {
@@ -43,9 +59,9 @@ func writeSyncDisruptionMarkdown(b *strings.Builder, r *Result) {
 		return
 	}
 	b.WriteString("\n### traffic during syncs (probes to a fixed set of services)\n\n")
-	b.WriteString("Connections started while the sync ran: attempts, failed (error or timeout), slow (connect above the threshold), the longest successful connect; the second before the sync as baseline.\n\n")
-	b.WriteString("| mode | services | sync | sync wall | objects | attempts | failed | slow | max connect | before: attempts / failed | errors seen |\n")
-	b.WriteString("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	b.WriteString("Connections started while the sync ran: attempts, failed (error or timeout), slow (connect above the threshold), median / 99th percentile / longest successful connect; the second before the sync as baseline. For a full sync (cold start, restart): when the first and the last probed service first answered, from the new proxier's start.\n\n")
+	b.WriteString("| mode | services | sync | sync wall | objects | first / last answer (answered) | attempts | failed | slow | p50 / p99 / max connect | before: attempts / failed | errors seen |\n")
+	b.WriteString("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, m := range r.Modes {
 		name := m.Mode
 		if m.Kernel == "uml" {
@@ -56,8 +72,24 @@ func writeSyncDisruptionMarkdown(b *strings.Builder, r *Result) {
 			if errs == "" {
 				errs = "-"
 			}
-			fmt.Fprintf(b, "| %s | %d | %s | %.3f s | %d | %d | %d | %d (> %s) | %.1f ms | %d / %d | %s |\n",
-				name, m.Services, w.Kind, float64(w.SyncNs)/1e9, w.Objects, w.Attempts, w.Failed, w.Slow, w.SlowAbove, float64(w.MaxNs)/1e6, w.BeforeAttempts, w.BeforeFailed, errs)
+			fmt.Fprintf(b, "| %s | %d | %s | %.3f s | %d | %s | %d | %d | %d (> %s) | %.1f / %.1f / %.1f ms | %d / %d | %s |\n",
+				name, m.Services, w.Kind, float64(w.SyncNs)/1e9, w.Objects, answerCell(w), w.Attempts, w.Failed, w.Slow, w.SlowAbove,
+				float64(w.P50Ns)/1e6, float64(w.P99Ns)/1e6, float64(w.MaxNs)/1e6, w.BeforeAttempts, w.BeforeFailed, errs)
 		}
 	}
+}
+
+// answerCell is "first / last (answered/probed)" of a full sync's window,
+// "-" for an incremental one.
+func answerCell(w SyncWindow) string {
+	if w.Probed == 0 {
+		return "-"
+	}
+	sec := func(ns int64) string {
+		if ns < 0 {
+			return "never"
+		}
+		return fmt.Sprintf("%.3f s", float64(ns)/1e9)
+	}
+	return fmt.Sprintf("%s / %s (%d/%d)", sec(w.FirstAnswerNs), sec(w.LastAnswerNs), w.Answered, w.Probed)
 }

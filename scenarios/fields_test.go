@@ -52,6 +52,7 @@ var numericFields = []struct {
 	{"syncDisruption.probes", "services: {count: 10}\nsyncDisruption:\n  probes: @\n", ""},
 	{"syncDisruption.timeout", "services: {count: 10}\nsyncDisruption:\n  timeout: @\n", "f"},
 	{"syncDisruption.slow", "services: {count: 10}\nsyncDisruption:\n  slow: @\n", "f"},
+	{"syncDisruption.settle", "services: {count: 10}\nsyncDisruption:\n  settle: @\n", "zf"},
 	{"transitions.sourcePort", "services: {count: 10}\ntransitions:\n  sourcePort: @\n", ""},
 	{"transitions.interval", "services: {count: 10}\ntransitions:\n  interval: @\n", "f"},
 	{"transitions.timeout", "services: {count: 10}\ntransitions:\n  timeout: @\n", "f"},

@@ -522,7 +522,23 @@ type SyncDisruptionSpec struct {
 	// Slow is the connect time above which a connection counts as slow
 	// (default 100ms).
 	Slow Duration `yaml:"slow" json:"slow"`
+	// Syncs are the syncs measured, in this order (default [restart,
+	// incremental]):
+	//   - cold: a node joins while the services exist. The node's rules
+	//     are removed (proxier Cleanup; kube-proxy --cleanup), then a new
+	//     proxier starts and makes its first, full sync; the window says
+	//     when the first and the last probed service answered.
+	//   - restart: a new proxier makes its first, full sync over the rules
+	//     its predecessor left (kube-proxy restarted).
+	//   - incremental: one endpoint moves.
+	Syncs []string `yaml:"syncs" json:"syncs"`
+	// Settle is how long the probes go on after a cold or restart sync
+	// has returned, until every probed service has answered (default 10s).
+	Settle Duration `yaml:"settle" json:"settle"`
 }
+
+// SyncKinds are the values of syncDisruption.syncs.
+var SyncKinds = []string{"cold", "restart", "incremental"}
 
 // ChurnMix weighs the kinds of change; weights are relative, >= 0.
 type ChurnMix struct {

@@ -190,6 +190,10 @@ func (s *Scenario) SetDefaults() {
 		num("syncDisruption.probes", &sd.Probes, 2)
 		dur("syncDisruption.timeout", &sd.Timeout, time.Second)
 		dur("syncDisruption.slow", &sd.Slow, 100*time.Millisecond)
+		dur("syncDisruption.settle", &sd.Settle, 10*time.Second)
+		if sd.Syncs == nil && !s.has("syncDisruption.syncs") {
+			sd.Syncs = []string{"restart", "incremental"}
+		}
 	}
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
@@ -791,6 +795,8 @@ func (c *checker) syncDisruption() {
 	c.between("syncDisruption.probes", sd.Probes, 1, 64)
 	c.duration("syncDisruption.timeout", sd.Timeout.Duration, true, "1s")
 	c.duration("syncDisruption.slow", sd.Slow.Duration, true, "100ms")
+	c.duration("syncDisruption.settle", sd.Settle.Duration, false, "10s")
+	c.list("syncDisruption.syncs", sd.Syncs, SyncKinds)
 }
 
 func (c *checker) churn() {

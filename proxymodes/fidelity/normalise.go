@@ -31,7 +31,8 @@ import (
 //     to "inet <addr> scope ...".
 //   - every line holding one of r.Testbed (the control plane's
 //     `kubernetes` Service and its range) is dropped, and such a prefix is
-//     taken out of an inline set ({ a, b }).
+//     taken out of an inline set ({ a, b }; a set left with one element
+//     is written without braces, as nft lists it).
 func Normalise(r Reading) Reading {
 	out := Reading{Mode: r.Mode, Testbed: r.Testbed}
 	for _, s := range r.Sections {
@@ -128,8 +129,13 @@ func dropTestbed(lines, testbed []string) []string {
 next:
 	for _, l := range lines {
 		for _, t := range testbed {
+			was := l
 			l = strings.ReplaceAll(l, t+", ", "")
 			l = strings.ReplaceAll(l, ", "+t, "")
+			if l != was {
+				// nft lists a one-element inline set without braces.
+				l = oneElementRE.ReplaceAllString(l, "$1")
+			}
 			if hasToken(l, t) {
 				continue next
 			}
@@ -138,6 +144,8 @@ next:
 	}
 	return out
 }
+
+var oneElementRE = regexp.MustCompile(`\{ ([^,{} ]+) \}`)
 
 // normaliseIPTables rewrites iptables-save output as "*<table> :<chain>
 // <policy>" and "*<table> -A <chain> ..." lines (see Normalise).

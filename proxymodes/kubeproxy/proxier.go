@@ -59,6 +59,10 @@ type Proxier struct {
 	kp    *Proxy
 	last  map[string]workload.Service
 	info  map[string]string
+	// halted is the kube-proxy Halt stopped, until Resume; restarts
+	// counts Halts (the old logs' suffixes).
+	halted   *Proxy
+	restarts int
 }
 
 // NewProxier returns a Proxier; nothing starts before the first Sync.

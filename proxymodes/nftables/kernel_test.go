@@ -126,9 +126,9 @@ func TestKernelSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("incremental sync, one endpoint changed: wall %v objects %d bytes %d", st.Wall, st.Objects, st.Bytes)
-	// Service chain flushed + 2 rules, new endpoint chain + 2 rules, old one deleted.
-	if st.Kind != "incremental" || st.Objects != 3+3+1 {
-		t.Errorf("incremental stats %+v, want 7 objects", st)
+	// Service chain flushed + 1 rule, new endpoint chain + 1 rule, old one deleted.
+	if st.Kind != "incremental" || st.Objects != 2+2+1 {
+		t.Errorf("incremental stats %+v, want 5 objects", st)
 	}
 	l2 := listTable(t, ns)
 	var changed []string

@@ -74,8 +74,8 @@ var Mode = proxymodes.Mode{
 // Mode.Render both use it, so the real run and the sim render the same
 // rules.
 func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
-	_, _, _, cluster := sc.Prefixes()
-	cfg := Config{ClusterCIDR: cluster, NoConntrackCleanup: sc.NoConntrackCleanup}
+	svc, _, _, cluster := sc.Prefixes()
+	cfg := Config{ClusterCIDR: cluster, ServiceCIDR: svc, NoConntrackCleanup: sc.NoConntrackCleanup}
 	if sc.Services.SessionAffinity == "ClientIP" {
 		cfg.AffinityTimeout = sc.Services.SessionAffinityTimeout.Duration
 	}

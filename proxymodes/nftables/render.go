@@ -32,18 +32,16 @@ const (
 
 // Object names kube-proxy uses (pkg/proxy/nftables/proxier.go).
 const (
-	chainFilterInput          = "filter-input"
-	chainFilterForward        = "filter-forward"
-	chainFilterOutput         = "filter-output"
-	chainFilterOutputPostDNAT = "filter-output-post-dnat"
-	chainNatPrerouting        = "nat-prerouting"
-	chainNatOutput            = "nat-output"
-	chainNatPostrouting       = "nat-postrouting"
+	chainFilterInput    = "filter-input"
+	chainFilterForward  = "filter-forward"
+	chainFilterOutput   = "filter-output"
+	chainNatPrerouting  = "nat-prerouting"
+	chainNatOutput      = "nat-output"
+	chainNatPostrouting = "nat-postrouting"
 
 	chainServices              = "services"
 	chainServiceEndpointsCheck = "service-endpoints-check"
 	chainClusterIPsCheck       = "cluster-ips-check"
-	chainMarkMasq              = "mark-for-masquerade"
 	chainMasquerading          = "masquerading"
 	chainReject                = "reject-chain"
 
@@ -55,6 +53,10 @@ const (
 	// SetClusterIPs holds every ClusterIP (traffic to one on an unknown
 	// port is rejected).
 	SetClusterIPs = "cluster-ips"
+	// SetHairpin holds endpoint . endpoint . proto . port of the node's own
+	// endpoints, whose connections to themselves through a ClusterIP are
+	// masqueraded (kube-proxy 1.37; empty here: no endpoint is local).
+	SetHairpin = "hairpin-connections"
 
 	prefixService  = "service-"
 	prefixEndpoint = "endpoint-"
@@ -68,11 +70,16 @@ const (
 // Config selects what a Proxier renders.
 type Config struct {
 	// ClusterCIDR is kube-proxy's --cluster-cidr: traffic to a ClusterIP
-	// from outside it is marked for masquerade (the "ip saddr !=
-	// <clusterCIDR> jump mark-for-masquerade" rule of each service chain).
-	// The zero Prefix leaves that rule out, as kube-proxy does without a
-	// local traffic detector.
+	// from outside it is marked for masquerade (the "ip daddr @cluster-ips
+	// ip saddr != <clusterCIDR> meta mark set ..." rule of chain
+	// services). The zero Prefix leaves that rule out, as kube-proxy does
+	// without a local traffic detector.
 	ClusterCIDR netip.Prefix
+	// ServiceCIDR is the service range: traffic to an address of it that
+	// no service holds is dropped (chain cluster-ips-check, as kube-proxy
+	// 1.37 does for every ServiceCIDR). The zero Prefix leaves that rule
+	// out.
+	ServiceCIDR netip.Prefix
 	// AffinityTimeout, when positive, gives every service ClientIP session
 	// affinity as kube-proxy's nftables proxier does: one dynamic set
 	// "affinity-<endpoint>" per endpoint with this timeout, which the
@@ -94,10 +101,13 @@ type Config struct {
 	NoConntrackCleanup bool
 }
 
-// Validate reports an invalid or non-IPv4 ClusterCIDR.
+// Validate reports an invalid or non-IPv4 ClusterCIDR or ServiceCIDR.
 func (c Config) Validate() error {
 	if c.ClusterCIDR != (netip.Prefix{}) && (!c.ClusterCIDR.IsValid() || !c.ClusterCIDR.Addr().Is4()) {
 		return fmt.Errorf("nftables: clusterCIDR %q: want an IPv4 prefix", c.ClusterCIDR)
+	}
+	if c.ServiceCIDR != (netip.Prefix{}) && (!c.ServiceCIDR.IsValid() || !c.ServiceCIDR.Addr().Is4()) {
+		return fmt.Errorf("nftables: serviceCIDR %q: want an IPv4 prefix", c.ServiceCIDR)
 	}
 	return nil
 }
@@ -243,30 +253,34 @@ func baseChain(name string, typ knftables.BaseChainType, hook knftables.BaseChai
 }
 
 // Render returns the contents of table "ip kube-proxy" that program
-// services in kube-proxy's nftables layout (ClusterIP services, Cluster
-// traffic policy; with cfg.AffinityTimeout > 0, ClientIP session affinity:
-// see Config.AffinityTimeout for its sets and rules):
+// services in kube-proxy 1.37's nftables layout (ClusterIP services,
+// Cluster traffic policy; with cfg.AffinityTimeout > 0, ClientIP session
+// affinity: see Config.AffinityTimeout for its sets and rules):
 //
-//	base chains filter-input, filter-forward, filter-output (filter, priority
-//	dstnat-10: "ct state new jump service-endpoints-check"; forward also
-//	jumps to cluster-ips-check), filter-output-post-dnat (dstnat+10,
-//	cluster-ips-check), nat-prerouting and nat-output (nat, dstnat: "jump
-//	services"), nat-postrouting (nat, srcnat: "jump masquerading");
-//	services: "ip daddr . meta l4proto . th dport vmap @service-ips";
+//	base chains filter-input (filter, priority filter: "ct state new jump
+//	service-endpoints-check"), filter-forward and filter-output (the same,
+//	then cluster-ips-check), nat-prerouting and nat-output (nat, dstnat:
+//	"jump services"), nat-postrouting (nat, srcnat: "jump masquerading");
+//	services: "ip daddr @cluster-ips ip saddr != <clusterCIDR> meta mark
+//	set meta mark | 0x4000" (masquerade traffic from outside the
+//	cluster), "ip daddr . meta l4proto . th dport vmap @service-ips";
 //	service-endpoints-check: the same lookup in @no-endpoint-services,
 //	whose elements "goto reject-chain" ("reject");
-//	cluster-ips-check: "ip daddr @cluster-ips reject";
-//	mark-for-masquerade: "mark set mark or 0x4000";
-//	masquerading: return unless marked, clear the mark, "masquerade fully-random";
-//	service-<hash>-ns/name/tcp/port per port with ready endpoints:
-//	"ip daddr <vip> tcp dport <port> ip saddr != <clusterCIDR> jump
-//	mark-for-masquerade" then "numgen random mod N vmap { 0 : goto
-//	endpoint-... , 1 : goto ... }";
-//	endpoint-<hash>-ns/name/tcp/port__ip/port: "ip saddr <ip> jump
-//	mark-for-masquerade", "meta l4proto tcp dnat to <ip>:<port>".
+//	cluster-ips-check: reject a ClusterIP's unserved ports, drop
+//	unallocated addresses of cfg.ServiceCIDR;
+//	masquerading: masquerade (fully-random) what is marked, clearing the
+//	mark, and the hairpin connections of @hairpin-connections;
+//	service-<hash>-ns/name/tcp/port per port with endpoints: "numgen
+//	random mod N vmap { 0 : goto endpoint-... , 1 : goto ... }";
+//	endpoint-<hash>-ns/name/tcp/port__ip/port: "meta l4proto tcp dnat to
+//	<ip>:<port>".
 //
-// Only Ready endpoints are used; a port without any goes to
-// no-endpoint-services instead of service-ips. It fails on a non-IPv4
+// kube-proxy's NodePort and LoadBalancer firewall objects (nodeport-ips,
+// service-nodeports, firewall-ips, ... docs/modes.md "Fidelity") are left
+// out: scenarios have ClusterIP services only. The endpoints used are the
+// ready ones, or a service's serving terminating ones when it has no
+// ready one (workload.Service.ServingFallback); a port without any goes
+// to no-endpoint-services instead of service-ips. It fails on a non-IPv4
 // address, an unknown protocol, an endpoint listed twice in one service or
 // a ClusterIP:port listed twice.
 func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
@@ -288,14 +302,12 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	}
 	// Base chains and jumps (kube-proxy's nftablesBaseChains and
 	// nftablesJumpChains, without the node-port and firewall ones).
-	r.addChain(baseChain(chainFilterInput, knftables.FilterType, knftables.InputHook, knftables.DNATPriority+"-10"),
+	r.addChain(baseChain(chainFilterInput, knftables.FilterType, knftables.InputHook, knftables.FilterPriority),
 		"ct state new jump "+chainServiceEndpointsCheck)
-	r.addChain(baseChain(chainFilterForward, knftables.FilterType, knftables.ForwardHook, knftables.DNATPriority+"-10"),
+	r.addChain(baseChain(chainFilterForward, knftables.FilterType, knftables.ForwardHook, knftables.FilterPriority),
 		"ct state new jump "+chainServiceEndpointsCheck, "ct state new jump "+chainClusterIPsCheck)
-	r.addChain(baseChain(chainFilterOutput, knftables.FilterType, knftables.OutputHook, knftables.DNATPriority+"-10"),
-		"ct state new jump "+chainServiceEndpointsCheck)
-	r.addChain(baseChain(chainFilterOutputPostDNAT, knftables.FilterType, knftables.OutputHook, knftables.DNATPriority+"+10"),
-		"ct state new jump "+chainClusterIPsCheck)
+	r.addChain(baseChain(chainFilterOutput, knftables.FilterType, knftables.OutputHook, knftables.FilterPriority),
+		"ct state new jump "+chainServiceEndpointsCheck, "ct state new jump "+chainClusterIPsCheck)
 	r.addChain(baseChain(chainNatPrerouting, knftables.NATType, knftables.PreroutingHook, knftables.DNATPriority),
 		"jump "+chainServices)
 	r.addChain(baseChain(chainNatOutput, knftables.NATType, knftables.OutputHook, knftables.DNATPriority),
@@ -303,20 +315,23 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	r.addChain(baseChain(chainNatPostrouting, knftables.NATType, knftables.PostroutingHook, knftables.SNATPriority),
 		"jump "+chainMasquerading)
 	// Helper chains.
-	r.addChain(knftables.Chain{Name: chainServices}, "ip daddr . meta l4proto . th dport vmap @"+MapServiceIPs)
-	r.addChain(knftables.Chain{Name: chainServiceEndpointsCheck}, "ip daddr . meta l4proto . th dport vmap @"+MapNoEndpointServices)
-	r.addChain(knftables.Chain{Name: chainClusterIPsCheck}, "ip daddr @"+SetClusterIPs+" reject")
-	r.addChain(knftables.Chain{Name: chainMarkMasq}, "mark set mark or "+masqueradeMark)
-	r.addChain(knftables.Chain{Name: chainMasquerading},
-		"mark and "+masqueradeMark+" == 0 return",
-		"mark set mark xor "+masqueradeMark,
-		"masquerade fully-random")
-	r.addChain(knftables.Chain{Name: chainReject}, "reject")
-
-	var notLocal string
+	var svcRules []string
 	if cfg.ClusterCIDR.IsValid() {
-		notLocal = " ip saddr != " + cfg.ClusterCIDR.Masked().String()
+		svcRules = append(svcRules, "ip daddr @"+SetClusterIPs+" ip saddr != "+cfg.ClusterCIDR.Masked().String()+
+			" meta mark set meta mark | "+masqueradeMark+` comment "masquerade clusterIP traffic from outside cluster"`)
 	}
+	r.addChain(knftables.Chain{Name: chainServices}, append(svcRules, "ip daddr . meta l4proto . th dport vmap @"+MapServiceIPs)...)
+	r.addChain(knftables.Chain{Name: chainServiceEndpointsCheck}, "ip daddr . meta l4proto . th dport vmap @"+MapNoEndpointServices)
+	check := []string{"ip daddr @" + SetClusterIPs + ` reject comment "Reject traffic to invalid ports of ClusterIPs"`}
+	if cfg.ServiceCIDR.IsValid() {
+		check = append(check, "ip daddr { "+cfg.ServiceCIDR.Masked().String()+` } drop comment "Drop traffic to unallocated ClusterIPs"`)
+	}
+	r.addChain(knftables.Chain{Name: chainClusterIPsCheck}, check...)
+	r.addChain(knftables.Chain{Name: chainMasquerading},
+		"meta mark & "+masqueradeMark+" != 0 meta mark set meta mark ^ "+masqueradeMark+" masquerade fully-random",
+		"ct status dnat ip saddr . ip daddr . meta l4proto . th dport @"+SetHairpin+" masquerade fully-random")
+	r.addChain(knftables.Chain{Name: chainReject, Comment: ptr("helper for @no-endpoint-services / @no-endpoint-nodeports")}, "reject")
+
 	var vmap strings.Builder
 	for i := range services {
 		s := &services[i]
@@ -347,7 +362,7 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 				}
 				epChain := EndpointChainName(s.Namespace, s.Name, proto, sp.Name, e.IP, sp.TargetPort)
 				ip := e.IP.String()
-				rules := []string{"ip saddr " + ip + " jump " + chainMarkMasq}
+				var rules []string
 				if cfg.AffinityTimeout > 0 {
 					set := affinitySetName(epChain)
 					r.affinity = append(r.affinity, set)
@@ -365,9 +380,6 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			}
 			svcChain := ServiceChainName(s.Namespace, s.Name, proto, sp.Name)
 			var rules []string
-			if notLocal != "" {
-				rules = append(rules, "ip daddr "+vip+" "+proto+" dport "+port+notLocal+" jump "+chainMarkMasq)
-			}
 			if cfg.AffinityTimeout > 0 {
 				for _, c := range eps {
 					rules = append(rules, "ip saddr @"+affinitySetName(c)+" goto "+c)
@@ -387,7 +399,8 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			}
 			vmap.WriteString(" }")
 			r.addChain(knftables.Chain{Name: svcChain}, append(rules, vmap.String())...)
-			if err := r.addElement(MapServiceIPs, &Element{Key: key, Value: []string{"goto " + svcChain}, Comment: portName}); err != nil {
+			// No comment: kube-proxy 1.37 leaves service-ips elements bare.
+			if err := r.addElement(MapServiceIPs, &Element{Key: key, Value: []string{"goto " + svcChain}}); err != nil {
 				return nil, err
 			}
 		}
@@ -416,6 +429,7 @@ func checkEndpoints(s *workload.Service) error {
 }
 
 func (r *Ruleset) addSetsAndMaps(tx *knftables.Transaction) {
+	tx.Add(&knftables.Set{Name: SetHairpin, Type: "ipv4_addr . ipv4_addr . inet_proto . inet_service", Comment: ptr("service hairpin connections")})
 	tx.Add(&knftables.Set{Name: SetClusterIPs, Type: "ipv4_addr", Comment: ptr("Active ClusterIPs")})
 	tx.Add(&knftables.Map{Name: MapServiceIPs, Type: ipv4ServiceKeyType, Comment: ptr("ClusterIP, ExternalIP and LoadBalancer IP traffic")})
 	tx.Add(&knftables.Map{Name: MapNoEndpointServices, Type: ipv4ServiceKeyType, Comment: ptr("vmap to drop or reject packets to services with no endpoints")})
@@ -426,9 +440,20 @@ func addChain(tx *knftables.Transaction, ch *Chain) {
 	tx.Add(&c)
 }
 
+// ruleObj is rule of chain as a knftables.Rule, a trailing ` comment
+// "..."` of the text as its Comment (as the kernel lists it back).
+func ruleObj(chain, rule string) *knftables.Rule {
+	r := &knftables.Rule{Chain: chain, Rule: rule}
+	if i := strings.LastIndex(rule, ` comment "`); i >= 0 && strings.HasSuffix(rule, `"`) {
+		r.Rule = rule[:i]
+		r.Comment = ptr(rule[i+len(` comment "`) : len(rule)-1])
+	}
+	return r
+}
+
 func addRules(tx *knftables.Transaction, ch *Chain) {
 	for _, rule := range ch.Rules {
-		tx.Add(&knftables.Rule{Chain: ch.Obj.Name, Rule: rule})
+		tx.Add(ruleObj(ch.Obj.Name, rule))
 	}
 }
 

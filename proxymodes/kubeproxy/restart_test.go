@@ -1,0 +1,124 @@
+//go:build linux
+
+package kubeproxy_test
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxybench/proxybench/internal/testenv"
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
+	"github.com/proxybench/proxybench/topology"
+	"github.com/proxybench/proxybench/topology/controlplane"
+	"github.com/proxybench/proxybench/workload/traffic"
+)
+
+// TestKernelProxierHaltResume: the Proxier's restart (proxymodes.Restarter)
+// on a one-node testbed with kube-proxy in iptables mode. Halt with cleanup
+// leaves the node without kube-proxy's rules (no service answers, as on a
+// node that never ran it); Resume starts a new kube-proxy over the API,
+// which programs every service again; Halt without cleanup keeps the
+// rules (the services keep answering while kube-proxy is down).
+func TestKernelProxierHaltResume(t *testing.T) {
+	testenv.RequireKernel(t, "iptables", "iptables-save", "iptables-restore")
+	bins := testenv.RequireKube(t)
+	ctx := context.Background()
+	runID := topology.NewRunID()
+	svcs := services(4)
+	tb, err := topology.Build(ctx, topology.Spec{RunID: runID, ClientPods: 1, ServiceCIDR: serviceCIDR, PodCIDR: podCIDR, NodeCIDR: nodeCIDR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Teardown()
+	echo, err := traffic.StartEcho(tb.Backend, []uint16{8080})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	p, err := kubeproxy.NewProxier(kubeproxy.ProxierSpec{Mode: "iptables", Node: tb.Node, NodeIP: tb.NodeBackendAddr,
+		ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR, Avoid: []netip.Prefix{serviceCIDR, podCIDR, nodeCIDR},
+		Pass:      map[string]any{"iptables": map[string]any{"minSyncPeriod": "0s"}},
+		KubeProxy: bins.KubeProxy, Bin: controlplane.Binaries{Etcd: bins.Etcd, APIServer: bins.APIServer}, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Cleanup(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if left := topology.ChildProcesses(runID); len(left) > 0 {
+			t.Errorf("processes of run %s left: %v", runID, left)
+		}
+	}()
+	if _, err := p.Sync(ctx, svcs); err != nil {
+		t.Fatal(err)
+	}
+	// answers reports whether every service answers (within timeout each).
+	answers := func(timeout time.Duration) error {
+		for _, s := range svcs {
+			err := tb.Clients[0].Do(func() error {
+				_, _, _, err := traffic.DialEcho(s.ClusterIP, 80, timeout)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// eventually waits up to 30 s for every service to answer.
+	eventually := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for err := answers(time.Second); err != nil; err = answers(time.Second) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: services do not answer: %v", what, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	svcChains := func() int {
+		nat, err := tb.Node.Run(ctx, nil, "iptables-save", "-t", "nat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(nat), "-j KUBE-SVC-")
+	}
+	eventually("after the first sync")
+
+	if err := p.Halt(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if n := svcChains(); n != 0 {
+		t.Errorf("after Halt with cleanup the nat table still jumps to %d KUBE-SVC- chains", n)
+	}
+	if err := answers(300 * time.Millisecond); err == nil {
+		t.Error("services answer on a node whose kube-proxy rules were cleaned up")
+	}
+	st, err := p.Resume(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Wall <= 0 || st.Phases["kube-proxy.metric"] <= 0 {
+		t.Errorf("cold Resume stats %+v: want a wall time and kube-proxy's own sync duration", st)
+	}
+	eventually("after the cold start")
+
+	if err := p.Halt(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := svcChains(); n < len(svcs) {
+		t.Errorf("after Halt without cleanup the nat table jumps to %d KUBE-SVC- chains, want >= %d", n, len(svcs))
+	}
+	if err := answers(2 * time.Second); err != nil {
+		t.Errorf("services stop answering while kube-proxy is halted over its rules: %v", err)
+	}
+	if _, err := p.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually("after the restart")
+	t.Logf("cold start: kube-proxy up and synced in %v (its metric: %v)", st.Wall, st.Phases["kube-proxy.metric"])
+}
