@@ -473,7 +473,10 @@ func (c *checker) portList() {
 		}
 		protoOK := c.oneOf(f+".protocol", p.Protocol, ServiceProtocols)
 		portOK := c.between(f+".port", p.Port, 1, 65535)
-		c.between(f+".targetPort", p.TargetPort, 1, 65535)
+		if portOK || p.TargetPort != p.Port || s.has(f+".targetPort") {
+			// (a defaulted targetPort repeats a bad port: said once)
+			c.between(f+".targetPort", p.TargetPort, 1, 65535)
+		}
 		if protoOK && portOK {
 			key := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
 			if k, dup := pairs[key]; dup {

@@ -93,6 +93,4 @@ var KnownDifferences = []Known{
 		Why:  "kube-proxy's IPVS mode creates its NodePort, LoadBalancer, externalIP and hairpin plumbing whatever the services: ipsets KUBE-NODE-PORT-*, KUBE-LOAD-BALANCER-*, KUBE-EXTERNAL-IP*, KUBE-LOOP-BACK, KUBE-HEALTH-CHECK-NODE-PORT, and the chains and jumps that match them (KUBE-NODE-PORT, KUBE-LOAD-BALANCER, KUBE-PROXY-FIREWALL, KUBE-SOURCE-RANGES-FIREWALL); builtin programs ClusterIP services only. A new connection to a ClusterIP passes the (empty) set matches of the filter chains in kube-proxy."},
 	{ID: "ipvs-forward", Modes: ipvsMode, Side: KubeProxy, Tool: re(`^iptables-`), Line: re(`KUBE-FORWARD|^\*filter :(INPUT|FORWARD|OUTPUT) `),
 		Why: "kube-proxy's IPVS mode accepts forwarded traffic it marked for masquerade or that belongs to an established connection (filter chain KUBE-FORWARD), for nodes whose FORWARD policy drops; builtin's IPVS mode writes no filter rules (the testbed's FORWARD policy accepts)."},
-	{ID: "ipvs-localhost", Modes: ipvsMode, Side: KubeProxy, Tool: re(`^iptables-`), Line: re(`^\*nat -A KUBE-SERVICES -s 127\.0\.0\.0/8 -j RETURN$`),
-		Why: "kube-proxy's IPVS mode skips nat KUBE-SERVICES for connections from 127.0.0.0/8; builtin does not (no testbed client connects from loopback)."},
 }

@@ -155,8 +155,8 @@ func TestSyncFullFromEmpty(t *testing.T) {
 	if want := []netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.18.0.3")}; !slices.Equal(addrs, want) {
 		t.Errorf("kube-ipvs0 addresses %v, want %v", addrs, want)
 	}
-	// 4 virtual + 5 real + 3 addresses + 4 set entries + 6 nat rules + 3 jumps.
-	if st.Kind != "full" || st.Objects != 25 || st.Bytes <= 0 || st.Wall <= 0 {
+	// 4 virtual + 5 real + 3 addresses + 4 set entries + 7 nat rules + 3 jumps.
+	if st.Kind != "full" || st.Objects != 26 || st.Bytes <= 0 || st.Wall <= 0 {
 		t.Errorf("stats %+v", st)
 	}
 	for _, ph := range []string{"render", "addresses", "ipvs", "ipset", "iptables"} {

@@ -61,7 +61,7 @@ func TestKernelSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("full sync 1k x 3: wall %v cpu %v objects %d bytes %d phases %v", st.Wall, st.CPU, st.Objects, st.Bytes, st.Phases)
-	if st.Kind != "full" || st.Objects != 1000+3000+1000+1000+6+3 {
+	if st.Kind != "full" || st.Objects != 1000+3000+1000+1000+7+3 {
 		t.Errorf("stats %+v", st)
 	}
 	check := func(nsvc, nreal int) {
@@ -96,8 +96,8 @@ func TestKernelSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := countPrefix(nat, "-A "); n != 6+3 {
-		t.Errorf("nat table has %d rules, want 9:\n%s", n, nat)
+	if n := countPrefix(nat, "-A "); n != 7+3 {
+		t.Errorf("nat table has %d rules, want 10:\n%s", n, nat)
 	}
 
 	svcs[500].Endpoints[2].IP = netip.MustParseAddr("198.19.200.1")

@@ -322,6 +322,9 @@ func natRules(cfg Config) ([]byte, int) {
 	for _, c := range []string{chainServices, chainPostrouting, chainMarkMasq} {
 		b.WriteString(":" + c + " - [0:0]\n")
 	}
+	// Connections from the node's loopback are left alone, as kube-proxy
+	// does (its first KUBE-SERVICES rule in IPVS mode).
+	rule(`-A ` + chainServices + ` -s 127.0.0.0/8 -j RETURN`)
 	if cfg.ClusterCIDR.IsValid() {
 		rule(`-A ` + chainServices + ` -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set ` +
 			ClusterIPSet + ` dst,dst ! -s ` + cfg.ClusterCIDR.Masked().String() + ` -j ` + chainMarkMasq)

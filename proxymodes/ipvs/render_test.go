@@ -104,7 +104,7 @@ func TestRenderCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rs.Virtual) != tc.n || rs.RealServers != tc.n*tc.eps || len(rs.Addresses) != tc.n || len(rs.SetEntries) != tc.n || rs.NATRules != 6 {
+		if len(rs.Virtual) != tc.n || rs.RealServers != tc.n*tc.eps || len(rs.Addresses) != tc.n || len(rs.SetEntries) != tc.n || rs.NATRules != 7 {
 			t.Errorf("%d x %d: %d virtual, %d real, %d addresses, %d set entries, %d nat rules",
 				tc.n, tc.eps, len(rs.Virtual), rs.RealServers, len(rs.Addresses), len(rs.SetEntries), rs.NATRules)
 		}
