@@ -67,6 +67,15 @@ type Usager interface {
 	Usage() (cpu time.Duration, rssBytes uint64)
 }
 
+// ToolResolver is implemented by proxiers that look their rule program up
+// on PATH once and keep the path (nftables: knftables.New resolves nft).
+// ResolveTools drops what they resolved, so their next Sync looks the
+// program up on PATH again; the runner calls it when it puts the
+// failure.syncErrors wrappers on PATH and when it takes them off.
+type ToolResolver interface {
+	ResolveTools()
+}
+
 // Renderer is implemented by proxiers that can render without a kernel:
 // the Rendering of what their next full Sync programs, from their own
 // configuration. Tests compare it with Mode.Render, what the sim engine

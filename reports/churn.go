@@ -232,7 +232,7 @@ func writeSyncFailures(b *strings.Builder, r *Result) {
 					e = e[:120] + "…"
 				}
 				fmt.Fprintf(b, "| %s | %s | %d | %.3f s | %s | %s | %s | %d | %d | %d | %s |\n", r.label(m), time.Duration(c.MinSyncPeriodNs),
-					f.Index+1, float64(f.AtNs)/1e9, f.Kind, st, rec, f.Changes, f.ProbeConns, f.ProbeErrors, strings.ReplaceAll(e, "|", "/"))
+					f.Index+1, float64(f.AtNs)/1e9, f.Kind, st, rec, f.Changes, f.ProbeConns, f.ProbeErrors, strings.Join(strings.Fields(strings.ReplaceAll(e, "|", "/")), " "))
 			}
 			if len(stale) > 0 {
 				s := Summarize(stale)

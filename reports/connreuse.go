@@ -35,6 +35,9 @@ type ConnReusePass struct {
 	ReusedSameEndpoint int `json:"reusedSameEndpoint"`
 	// ErrorSamples holds up to 3 errors.
 	ErrorSamples []string `json:"errorSamples,omitempty"`
+	// Sysctls are the node's net.ipv4.vs.* sysctls during an IPVS pass,
+	// read back (node.sysctls with the pass's conn_reuse_mode).
+	Sysctls map[string]string `json:"sysctls,omitempty"`
 }
 
 func writeConnReuseMarkdown(b *strings.Builder, r *Result) {
@@ -46,8 +49,8 @@ func writeConnReuseMarkdown(b *strings.Builder, r *Result) {
 		return
 	}
 	b.WriteString("\n### connection reuse from TIME_WAIT (FIN close, narrow source-port range, kubernetes#70747)\n\n")
-	b.WriteString("| mode | kernel | conn_reuse_mode | connections | source ports | errors | connects > 1 s | share > 1 s | p50 | p99 | max | endpoints reached | reused port → same endpoint |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| mode | kernel | conn_reuse_mode | expire_nodest_conn | expire_quiescent_template | connections | source ports | errors | connects > 1 s | share > 1 s | p50 | p99 | max | endpoints reached | reused port → same endpoint |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, m := range r.Modes {
 		name := m.Mode
 		if m.Kernel == "uml" {
@@ -66,8 +69,14 @@ func writeConnReuseMarkdown(b *strings.Builder, r *Result) {
 			if p.Reused > 0 {
 				same = fmt.Sprintf("%.1f%% of %d", 100*float64(p.ReusedSameEndpoint)/float64(p.Reused), p.Reused)
 			}
-			fmt.Fprintf(b, "| %s | %s | %s | %d | %d | %d | %d | %.2f%% | %.2f ms | %.2f ms | %.1f ms | %d | %s |\n",
-				name, p.Kernel, mode, p.Connections, p.Ports, p.Errors, p.Slow, 100*share, float64(p.P50Ns)/1e6, float64(p.P99Ns)/1e6, float64(p.MaxNs)/1e6, p.Endpoints, same)
+			knob := func(k string) string {
+				if v, ok := p.Sysctls["net.ipv4.vs."+k]; ok {
+					return v
+				}
+				return "-"
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %d | %d | %d | %d | %.2f%% | %.2f ms | %.2f ms | %.1f ms | %d | %s |\n",
+				name, p.Kernel, mode, knob("expire_nodest_conn"), knob("expire_quiescent_template"), p.Connections, p.Ports, p.Errors, p.Slow, 100*share, float64(p.P50Ns)/1e6, float64(p.P99Ns)/1e6, float64(p.MaxNs)/1e6, p.Endpoints, same)
 		}
 	}
 }

@@ -771,7 +771,7 @@ func (c *checker) connReuse() {
 		c.add("connReuse.reuseModes", "is empty", "list net.ipv4.vs.conn_reuse_mode values, such as [1, 0]")
 	}
 	for i, m := range cr.ReuseModes {
-		c.between(fmt.Sprintf("connReuse.reuseModes[%d]", i), m, 0, 2)
+		c.between(fmt.Sprintf("connReuse.reuseModes[%d]", i), m, 0, 3)
 	}
 }
 

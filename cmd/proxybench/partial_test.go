@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/internal/testenv"
+	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/topology"
 )
@@ -91,5 +92,56 @@ func TestSignalDuringTrafficSavesPartial(t *testing.T) {
 				t.Errorf("output folder holds %v, want only r.json (no temporary files)", ents)
 			}
 		})
+	}
+}
+
+// TestSignalDuringGuestRunKeepsFinishedModes: SIGINT while the
+// user-mode-linux guest measures iptables' traffic kills the guest, yet the
+// partial result keeps mode none, which the guest had finished (its run
+// checkpoints after every mode into the host folder), as that kernel's.
+func TestSignalDuringGuestRunKeepsFinishedModes(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-legacy-restore")
+	k, err := uml.Find("uml:" + uml.DefaultKernelSeries)
+	if err != nil {
+		testenv.Skip(t, err.Error()+" (make setup builds it)")
+	}
+	out := filepath.Join(t.TempDir(), "r.json")
+	// 3000 connections take the guest several seconds per mode.
+	body := "services: {count: 50}\nmodes: [none, iptables]\nrepetitions: 1\ntraffic: {connections: 3000, positions: [first]}\n"
+	cmd := exec.Command(bin, "run", writeFile(t, body), "--kernel", k.Name, "--run-id", topology.NewRunID(), "--output", out)
+	cmd.Stdout = &bytes.Buffer{}
+	stderrPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	sent := false
+	sc := bufio.NewScanner(stderrPipe)
+	for sc.Scan() {
+		stderr.WriteString(sc.Text() + "\n")
+		if !sent && strings.Contains(sc.Text(), "iptables: traffic") {
+			time.Sleep(200 * time.Millisecond)
+			_ = cmd.Process.Signal(syscall.SIGINT)
+			sent = true
+		}
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !sent || !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("signal sent %t, exit %v, want 130; stderr:\n%s", sent, err, stderr.String())
+	}
+	r, err := reports.Read(out)
+	if err != nil {
+		t.Fatalf("no partial result: %v; stderr:\n%s", err, stderr.String())
+	}
+	if r.Partial == "" || len(r.Modes) != 1 || r.Modes[0].Mode != "none" || r.Modes[0].Kernel != k.Name ||
+		len(r.Modes[0].Lookup) != 1 || r.Modes[0].Lookup[0].Latency.Count == 0 {
+		t.Fatalf("partial result: partial %q, modes %+v; want the guest's finished mode none", r.Partial, r.Modes)
+	}
+	if !strings.Contains(stderr.String(), "partial result (finished: none) saved at "+out) {
+		t.Errorf("stderr does not say where:\n%s", stderr.String())
 	}
 }

@@ -21,15 +21,17 @@ import (
 )
 
 type runFlags struct {
-	kernel   string
-	runID    string
-	modes    string
-	services int
-	count    int
-	output   string
-	seed     int64
-	quiet    bool
-	junit    string
+	kernel string
+	runID  string
+	// checkpoint is runner.Options.Checkpoint (hidden; the guest run).
+	checkpoint string
+	modes      string
+	services   int
+	count      int
+	output     string
+	seed       int64
+	quiet      bool
+	junit      string
 	// engine and calibration select the sim engine (sim.go).
 	engine      string
 	calibration string
@@ -138,7 +140,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 				if sc.Runs > 1 && !f.quiet {
 					fmt.Fprintf(os.Stderr, "run %d of %d (%s)\n", k+1, sc.Runs, id)
 				}
-				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet)}
+				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet), Checkpoint: f.checkpoint}
 				// Every kernel of the plan, one after the other (runner.Execute
 				// also marks fallen-back modes and records each kernel).
 				var r *reports.Result
@@ -185,6 +187,8 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 	cmd.Flags().StringVar(&f.kernel, "kernel", "", "kernels to run on instead of the scenario's (default auto: the host if it can run every mode, else one user-mode-linux kernel that runs them all, else a split); or a comma-separated list run one after the other, each reported on its own: host, uml (default guest kernel), uml:6.12, uml:6.1 (make kernels), uml:debian, or a path to a user-mode-linux kernel binary")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
 	_ = cmd.Flags().MarkHidden("run-id")
+	cmd.Flags().StringVar(&f.checkpoint, "checkpoint", "", "rewrite the result so far to this file after every finished mode (a guest run's host folder)")
+	_ = cmd.Flags().MarkHidden("checkpoint")
 	cmd.Flags().StringVar(&f.engine, "engine", "", "real (network namespaces, needs root) or sim (models calibrated on a real kernel; no root)")
 	cmd.Flags().StringVar(&f.calibration, "calibration", "", "with --engine sim: a calibration file from 'proxybench calibrate' (default: the shipped one)")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "write the scenario's gates (or, without gates, every figure) as JUnit XML to this file")

@@ -53,7 +53,18 @@ func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymode
 		if err != nil {
 			return nil, fmt.Errorf("failure.syncErrors: %w", err)
 		}
-		defer restore()
+		// A proxier that resolved its program before (nftables) looks
+		// it up again: the wrapper now, the real one after.
+		tr, _ := p.(proxymodes.ToolResolver)
+		if tr != nil {
+			tr.ResolveTools()
+		}
+		defer func() {
+			restore()
+			if tr != nil {
+				tr.ResolveTools()
+			}
+		}()
 	}
 	cpu0 := proxymodes.CPUTime()
 

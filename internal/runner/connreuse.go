@@ -28,8 +28,12 @@ import (
 // finding every port in TIME_WAIT younger than tcp_tw_reuse's 1 s waits
 // for one to age (so the rate is about ports per second). The ipvs
 // mode runs one pass per connReuse.reuseModes value of
-// net.ipv4.vs.conn_reuse_mode (set in the node namespace); other modes
-// run once. The client namespace's settings are restored afterwards.
+// net.ipv4.vs.conn_reuse_mode, which overrides node.sysctls' for the pass
+// (every node namespace); the pass also applies node.sysctls' other IPVS
+// keys (expire_nodest_conn, expire_quiescent_template: ip_vs may have
+// been loaded after the testbed was built) and records them read back;
+// afterwards conn_reuse_mode goes back to node.sysctls' value. Other
+// modes run once. The client namespace's settings are restored afterwards.
 func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topology.Testbed, m proxymodes.Mode,
 	services []workload.Service, prog Progress) (out []reports.ConnReusePass, err error) {
 	cr := sc.ConnReuse
@@ -52,9 +56,14 @@ func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 		modes = cr.ReuseModes
 	}
 	svc := services[0]
+	const reuseKey = "net.ipv4.vs.conn_reuse_mode"
 	for _, mode := range modes {
+		// The node's IPVS sysctls of node.sysctls (ip_vs is loaded now),
+		// with the pass's conn_reuse_mode; read back into the pass.
+		var sysctls map[string]string
 		if mode >= 0 {
-			if err := tb.Node.Sysctl("net/ipv4/vs/conn_reuse_mode", fmt.Sprint(mode)); err != nil {
+			var err error
+			if sysctls, err = applyNodeSysctls(sc, tb, "net.ipv4.vs.", map[string]string{reuseKey: fmt.Sprint(mode)}); err != nil {
 				return out, err
 			}
 		}
@@ -62,7 +71,7 @@ func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 			return out, err
 		}
 		prog.Start(fmt.Sprintf("%s: %d FIN-closed connections from %d source ports (conn_reuse_mode %d)", m.Name, cr.Connections, cr.Ports, mode), cr.Connections)
-		p := reports.ConnReusePass{ReuseMode: mode, Kernel: kernelRelease(), Connections: cr.Connections, Ports: cr.Ports}
+		p := reports.ConnReusePass{ReuseMode: mode, Kernel: kernelRelease(), Connections: cr.Connections, Ports: cr.Ports, Sysctls: sysctls}
 		var lats []int64
 		eps := map[netip.Addr]bool{}
 		lastEP := map[int]netip.Addr{} // source port -> endpoint of its last connection
@@ -116,8 +125,8 @@ func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 			return out, err
 		}
 		if mode >= 0 {
-			// Back to the kernel's default for the next pass or mode.
-			if err := tb.Node.Sysctl("net/ipv4/vs/conn_reuse_mode", "1"); err != nil {
+			// Back to node.sysctls' value for the next pass or mode.
+			if _, err := applyNodeSysctls(sc, tb, reuseKey, nil); err != nil {
 				return out, err
 			}
 		}

@@ -14,26 +14,9 @@ import (
 )
 
 // wrappedPrograms are the rule programs failure.syncErrors wraps: those the
-// modes run through PATH at every sync.
+// modes run through PATH at every sync (nftables too: the churn phase makes
+// its proxier resolve nft again, proxymodes.ToolResolver).
 var wrappedPrograms = []string{"iptables-legacy-restore", "iptables-nft-restore", "ipset", "nft"}
-
-// syncErrorsUncovered are the modes whose rule program the PATH wrappers
-// of injectSyncErrors never see, with why: knftables resolves nft once,
-// when the proxier opens its table (before the churn phase), and runs that
-// path at every sync.
-var syncErrorsUncovered = map[string]string{
-	"nftables": "no sync errors were injected into nftables (knftables resolves nft once, when the proxier is made, so the failure.syncErrors PATH wrapper never runs); its churn figures are without injected failures",
-}
-
-// syncErrorsNotInjected returns the fault to record for mode when
-// failure.syncErrors is set but cannot reach that mode's rule program, or
-// "" when it can (or syncErrors is off).
-func syncErrorsNotInjected(sc *scenarios.Scenario, mode string) string {
-	if !sc.Failure.SyncErrors.Set() {
-		return ""
-	}
-	return syncErrorsUncovered[mode]
-}
 
 // maxInjectCalls bounds the precomputed list of failing calls.
 const maxInjectCalls = 100000
@@ -44,8 +27,11 @@ const maxInjectCalls = 100000
 // listed in the folder's "fail" file (every N-th, or drawn at rate with
 // seed), reads its input and exits 1 with a message, as the real tool
 // exits non-zero when it fails. restore puts PATH back and removes the
-// folder. Programs resolved before (knftables resolves nft when the
-// proxier is made) are not affected.
+// folder. A proxier that resolved its program before (knftables resolves nft
+// when it is opened) must resolve it again (proxymodes.ToolResolver). The
+// nft wrapper counts and fails only rule-programming calls ("nft -f"
+// without --check); its version, check and list calls run the real nft
+// uncounted, as they program nothing.
 func injectSyncErrors(se scenarios.SyncErrorsSpec, seed int64) (restore func(), err error) {
 	dir, err := os.MkdirTemp("", "proxybench-syncerrors-")
 	if err != nil {
@@ -69,6 +55,13 @@ func injectSyncErrors(se scenarios.SyncErrorsSpec, seed int64) (restore func(), 
 		}
 		script := fmt.Sprintf(`#!/bin/sh
 # proxybench failure.syncErrors: wraps %[1]s
+if [ '%[3]s' = nft ]; then
+	prog=0
+	for a in "$@"; do
+		case "$a" in -f) prog=1 ;; -c|--check) prog=0; break ;; esac
+	done
+	[ "$prog" = 1 ] || exec '%[1]s' "$@"
+fi
 exec 9>>'%[2]s/lock'
 flock 9
 n=$(( $(cat '%[2]s/count' 2>/dev/null || echo 0) + 1 ))

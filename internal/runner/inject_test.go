@@ -3,14 +3,18 @@
 package runner
 
 import (
+	"context"
+	"net/netip"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/proxybench/proxybench/internal/testenv"
+	"github.com/proxybench/proxybench/proxymodes/nftables"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/workload"
 )
 
 // TestInjectSyncErrors: with every: 3, calls 3 and 6 of the wrapped
@@ -74,23 +78,51 @@ func TestSyncFailures(t *testing.T) {
 	}
 }
 
-// TestSyncErrorsNotInjected: with failure.syncErrors set, nftables (whose
-// nft knftables resolves once) gets a fault saying plainly that nothing
-// was injected, the PATH-wrapped modes get none; with it off, no mode does.
-func TestSyncErrorsNotInjected(t *testing.T) {
-	sc := &scenarios.Scenario{}
-	sc.Failure.SyncErrors = &scenarios.SyncErrorsSpec{Every: 3}
-	got := syncErrorsNotInjected(sc, "nftables")
-	if !strings.Contains(got, "no sync errors were injected into nftables") || !strings.Contains(got, "resolves nft once") {
-		t.Errorf("nftables with syncErrors: fault %q, want it to say no sync errors were injected and why", got)
+// TestSyncErrorsReachNftables: after ResolveTools, the nftables proxier's
+// knftables handle runs the failure.syncErrors wrapper: with every: 2,
+// every second rule-programming call ("nft -f") fails with the wrapper's
+// message and non-zero exit, the others program the table (knftables'
+// version and check calls are not counted); after restore and another
+// ResolveTools it syncs with the real nft again.
+func TestSyncErrorsReachNftables(t *testing.T) {
+	testenv.RequireKernel(t, "nft", "flock")
+	ns := testenv.NewNetns(t, "se")
+	p := nftables.New(nftables.Config{}, ns)
+	svcs := []workload.Service{{Name: "svc-1", Namespace: "pb", ClusterIP: netip.MustParseAddr("198.18.0.1"),
+		Ports:     []workload.ServicePort{{Name: "p80", Protocol: "TCP", Port: 80, TargetPort: 8080}},
+		Endpoints: []workload.Endpoint{workload.NewEndpoint(netip.MustParseAddr("198.19.0.1"))}}}
+	ctx := context.Background()
+	if _, err := p.Sync(ctx, svcs); err != nil {
+		t.Fatal(err) // resolves the real nft
 	}
-	for _, mode := range []string{"iptables", "ipvs"} {
-		if got := syncErrorsNotInjected(sc, mode); got != "" {
-			t.Errorf("%s with syncErrors: fault %q, want none (its programs go through PATH)", mode, got)
+	restore, err := injectSyncErrors(scenarios.SyncErrorsSpec{Every: 2}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ResolveTools()
+	var failed int
+	for i := 0; i < 4; i++ {
+		p.ForceFullSync()
+		_, err := p.Sync(ctx, svcs)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "proxybench failure.syncErrors"):
+			failed++
+		case err != nil:
+			t.Fatalf("sync %d: %v", i+1, err)
 		}
 	}
-	sc.Failure.SyncErrors = nil
-	if got := syncErrorsNotInjected(sc, "nftables"); got != "" {
-		t.Errorf("nftables without syncErrors: fault %q, want none", got)
+	restore()
+	p.ResolveTools()
+	// A full sync sends two nft -f transactions ("chains", "elements"):
+	// with every second call failing, each of the 4 syncs fails on one.
+	if failed == 0 {
+		t.Fatalf("no sync failed: the wrapper did not reach nftables")
 	}
+	if _, err := p.Sync(ctx, svcs); err != nil {
+		t.Fatalf("sync after restore: %v", err)
+	}
+	if out, err := ns.Run(ctx, nil, "nft", "list", "table", "ip", "kube-proxy"); err != nil || !strings.Contains(string(out), "198.18.0.1") {
+		t.Fatalf("table after restore: %v\n%s", err, out)
+	}
+	t.Logf("%d of 4 full syncs failed", failed)
 }

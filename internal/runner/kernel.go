@@ -436,29 +436,55 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	res, err := uml.Run(ctx, uml.Guest{
 		Kernel: k, MemoryMiB: sc.UML.MemoryMiB, Timeout: sc.UML.Timeout.Duration, Modules: GuestModules(sc),
 		Argv: []string{exe, "run", filepath.Join(uml.GuestMount, "scenario.yaml"), "--kernel", "host",
-			"--run-id", o.RunID, "--output", filepath.Join(uml.GuestMount, "result.json")},
+			"--run-id", o.RunID, "--output", filepath.Join(uml.GuestMount, "result.json"),
+			"--checkpoint", filepath.Join(uml.GuestMount, "checkpoint.json")},
 		WorkDir: dir, Console: guestConsole(console, k.Name),
 	})
 	o.Progress.Done()
-	if err != nil {
-		return nil, err
-	}
-	r, rerr := reports.Read(filepath.Join(dir, "result.json"))
-	if r != nil {
+	// fromGuest marks a result read from the guest's folder as this
+	// kernel's.
+	fromGuest := func(r *reports.Result) *reports.Result {
 		r.Machine.KernelWhere = "uml"
 		r.Machine.HostKernel = kernelRelease()
-		r.Machine.GuestInitNs = int64(res.Init)
-		r.Machine.GuestBootNs = int64(res.Boot)
-		r.Machine.GuestElapsedNs = int64(res.Elapsed)
+		if res != nil {
+			r.Machine.GuestInitNs = int64(res.Init)
+			r.Machine.GuestBootNs = int64(res.Boot)
+			r.Machine.GuestElapsedNs = int64(res.Elapsed)
+		}
 		r.Kernels = nil // the guest's own entry says "host"; Execute adds this kernel's
 		for i := range r.Modes {
 			r.Modes[i].Kernel = k.Name
 		}
+		return r
+	}
+	// checkpoint is what the guest had finished when it was stopped: the
+	// modes its run saved after each one (Options.Checkpoint), nil when
+	// none had finished.
+	checkpoint := func() *reports.Result {
+		cp, cerr := reports.Read(filepath.Join(dir, "checkpoint.json"))
+		if cerr != nil || len(cp.Modes) == 0 {
+			return nil
+		}
+		return fromGuest(cp)
+	}
+	if err != nil {
+		// Killed (SIGINT, timeout) or crashed: keep its finished modes.
+		if cp := checkpoint(); cp != nil {
+			return cp, err
+		}
+		return nil, err
+	}
+	r, rerr := reports.Read(filepath.Join(dir, "result.json"))
+	if r != nil {
+		fromGuest(r)
 	}
 	if res.ExitCode != 0 {
 		err := fmt.Errorf("the run inside the user-mode-linux guest %s failed (exit %d); its console is above", k.Name, res.ExitCode)
 		if r != nil && r.Partial != "" {
 			return r, err // the guest saved what it had finished
+		}
+		if cp := checkpoint(); cp != nil {
+			return cp, err
 		}
 		return nil, err
 	}

@@ -63,6 +63,12 @@ type Options struct {
 	RunID    string // empty: a new one
 	Version  string
 	Progress Progress
+	// Checkpoint, when set, is a path Run rewrites (atomically) after
+	// every finished mode with the result so far, marked partial: a run
+	// inside a user-mode-linux guest writes it to the host folder, so the
+	// host keeps the guest's finished modes when the guest is killed
+	// (SIGINT, timeout, crash).
+	Checkpoint string
 	// LookPath and Geteuid are os/exec.LookPath and os.Geteuid, replaceable in tests.
 	LookPath func(string) (string, error)
 	Geteuid  func() int
@@ -194,6 +200,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 				}
 				mr.Services = n
 				res.Modes = append(res.Modes, *mr)
+				checkpoint(res, o.Checkpoint)
 			}
 		}
 	}
@@ -304,9 +311,6 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		}
 	}
 	if sc.Churn.Rate > 0 && !m.Direct {
-		if note := syncErrorsNotInjected(sc, m.Name); note != "" {
-			f.add("%s", note)
-		}
 		values, period, err := m.ChurnSyncPeriods(sc)
 		if err != nil {
 			return mr, err
@@ -367,24 +371,42 @@ func IsInput(err error) bool {
 // without ip_vs, is skipped; a key the scenario gives must exist) and
 // returns what the first node reads back.
 func nodeSysctls(sc *scenarios.Scenario, tb *topology.Testbed) (map[string]string, error) {
+	return applyNodeSysctls(sc, tb, "", nil)
+}
+
+// applyNodeSysctls is nodeSysctls for the keys starting with prefix, with
+// override's values replacing the scenario's (a phase's pass, such as
+// conn-reuse's conn_reuse_mode values; an overridden key must exist).
+// Keys are written only where the value differs, on every node.
+func applyNodeSysctls(sc *scenarios.Scenario, tb *topology.Testbed, prefix string, override map[string]string) (map[string]string, error) {
 	out := map[string]string{}
-	keys := make([]string, 0, len(sc.Node.Sysctls))
-	for k := range sc.Node.Sysctls {
+	want := map[string]string{}
+	for k, v := range sc.Node.Sysctls {
+		if strings.HasPrefix(k, prefix) {
+			want[k] = v
+		}
+	}
+	for k, v := range override {
+		want[k] = v
+	}
+	keys := make([]string, 0, len(want))
+	for k := range want {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
 		path := strings.ReplaceAll(k, ".", "/")
+		_, overridden := override[k]
 		for i, n := range tb.Nodes {
 			got, err := n.ReadSysctl(path)
 			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) && scenarios.NodeSysctlDefaults[k] == sc.Node.Sysctls[k] {
+				if errors.Is(err, fs.ErrNotExist) && !overridden && scenarios.NodeSysctlDefaults[k] == want[k] {
 					break // not in this kernel or without its module: left out
 				}
 				return nil, fmt.Errorf("node.sysctls.%s: %w", k, err)
 			}
-			if got != sc.Node.Sysctls[k] {
-				if err := n.Sysctl(path, sc.Node.Sysctls[k]); err != nil {
+			if got != want[k] {
+				if err := n.Sysctl(path, want[k]); err != nil {
 					return nil, fmt.Errorf("node.sysctls.%s: %w", k, err)
 				}
 				if got, err = n.ReadSysctl(path); err != nil {
@@ -425,4 +447,23 @@ func icmpCounters(tb *topology.Testbed) (reports.ICMPCounters, error) {
 		c.SynRetrans += m["TcpExt.TCPSynRetrans"]
 	}
 	return c, nil
+}
+
+// checkpoint writes res, marked partial, to path (nothing when path is
+// empty). A failed write does not stop the run: the checkpoint only
+// matters if the run is killed, and the final result is written anyway.
+func checkpoint(res *reports.Result, path string) {
+	if path == "" {
+		return
+	}
+	cp := *res
+	cp.Finished = time.Now()
+	done := make([]string, 0, len(res.Modes))
+	for _, m := range res.Modes {
+		done = append(done, m.Mode)
+	}
+	cp.Partial = "stopped before the run finished; checkpoint after modes " + strings.Join(done, ", ")
+	if err := cp.Write(path); err != nil {
+		fmt.Fprintf(os.Stderr, "proxybench: checkpoint %s: %v\n", path, err)
+	}
 }

@@ -69,6 +69,14 @@ func (p *Proxier) ForceFullSync() {
 	p.mu.Unlock()
 }
 
+// ResolveTools drops the knftables handle, so the next Sync makes a new one
+// and knftables.New looks nft up on PATH again (proxymodes.ToolResolver).
+func (p *Proxier) ResolveTools() {
+	p.mu.Lock()
+	p.nft = nil
+	p.mu.Unlock()
+}
+
 // open returns the knftables Interface, creating it inside ns (knftables.New
 // runs "nft --version" and "nft --check").
 func (p *Proxier) open() (knftables.Interface, error) {
