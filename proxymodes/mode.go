@@ -29,8 +29,21 @@ type Node interface {
 // the same function of the mode's package (ConfigFromScenario), so the
 // real run and the sim model the same rules.
 type Mode struct {
-	// Name as written in scenarios ("iptables").
+	// Name as written in scenarios ("iptables"); for another
+	// implementation's variant of a mode, its row label ("nftables
+	// (kube-proxy)").
 	Name string
+	// Base is, for a variant, the name of the builtin mode it implements
+	// ("nftables"); "" for a builtin mode (BaseName returns Name then).
+	Base string
+	// Implementation is "" for proxybench's own proxier (builtin), else
+	// the implementation the variant runs ("kube-proxy": package
+	// proxymodes/kubeproxy makes it from the builtin Mode).
+	Implementation string
+	// SingleFullSync: sync.full is measured once per run, on the node, not
+	// repeated in scratch namespaces (a kube-proxy full sync starts a
+	// control plane and creates every API object).
+	SingleFullSync bool
 	// New builds the mode's proxier for sc, programming node. It touches
 	// no kernel until the first Sync.
 	New func(sc *scenarios.Scenario, node Node) (Proxier, error)
@@ -74,6 +87,23 @@ type Mode struct {
 	// Probe checks, in a throwaway namespace, that the kernel has what the
 	// mode needs; it returns whether it does and why (for doctor).
 	Probe func(ctx context.Context, node Node) (ok bool, why string)
+}
+
+// BaseName is the builtin mode m implements: Base, or Name for a builtin
+// mode.
+func (m Mode) BaseName() string {
+	if m.Base != "" {
+		return m.Base
+	}
+	return m.Name
+}
+
+// ImplementationName is "builtin" or the variant's implementation.
+func (m Mode) ImplementationName() string {
+	if m.Implementation == "" {
+		return "builtin"
+	}
+	return m.Implementation
 }
 
 // ChurnSyncPeriods returns, for m, the minSyncPeriod values its churn

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -88,4 +89,35 @@ func KernelSide(r *Result, name string) (*Result, error) {
 		sub.Modes[i].Kernel = ""
 	}
 	return sub, nil
+}
+
+// RowSide returns the rows of r named row (ModeResult.Mode, e.g. "nftables
+// (kube-proxy v1.36.3)"), renamed to as, with r's mode none kept as their
+// baseline, as a result of their own: for Compare, so that two rows of one
+// run (two implementations or kube-proxy versions) are matched as one
+// figure. The error names the rows r has.
+func RowSide(r *Result, row, as string) (*Result, error) {
+	c := *r
+	c.Modes = nil
+	found := false
+	for _, m := range r.Modes {
+		switch {
+		case m.Mode == row:
+			m.Mode, m.Implementation, m.BaseMode = as, "", ""
+			c.Modes = append(c.Modes, m)
+			found = true
+		case m.Mode == "none" && row != "none":
+			c.Modes = append(c.Modes, m)
+		}
+	}
+	if !found {
+		var names []string
+		for _, m := range r.Modes {
+			if !slices.Contains(names, m.Mode) {
+				names = append(names, m.Mode)
+			}
+		}
+		return nil, fmt.Errorf("run %s has no row %q; its rows: %s", r.RunID, row, strings.Join(names, ", "))
+	}
+	return &c, nil
 }

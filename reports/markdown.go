@@ -150,6 +150,7 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 	writeSyncDisruptionMarkdown(b, r)
 	writeLifecycleMarkdown(b, r)
 	writeConnReuseMarkdown(b, r)
+	writeImplementationsMarkdown(b, r)
 }
 
 // writeKernelsMarkdown puts the kernels side by side: per mode, its

@@ -36,6 +36,10 @@ type Result struct {
 	// (interrupted by a signal, a mode failed): Modes holds what was
 	// finished, and the modes and phases missing were never measured.
 	Partial string `json:"partial,omitempty"`
+	// Skipped are rows the scenario asked for that this run did not make,
+	// each with why (e.g. "ipvs (kube-proxy): not yet in a user-mode-linux
+	// guest").
+	Skipped []string `json:"skipped,omitempty"`
 	// NodeSysctls are the sysctls of the node namespaces (the scenario's
 	// node.sysctls over stock-node defaults), key → value as read back
 	// from the first node after setting them.
@@ -93,7 +97,17 @@ type KernelRun struct {
 
 // ModeResult holds one proxy mode's figures.
 type ModeResult struct {
+	// Mode is the row's name: the mode ("nftables"), or for another
+	// implementation its label ("nftables (kube-proxy)", "nftables
+	// (kube-proxy v1.36.3)").
 	Mode string `json:"mode"`
+	// Implementation is "kube-proxy" for a kube-proxy row ("" builtin);
+	// BaseMode is then the mode it runs ("nftables").
+	Implementation string `json:"implementation,omitempty"`
+	BaseMode       string `json:"baseMode,omitempty"`
+	// KubeProxy records a kube-proxy row: version, config, flags, log,
+	// setup, kube-proxy's own sync metrics and its resource use.
+	KubeProxy *measure.KubeProxy `json:"kubeProxy,omitempty"`
 	// Kernel is where this mode ran: "host", or a guest kernel's name
 	// (KernelRun.Name; "uml" in results before kernels had names);
 	// figures compare only between modes of one kernel.

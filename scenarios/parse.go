@@ -128,6 +128,13 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 		}
 		return
 	}
+	if t == reflect.TypeFor[FreeForm]() {
+		// Decoded as is; its owner checks the fields (kubeProxy.config).
+		if n.Kind != yaml.MappingNode {
+			w.fail(path, n.Line, "want a mapping, got "+describe(n), "write key: value lines")
+		}
+		return
+	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		w.leaf(n, t, path)
 		return
@@ -371,4 +378,15 @@ func editDistance(a, b string) int {
 		}
 	}
 	return d[len(a)][len(b)]
+}
+
+// UnmarshalYAML decodes a free-form mapping with plain map[string]any
+// values inside (not FreeForm), as its owner reads them.
+func (f *FreeForm) UnmarshalYAML(n *yaml.Node) error {
+	var m map[string]any
+	if err := n.Decode(&m); err != nil {
+		return err
+	}
+	*f = m
+	return nil
 }

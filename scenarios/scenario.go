@@ -35,6 +35,17 @@ type Scenario struct {
 	// iptables, ipvs, nftables, userspace), checked by Catalog.Parse.
 	Modes []string `yaml:"modes" json:"modes"`
 
+	// Implementation lists who programs each mode's rules (default
+	// [builtin]): builtin (proxybench's own re-implementation of
+	// kube-proxy's rules, the reference the sim models) and kube-proxy (the
+	// real kube-proxy binary, with a control plane of the run's own; modes
+	// iptables, ipvs and nftables, kubeProxy.modes narrows them). Both: one
+	// row each, reported side by side as "nftables" and "nftables
+	// (kube-proxy)", always on one kernel.
+	Implementation []string `yaml:"implementation,omitempty" json:"implementation,omitempty"`
+	// KubeProxy configures implementation kube-proxy (KubeProxySpec).
+	KubeProxy KubeProxySpec `yaml:"kubeProxy,omitempty" json:"kubeProxy,omitempty"`
+
 	// Kernel picks where the modes run: auto (default: the host when its
 	// kernel supports every requested mode, else one user-mode-linux
 	// kernel that runs them all, else a split), or a comma-separated list
@@ -703,6 +714,97 @@ var NodeSysctlDefaults = map[string]string{
 	"net.netfilter.nf_conntrack_tcp_timeout_established": "432000",
 	"net.netfilter.nf_conntrack_udp_timeout":             "30",
 	"net.netfilter.nf_conntrack_tcp_be_liberal":          "0",
+}
+
+// Implementations of a mode (Scenario.Implementation).
+const (
+	// ImplBuiltin is proxybench's own proxier (proxymodes/<mode>).
+	ImplBuiltin = "builtin"
+	// ImplKubeProxy is the real kube-proxy (proxymodes/kubeproxy).
+	ImplKubeProxy = "kube-proxy"
+)
+
+// KubeProxyModes are the modes kube-proxy has (its --proxy-mode values on
+// Linux); userspace was removed in v1.26, none is no proxy at all.
+var KubeProxyModes = []string{"iptables", "ipvs", "nftables"}
+
+// KubeProxySpec configures implementation kube-proxy.
+type KubeProxySpec struct {
+	// Binaries are the kube-proxy programs to run (run --kube-proxy
+	// overrides them); default [bin/kube-proxy], the one beside
+	// proxybench's own binary. Each is its own row; with more than one the
+	// rows carry the version, e.g. "nftables (kube-proxy v1.36.3)".
+	Binaries []string `yaml:"binaries,omitempty" json:"binaries,omitempty"`
+	// Modes are the modes run by kube-proxy as well (default: every mode of
+	// modes that kube-proxy has, KubeProxyModes).
+	Modes []string `yaml:"modes,omitempty" json:"modes,omitempty"`
+	// Config holds KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1)
+	// fields passed to kube-proxy verbatim, e.g. {featureGates:
+	// {NFTablesProxyMode: true}}; they override what the scenario's
+	// iptables, ipvs and nftables blocks give. The fields the testbed owns
+	// (kubeproxy.Owned: addresses, kubeconfig, global conntrack sysctls)
+	// are refused.
+	Config FreeForm `yaml:"config,omitempty" json:"config,omitempty"`
+	// Verbosity is kube-proxy's -v (default 2: a line per sync with its
+	// duration; 4 adds the steps of each sync).
+	Verbosity int `yaml:"verbosity,omitempty" json:"verbosity,omitempty"`
+}
+
+// FreeForm is a YAML mapping of any shape, decoded as is (strict field
+// checks do not apply inside it; its owner checks it).
+type FreeForm map[string]any
+
+// Implementations returns the implementations mode runs with, in row
+// order: builtin first, then kube-proxy when the scenario asks for it and
+// kube-proxy has the mode (KubeProxySpec.Modes narrowing it).
+func (s *Scenario) Implementations(mode string) []string {
+	impls := s.Implementation
+	if len(impls) == 0 {
+		impls = []string{ImplBuiltin}
+	}
+	var out []string
+	for _, i := range []string{ImplBuiltin, ImplKubeProxy} {
+		if !contains(impls, i) {
+			continue
+		}
+		if i == ImplKubeProxy && !s.KubeProxyRuns(mode) {
+			continue
+		}
+		out = append(out, i)
+	}
+	if len(out) == 0 && !s.KubeProxyRuns(mode) {
+		// implementation: [kube-proxy] and a mode kube-proxy lacks (none,
+		// the baseline): builtin.
+		out = []string{ImplBuiltin}
+	}
+	return out
+}
+
+// KubeProxyRuns reports whether mode runs with implementation kube-proxy.
+func (s *Scenario) KubeProxyRuns(mode string) bool {
+	if !contains(s.Implementation, ImplKubeProxy) || !contains(KubeProxyModes, mode) {
+		return false
+	}
+	return len(s.KubeProxy.Modes) == 0 || contains(s.KubeProxy.Modes, mode)
+}
+
+// UsesKubeProxy reports whether any mode runs with kube-proxy.
+func (s *Scenario) UsesKubeProxy() bool {
+	for _, m := range s.Modes {
+		if s.KubeProxyRuns(m) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }
 
 // NodeSysctlRanges are the values validate accepts per node sysctl,

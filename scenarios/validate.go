@@ -267,6 +267,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).weights,
 		(*checker).traffic,
 		(*checker).engine,
+		(*checker).implementation,
 		(*checker).affinity,
 		(*checker).ipvs,
 		(*checker).periods,
@@ -1190,5 +1191,85 @@ func (s *Scenario) validateKernel(add func(field, msg, fix string)) {
 		if j := slices.Index(names, n); j < i {
 			add("kernel", fmt.Sprintf("%q is listed twice", n), "remove the duplicate")
 		}
+	}
+}
+
+// implementation checks implementation and kubeProxy: known names, modes
+// kube-proxy has, and what implementation kube-proxy does not run yet
+// (the sim, several nodes, the phases that drive a proxier directly).
+func (c *checker) implementation() {
+	s := c.s
+	if len(s.Implementation) == 0 && !s.has("implementation") {
+		if s.has("kubeProxy") {
+			c.add("kubeProxy", "is set but no mode runs with kube-proxy", "add implementation: [builtin, kube-proxy] (or --implementation builtin,kube-proxy), or remove kubeProxy")
+		}
+		return
+	}
+	c.list("implementation", s.Implementation, []string{ImplBuiltin, ImplKubeProxy})
+	if !contains(s.Implementation, ImplKubeProxy) {
+		if s.has("kubeProxy") {
+			c.add("kubeProxy", "is set but implementation does not list kube-proxy", "add kube-proxy to implementation, or remove kubeProxy")
+		}
+		return
+	}
+	for i, m := range s.KubeProxy.Modes {
+		f := fmt.Sprintf("kubeProxy.modes[%d]", i)
+		switch {
+		case !contains(KubeProxyModes, m):
+			c.add(f, fmt.Sprintf("kube-proxy has no mode %q", m), "use one of "+strings.Join(KubeProxyModes, ", "))
+		case !contains(s.Modes, m):
+			c.add(f, fmt.Sprintf("mode %q is not in modes", m), "add it to modes, or remove it here")
+		case slices.Index(s.KubeProxy.Modes, m) < i:
+			c.add(f, fmt.Sprintf("%q is listed twice", m), "remove the duplicate")
+		}
+	}
+	if !s.UsesKubeProxy() {
+		c.add("implementation", "lists kube-proxy, but no mode of modes runs with it (kube-proxy has "+strings.Join(KubeProxyModes, ", ")+")", "add one of them to modes (and kubeProxy.modes), or remove kube-proxy")
+		return
+	}
+	if !contains(s.Implementation, ImplBuiltin) {
+		for i, m := range s.Modes {
+			if m != "none" && !contains(KubeProxyModes, m) {
+				c.add(fmt.Sprintf("modes[%d]", i), fmt.Sprintf("mode %s has no kube-proxy implementation (kube-proxy has %s) and implementation lists only kube-proxy", m, strings.Join(KubeProxyModes, ", ")),
+					"add builtin to implementation, or remove the mode")
+			}
+		}
+	}
+	for i, b := range s.KubeProxy.Binaries {
+		f := fmt.Sprintf("kubeProxy.binaries[%d]", i)
+		if b == "" {
+			c.add(f, "is empty", "give the path of a kube-proxy binary")
+		} else if slices.Index(s.KubeProxy.Binaries, b) < i {
+			c.add(f, fmt.Sprintf("%q is listed twice", b), "remove the duplicate")
+		}
+	}
+	if s.KubeProxy.Verbosity != 0 || s.has("kubeProxy.verbosity") {
+		c.between("kubeProxy.verbosity", s.KubeProxy.Verbosity, 0, 10)
+	}
+	notYet := func(field, what string) {
+		c.add(field, "not yet with implementation kube-proxy: "+what, "run it with implementation: [builtin] in a scenario of its own, or drop it here")
+	}
+	if s.Engine == "sim" {
+		c.add("implementation", "the sim engine models builtin only (its rules are rendered without a kernel); kube-proxy runs only on the real engine", "use engine: real, or implementation: [builtin]")
+	}
+	if s.Topology.NodeCount() > 1 {
+		notYet("topology.nodes", "kube-proxy runs on one node per run for now (a control plane per mode, one node)")
+	}
+	if len(s.Sweep.Services) > 0 {
+		notYet("sweep.services", "a size sweep (each size would start its own control plane)")
+	}
+	if s.Churn.Rate > 0 {
+		notYet("churn", "the churn phase drives the proxier's sync loop directly; kube-proxy runs its own (sync.incremental goes through the API)")
+	}
+	for _, b := range []struct {
+		field string
+		set   bool
+	}{{"transitions", s.Transitions != nil}, {"lifecycle", s.Lifecycle != nil}, {"connReuse", s.ConnReuse != nil}} {
+		if b.set {
+			notYet(b.field, "this phase restarts or reconfigures the proxier directly")
+		}
+	}
+	if s.Failure.SyncErrors.Set() {
+		notYet("failure.syncErrors", "sync errors are injected into proxybench's own rule programs")
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/csv"
 	"fmt"
 	"io"
 	"os"
@@ -17,11 +18,11 @@ import (
 var compareFormats = []string{"text", "benchstat", "junit", "json"}
 
 func newCompareCmd() *cobra.Command {
-	var tolerance, format, output, gateFlag, kernels string
+	var tolerance, format, output, gateFlag, kernels, rowsFlag string
 	var alpha float64
 	var failOnRegression, force, anySize, selfCheck bool
 	cmd := &cobra.Command{
-		Use:   "compare BASE.json... -- NEW.json...  |  compare BASE.json NEW.json  |  compare RUN.json --kernels A,B",
+		Use:   "compare BASE.json... -- NEW.json...  |  compare BASE.json NEW.json  |  compare RUN.json --kernels A,B  |  compare RUN.json --rows A,B",
 		Short: "Compare runs figure by figure across runs, with a rank test and a noise floor",
 		Long: `compare judges every gate figure of the NEW runs against the BASE runs
 across runs: each run gives one value per figure (lookup.latency.p50 and .p99,
@@ -55,6 +56,13 @@ kernel A of BASE and kernel B of NEW, and --kernels A kernel A of both.
 Absolute guest figures are not host figures (syscalls cost ~25x more in a
 guest): between the host and a guest kernel, read the vsnone figures.
 
+--rows compares two rows of one run instead of builds (implementations and
+kube-proxy versions): with one result, --rows A,B compares row A (base) with
+row B (new), e.g. --rows "nftables (kube-proxy v1.36.3)","nftables (kube-proxy
+v1.37.2)" or --rows nftables,"nftables (kube-proxy)" (builtin against
+kube-proxy); with two sides, row A of BASE and row B of NEW. Both rows keep
+their run's mode none as the baseline of the vsnone figures.
+
 Exit codes: 0 no flagged regression (or --fail-on-regression not given),
 1 a flagged regression of a gated figure with --fail-on-regression, 2 bad
 input or refused runs.`,
@@ -64,7 +72,8 @@ input or refused runs.`,
   proxybench compare --format benchstat base-*.json -- new-*.json   # flags before --
   proxybench compare base.json new.json --format junit --output compare.xml
   proxybench compare --self-check aa/a-*.json -- aa/b-*.json
-  proxybench compare results/kernel-upgrade.json --kernels uml:6.1,uml:6.12`,
+  proxybench compare results/kernel-upgrade.json --kernels uml:6.1,uml:6.12
+  proxybench compare results/kp.json --rows "nftables (kube-proxy v1.36.3)","nftables (kube-proxy v1.37.2)"`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(compareFormats, format) {
@@ -83,7 +92,10 @@ input or refused runs.`,
 			} else if len(args) == 2 {
 				basePaths, newPaths = args[:1], args[1:]
 			}
-			oneFile := len(args) == 1 && kernels != ""
+			if kernels != "" && rowsFlag != "" {
+				return badInput(fmt.Errorf("--kernels and --rows: give one of them"))
+			}
+			oneFile := len(args) == 1 && (kernels != "" || rowsFlag != "")
 			if oneFile {
 				newPaths = args // the same run, the other kernel
 			}
@@ -141,6 +153,32 @@ input or refused runs.`,
 					fmt.Fprintln(os.Stderr, "note: one side ran on the host and one in a user-mode-linux guest; absolute figures differ by the guest's syscall cost, read the vsnone figures")
 				}
 			}
+			if rowsFlag != "" {
+				rs, err := csv.NewReader(strings.NewReader(rowsFlag)).Read()
+				if err != nil || len(rs) != 2 {
+					return badInput(fmt.Errorf("--rows %q: give two rows A,B (quote a name with a comma)", rowsFlag))
+				}
+				a, b := strings.TrimSpace(rs[0]), strings.TrimSpace(rs[1])
+				as := a + " → " + b
+				side := func(in []*reports.Result, row string) ([]*reports.Result, error) {
+					var out []*reports.Result
+					for _, r := range in {
+						s, err := reports.RowSide(r, row, as)
+						if err != nil {
+							return nil, fmt.Errorf("--rows: %w", err)
+						}
+						out = append(out, s)
+					}
+					return out, nil
+				}
+				if base, err = side(base, a); err != nil {
+					return badInput(err)
+				}
+				if cur, err = side(cur, b); err != nil {
+					return badInput(err)
+				}
+				fmt.Fprintf(os.Stderr, "base: row %s, new: row %s\n", a, b)
+			}
 			for _, r := range append(base[1:], cur...) {
 				if oneFile {
 					break // two kernels of the same runs: one machine by construction
@@ -159,6 +197,10 @@ input or refused runs.`,
 			}
 			opt := reports.CompareOptions{Tolerance: tol, Alpha: alpha, AnySize: anySize, Gate: gate}
 			cs := reports.CompareRuns(base, cur, opt)
+			if rowsFlag != "" {
+				// The run's mode none is both sides' baseline, not a row compared.
+				cs = slices.DeleteFunc(cs, func(c reports.Change) bool { return c.Mode == "none" })
+			}
 			if len(cs) == 0 {
 				return badInput(fmt.Errorf("no figure is present on both sides (different modes, sizes or positions; --any-size matches different sizes)"))
 			}
@@ -197,6 +239,7 @@ input or refused runs.`,
 	cmd.Flags().BoolVar(&selfCheck, "self-check", false, "read the sides as an A/A experiment: print the false-alarm rate and the noise floor per figure")
 	cmd.Flags().StringVarP(&format, "format", "f", "text", "text, benchstat (its table, ~ and p-values), junit (one testcase per gated figure) or json")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	cmd.Flags().StringVar(&rowsFlag, "rows", "", "compare rows: A,B of one result (e.g. nftables,\"nftables (kube-proxy)\" or two kube-proxy versions), or row A of BASE with row B of NEW")
 	cmd.Flags().StringVar(&kernels, "kernels", "", "compare kernels: A,B of one result (e.g. uml:6.1,uml:6.12), or kernel A of BASE with B of NEW")
 	return cmd
 }

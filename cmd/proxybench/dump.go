@@ -81,7 +81,7 @@ user-mode-linux guest, as run does (--kernel). Needs root.`,
 		},
 	}
 	cmd.Flags().StringVar(&f.mode, "mode", "", "the mode to dump: iptables, ipvs or nftables (required)")
-	cmd.Flags().StringVar(&f.impl, "implementation", fidelity.Builtin, "builtin (proxybench's own proxier) or kube-proxy (the real kube-proxy with a control plane)")
+	cmd.Flags().StringVar(&f.impl, "implementation", fidelity.Builtin, "builtin (proxybench's own proxier), kube-proxy (the real kube-proxy with a control plane), or both as builtin,kube-proxy (as run --implementation): one reading after the other")
 	cmd.Flags().StringVar(&f.kubeProxy, "kube-proxy", "", "the kube-proxy binary for --implementation kube-proxy and --diff (default bin/kube-proxy beside proxybench, or $PROXYBENCH_KUBE_BIN/kube-proxy)")
 	cmd.Flags().StringVar(&f.kernel, "kernel", "", "the kernel to run on instead of the scenario's (host, uml, uml:6.12, ...; default auto: the host when it can run the mode)")
 	cmd.Flags().BoolVar(&f.diff, "diff", false, "run builtin and kube-proxy and print their normalised difference (exit 1 when a difference is not documented)")
@@ -159,16 +159,19 @@ func checkDump(cmd *cobra.Command, sc *scenarios.Scenario, f *dumpFlags) (fideli
 	if !slices.Contains(dumpModes, f.mode) {
 		return kb, fmt.Errorf("--mode %q: dump reads back the kernel rulesets of %s; fix: use one of them", f.mode, strings.Join(dumpModes, ", "))
 	}
-	if !slices.Contains(fidelity.Implementations, f.impl) {
-		return kb, fmt.Errorf("--implementation %q: want builtin or kube-proxy; fix: --implementation builtin (proxybench's own) or --implementation kube-proxy", f.impl)
+	for _, impl := range strings.Split(f.impl, ",") {
+		if !slices.Contains(fidelity.Implementations, impl) {
+			return kb, fmt.Errorf("--implementation %q: want builtin, kube-proxy or builtin,kube-proxy; fix: --implementation builtin (proxybench's own) or --implementation kube-proxy", f.impl)
+		}
 	}
+	kubeProxy := slices.Contains(strings.Split(f.impl, ","), fidelity.KubeProxy)
 	if f.diff && cmd.Flags().Changed("implementation") {
 		return kb, fmt.Errorf("--diff runs both implementations; fix: drop --implementation")
 	}
 	if f.diff && f.normalise {
 		return kb, fmt.Errorf("--diff already prints the normalised comparison; fix: drop --normalise")
 	}
-	if cmd.Flags().Changed("kube-proxy") && !f.diff && f.impl != fidelity.KubeProxy {
+	if cmd.Flags().Changed("kube-proxy") && !f.diff && !kubeProxy {
 		return kb, fmt.Errorf("--kube-proxy is for --implementation kube-proxy or --diff; fix: add one of them, or drop --kube-proxy")
 	}
 	if os.Geteuid() != 0 {
@@ -184,7 +187,7 @@ func checkDump(cmd *cobra.Command, sc *scenarios.Scenario, f *dumpFlags) (fideli
 			return kb, fmt.Errorf("--mode %s needs %s, which is not on PATH; fix: run make setup", f.mode, b)
 		}
 	}
-	if f.diff || f.impl == fidelity.KubeProxy {
+	if f.diff || kubeProxy {
 		var err error
 		if kb, err = kubeBinaries(f.kubeProxy); err != nil {
 			return kb, err
@@ -218,7 +221,7 @@ func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
 	if err != nil {
 		return badInput(err)
 	}
-	impls := []string{f.impl}
+	impls := slices.Compact(strings.Split(f.impl, ","))
 	if f.diff {
 		impls = fidelity.Implementations
 	}
@@ -341,10 +344,10 @@ func dumpInGuest(ctx context.Context, sc *scenarios.Scenario, f *dumpFlags, k *u
 	}
 	args := []string{"dump", scPath, "--mode", f.mode, "--kernel", "host", "--run-id", runID, "--json", "-"}
 	mem := sc.UML.MemoryMiB
-	if len(impls) == 2 {
+	if f.diff {
 		args = append(args, "--diff")
 	} else {
-		args = append(args, "--implementation", impls[0])
+		args = append(args, "--implementation", strings.Join(impls, ","))
 	}
 	if slices.Contains(impls, fidelity.KubeProxy) {
 		args = append(args, "--kube-proxy", kb.KubeProxy, "--kube-bin", filepath.Dir(kb.APIServer))

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/topology"
 )
 
 // TestRunNFTablesAndIPVSInBuiltKernel boots the guest kernel make setup
@@ -77,4 +83,123 @@ func TestKernelFlagErrors(t *testing.T) {
 			t.Errorf("--kernel %s: exit %d, stderr %q; want exit 2 and %q", c.kernel, code, stderr, c.want)
 		}
 	}
+}
+
+// TestKernelRunWithKubeProxy runs a small scenario with iptables and
+// nftables, each builtin and kube-proxy (issue 13), and checks the rows
+// side by side in the result and report, that no process of the run ever
+// sits in the root network namespace or listens there, and that after
+// the run no process or namespace of it is left and the root namespace's
+// rules, routes and sysctls are unchanged.
+func TestKernelRunWithKubeProxy(t *testing.T) {
+	testenv.RequireKernel(t, "iptables", "iptables-restore", "nft")
+	kb := testenv.RequireKube(t)
+	rootBefore := testenv.RootSnapshot(t)
+	runID := topology.NewRunID()
+	out := filepath.Join(t.TempDir(), "r.json")
+	body := "services: {count: 30}\nmodes: [none, iptables, nftables]\nimplementation: [builtin, kube-proxy]\nrepetitions: 1\ntraffic: {connections: 100, positions: [first, last]}\n"
+	cmd := exec.Command(bin, "run", "--quiet", "--kernel", "host", "--run-id", runID, "--output", out, writeFile(t, body))
+	cmd.Env = append(os.Environ(), "PROXYBENCH_KUBE_BIN="+filepath.Dir(kb.KubeProxy))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	rootNet, _ := os.Readlink("/proc/self/ns/net")
+	sawKube := false
+	var runErr error
+watch:
+	for {
+		select {
+		case runErr = <-done:
+			break watch
+		case <-time.After(100 * time.Millisecond):
+		}
+		pids := []int{cmd.Process.Pid}
+		for pid := range topology.ChildProcesses(runID) {
+			pids = append(pids, pid)
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			if strings.HasPrefix(string(comm), "kube-") || strings.HasPrefix(string(comm), "etcd") {
+				sawKube = true
+			}
+			if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil && ns == rootNet {
+				t.Errorf("process %d (%s) of run %s is in the root network namespace", pid, bytes.TrimSpace(comm), runID)
+			}
+		}
+		if l := rootListeners(pids); len(l) > 0 {
+			t.Errorf("run %s listens in the root namespace: %v", runID, l)
+		}
+	}
+	if runErr != nil {
+		t.Fatalf("run: %v\n%s\n%s", runErr, stdout.String(), stderr.String())
+	}
+	if !sawKube {
+		t.Error("no kube-proxy, kube-apiserver or etcd of the run was seen while it ran")
+	}
+	r, err := reports.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, m := range r.Modes {
+		rows = append(rows, m.Mode)
+		if m.Implementation == "kube-proxy" {
+			kp := m.KubeProxy
+			if kp == nil || kp.Version == "" || kp.Probed == 0 || len(kp.Owned) == 0 || kp.CPUNs <= 0 || len(m.SyncFull) != 1 || m.SyncFull[0].Wall <= 0 {
+				t.Errorf("%s: record %+v, sync.full %+v", m.Mode, kp, m.SyncFull)
+				continue
+			}
+			if _, err := os.Stat(kp.Log); err != nil || !strings.HasPrefix(kp.Log, strings.TrimSuffix(out, ".json")+"/") {
+				t.Errorf("%s: log %s not kept beside the result %s: %v", m.Mode, kp.Log, out, err)
+			}
+		}
+		for _, p := range m.Lookup {
+			if p.Errors+p.Misses != 0 || p.Latency.Count != 100 {
+				t.Errorf("%s at %s: %d errors, %d misses, n %d", m.Mode, p.Position, p.Errors, p.Misses, p.Latency.Count)
+			}
+		}
+	}
+	if want := "none iptables iptables (kube-proxy) nftables nftables (kube-proxy)"; strings.Join(rows, " ") != want {
+		t.Errorf("rows %q, want %q", strings.Join(rows, " "), want)
+	}
+	if !strings.Contains(stdout.String(), "### builtin vs kube-proxy, side by side") {
+		t.Errorf("report lacks the side-by-side table:\n%s", stdout.String())
+	}
+	if left := topology.ChildProcesses(runID); len(left) > 0 {
+		t.Errorf("processes of run %s left: %v", runID, left)
+	}
+	if left, _ := topology.Leftovers(); containsRun(left, runID) {
+		t.Errorf("run %s left namespaces: %v", runID, left)
+	}
+	testenv.CompareRoot(t, rootBefore, testenv.RootSnapshot(t))
+}
+
+// rootListeners returns the listening TCP sockets of the root network
+// namespace (this process's /proc/net/tcp and tcp6) that one of pids holds.
+func rootListeners(pids []int) []string {
+	listen := map[string]string{} // socket inode -> local address
+	for _, f := range []string{"/proc/self/net/tcp", "/proc/self/net/tcp6"} {
+		b, _ := os.ReadFile(f)
+		for _, l := range strings.Split(string(b), "\n")[1:] {
+			x := strings.Fields(l)
+			if len(x) > 9 && x[3] == "0A" { // TCP_LISTEN
+				listen[x[9]] = x[1]
+			}
+		}
+	}
+	var out []string
+	for _, pid := range pids {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+			if ino, ok := strings.CutPrefix(l, "socket:["); ok {
+				if a, ok := listen[strings.TrimSuffix(ino, "]")]; ok {
+					out = append(out, fmt.Sprintf("pid %d: %s", pid, a))
+				}
+			}
+		}
+	}
+	return out
 }

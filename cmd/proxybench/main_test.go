@@ -101,6 +101,13 @@ func TestBadInput(t *testing.T) {
 		{name: "concurrency 0", yaml: "services:\n  count: 10\ntraffic:\n  connections: 100\n  concurrency: 0\n", want: []string{":5:", "traffic.concurrency", "0 is out of range"}},
 		{name: "fractional count", yaml: "services:\n  count: 10.5\n", want: []string{":2:", "services.count", "10.5"}},
 		{name: "empty file", yaml: "\n", want: []string{"is empty", "fix:"}},
+		{name: "kube-proxy in the sim", yaml: "services: {count: 10}\nmodes: [iptables]\nimplementation: [builtin, kube-proxy]\nengine: sim\n", want: []string{"implementation", "sim engine models builtin only", "fix:"}},
+		{name: "kube-proxy phase not yet", yaml: "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nchurn: {rate: 5}\n", want: []string{"churn", "not yet with implementation kube-proxy", "fix:"}},
+		{name: "kube-proxy without kube-proxy mode", yaml: "services: {count: 10}\nmodes: [none, userspace]\nimplementation: [builtin, kube-proxy]\n", want: []string{"implementation", "no mode of modes runs with it"}},
+		{name: "--kube-proxy without implementation", args: []string{"1k-services", "--kube-proxy", "/bin/true"}, want: []string{"--kube-proxy", "--implementation builtin,kube-proxy"}},
+		{name: "kube-proxy owned field", yaml: "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy:\n  config:\n    clusterCIDR: 10.0.0.0/8\n", root: true, want: []string{"kubeProxy.config", `"clusterCIDR" is set by the testbed`, "fix:"}},
+		{name: "not a kube-proxy", yaml: "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\n", args: []string{"--kube-proxy", "/bin/true"}, root: true, want: []string{"kubeProxy.binaries[0]", "/bin/true", "not \"Kubernetes vX.Y.Z\"", "fix:"}},
+		{name: "kube-proxy too old for nftables", yaml: "services: {count: 10}\nmodes: [nftables]\nimplementation: [builtin, kube-proxy]\n", args: []string{"--kube-proxy", fakeKubeProxy("v1.28.4")}, root: true, want: []string{"v1.28.4", "cannot run mode nftables", "v1.29", "fix:"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -394,4 +401,20 @@ func TestCleanupBadRunID(t *testing.T) {
 			t.Errorf("cleanup --run %q: exit %d, stderr %q; want exit 2 naming the run ID and a fix", id, code, stderr)
 		}
 	}
+}
+
+// fakeKubeProxy writes a script that answers --version as kube-proxy
+// version would (and --help naming kube-proxy), and returns its path.
+func fakeKubeProxy(version string) string {
+	dir, err := os.MkdirTemp("", "pb-fake-kube-proxy")
+	if err != nil {
+		panic(err)
+	}
+	p := filepath.Join(dir, "kube-proxy")
+	script := "#!/bin/sh\ncase \"$1\" in --version) echo 'Kubernetes " + version + "';; *) echo 'The Kubernetes network proxy runs on each node. Usage: kube-proxy [flags]';; esac\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		panic(err)
+	}
+	_ = os.Chmod(dir, 0o755)
+	return p
 }

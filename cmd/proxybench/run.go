@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -35,6 +36,10 @@ type runFlags struct {
 	// engine and calibration select the sim engine (sim.go).
 	engine      string
 	calibration string
+	// implementation and kubeProxy override the scenario's implementation
+	// and kubeProxy.binaries (comma-separated).
+	implementation string
+	kubeProxy      string
 	// geteuid replaces os.Geteuid in Preflight (nil: os.Geteuid).
 	geteuid func() int
 }
@@ -66,6 +71,15 @@ func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scena
 	}
 	if cmd.Flags().Lookup("engine") != nil && cmd.Flags().Changed("engine") {
 		sc.Engine = f.engine
+	}
+	if cmd.Flags().Lookup("implementation") != nil && cmd.Flags().Changed("implementation") {
+		sc.Implementation = splitList(f.implementation)
+	}
+	if cmd.Flags().Lookup("kube-proxy") != nil && cmd.Flags().Changed("kube-proxy") {
+		sc.KubeProxy.Binaries = splitList(f.kubeProxy)
+		if !slices.Contains(sc.Implementation, scenarios.ImplKubeProxy) {
+			return nil, badInput(fmt.Errorf("--kube-proxy %s: no mode runs with kube-proxy; fix: add --implementation builtin,kube-proxy (or implementation: [builtin, kube-proxy] in the scenario)", f.kubeProxy))
+		}
 	}
 	if err := sc.ValidateWith(modes.Catalog()); err != nil {
 		return nil, badInput(fmt.Errorf("after command-line overrides: %w", err))
@@ -140,7 +154,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 				if sc.Runs > 1 && !f.quiet {
 					fmt.Fprintf(os.Stderr, "run %d of %d (%s)\n", k+1, sc.Runs, id)
 				}
-				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet), Checkpoint: f.checkpoint}
+				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet), ArtifactDir: artifactDir(out, id, k), Checkpoint: f.checkpoint}
 				// Every kernel of the plan, one after the other (runner.Execute
 				// also marks fallen-back modes and records each kernel).
 				var r *reports.Result
@@ -192,7 +206,35 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 	cmd.Flags().StringVar(&f.engine, "engine", "", "real (network namespaces, needs root) or sim (models calibrated on a real kernel; no root)")
 	cmd.Flags().StringVar(&f.calibration, "calibration", "", "with --engine sim: a calibration file from 'proxybench calibrate' (default: the shipped one)")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "write the scenario's gates (or, without gates, every figure) as JUnit XML to this file")
+	addImplementationFlags(cmd, f)
 	return cmd
+}
+
+// addImplementationFlags adds --implementation and --kube-proxy (run and
+// validate).
+func addImplementationFlags(cmd *cobra.Command, f *runFlags) {
+	cmd.Flags().StringVar(&f.implementation, "implementation", "", "who programs the rules, instead of the scenario's implementation: builtin, kube-proxy, or builtin,kube-proxy (one row each, e.g. nftables and nftables (kube-proxy))")
+	cmd.Flags().StringVar(&f.kubeProxy, "kube-proxy", "", "kube-proxy binaries to run instead of the scenario's kubeProxy.binaries (default bin/kube-proxy), comma-separated; several give one row each, named with the version: nftables (kube-proxy v1.36.3)")
+}
+
+// splitList splits a comma-separated flag value, trimming blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		out = append(out, strings.TrimSpace(v))
+	}
+	return out
+}
+
+// artifactDir is the folder beside result path out that keeps a run's
+// artifacts (kube-proxy configs and logs): out without ".json", with
+// "-runN" for the N-th run of --count.
+func artifactDir(out, runID string, k int) string {
+	d := strings.TrimSuffix(out, ".json")
+	if k > 0 {
+		d += fmt.Sprintf("-run%d", k+1)
+	}
+	return d
 }
 
 // checkRun does the checks run does before anything is created, after
@@ -363,6 +405,7 @@ a note. Exit 2 on any problem, as run.`,
 	cmd.Flags().StringVar(&f.engine, "engine", "", "real or sim, as run --engine")
 	cmd.Flags().StringVar(&f.output, "output", "", "result path run would write: its folder must exist and be writable")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "JUnit path run would write: its folder must exist and be writable")
+	addImplementationFlags(cmd, f)
 	return cmd
 }
 

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -20,7 +21,9 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/internal/uml"
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
@@ -72,6 +75,11 @@ type Options struct {
 	// LookPath and Geteuid are os/exec.LookPath and os.Geteuid, replaceable in tests.
 	LookPath func(string) (string, error)
 	Geteuid  func() int
+	// ArtifactDir is the folder beside the result that keeps what rows
+	// leave to read afterwards (each kube-proxy row's config and log, a
+	// folder per row); empty: a temporary folder of the run
+	// (os.TempDir()/pb-<runid>-artifacts, removed by cleanup).
+	ArtifactDir string
 }
 
 func (o *Options) defaults() {
@@ -86,6 +94,12 @@ func (o *Options) defaults() {
 	}
 	if o.Geteuid == nil {
 		o.Geteuid = os.Geteuid
+	}
+	if o.ArtifactDir == "" {
+		o.ArtifactDir = filepath.Join(os.TempDir(), "pb-"+o.RunID+"-artifacts")
+	}
+	if abs, err := filepath.Abs(o.ArtifactDir); err == nil {
+		o.ArtifactDir = abs // kube-proxy runs in its own folder
 	}
 }
 
@@ -116,6 +130,16 @@ func Preflight(sc *scenarios.Scenario, o Options) error {
 				return &InputError{Field: "modes", Msg: fmt.Sprintf("mode %s needs %s, which is not on PATH", m, b), Fix: "run make setup (installs Debian's iptables package) or drop the mode"}
 			}
 		}
+		if sc.KubeProxyRuns(m) {
+			for _, b := range kubeproxy.ModeBinaries[m] {
+				if _, err := o.LookPath(b); err != nil {
+					return &InputError{Field: "implementation", Msg: fmt.Sprintf("kube-proxy in mode %s runs %s, which is not on PATH", m, b), Fix: "install Debian's iptables, ipset and nftables packages (make setup), or drop kube-proxy for the mode (kubeProxy.modes)"}
+				}
+			}
+		}
+	}
+	if _, _, err := kubeProxyBinaries(context.Background(), sc); err != nil {
+		return err
 	}
 	return nil
 }
@@ -168,6 +192,10 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 		}
 	}()
 	e := newEnv(tb)
+	kbs, kbin, err := kubeProxyBinaries(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
 	undo, err := failurePhase(ctx, sc, e, perSize[len(perSize)-1])
 	if err != nil {
 		return nil, err
@@ -183,29 +211,39 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			if err != nil {
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
-			for _, vsc := range modeVariants(sc.AtSize(n), mode) {
-				mr, err := runMode(ctx, vsc, o, tb, e, perSize[i], m)
-				if err != nil {
-					err = fmt.Errorf("mode %s at %d services: %w", modeLabel(mode, vsc), n, err)
-					// What was measured is kept: the modes before this one
-					// and this mode's finished phases (runMode returns them).
-					if mr != nil {
-						mr.Services = n
-						mr.Partial = err.Error()
-						res.Modes = append(res.Modes, *mr)
+			for _, row := range rows(sc, m, kbs, kbin, o.ArtifactDir, dataPlaneProbe(e)) {
+				for _, vsc := range modeVariants(sc.AtSize(n), mode) {
+					mr, err := runMode(ctx, vsc, o, tb, e, perSize[i], row)
+					if err != nil {
+						err = fmt.Errorf("mode %s at %d services: %w", rowLabel(row, vsc), n, err)
+						// What was measured is kept: the modes before this one
+						// and this mode's finished phases (runMode returns them).
+						if mr != nil {
+							mr.Services = n
+							mr.Partial = err.Error()
+							res.Modes = append(res.Modes, *mr)
+						}
+						res.Finished = time.Now()
+						res.Partial = err.Error()
+						return res, err
 					}
-					res.Finished = time.Now()
-					res.Partial = err.Error()
-					return res, err
+					mr.Services = n
+					res.Modes = append(res.Modes, *mr)
+					checkpoint(res, o.Checkpoint)
 				}
-				mr.Services = n
-				res.Modes = append(res.Modes, *mr)
-				checkpoint(res, o.Checkpoint)
 			}
 		}
 	}
 	res.Finished = time.Now()
 	return res, nil
+}
+
+// rowLabel names a row in messages: modeLabel, or a variant's label.
+func rowLabel(m proxymodes.Mode, sc *scenarios.Scenario) string {
+	if m.Base != "" {
+		return m.Name
+	}
+	return modeLabel(m.Name, sc)
 }
 
 // buildPhase builds the testbed for the largest service set (the last of
@@ -239,11 +277,18 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		return nil, err
 	}
 	mr = &reports.ModeResult{Mode: m.Name, Info: p.Info(), Kernel: "host"}
+	if m.Base != "" {
+		mr.Implementation, mr.BaseMode = m.Implementation, m.Base
+	}
 	if uml.InGuest() {
 		mr.Kernel = "uml"
 	}
 	var f faults
 	defer func() {
+		if r, ok := p.(kubeProxyRecorder); ok && mr != nil {
+			mr.KubeProxy = r.KubeProxyRecord(context.WithoutCancel(ctx))
+			mr.Info = p.Info()
+		}
 		if cerr := p.Cleanup(context.WithoutCancel(ctx)); cerr != nil && err == nil {
 			err = fmt.Errorf("cleanup: %w", cerr)
 		}
@@ -349,6 +394,12 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		}
 	}
 	return mr, nil
+}
+
+// kubeProxyRecorder is a proxier that runs the real kube-proxy
+// (kubeproxy.Proxier): what the result records about it.
+type kubeProxyRecorder interface {
+	KubeProxyRecord(ctx context.Context) *measure.KubeProxy
 }
 
 // MachineInfo describes this machine for the result.

@@ -41,6 +41,10 @@ func syncFullPhase(ctx context.Context, sc *scenarios.Scenario, e *env, m proxym
 		}
 		var st proxymodes.SyncStats
 		var err error
+		if m.SingleFullSync && rep < sc.Repetitions-1 {
+			// Measured once, on the node (the last repetition).
+			continue
+		}
 		if rep < sc.Repetitions-1 {
 			st, err = e.scratchSync(ctx, sc, m, rep, services)
 		} else {

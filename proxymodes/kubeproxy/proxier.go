@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/proxybench/proxybench/internal/uml"
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/topology/controlplane"
@@ -37,6 +38,17 @@ type ProxierSpec struct {
 	Bin         controlplane.Binaries
 	// Dir keeps the config, kubeconfig and log.
 	Dir string
+	// Verbosity is kube-proxy's -v (0: 2).
+	Verbosity int
+	// Label is the row's name ("nftables (kube-proxy)"; default "<mode>
+	// (kube-proxy)").
+	Label string
+	// DataPlane, when set, waits until every probed service answers
+	// through the node's rules and returns when the last one first did
+	// and how many were probed; the first Sync's Wall is then from the API
+	// objects being created to that moment (sync.full seen from the data
+	// plane), else to kube-proxy's /healthz answering.
+	DataPlane func(ctx context.Context, services []workload.Service) (answered time.Time, probed int, err error)
 	// IPTablesBackend is kube-proxy's iptables back end (Spec.IPTablesBackend).
 	IPTablesBackend string
 	// SessionAffinity, when > 0, gives every Service sessionAffinity
@@ -59,6 +71,7 @@ type Proxier struct {
 	kp    *Proxy
 	last  map[string]workload.Service
 	info  map[string]string
+	rec   *measure.KubeProxy
 	// halted is the kube-proxy Halt stopped, until Resume; restarts
 	// counts Halts (the old logs' suffixes).
 	halted   *Proxy
@@ -80,8 +93,13 @@ func NewProxier(spec ProxierSpec) (*Proxier, error) {
 	return &Proxier{spec: spec, runID: id}, nil
 }
 
-// Mode is "<mode> (kube-proxy)".
-func (p *Proxier) Mode() string { return p.spec.Mode + " (kube-proxy)" }
+// Mode is the row's label, "<mode> (kube-proxy)" by default.
+func (p *Proxier) Mode() string {
+	if p.spec.Label != "" {
+		return p.spec.Label
+	}
+	return p.spec.Mode + " (kube-proxy)"
+}
 
 // Info describes the kube-proxy run: version, binary, config and log
 // paths, and the testbed-owned config fields.
@@ -130,17 +148,22 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	}
 	cur := map[string]workload.Service{}
 	writes := 0
+	// sent is when the last write was sent: kube-proxy may see it (and
+	// start the sync it causes) before the API call returns to us.
+	var sent time.Time
 	c := p.cp.Client
 	for _, s := range services {
 		cur[s.Name] = s
 		old, ok := p.last[s.Name]
 		switch {
 		case !ok:
+			sent = time.Now()
 			if _, err := apiobjects.Create(ctx, c, apiobjects.Spec{Services: []workload.Service{s}, Workers: 1, SessionAffinity: p.spec.SessionAffinity}); err != nil {
 				return proxymodes.SyncStats{}, err
 			}
 			writes++
 		case !sameService(old, s):
+			sent = time.Now()
 			if err := apiobjects.UpdateSlice(ctx, c, s, time.Now()); err != nil {
 				return proxymodes.SyncStats{}, err
 			}
@@ -149,6 +172,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	}
 	for name, s := range p.last {
 		if _, ok := cur[name]; !ok {
+			sent = time.Now()
 			if err := c.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
 				return proxymodes.SyncStats{}, err
 			}
@@ -165,29 +189,33 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	}
 	// Wait for a sync that started after the last write. A sync that ends
 	// after the writes may have begun before them (kube-proxy syncs IPv4
-	// and IPv6 in turn, and a sync in the guest takes seconds), so: take
-	// a scrape sent after the writes; a later scrape counting one more
-	// sync gives that sync's duration (the histogram sum's growth) and so
-	// its start, ts - duration, which must not be before written; one
-	// counting two or more means the last of them began after the first
-	// ended, which was after the previous scrape, itself after the writes.
+	// and IPv6 in turn, and a sync in the guest takes seconds), and the
+	// sync the writes caused may already be over when the first scrape
+	// after them is taken (on the host it takes tens of ms), and it may
+	// start before the last API call returns. So: from the
+	// scrape taken before the writes (h0), each scrape that counts more
+	// syncs than the previous one bounds the start of the last of them:
+	// it is not before ts - (the histogram sum's growth), which must not
+	// be before the last write was sent; or, when the previous scrape was
+	// itself taken after the writes, two or more new syncs mean the last
+	// began after the first ended, after that scrape. Scrapes are 50 ms
+	// apart (each costs kube-proxy CPU, which the row reports).
 	deadline := time.Now().Add(10 * time.Minute)
-	_, hPrev, err := p.lastSync(ctx)
-	if err != nil {
-		return proxymodes.SyncStats{}, err
-	}
+	hPrev, prevAt := h0, t0
 	for {
 		select {
 		case <-ctx.Done():
 			return proxymodes.SyncStats{}, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(50 * time.Millisecond):
 		}
+		at := time.Now()
 		ts, h, err := p.lastSync(ctx)
 		if err != nil {
 			return proxymodes.SyncStats{}, err
 		}
 		step := h.Sub(hPrev)
-		ok := step.Count >= 2 || (step.Count == 1 && !ts.Add(-time.Duration(step.Sum*float64(time.Second))).Before(written))
+		ok := step.Count > 0 && (!ts.Add(-time.Duration(step.Sum*float64(time.Second))).Before(sent) ||
+			(step.Count >= 2 && !prevAt.Before(written)))
 		if ok {
 			d := h.Sub(h0)
 			u := p.kp.Usage()
@@ -196,7 +224,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 				Phases: map[string]time.Duration{"api": written.Sub(t0), "kube-proxy": time.Duration(d.Sum * float64(time.Second))}}, nil
 		}
 		if step.Count > 0 {
-			hPrev = h // a sync begun before the writes; the next one counts
+			hPrev, prevAt = h, at // syncs begun before the writes; a later one counts
 		}
 		if time.Now().After(deadline) {
 			return proxymodes.SyncStats{}, fmt.Errorf("kube-proxy did not finish a sync begun after the API writes within 10 min:\n%s", p.kp.LogTail(10))
@@ -252,35 +280,114 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err := p.cp.WriteKubeconfig(0, kc); err != nil {
 		return st, err
 	}
-	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Dir: p.spec.Dir, IPTablesBackend: p.spec.IPTablesBackend,
+	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Dir: p.spec.Dir, Verbosity: p.spec.Verbosity, IPTablesBackend: p.spec.IPTablesBackend,
 		Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc}})
 	if err != nil {
 		return st, err
 	}
-	// Its first sync, not /healthz (which answers 200 while kube-proxy
-	// starts up, before any rule is programmed).
-	if _, err := p.kp.WaitSynced(ctx, 10*time.Minute); err != nil {
-		return st, err
+	// Its first sync (by its metric; /healthz answers 200 while kube-proxy
+	// starts up, before any rule is programmed) and the data plane are
+	// waited for together; kube-proxy failing to sync stops the probes.
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	healthy := make(chan error, 1)
+	var syncedAt time.Time
+	go func() {
+		_, err := p.kp.WaitSynced(pctx, 10*time.Minute)
+		syncedAt = time.Now()
+		if err != nil {
+			cancel()
+		}
+		healthy <- err
+	}()
+	var answered time.Time
+	probed := 0
+	var derr error
+	if p.spec.DataPlane != nil {
+		dctx, dcancel := context.WithTimeout(pctx, 10*time.Minute)
+		answered, probed, derr = p.spec.DataPlane(dctx, services)
+		dcancel()
 	}
-	done := time.Now()
+	if herr := <-healthy; herr != nil {
+		return st, herr
+	}
+	if derr != nil {
+		return st, fmt.Errorf("data plane after kube-proxy's first sync: %w", derr)
+	}
+	done := syncedAt
+	if p.spec.DataPlane != nil {
+		done = answered
+	}
 	p.last = map[string]workload.Service{}
 	for _, s := range services {
 		p.last[s.Name] = s
 	}
+	// kube-proxy observes its sync metrics when the sync returns, a
+	// moment after /healthz and the data plane see it: wait for them.
+	var metrics []measure.Metric
+	for wait := time.Now().Add(10 * time.Second); ; {
+		metrics, err = p.scrapeSync(ctx)
+		if c, _ := measure.MetricDelta(nil, metrics, MetricSync, "IPv4"); (err == nil && c > 0) || time.Now().After(wait) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	u := p.kp.Usage()
-	_, h, _ := p.lastSync(ctx)
+	p.rec = &measure.KubeProxy{Version: p.kp.Version, Binary: p.spec.KubeProxy, Config: p.kp.ConfigPath, Log: p.kp.LogPath,
+		Flags: p.kp.Args, Owned: p.kp.Owned, ControlPlaneNs: int64(up.Sub(t0)), APIObjectsNs: int64(created.Sub(up)),
+		APIObjects: ost.Services + ost.EndpointSlices, FirstSyncNs: int64(syncedAt.Sub(created)), Probed: probed, AfterFullSync: metrics}
 	p.info = map[string]string{"version": p.kp.Version, "config": p.kp.ConfigPath, "log": p.kp.LogPath,
 		"controlPlaneReady": up.Sub(t0).Round(time.Millisecond).String(),
 		"apiObjects":        fmt.Sprintf("%d services + %d slices in %v", ost.Services, ost.EndpointSlices, ost.Elapsed.Round(time.Millisecond))}
 	for k, v := range p.kp.Owned {
 		p.info["owned."+k] = v
 	}
+	_, fsum := measure.MetricDelta(nil, metrics, MetricSyncFull, "IPv4")
 	if p.spec.IPTablesBackend != "" {
 		p.info["iptablesBackend"] = p.spec.IPTablesBackend
 	}
 	return proxymodes.SyncStats{Kind: "full", Wall: done.Sub(created), CPU: u.CPU + u.ChildCPU, Objects: len(services),
 		Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up),
-			"kube-proxy.metric": time.Duration(h.Sum * float64(time.Second))}}, nil
+			"kube-proxy.firstSync": syncedAt.Sub(created), "kube-proxy.metric": time.Duration(fsum * float64(time.Second))}}, nil
+}
+
+// syncMetrics are the histograms the record keeps (per IP family).
+var syncMetrics = []string{MetricSync, MetricSyncFull, MetricSyncPartial, MetricProgramming}
+
+// scrapeSync scrapes kube-proxy's sync histograms, both families.
+func (p *Proxier) scrapeSync(ctx context.Context) ([]measure.Metric, error) {
+	m, err := p.kp.Scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []measure.Metric
+	for _, name := range syncMetrics {
+		for _, fam := range []string{"IPv4", "IPv6"} {
+			if h, err := m.Histogram(name, fam); err == nil {
+				out = append(out, measure.Metric{Name: name, Family: fam, Count: h.Count, Sum: h.Sum})
+			}
+		}
+	}
+	return out, nil
+}
+
+// KubeProxyRecord returns what the result records about this kube-proxy
+// so far: the first sync's record, with metrics scraped now (AtEnd), its
+// resource use and rule programs, and the sync lines of its log. Nil
+// before the first Sync.
+func (p *Proxier) KubeProxyRecord(ctx context.Context) *measure.KubeProxy {
+	if p.rec == nil || p.kp == nil {
+		return p.rec
+	}
+	r := *p.rec
+	if m, err := p.scrapeSync(ctx); err == nil {
+		r.AtEnd = m
+	}
+	u := p.kp.Usage()
+	r.CPUNs, r.ChildCPUNs, r.PeakRSSBytes, r.ChildPeakRSSBytes = int64(u.CPU), int64(u.ChildCPU), u.PeakRSS, u.ChildPeakRSS
+	r.Programs = p.kp.Programs()
+	r.SyncLog = p.kp.SyncLines(40)
+	return &r
 }
 
 // Cleanup stops kube-proxy, removes its rules from the node (`kube-proxy

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/topology"
 )
 
@@ -276,6 +277,9 @@ type Usage struct {
 // Usage returns the process's usage so far (after Stop: at its exit).
 func (p *Proxy) Usage() Usage { return p.res.usage() }
 
+// Programs returns the rule programs kube-proxy ran so far, by command.
+func (p *Proxy) Programs() []measure.ProgramUse { return p.res.programs() }
+
 // Stop stops kube-proxy (SIGTERM, SIGKILL after 5 s). Its rules stay in
 // the node namespace (they go with it).
 func (p *Proxy) Stop() error {
@@ -289,16 +293,28 @@ func (p *Proxy) Stop() error {
 
 // resourceWatch samples a process and its children from /proc.
 type resourceWatch struct {
-	pid  int
-	mu   sync.Mutex
-	u    Usage
-	seen map[int]bool
-	done chan struct{}
-	once sync.Once
+	pid   int
+	self  string // kube-proxy's own command (commandOf)
+	mu    sync.Mutex
+	u     Usage
+	seen  map[int]bool
+	alive map[int]*kidRun
+	progs map[string]*measure.ProgramUse
+	order []string
+	done  chan struct{}
+	once  sync.Once
+}
+
+// kidRun is one child seen by the sampler.
+type kidRun struct {
+	command     string
+	first, last time.Time
+	cpu         time.Duration
+	hwm         int64
 }
 
 func watchResources(pid int) *resourceWatch {
-	w := &resourceWatch{pid: pid, seen: map[int]bool{}, done: make(chan struct{})}
+	w := &resourceWatch{pid: pid, self: commandOf(pid), seen: map[int]bool{}, alive: map[int]*kidRun{}, progs: map[string]*measure.ProgramUse{}, done: make(chan struct{})}
 	go func() {
 		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
@@ -359,13 +375,90 @@ func (w *resourceWatch) sample() {
 		w.u.ChildCPU = time.Duration(cut+cst) * time.Second / ticks
 	}
 	w.u.PeakRSS = max(w.u.PeakRSS, hwm)
+	now := time.Now()
+	live := map[int]bool{}
 	for _, k := range kids {
 		if !w.seen[k] {
 			w.seen[k] = true
 			w.u.Children++
+			w.alive[k] = &kidRun{command: "unknown (exited before a sample saw its program)", first: now}
 		}
-		w.u.ChildPeakRSS = max(w.u.ChildPeakRSS, vmHWM(k))
+		// Between fork and exec a child is still a copy of kube-proxy
+		// (its command line and resident set): count it from its exec on.
+		c := commandOf(k)
+		execd := !strings.HasPrefix(c, "pid ") && !strings.HasPrefix(c, w.self)
+		kh := int64(0)
+		if execd {
+			kh = vmHWM(k)
+			w.u.ChildPeakRSS = max(w.u.ChildPeakRSS, kh)
+		}
+		if r := w.alive[k]; r != nil {
+			live[k] = true
+			r.last = now
+			if execd {
+				r.command = c
+			}
+			r.hwm = max(r.hwm, kh)
+			if kf := statFields(readFile(fmt.Sprintf("/proc/%d/stat", k))); len(kf) > 12 {
+				ut, _ := strconv.ParseInt(kf[11], 10, 64)
+				st, _ := strconv.ParseInt(kf[12], 10, 64)
+				r.cpu = time.Duration(ut+st) * time.Second / ticks
+			}
+		}
 	}
+	for k, r := range w.alive {
+		if !live[k] {
+			w.retire(r, now)
+			delete(w.alive, k)
+		}
+	}
+}
+
+// retire adds a finished child's sampled use to its command's total; its
+// wall time runs from the first sample that saw it to the first that did
+// not (at most one sample period too long or short).
+func (w *resourceWatch) retire(r *kidRun, end time.Time) {
+	p := w.progs[r.command]
+	if p == nil {
+		p = &measure.ProgramUse{Command: r.command}
+		w.progs[r.command] = p
+		w.order = append(w.order, r.command)
+	}
+	p.Runs++
+	p.CPUNs += int64(r.cpu)
+	p.WallNs += int64(end.Sub(r.first))
+	p.PeakRSSBytes = max(p.PeakRSSBytes, r.hwm)
+}
+
+// programs returns the children's use by command, in order of first run;
+// children still running are counted up to now.
+func (w *resourceWatch) programs() []measure.ProgramUse {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []measure.ProgramUse
+	for _, c := range w.order {
+		out = append(out, *w.progs[c])
+	}
+	return out
+}
+
+func readFile(path string) []byte {
+	b, _ := os.ReadFile(path)
+	return b
+}
+
+// commandOf names a child by its program's base name and up to two of
+// its first arguments ("nft -f -", "iptables-restore -w 5").
+func commandOf(pid int) string {
+	args := strings.Split(strings.TrimRight(string(readFile(fmt.Sprintf("/proc/%d/cmdline", pid))), "\x00"), "\x00")
+	if len(args) == 0 || args[0] == "" {
+		return fmt.Sprintf("pid %d", pid)
+	}
+	out := []string{filepath.Base(args[0])}
+	for _, a := range args[1:min(len(args), 3)] {
+		out = append(out, a)
+	}
+	return strings.Join(out, " ")
 }
 
 // statFields returns the fields of /proc/<pid>/stat after the command
@@ -407,4 +500,22 @@ func (p *Proxy) Scrape(ctx context.Context) (Metrics, error) {
 		return nil, fmt.Errorf("kube-proxy on %s: scrape metrics: HTTP %d", p.Spec.Config.NodeName, code)
 	}
 	return ParseMetrics(body)
+}
+
+// syncLineRE matches kube-proxy's log lines about its syncs and their
+// steps ("SyncProxyRules complete" elapsed=..., and at -v=4 its steps).
+var syncLineRE = regexp.MustCompile(`(?i)syncproxyrules|elapsed=|full sync|partial sync|reloading service|restoring|nft(ables)? transaction|deleting stale`)
+
+// SyncLines returns the last n lines of kube-proxy's log about its syncs.
+func (p *Proxy) SyncLines(n int) []string {
+	var out []string
+	for _, l := range strings.Split(string(readFile(p.LogPath)), "\n") {
+		if syncLineRE.MatchString(l) {
+			out = append(out, l)
+		}
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return out
 }

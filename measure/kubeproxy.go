@@ -1,0 +1,91 @@
+package measure
+
+// KubeProxy is what a result records about one kube-proxy row
+// (implementation kube-proxy): the binary and how it ran, the setup kept
+// apart from the figures, kube-proxy's own metrics and its resource use.
+type KubeProxy struct {
+	// Version is `kube-proxy --version` ("v1.37.2"); Binary its path.
+	Version string `json:"version"`
+	Binary  string `json:"binary"`
+	// Config and Log are the node's KubeProxyConfiguration file and
+	// kube-proxy's log, kept beside the result (results/<run>/...); Flags
+	// its command line after the binary.
+	Config string   `json:"config"`
+	Log    string   `json:"log"`
+	Flags  []string `json:"flags"`
+	// Owned are the configuration fields the testbed set (dotted path →
+	// value): the scenario may not set them.
+	Owned map[string]string `json:"owned"`
+	// ControlPlaneNs is the time to start etcd and kube-apiserver (ready),
+	// APIObjectsNs to create APIObjects objects (Services, EndpointSlices,
+	// the Node and the ServiceCIDR): setup, not part of any figure.
+	ControlPlaneNs int64 `json:"controlPlaneNs"`
+	APIObjectsNs   int64 `json:"apiObjectsNs"`
+	APIObjects     int   `json:"apiObjects"`
+	// FirstSyncNs is from the API objects created to kube-proxy's first
+	// IPv4 sync counted by its sync metric (its own account); the row's
+	// sync.full is until every probed service answered (Probed of them).
+	FirstSyncNs int64 `json:"firstSyncNs"`
+	Probed      int   `json:"probed"`
+	// AfterFullSync is a scrape of kube-proxy's sync metrics right after
+	// sync.full; AtEnd one at the end of the mode (before it stopped).
+	// AtEnd minus AfterFullSync is what the later syncs (sync.incremental,
+	// periodic resyncs) took.
+	AfterFullSync []Metric `json:"afterFullSync,omitempty"`
+	AtEnd         []Metric `json:"atEnd,omitempty"`
+	// CPUNs is kube-proxy's own user+system time over the whole row,
+	// ChildCPUNs that of the rule programs it ran and waited for
+	// (/proc/<pid>/stat utime+stime, cutime+cstime); PeakRSSBytes and
+	// ChildPeakRSSBytes the peak resident sets (VmHWM; children sampled
+	// every 20 ms).
+	CPUNs             int64 `json:"cpuNs"`
+	ChildCPUNs        int64 `json:"childCpuNs"`
+	PeakRSSBytes      int64 `json:"peakRssBytes"`
+	ChildPeakRSSBytes int64 `json:"childPeakRssBytes"`
+	// Programs are the rule programs kube-proxy ran, grouped by command
+	// (program and first argument, e.g. "nft -f" or "iptables-restore
+	// -w"), from 20 ms samples of its children: a lower bound of their CPU
+	// and wall time (a run shorter than a sample may be missed).
+	Programs []ProgramUse `json:"programs,omitempty"`
+	// SyncLog are kube-proxy's log lines about its syncs (with their
+	// durations), at most the last 40.
+	SyncLog []string `json:"syncLog,omitempty"`
+}
+
+// Metric is one kube-proxy histogram series: Count observations summing
+// to Sum seconds.
+type Metric struct {
+	Name   string  `json:"name"`
+	Family string  `json:"family"`
+	Count  uint64  `json:"count"`
+	Sum    float64 `json:"sum"`
+}
+
+// ProgramUse is one rule program's sampled use.
+type ProgramUse struct {
+	Command string `json:"command"`
+	Runs    int    `json:"runs"`
+	CPUNs   int64  `json:"cpuNs"`
+	WallNs  int64  `json:"wallNs"`
+	// PeakRSSBytes is the largest VmHWM seen of one run.
+	PeakRSSBytes int64 `json:"peakRssBytes"`
+}
+
+// MetricDelta returns the observations of (name, family) in end that
+// start had not: count and sum (zero when absent).
+func MetricDelta(start, end []Metric, name, family string) (count uint64, sum float64) {
+	find := func(ms []Metric) (uint64, float64) {
+		for _, m := range ms {
+			if m.Name == name && m.Family == family {
+				return m.Count, m.Sum
+			}
+		}
+		return 0, 0
+	}
+	c0, s0 := find(start)
+	c1, s1 := find(end)
+	if c1 < c0 {
+		return 0, 0
+	}
+	return c1 - c0, s1 - s0
+}

@@ -1,0 +1,168 @@
+package reports
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/proxybench/proxybench/measure"
+)
+
+// kube-proxy's histograms (pkg/proxy/metrics in k8s.io/kubernetes), as
+// proxymodes/kubeproxy scrapes them.
+const (
+	kpSync        = "kubeproxy_sync_proxy_rules_duration_seconds"
+	kpSyncFull    = "kubeproxy_sync_full_proxy_rules_duration_seconds"
+	kpSyncPartial = "kubeproxy_sync_partial_proxy_rules_duration_seconds"
+	kpProgramming = "kubeproxy_network_programming_duration_seconds"
+)
+
+// baseOf is the mode a row runs: BaseMode for another implementation's
+// row, else Mode.
+func baseOf(m ModeResult) string {
+	if m.BaseMode != "" {
+		return m.BaseMode
+	}
+	return m.Mode
+}
+
+// hasImplementations reports whether r has a row of another
+// implementation than builtin.
+func (r *Result) hasImplementations() bool {
+	for _, m := range r.Modes {
+		if m.Implementation != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// meanMetric formats count observations summing to sum seconds as their
+// mean ("0.412 s (n=3)"), "-" without any.
+func meanMetric(count uint64, sum float64) string {
+	if count == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f s (n=%d)", sum/float64(count), count)
+}
+
+// mib formats bytes in MiB ("-" for 0).
+func mib(b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
+
+// writeImplementationsMarkdown puts, per mode, builtin and each
+// kube-proxy row side by side (the same figures, plus kube-proxy's own
+// metrics), then says per kube-proxy row where its time went.
+func writeImplementationsMarkdown(b *strings.Builder, r *Result) {
+	if !r.hasImplementations() {
+		return
+	}
+	b.WriteString("\n### builtin vs kube-proxy, side by side\n\n")
+	b.WriteString("sync.full: builtin from the Sync call to its rules in the kernel (p50); kube-proxy from the API objects created to every probed service answering through its rules (the data plane), kube-proxy's own `sync_full_proxy_rules_duration_seconds` next to it (IPv4). sync.incremental: one endpoint moved (builtin: the Sync; kube-proxy: the EndpointSlice written through the API until kube-proxy finished a sync started after it), with kube-proxy's partial-sync metric over the same syncs. Programming latency is kube-proxy's `network_programming_duration_seconds` (trigger-time annotation to rules written). CPU: builtin's sync.full (its thread + rule programs); kube-proxy's over the whole row (own + rule programs). Setup (control plane, API objects) is not in any figure: see the next table.\n\n")
+	b.WriteString("| mode | implementation | sync.full | kube-proxy full sync (metric) | sync.incremental p50 | kube-proxy partial syncs (metric) | programming latency (metric) | lookup p50 first | lookup p50 last | CPU | peak RSS |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	var order []string
+	groups := map[string][]ModeResult{}
+	for _, m := range r.Modes {
+		k := fmt.Sprint(baseOf(m), "|", m.Services, "|", kernelOf(m))
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], m)
+	}
+	for _, k := range order {
+		g := groups[k]
+		if len(g) < 2 && g[0].Implementation == "" {
+			continue // a builtin mode with no other implementation beside it
+		}
+		for _, m := range g {
+			impl := "builtin"
+			full, inc := dur(time.Duration(m.SyncFullSummary.P50)), "-"
+			if m.SyncIncrementalSummary.Count > 0 {
+				inc = dur(time.Duration(m.SyncIncrementalSummary.P50))
+			}
+			kpFull, kpPartial, kpProg, cpu, rss := "-", "-", "-", "-", "-"
+			if len(m.SyncFull) > 0 {
+				cpu = dur(medianSync(m).CPU)
+			}
+			if m.ProxyRSSBytes > 0 {
+				rss = mib(int64(m.ProxyRSSBytes))
+			}
+			if kp := m.KubeProxy; kp != nil {
+				impl = "kube-proxy " + kp.Version
+				kpFull = meanMetric(measure.MetricDelta(nil, kp.AfterFullSync, kpSyncFull, "IPv4"))
+				kpPartial = meanMetric(measure.MetricDelta(kp.AfterFullSync, kp.AtEnd, kpSyncPartial, "IPv4"))
+				kpProg = meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpProgramming, "IPv4"))
+				cpu = fmt.Sprintf("%s + %s", dur(time.Duration(kp.CPUNs)), dur(time.Duration(kp.ChildCPUNs)))
+				rss = fmt.Sprintf("%s + %s", mib(kp.PeakRSSBytes), mib(kp.ChildPeakRSSBytes))
+			}
+			first, last := "-", "-"
+			for _, p := range m.Lookup {
+				switch p.Position {
+				case "first":
+					first = us(p.Latency.P50) + " µs"
+				case "last":
+					last = us(p.Latency.P50) + " µs"
+				}
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.label(m), impl, full, kpFull, inc, kpPartial, kpProg, first, last, cpu, rss)
+		}
+	}
+	writeKubeProxyDetails(b, r)
+}
+
+// writeKubeProxyDetails writes per kube-proxy row its setup, where its
+// time went (own CPU, the rule programs by command, its sync metrics per
+// IP family and its log's sync lines) and its files.
+func writeKubeProxyDetails(b *strings.Builder, r *Result) {
+	b.WriteString("\n### kube-proxy rows: setup and where the time went\n\n")
+	b.WriteString("| row | version | control plane up | API objects | first sync (metric) after objects | syncs IPv4 (full / partial) | syncs IPv6 (full / partial) | own CPU | rule programs CPU | peak RSS (kube-proxy / largest program) |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	var rows []ModeResult
+	for _, m := range r.Modes {
+		if m.KubeProxy != nil {
+			rows = append(rows, m)
+		}
+	}
+	for _, m := range rows {
+		kp := m.KubeProxy
+		fam := func(f string) string {
+			return meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpSyncFull, f)) + " / " + meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpSyncPartial, f))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %d in %s | %s | %s | %s | %s | %s | %s / %s |\n", r.label(m), kp.Version,
+			dur(time.Duration(kp.ControlPlaneNs)), kp.APIObjects, dur(time.Duration(kp.APIObjectsNs)), dur(time.Duration(kp.FirstSyncNs)),
+			fam("IPv4"), fam("IPv6"), dur(time.Duration(kp.CPUNs)), dur(time.Duration(kp.ChildCPUNs)), mib(kp.PeakRSSBytes), mib(kp.ChildPeakRSSBytes))
+	}
+	b.WriteString("\nRule programs each kube-proxy ran (sampled every 20 ms: a lower bound; CPU in 10 ms ticks):\n\n")
+	for _, m := range rows {
+		kp := m.KubeProxy
+		progs := append([]measure.ProgramUse(nil), kp.Programs...)
+		sort.SliceStable(progs, func(i, j int) bool { return progs[i].WallNs > progs[j].WallNs })
+		var parts []string
+		for _, p := range progs {
+			parts = append(parts, fmt.Sprintf("`%s` ×%d: wall %s, CPU %s, peak %s", p.Command, p.Runs, dur(time.Duration(p.WallNs)), dur(time.Duration(p.CPUNs)), mib(p.PeakRSSBytes)))
+		}
+		if len(parts) == 0 {
+			parts = []string{"none seen"}
+		}
+		fmt.Fprintf(b, "- %s: %s\n", r.label(m), strings.Join(parts, "; "))
+	}
+	b.WriteString("\n")
+	for _, m := range rows {
+		kp := m.KubeProxy
+		owned := make([]string, 0, len(kp.Owned))
+		for k := range kp.Owned {
+			owned = append(owned, k)
+		}
+		sort.Strings(owned)
+		fmt.Fprintf(b, "- %s: %s %s; config %s; log %s; set by the testbed: %s\n", r.label(m), kp.Binary, strings.Join(kp.Flags, " "), kp.Config, kp.Log, strings.Join(owned, ", "))
+	}
+	for _, s := range r.Skipped {
+		fmt.Fprintf(b, "- skipped: %s\n", s)
+	}
+}
