@@ -17,7 +17,7 @@ STATICCHECK := bin/staticcheck
 KUBE_VERSION ?= v1.37.2
 KUBE_TARGETS ?= kube-proxy kube-apiserver
 
-.PHONY: setup deps build tools kube kernels kernels-ci test test-short bench bench-full bench-sim aa lint clean
+.PHONY: setup deps build tools kube kernels kernels-ci test test-short test-guest-kube bench bench-full bench-sim aa lint clean
 
 ## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench, install the pinned linter,
 ## build the Kubernetes binaries (make kube) and the guest kernel CI uses (make kernels-ci)
@@ -88,6 +88,11 @@ test:
 ## kernel and guest tests skip (internal/testenv)
 test-short:
 	$(GO) test -short -count=1 ./...
+
+## test-guest-kube: kube-proxy's IPVS mode with its control plane in a user-mode-linux guest (root, make kernels, make kube):
+## ClusterIPs answer, the Proxier path of an ipvs (kube-proxy) row, cleanup after kill -9; about 5 min
+test-guest-kube:
+	PROXYBENCH_SLOW=1 $(GO) test -count=1 -v -timeout 30m -run 'InGuest|GuestCleanupAfterKill' ./proxymodes/kubeproxy
 
 ## bench: every benchmark: render at 1k/5k/10k, partial render at 10k, full syncs against the raw tool on the same bytes
 ## (iptables-restore, nft -f) as ratio-vs-raw, userspace listeners, sim at scale; then nftables at 10k (about 2 min an iteration)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"golang.org/x/perf/benchfmt"
 )
 
 // TestRefusalNoteNamesTheLimitThatFired: the note on slow refusals names
@@ -72,5 +74,35 @@ func TestTimeToErrorInEveryFormat(t *testing.T) {
 				t.Errorf("%s lacks %q", format, w)
 			}
 		}
+	}
+}
+
+// TestTimeToErrorGoBenchParses: benchstat's reader takes the
+// BenchmarkTimeToError lines: a result per cause with its count and units.
+func TestTimeToErrorGoBenchParses(t *testing.T) {
+	r := loadFixture(t)
+	m := &r.Modes[len(r.Modes)-1]
+	m.Lookup[0].ErrorKinds = map[string]ErrorKind{"refused": {Count: 2, SamplesNs: []int64{300e3, 1.02e9}}}
+	var b bytes.Buffer
+	if err := WriteGoBench(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	rd := benchfmt.NewReader(&b, "gobench")
+	found := false
+	for rd.Scan() {
+		switch rec := rd.Result().(type) {
+		case *benchfmt.SyntaxError:
+			t.Errorf("benchfmt: %v", rec)
+		case *benchfmt.Result:
+			if strings.HasPrefix(string(rec.Name), "TimeToError/") {
+				found = true
+				if rec.Iters != 2 || len(rec.Values) != 4 || rec.Values[0].OrigUnit != "ns/op" {
+					t.Errorf("TimeToError result %+v", rec)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no TimeToError result in:\n%s", b.String())
 	}
 }

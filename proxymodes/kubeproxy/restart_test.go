@@ -5,6 +5,8 @@ package kubeproxy_test
 import (
 	"context"
 	"net/netip"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,12 +24,30 @@ import (
 // node that never ran it); Resume starts a new kube-proxy over the API,
 // which programs every service again; Halt without cleanup keeps the
 // rules (the services keep answering while kube-proxy is down).
+// PROXYBENCH_HALT_SERVICES=N runs it with N services (default 4) and
+// PROXYBENCH_HALT_MODE=nftables in that mode (default iptables), logging
+// the cold start's and the restart's first-sync times.
 func TestKernelProxierHaltResume(t *testing.T) {
-	testenv.RequireKernel(t, "iptables", "iptables-save", "iptables-restore")
+	mode := os.Getenv("PROXYBENCH_HALT_MODE")
+	if mode == "" {
+		mode = "iptables"
+	}
+	if mode == "nftables" {
+		testenv.RequireKernel(t, "nft")
+	} else {
+		testenv.RequireKernel(t, "iptables", "iptables-save", "iptables-restore")
+	}
 	bins := testenv.RequireKube(t)
 	ctx := context.Background()
 	runID := topology.NewRunID()
-	svcs := services(4)
+	n := 4
+	if v := os.Getenv("PROXYBENCH_HALT_SERVICES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("PROXYBENCH_HALT_SERVICES=%q is not a positive count", v)
+		}
+	}
+	svcs := services(n)
 	tb, err := topology.Build(ctx, topology.Spec{RunID: runID, ClientPods: 1, ServiceCIDR: serviceCIDR, PodCIDR: podCIDR, NodeCIDR: nodeCIDR})
 	if err != nil {
 		t.Fatal(err)
@@ -38,9 +58,9 @@ func TestKernelProxierHaltResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer echo.Close()
-	p, err := kubeproxy.NewProxier(kubeproxy.ProxierSpec{Mode: "iptables", Node: tb.Node, NodeIP: tb.NodeBackendAddr,
+	p, err := kubeproxy.NewProxier(kubeproxy.ProxierSpec{Mode: mode, Node: tb.Node, NodeIP: tb.NodeBackendAddr,
 		ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR, Avoid: []netip.Prefix{serviceCIDR, podCIDR, nodeCIDR},
-		Pass:      map[string]any{"iptables": map[string]any{"minSyncPeriod": "0s"}},
+		Pass:      map[string]any{mode: map[string]any{"minSyncPeriod": "0s"}},
 		KubeProxy: bins.KubeProxy, Bin: controlplane.Binaries{Etcd: bins.Etcd, APIServer: bins.APIServer}, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +100,15 @@ func TestKernelProxierHaltResume(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	svcChains := func() int {
+	// svcRules counts the node's jumps to kube-proxy's service chains.
+	svcRules := func() int {
+		if mode == "nftables" {
+			out, err := tb.Node.Run(ctx, nil, "nft", "list", "ruleset")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.Count(string(out), "goto service-")
+		}
 		nat, err := tb.Node.Run(ctx, nil, "iptables-save", "-t", "nat")
 		if err != nil {
 			t.Fatal(err)
@@ -92,8 +120,8 @@ func TestKernelProxierHaltResume(t *testing.T) {
 	if err := p.Halt(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	if n := svcChains(); n != 0 {
-		t.Errorf("after Halt with cleanup the nat table still jumps to %d KUBE-SVC- chains", n)
+	if n := svcRules(); n != 0 {
+		t.Errorf("after Halt with cleanup the node still has %d jumps to service chains", n)
 	}
 	if err := answers(300 * time.Millisecond); err == nil {
 		t.Error("services answer on a node whose kube-proxy rules were cleaned up")
@@ -110,15 +138,17 @@ func TestKernelProxierHaltResume(t *testing.T) {
 	if err := p.Halt(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	if n := svcChains(); n < len(svcs) {
-		t.Errorf("after Halt without cleanup the nat table jumps to %d KUBE-SVC- chains, want >= %d", n, len(svcs))
+	if n := svcRules(); n < len(svcs) {
+		t.Errorf("after Halt without cleanup the node has %d jumps to service chains, want >= %d", n, len(svcs))
 	}
 	if err := answers(2 * time.Second); err != nil {
 		t.Errorf("services stop answering while kube-proxy is halted over its rules: %v", err)
 	}
-	if _, err := p.Resume(ctx); err != nil {
+	rst, err := p.Resume(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	eventually("after the restart")
-	t.Logf("cold start: kube-proxy up and synced in %v (its metric: %v)", st.Wall, st.Phases["kube-proxy.metric"])
+	t.Logf("%s, %d services: cold start: kube-proxy up and synced in %v (its metric: %v, CPU %v); restart over its rules: %v (metric %v, CPU %v)",
+		mode, n, st.Wall, st.Phases["kube-proxy.metric"], st.CPU, rst.Wall, rst.Phases["kube-proxy.metric"], rst.CPU)
 }
