@@ -135,6 +135,61 @@ func (p *Proxier) lastSync(ctx context.Context) (time.Time, Histogram, error) {
 	return time.Time{}, h, nil
 }
 
+// changeState is kube-proxy's view of the changes it was sent: how many
+// Service and EndpointSlice changes it received
+// (kubeproxy_sync_proxy_rules_{service,endpoint}_changes_total), how many
+// wait for a sync (..._changes_pending), and its IPv4 last-queued and
+// last-synced timestamps. ok is false when a series is missing.
+type changeState struct {
+	total, pending float64
+	queued, synced time.Time
+	ok             bool
+}
+
+func (p *Proxier) changes(ctx context.Context) (changeState, error) {
+	m, err := p.kp.Scrape(ctx)
+	if err != nil {
+		return changeState{}, err
+	}
+	val := func(name, family string) (float64, bool) {
+		f, ok := m[name]
+		if !ok {
+			return 0, false
+		}
+		for _, s := range f.GetMetric() {
+			match := family == ""
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "ip_family" && l.GetValue() == family {
+					match = true
+				}
+			}
+			if match {
+				if c := s.GetCounter(); c != nil {
+					return c.GetValue(), true
+				}
+				return s.GetGauge().GetValue(), true
+			}
+		}
+		return 0, false
+	}
+	st := changeState{ok: true}
+	for _, n := range []string{"kubeproxy_sync_proxy_rules_service_changes_total", "kubeproxy_sync_proxy_rules_endpoint_changes_total"} {
+		v, ok := val(n, "")
+		st.total += v
+		st.ok = st.ok && ok
+	}
+	for _, n := range []string{"kubeproxy_sync_proxy_rules_service_changes_pending", "kubeproxy_sync_proxy_rules_endpoint_changes_pending"} {
+		v, ok := val(n, "")
+		st.pending += v
+		st.ok = st.ok && ok
+	}
+	q, ok1 := val("kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", "IPv4")
+	t, ok2 := val(tsMetric, "IPv4")
+	st.ok = st.ok && ok1 && ok2
+	st.queued, st.synced = time.Unix(0, int64(q*1e9)), time.Unix(0, int64(t*1e9))
+	return st, nil
+}
+
 // Sync makes the API hold services and waits for kube-proxy to program them.
 func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxymodes.SyncStats, error) {
 	t0 := time.Now()
@@ -143,6 +198,10 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	}
 	u0 := p.kp.Usage()
 	_, h0, err := p.lastSync(ctx)
+	if err != nil {
+		return proxymodes.SyncStats{}, err
+	}
+	c0, err := p.changes(ctx)
 	if err != nil {
 		return proxymodes.SyncStats{}, err
 	}
@@ -216,6 +275,15 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 		step := h.Sub(hPrev)
 		ok := step.Count > 0 && (!ts.Add(-time.Duration(step.Sum*float64(time.Second))).Before(sent) ||
 			(step.Count >= 2 && !prevAt.Before(written)))
+		if !ok && h.Count > h0.Count {
+			// A sync that began before the last write may still have taken
+			// it in (kube-proxy reads the pending changes a while into a
+			// sync): done when kube-proxy received every write, none is
+			// pending, and no sync was queued after the last one ended.
+			if c, err := p.changes(ctx); err == nil && c.ok && c0.ok {
+				ok = c.total >= c0.total+float64(writes) && c.pending == 0 && !c.synced.Before(c.queued) && c.synced.After(c0.synced)
+			}
+		}
 		if ok {
 			d := h.Sub(h0)
 			u := p.kp.Usage()
