@@ -223,6 +223,11 @@ func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
 	sc.Fallback = "" // dump shows the mode asked for, never a fallback
 	// The implementations dumped are the scenario's for this command
 	// (its kubeProxy block then applies to kube-proxy's).
+	for _, impl := range strings.Split(f.impl, ",") {
+		if !slices.Contains(fidelity.Implementations, impl) {
+			return badInput(fmt.Errorf("--implementation %q: want builtin, kube-proxy or builtin,kube-proxy; fix: --implementation builtin (proxybench's own) or --implementation kube-proxy", f.impl))
+		}
+	}
 	if f.diff {
 		sc.Implementation = append([]string{}, fidelity.Implementations...)
 	} else if f.impl != "" {
