@@ -342,7 +342,12 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	for k, v := range p.kp.Owned {
 		p.info["owned."+k] = v
 	}
-	_, fsum := measure.MetricDelta(nil, metrics, MetricSyncFull, "IPv4")
+	fn, fsum := measure.MetricDelta(nil, metrics, MetricSyncFull, "IPv4")
+	if fn == 0 {
+		// IPVS mode has no full/partial variants (only the iptables and
+		// nftables proxiers observe them): its one sync histogram.
+		_, fsum = measure.MetricDelta(nil, metrics, MetricSync, "IPv4")
+	}
 	if p.spec.IPTablesBackend != "" {
 		p.info["iptablesBackend"] = p.spec.IPTablesBackend
 	}
