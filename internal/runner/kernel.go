@@ -488,6 +488,9 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 		return nil, err
 	}
 	r, rerr := reports.Read(filepath.Join(dir, "result.json"))
+	if cerr := copyGuestArtifacts(r, dir, o.ArtifactDir); cerr != nil && console != nil {
+		fmt.Fprintln(console, "warning: "+cerr.Error())
+	}
 	if r != nil {
 		fromGuest(r)
 	}
@@ -507,21 +510,69 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	return r, nil
 }
 
-// GuestSkips takes implementation kube-proxy out of s, a scenario about
-// to run in user-mode-linux guest kernel name, and returns a line per row
-// it skips: kube-proxy and its control plane do not run in the guest yet,
-// so those modes run there as builtin only, and the result says so.
+// GuestSkips prepares s, a scenario about to run in user-mode-linux
+// guest kernel name, for its kube-proxy rows and returns the rows it
+// skips (none: kube-proxy and its control plane run inside the guest as
+// on the host; proxymodes/kubeproxy's TestKernelIPVSInGuest). The guest
+// runs in its own work folder, so kubeProxy.binaries are made absolute
+// (the guest's root is the host's filesystem, so the host's paths hold
+// there), and it gets at least GuestKubeMemoryMiB of memory (etcd,
+// kube-apiserver and kube-proxy beside the run).
 func GuestSkips(s *scenarios.Scenario, name string) []string {
 	if !s.UsesKubeProxy() {
 		return nil
 	}
-	var out []string
-	for _, m := range s.Modes {
-		if s.KubeProxyRuns(m) {
-			out = append(out, fmt.Sprintf("%s (kube-proxy) on %s: not yet: kube-proxy and its control plane do not run in a user-mode-linux guest yet; %s ran there as builtin only", m, name, m))
+	bins := make([]string, len(s.KubeProxy.Binaries))
+	for i, b := range s.KubeProxy.Binaries {
+		if abs, err := filepath.Abs(b); err == nil {
+			b = abs
+		}
+		bins[i] = b
+	}
+	s.KubeProxy.Binaries = bins
+	s.UML.MemoryMiB = max(s.UML.MemoryMiB, GuestKubeMemoryMiB)
+	return nil
+}
+
+// GuestKubeMemoryMiB is the least guest memory of a run with kube-proxy
+// rows (MiB): etcd, kube-apiserver, kube-proxy and the run itself.
+const GuestKubeMemoryMiB = 3072
+
+// guestArtifacts is the folder, inside the guest's work folder, where
+// the run in the guest keeps its artifacts (kube-proxy configs and logs):
+// cmd/proxybench names it after the result file, result.json.
+const guestArtifacts = "result"
+
+// copyGuestArtifacts copies the guest run's artifacts from the guest's
+// work folder dir to the host's artifact folder to, and points the
+// result's kube-proxy records at the copies. Errors are returned for the
+// caller to report; the measurements stand without the artifacts.
+func copyGuestArtifacts(r *reports.Result, dir, to string) error {
+	from := filepath.Join(dir, guestArtifacts)
+	if _, err := os.Stat(from); err != nil {
+		return nil // no artifacts (no kube-proxy row)
+	}
+	if to == "" {
+		return nil
+	}
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	if err := os.CopyFS(to, os.DirFS(from)); err != nil {
+		return fmt.Errorf("copy the guest's artifacts to %s: %w", to, err)
+	}
+	inGuest := filepath.Join(uml.GuestMount, guestArtifacts)
+	if r == nil {
+		return nil
+	}
+	for i := range r.Modes {
+		if kp := r.Modes[i].KubeProxy; kp != nil {
+			for _, f := range []*string{&kp.Config, &kp.Log} {
+				if rest, ok := strings.CutPrefix(*f, inGuest); ok {
+					*f = to + rest
+				}
+			}
 		}
 	}
-	s.Implementation = []string{scenarios.ImplBuiltin}
-	s.KubeProxy = scenarios.KubeProxySpec{}
-	return out
+	return nil
 }
