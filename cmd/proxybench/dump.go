@@ -82,7 +82,7 @@ user-mode-linux guest, as run does (--kernel). Needs root.`,
 	}
 	cmd.Flags().StringVar(&f.mode, "mode", "", "the mode to dump: iptables, ipvs or nftables (required)")
 	cmd.Flags().StringVar(&f.impl, "implementation", fidelity.Builtin, "builtin (proxybench's own proxier), kube-proxy (the real kube-proxy with a control plane), or both as builtin,kube-proxy (as run --implementation): one reading after the other")
-	cmd.Flags().StringVar(&f.kubeProxy, "kube-proxy", "", "the kube-proxy binary for --implementation kube-proxy and --diff (default bin/kube-proxy beside proxybench, or $PROXYBENCH_KUBE_BIN/kube-proxy)")
+	cmd.Flags().StringVar(&f.kubeProxy, "kube-proxy", "", "the kube-proxy binary for --implementation kube-proxy and --diff (default the scenario's first kubeProxy.binaries, else bin/kube-proxy beside proxybench, or $PROXYBENCH_KUBE_BIN/kube-proxy)")
 	cmd.Flags().StringVar(&f.kernel, "kernel", "", "the kernel to run on instead of the scenario's (host, uml, uml:6.12, ...; default auto: the host when it can run the mode)")
 	cmd.Flags().BoolVar(&f.diff, "diff", false, "run builtin and kube-proxy and print their normalised difference (exit 1 when a difference is not documented)")
 	cmd.Flags().BoolVar(&f.normalise, "normalise", false, "print the reading normalised (one fact per line, as --diff compares it)")
@@ -188,8 +188,15 @@ func checkDump(cmd *cobra.Command, sc *scenarios.Scenario, f *dumpFlags) (fideli
 		}
 	}
 	if f.diff || kubeProxy {
+		if _, err := kubeproxy.PassFromScenario(sc, f.mode); err != nil {
+			return kb, fmt.Errorf("kubeProxy.config: %w", err)
+		}
+		bin := f.kubeProxy
+		if bin == "" && len(sc.KubeProxy.Binaries) > 0 {
+			bin = sc.KubeProxy.Binaries[0] // the scenario's first kube-proxy
+		}
 		var err error
-		if kb, err = kubeBinaries(f.kubeProxy); err != nil {
+		if kb, err = kubeBinaries(bin); err != nil {
 			return kb, err
 		}
 		if _, err := kubeproxy.Version(cmd.Context(), kb.KubeProxy); err != nil {
@@ -214,6 +221,18 @@ func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
 		sc.Modes = []string{f.mode}
 	}
 	sc.Fallback = "" // dump shows the mode asked for, never a fallback
+	// The implementations dumped are the scenario's for this command
+	// (its kubeProxy block then applies to kube-proxy's).
+	for _, impl := range strings.Split(f.impl, ",") {
+		if !slices.Contains(fidelity.Implementations, impl) {
+			return badInput(fmt.Errorf("--implementation %q: want builtin, kube-proxy or builtin,kube-proxy; fix: --implementation builtin (proxybench's own) or --implementation kube-proxy", f.impl))
+		}
+	}
+	if f.diff {
+		sc.Implementation = append([]string{}, fidelity.Implementations...)
+	} else if f.impl != "" {
+		sc.Implementation = strings.Split(f.impl, ",")
+	}
 	if err := sc.ValidateWith(modes.Catalog()); err != nil {
 		return badInput(fmt.Errorf("after command-line overrides: %w", err))
 	}

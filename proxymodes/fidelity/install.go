@@ -60,51 +60,6 @@ type Spec struct {
 	Settle time.Duration
 }
 
-// KubeProxyPass returns the KubeProxyConfiguration fields a scenario's
-// mode blocks pass to kube-proxy (kubeproxy.ConfigSpec.Pass): sync
-// periods of every mode, and the IPVS scheduler, excludeCIDRs and
-// timeouts. iptables.backend is proxybench's own (the back end of its
-// iptables binaries) and is not passed: kube-proxy uses the `iptables` on
-// its PATH.
-func KubeProxyPass(sc *scenarios.Scenario) map[string]any {
-	pass := map[string]any{}
-	dur := func(m map[string]any, k string, d scenarios.Duration) {
-		if d.Duration > 0 {
-			m[k] = d.Duration.String()
-		}
-	}
-	ipt := map[string]any{}
-	dur(ipt, "syncPeriod", sc.IPTables.SyncPeriod)
-	ipt["minSyncPeriod"] = sc.IPTables.MinSyncPeriod.Duration.String()
-	pass["iptables"] = ipt
-	nft := map[string]any{}
-	dur(nft, "syncPeriod", sc.NFTables.SyncPeriod)
-	nft["minSyncPeriod"] = sc.NFTables.MinSyncPeriod.Duration.String()
-	pass["nftables"] = nft
-	ipvs := map[string]any{}
-	if sc.IPVS.Scheduler != "" {
-		ipvs["scheduler"] = sc.IPVS.Scheduler
-	}
-	if len(sc.IPVS.ExcludeCIDRs) > 0 {
-		ipvs["excludeCIDRs"] = append([]string{}, sc.IPVS.ExcludeCIDRs...)
-	}
-	dur(ipvs, "syncPeriod", sc.IPVS.SyncPeriod)
-	ipvs["minSyncPeriod"] = sc.IPVS.MinSyncPeriod.Duration.String()
-	dur(ipvs, "tcpTimeout", sc.IPVS.TCPTimeout)
-	dur(ipvs, "tcpFinTimeout", sc.IPVS.TCPFinTimeout)
-	dur(ipvs, "udpTimeout", sc.IPVS.UDPTimeout)
-	pass["ipvs"] = ipvs
-	return pass
-}
-
-// affinity is the scenario's ClientIP session affinity timeout (0: None).
-func affinity(sc *scenarios.Scenario) time.Duration {
-	if sc.Services.SessionAffinity == "ClientIP" {
-		return sc.Services.SessionAffinityTimeout.Duration
-	}
-	return 0
-}
-
 // Install builds a one-node testbed, makes spec.Implementation of
 // spec.Mode program the services in the node namespace (builtin: one full
 // Sync; kube-proxy: a control plane, the API objects, kube-proxy until
@@ -151,10 +106,16 @@ func Install(ctx context.Context, spec Spec) (r Reading, err error) {
 			defer os.RemoveAll(dir)
 		}
 		avoid := []netip.Prefix{svcNet, podNet, nodeNet, cluster}
+		// The scenario's mode block and kubeProxy.config, as run's
+		// kube-proxy rows take them.
+		pass, perr := kubeproxy.PassFromScenario(sc, spec.Mode)
+		if perr != nil {
+			return r, perr
+		}
 		p, err = kubeproxy.NewProxier(kubeproxy.ProxierSpec{Mode: spec.Mode, Node: tb.Node, NodeIP: tb.NodeBackendAddr,
-			ClusterCIDR: cluster, ServiceCIDR: svcNet, Avoid: avoid, Pass: KubeProxyPass(sc), KubeProxy: spec.Kube.KubeProxy,
-			Bin: controlplane.Binaries{Etcd: spec.Kube.Etcd, APIServer: spec.Kube.APIServer}, Dir: dir, SessionAffinity: affinity(sc),
-			IPTablesBackend: sc.IPTables.Backend})
+			ClusterCIDR: cluster, ServiceCIDR: svcNet, Avoid: avoid, Pass: pass, KubeProxy: spec.Kube.KubeProxy,
+			Bin: controlplane.Binaries{Etcd: spec.Kube.Etcd, APIServer: spec.Kube.APIServer}, Dir: dir,
+			SessionAffinity: kubeproxy.SessionAffinityOf(sc), IPTablesBackend: sc.IPTables.Backend, Verbosity: sc.KubeProxy.Verbosity})
 		if err != nil {
 			return r, err
 		}

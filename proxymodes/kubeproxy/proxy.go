@@ -454,10 +454,7 @@ func commandOf(pid int) string {
 	if len(args) == 0 || args[0] == "" {
 		return fmt.Sprintf("pid %d", pid)
 	}
-	out := []string{filepath.Base(args[0])}
-	for _, a := range args[1:min(len(args), 3)] {
-		out = append(out, a)
-	}
+	out := append([]string{filepath.Base(args[0])}, args[1:min(len(args), 3)]...)
 	return strings.Join(out, " ")
 }
 

@@ -82,9 +82,21 @@ func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 		}
 		return NewProxier(ProxierSpec{Mode: base.Name, IPTablesBackend: backend, Node: ns, NodeIP: ip, ClusterCIDR: cluster, ServiceCIDR: svc,
 			Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix()}, Pass: pass, KubeProxy: v.Binary, Bin: v.Bin,
-			Dir: v.Dir, Verbosity: sc.KubeProxy.Verbosity, Label: v.Label, DataPlane: v.DataPlane})
+			Dir: v.Dir, Verbosity: sc.KubeProxy.Verbosity, Label: v.Label, DataPlane: v.DataPlane,
+			SessionAffinity: SessionAffinityOf(sc)})
 	}
 	return m
+}
+
+// SessionAffinityOf is the ClientIP affinity timeout the scenario gives
+// every Service (services.sessionAffinity ClientIP), 0 for None: the
+// builtin modes apply it to every service, so kube-proxy's Services carry
+// it too (ProxierSpec.SessionAffinity).
+func SessionAffinityOf(sc *scenarios.Scenario) time.Duration {
+	if sc.Services.SessionAffinity == "ClientIP" {
+		return sc.Services.SessionAffinityTimeout.Duration
+	}
+	return 0
 }
 
 // ModeBinaries are the programs kube-proxy runs in each mode (on PATH in
