@@ -148,9 +148,37 @@ func (n *Netns) Run(ctx context.Context, stdin []byte, name string, args ...stri
 // Close releases the namespace handle (the namespace itself stays).
 func (n *Netns) Close() error { return n.handle.Close() }
 
+// netnsDir is where named namespaces are bind-mounted (iproute2's
+// NETNS_RUN_DIR).
+const netnsDir = "/run/netns"
+
+// sharedNetnsDir makes netnsDir a shared mount point, as `ip netns add`
+// does (iproute2 ip/ipnetns.c, netns_add): mark it MS_SHARED|MS_REC, and
+// when that fails with EINVAL (not a mount point) bind-mount it on itself
+// first. vishvananda/netns.NewNamed skips this, so a namespace it mounted
+// on the plain folder was hidden once some later `ip netns` command put
+// its self-bind mount on top: invisible in /run/netns, and impossible for
+// `proxybench cleanup` to unmount (pb-e52b29-kube, left this way).
+func sharedNetnsDir() error {
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return err
+	}
+	err := unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if err == nil || !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	if err := unix.Mount(netnsDir, netnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind-mount %s on itself: %w", netnsDir, err)
+	}
+	return unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+}
+
 // CreateNetns creates the named namespace /run/netns/name (equivalent to
 // `ip netns add name`) without switching any long-lived thread into it.
 func CreateNetns(name string) (*Netns, error) {
+	if err := sharedNetnsDir(); err != nil {
+		return nil, fmt.Errorf("create netns %q: %w", name, err)
+	}
 	var h netns.NsHandle
 	errc := make(chan error, 1)
 	go func() {
