@@ -95,16 +95,7 @@ func TestKernelIPVSInGuest(t *testing.T) {
 	dir := t.TempDir()
 	svcs := services(n)
 	t0 := time.Now()
-	tb, err := topology.Build(ctx, topology.Spec{RunID: runID, ClientPods: 1, ServiceCIDR: serviceCIDR, PodCIDR: podCIDR, NodeCIDR: nodeCIDR})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tb.Teardown()
-	echo, err := traffic.StartEcho(tb.Backend, []uint16{8080})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
+	tb := echoTestbed(ctx, t, runID)
 	built := time.Now()
 	cp, err := controlplane.Start(ctx, controlplane.Spec{RunID: runID, Nodes: tb.Nodes,
 		Avoid: []netip.Prefix{serviceCIDR, podCIDR, nodeCIDR},
@@ -387,16 +378,7 @@ func TestKernelIPVSProxierInGuest(t *testing.T) {
 	ctx := context.Background()
 	runID := topology.NewRunID()
 	svcs := services(6)
-	tb, err := topology.Build(ctx, topology.Spec{RunID: runID, ClientPods: 1, ServiceCIDR: serviceCIDR, PodCIDR: podCIDR, NodeCIDR: nodeCIDR})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tb.Teardown()
-	echo, err := traffic.StartEcho(tb.Backend, []uint16{8080})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
+	tb := echoTestbed(ctx, t, runID)
 	p, err := kubeproxy.NewProxier(kubeproxy.ProxierSpec{Mode: "ipvs", Node: tb.Node, NodeIP: tb.NodeBackendAddr,
 		ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR, Avoid: []netip.Prefix{serviceCIDR, podCIDR, nodeCIDR},
 		Pass: map[string]any{"ipvs": map[string]any{"minSyncPeriod": "0s"}}, KubeProxy: bins.KubeProxy,

@@ -24,6 +24,24 @@ import (
 	"github.com/proxybench/proxybench/workload/traffic"
 )
 
+// echoTestbed builds a one-node testbed of run runID with one client pod
+// and an echo server on the backend's port 8080; both are removed when the
+// test ends.
+func echoTestbed(ctx context.Context, t *testing.T, runID string) *topology.Testbed {
+	t.Helper()
+	tb, err := topology.Build(ctx, topology.Spec{RunID: runID, ClientPods: 1, ServiceCIDR: serviceCIDR, PodCIDR: podCIDR, NodeCIDR: nodeCIDR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tb.Teardown() })
+	echo, err := traffic.StartEcho(tb.Backend, []uint16{8080})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	return tb
+}
+
 var (
 	serviceCIDR = netip.MustParsePrefix("198.18.0.0/16")
 	podCIDR     = netip.MustParsePrefix("198.19.0.0/17")

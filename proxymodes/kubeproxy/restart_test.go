@@ -48,16 +48,7 @@ func TestKernelProxierHaltResume(t *testing.T) {
 		}
 	}
 	svcs := services(n)
-	tb, err := topology.Build(ctx, topology.Spec{RunID: runID, ClientPods: 1, ServiceCIDR: serviceCIDR, PodCIDR: podCIDR, NodeCIDR: nodeCIDR})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tb.Teardown()
-	echo, err := traffic.StartEcho(tb.Backend, []uint16{8080})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
+	tb := echoTestbed(ctx, t, runID)
 	p, err := kubeproxy.NewProxier(kubeproxy.ProxierSpec{Mode: mode, Node: tb.Node, NodeIP: tb.NodeBackendAddr,
 		ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR, Avoid: []netip.Prefix{serviceCIDR, podCIDR, nodeCIDR},
 		Pass:      map[string]any{mode: map[string]any{"minSyncPeriod": "0s"}},
