@@ -3,14 +3,11 @@
 package kubeproxy_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"github.com/proxybench/proxybench/internal/uml"
-	"io"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -291,32 +288,7 @@ func TestKernelGuestCleanupAfterKill(t *testing.T) {
 	testenv.RequireKube(t)
 	testenv.RequireGuest(t)
 	runID := topology.NewRunID()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestKernelGuestHelper$", "-test.v", "-test.timeout=25m")
-	cmd.Env = append(os.Environ(), guestHelperEnv+"="+runID)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(out)
-	ready := false
-	var lines []string
-	for sc.Scan() {
-		l := strings.TrimSpace(sc.Text())
-		lines = append(lines, l)
-		if l == "ready" {
-			ready = true
-			break
-		}
-	}
-	go io.Copy(io.Discard, out)
-	if !ready {
-		t.Fatalf("guest run did not get ready:\n%s", strings.Join(lines, "\n"))
-	}
+	cmd := startReadyHelper(t, "TestKernelGuestHelper", guestHelperEnv+"="+runID, "-test.timeout=25m")
 	live := guestProcs(runID)
 	if len(live) == 0 {
 		t.Fatalf("no guest process of run %s while it runs", runID)

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -23,6 +24,38 @@ import (
 	"github.com/proxybench/proxybench/workload/apiobjects"
 	"github.com/proxybench/proxybench/workload/traffic"
 )
+
+// startReadyHelper runs this test binary's test (a helper run that
+// prints "ready" once its testbed is up) with env added to its
+// environment and args to its flags, and returns once it printed "ready"
+// (its further output is discarded); the helper is killed when the test
+// ends. It fails the test if the helper ends without "ready".
+func startReadyHelper(t *testing.T, test, env string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run", "^" + test + "$", "-test.v"}, args...)...)
+	cmd.Env = append(os.Environ(), env)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	sc := bufio.NewScanner(out)
+	var lines []string
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		lines = append(lines, l)
+		if l == "ready" {
+			go io.Copy(io.Discard, out)
+			return cmd
+		}
+	}
+	t.Fatalf("%s did not get ready:\n%s", test, strings.Join(lines, "\n"))
+	return nil
+}
 
 // echoTestbed builds a one-node testbed of run runID with one client pod
 // and an echo server on the backend's port 8080; both are removed when the
@@ -237,30 +270,7 @@ func TestKernelCleanupAfterKill(t *testing.T) {
 	testenv.RequireKernel(t, "iptables", "iptables-restore")
 	testenv.RequireKube(t)
 	runID := topology.NewRunID()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestKernelHelperRun$", "-test.v")
-	cmd.Env = append(os.Environ(), helperEnv+"="+runID+":"+t.TempDir())
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(out)
-	ready := false
-	var lines []string
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if sc.Text() == "ready" {
-			ready = true
-			break
-		}
-	}
-	if !ready {
-		t.Fatalf("helper run did not get ready:\n%s", strings.Join(lines, "\n"))
-	}
+	cmd := startReadyHelper(t, "TestKernelHelperRun", helperEnv+"="+runID+":"+t.TempDir())
 	kids := topology.ChildProcesses(runID)
 	if len(kids) < 3 {
 		t.Fatalf("run %s has %d child processes, want etcd, kube-apiserver and kube-proxy", runID, len(kids))
