@@ -121,7 +121,7 @@ type Proxy struct {
 	// and the config were written).
 	Started time.Time
 	res     *resourceWatch
-	http *http.Client
+	http    *http.Client
 }
 
 // Start writes the node's config and starts kube-proxy in spec.Node. It
