@@ -3,6 +3,7 @@ package proxymodes
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -211,6 +212,23 @@ func IPTablesBinary(backend, tool string) string {
 		name += "-" + tool
 	}
 	return name
+}
+
+// ProbeIPTablesBackends loads rules (iptables-restore input, applied with
+// --noflush) with each iptables back end in node, legacy then nft, and
+// returns the back ends that took them and, for the others, "backend:
+// first line of the error". Modes that program through iptables-restore
+// (iptables, userspace) use it in their Probe.
+func ProbeIPTablesBackends(ctx context.Context, node Node, rules string) (ok, bad []string) {
+	for _, be := range []string{"legacy", "nft"} {
+		if _, err := node.Run(ctx, []byte(rules), IPTablesBinary(be, "restore"), "--noflush"); err != nil {
+			msg, _, _ := strings.Cut(err.Error(), "\n")
+			bad = append(bad, be+": "+msg)
+			continue
+		}
+		ok = append(ok, be)
+	}
+	return ok, bad
 }
 
 // NewFrom builds a Mode.New from a mode's scenario-to-config function and

@@ -89,16 +89,7 @@ func Rendering(cfg Config, services []workload.Service) (*proxymodes.Rendering, 
 // Probe loads a miniature of kube-proxy's nat rules with both back ends in
 // node (a throwaway namespace) and reports which work.
 func Probe(ctx context.Context, node proxymodes.Node) (bool, string) {
-	var ok []string
-	var bad []string
-	for _, be := range []string{BackendLegacy, BackendNft} {
-		if _, err := node.Run(ctx, []byte(probeRules), proxymodes.IPTablesBinary(be, "restore"), "--noflush"); err != nil {
-			msg, _, _ := strings.Cut(err.Error(), "\n")
-			bad = append(bad, be+": "+msg)
-			continue
-		}
-		ok = append(ok, be)
-	}
+	ok, bad := proxymodes.ProbeIPTablesBackends(ctx, node, probeRules)
 	if len(ok) == 0 {
 		return false, "no back end accepts kube-proxy's rules (" + strings.Join(bad, "; ") + "); run make setup"
 	}

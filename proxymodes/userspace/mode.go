@@ -117,15 +117,7 @@ func Probe(ctx context.Context, node proxymodes.Node) (bool, string) {
 	}); err != nil {
 		return false, "cannot listen in a network namespace: " + err.Error()
 	}
-	var ok, bad []string
-	for _, be := range []string{BackendLegacy, BackendNft} {
-		if _, err := node.Run(ctx, []byte(probeRules), proxymodes.IPTablesBinary(be, "restore"), "--noflush"); err != nil {
-			msg, _, _ := strings.Cut(err.Error(), "\n")
-			bad = append(bad, be+": "+msg)
-			continue
-		}
-		ok = append(ok, be)
-	}
+	ok, bad := proxymodes.ProbeIPTablesBackends(ctx, node, probeRules)
 	if len(ok) == 0 {
 		return false, "no iptables back end accepts a REDIRECT portal (" + strings.Join(bad, "; ") + "); run make setup"
 	}
