@@ -349,6 +349,8 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if uml.InGuest() {
 		// Syscalls cost ~25x the host's in a user-mode-linux guest.
 		cps.StartTimeout = 8 * time.Minute
+		// Each resident page is a host mapping there (controlplane.Spec.LowMemory).
+		cps.LowMemory = true
 	}
 	p.cp, err = controlplane.Start(ctx, cps)
 	if err != nil {
