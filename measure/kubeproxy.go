@@ -28,16 +28,25 @@ type KubeProxy struct {
 	FirstSyncNs int64 `json:"firstSyncNs"`
 	Probed      int   `json:"probed"`
 	// AfterFullSync is a scrape of kube-proxy's sync metrics right after
-	// sync.full; AtEnd one at the end of the mode (before it stopped).
-	// AtEnd minus AfterFullSync is what the later syncs (sync.incremental,
-	// periodic resyncs) took.
+	// sync.full (the row's first kube-proxy process); AtEnd the row's
+	// total at the end of the mode: the last process's scrape plus every
+	// Earlier process's last one (each process counts from zero). AtEnd
+	// minus AfterFullSync is what the later syncs took (sync.incremental,
+	// periodic resyncs, and the first syncs of later processes).
 	AfterFullSync []Metric `json:"afterFullSync,omitempty"`
 	AtEnd         []Metric `json:"atEnd,omitempty"`
+	// Earlier are the row's kube-proxy processes that stopped before the
+	// last one, in order: a Cleanup followed by a new first Sync (the
+	// fairness phase's fresh resync starts a new control plane and
+	// kube-proxy) or a Halt of the sync-disruption phase (cold start,
+	// restart). The figures above are over every process of the row.
+	Earlier []KubeProxyProcess `json:"earlier,omitempty"`
 	// CPUNs is kube-proxy's own user+system time over the whole row,
 	// ChildCPUNs that of the rule programs it ran and waited for
 	// (/proc/<pid>/stat utime+stime, cutime+cstime); PeakRSSBytes and
 	// ChildPeakRSSBytes the peak resident sets (VmHWM; children sampled
-	// every 20 ms).
+	// every 20 ms). Summed (CPU) or the largest (RSS) over the row's
+	// processes.
 	CPUNs             int64 `json:"cpuNs"`
 	ChildCPUNs        int64 `json:"childCpuNs"`
 	PeakRSSBytes      int64 `json:"peakRssBytes"`
@@ -108,6 +117,72 @@ type Metric struct {
 	Family string  `json:"family"`
 	Count  uint64  `json:"count"`
 	Sum    float64 `json:"sum"`
+}
+
+// KubeProxyProcess is one kube-proxy process of a row that stopped before
+// the row's last one.
+type KubeProxyProcess struct {
+	// Why it stopped: "cleanup" (Proxier.Cleanup), "halt" (kept its
+	// rules: a restart follows) or "halt+cleanup" (kube-proxy --cleanup
+	// after it: a cold start follows).
+	Why string `json:"why"`
+	// Log is its log, renamed <log>.<n> when the next process started.
+	Log string `json:"log"`
+	// AtStop is its sync metrics scraped just before it was stopped.
+	AtStop []Metric `json:"atStop,omitempty"`
+	// Its own CPU, its children's, and the peak resident sets.
+	CPUNs             int64 `json:"cpuNs"`
+	ChildCPUNs        int64 `json:"childCpuNs"`
+	PeakRSSBytes      int64 `json:"peakRssBytes"`
+	ChildPeakRSSBytes int64 `json:"childPeakRssBytes"`
+	// Programs are its rule programs (as KubeProxy.Programs).
+	Programs []ProgramUse `json:"programs,omitempty"`
+}
+
+// AddMetrics returns a plus b, series by series ((name, family) pairs in
+// either; counts and sums added): the total of two kube-proxy processes,
+// each of whose counters starts at zero.
+func AddMetrics(a, b []Metric) []Metric {
+	out := append([]Metric(nil), a...)
+	for _, m := range b {
+		found := false
+		for i := range out {
+			if out[i].Name == m.Name && out[i].Family == m.Family {
+				out[i].Count += m.Count
+				out[i].Sum += m.Sum
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// AddPrograms returns the rule programs of a and b merged by command
+// (runs, CPU and wall time added, the largest peak RSS kept), in order of
+// first appearance.
+func AddPrograms(a, b []ProgramUse) []ProgramUse {
+	out := append([]ProgramUse(nil), a...)
+	for _, p := range b {
+		found := false
+		for i := range out {
+			if out[i].Command == p.Command {
+				out[i].Runs += p.Runs
+				out[i].CPUNs += p.CPUNs
+				out[i].WallNs += p.WallNs
+				out[i].PeakRSSBytes = max(out[i].PeakRSSBytes, p.PeakRSSBytes)
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // ProgramUse is one rule program's sampled use.

@@ -13,6 +13,10 @@ type SyncStats struct {
 	Kind string `json:"kind"`
 	// Wall is the wall time of the whole Sync (render + apply).
 	Wall time.Duration `json:"wallNs"`
+	// Start, when set, is when the sync's program started (a restarted
+	// kube-proxy's process start, proxymodes.Restarter.Resume): Wall is
+	// from it. Not recorded in results.
+	Start time.Time `json:"-"`
 	// CPU is the user+system CPU time the proxy itself spent on the Sync
 	// (proxymodes.SyncCPU): the syncing thread plus the rule programs and
 	// netlink calls it ran in its namespace; never the probes, echo server

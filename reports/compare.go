@@ -69,9 +69,38 @@ func (o CompareOptions) withDefaults() CompareOptions {
 // worse. The lookup and CPU ratios against mode none and the sync ratio
 // against the raw tool are measured within one run, so a noisy neighbour
 // that slows a whole run cancels out of them (docs/gates.md).
+//
+// sync.incremental and the kube-proxy figures (scenarios.KubeProxyFigures:
+// kube-proxy's own full and partial sync durations and network programming
+// latency, its CPU, peak RSS and its rule programs' CPU) are what differs
+// between two kube-proxy builds, e.g. `compare RUN.json --rows "nftables
+// (kube-proxy v1.36.3)","nftables (kube-proxy v1.37.2)"`.
 var CompareFigures = []string{
 	"lookup.latency.p50", "lookup.latency.p99", "lookup.vsnone.p50", "lookup.vsnone.p99",
-	"sync.full", "sync.full.vsraw", "cpu.perconn", "cpu.vsnone",
+	"sync.full", "sync.full.vsraw", "sync.incremental", "cpu.perconn", "cpu.vsnone",
+	"kubeproxy.sync.full", "kubeproxy.sync.partial", "kubeproxy.programming",
+	"kubeproxy.cpu", "kubeproxy.programs.cpu", "kubeproxy.rss",
+}
+
+// NotInBoth is the verdict of a figure only one side has (a kube-proxy
+// figure against a builtin row, a mode one side did not run): shown, never
+// judged.
+const NotInBoth = "not in both"
+
+// Basis says what one run's value of a figure is made of: the figure's
+// statistic over the run's own samples (one per sync or connection), or,
+// for kube-proxy's histograms, the run's mean (a result holds kube-proxy's
+// scrapes, sum and count, not each sync's duration).
+func Basis(figure string) string {
+	switch figure {
+	case "kubeproxy.sync.full", "kubeproxy.sync.partial", "kubeproxy.programming":
+		return "per-run mean of kube-proxy's histogram (no per-sync samples in the result)"
+	case "kubeproxy.cpu", "kubeproxy.programs.cpu", "kubeproxy.rss":
+		return "per-run total (CPU) or peak (RSS) of the row"
+	case "sync.incremental", "sync.full":
+		return "per-run median over the run's syncs (per-sync samples)"
+	}
+	return "per-run statistic over the run's raw samples"
 }
 
 // Change is one figure's change from the base runs to the new runs.
@@ -116,6 +145,8 @@ type Change struct {
 	// (CompareOptions.Gate); a regression of another figure is shown but
 	// fails nothing.
 	Gated bool `json:"gated"`
+	// Basis says what each run's value is (Basis).
+	Basis string `json:"basis"`
 }
 
 // Regression reports whether the change is a flagged regression.
@@ -136,9 +167,16 @@ func (c Change) Key() string {
 
 // VerdictText is the verdict for people: "regression", "improvement",
 // "no verdict" (not significant), "within tolerance" (significant but
-// smaller than the tolerance) or "too few runs: need ≥ 4 per side".
+// smaller than the tolerance), "too few runs: need ≥ 4 per side" or
+// "not in both" (NotInBoth).
 func (c Change) VerdictText() string {
 	switch {
+	case c.Verdict == NotInBoth:
+		side := "base"
+		if len(c.BaseRuns) == 0 {
+			side = "new"
+		}
+		return NotInBoth + " (only " + side + " has it)"
 	case c.Verdict == "too few runs":
 		return fmt.Sprintf("too few runs: need ≥ %d per side", c.NeedRuns)
 	case c.Verdict != "":
@@ -155,7 +193,7 @@ func (c Change) String() string {
 }
 
 func floorText(c Change) string {
-	if c.Verdict == "too few runs" || math.IsInf(c.Floor, 0) || math.IsNaN(c.Floor) {
+	if c.Verdict == "too few runs" || c.Verdict == NotInBoth || math.IsInf(c.Floor, 0) || math.IsNaN(c.Floor) {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.1f%%", c.Floor*100)
@@ -224,7 +262,9 @@ func runFigures(r *Result, anySize bool) (keys []string, figs map[string]Figure)
 // larger than the tolerance; with fewer runs than the test needs to ever
 // reach Alpha the verdict is "too few runs". base and cur are single runs
 // (SplitRuns); figures are matched by name, mode, kernel, position and
-// size, and those on one side only are skipped.
+// size. A figure on one side only gets the verdict NotInBoth (after the
+// others, in its side's order), with that side's runs and NaN for the
+// other's median.
 func CompareRuns(base, cur []*Result, opt CompareOptions) []Change {
 	opt = opt.withDefaults()
 	collect := func(runs []*Result) ([]string, map[string][]Figure) {
@@ -241,22 +281,13 @@ func CompareRuns(base, cur []*Result, opt CompareOptions) []Change {
 		}
 		return order, vals
 	}
-	_, bv := collect(base)
+	border, bv := collect(base)
 	order, nv := collect(cur)
 	need := NeedRuns(opt.Alpha)
-	var out []Change
-	for _, k := range order {
-		bf, ok := bv[k]
-		if !ok {
-			continue
-		}
-		nf := nv[k]
-		f := nf[0]
+	var out, oneSide []Change
+	change := func(f Figure, bf, nf []Figure) Change {
 		c := Change{Figure: f.Name, Mode: f.Mode, Kernel: f.Kernel, Services: f.Services, Position: f.Position, Unit: f.Unit,
-			Alpha: opt.Alpha, NeedRuns: need}
-		if bf[0].Services != f.Services {
-			c.BaseServices = bf[0].Services
-		}
+			Alpha: opt.Alpha, NeedRuns: need, Basis: Basis(f.Name)}
 		for _, x := range bf {
 			c.BaseRuns = append(c.BaseRuns, x.Value)
 		}
@@ -264,11 +295,37 @@ func CompareRuns(base, cur []*Result, opt CompareOptions) []Change {
 			c.NewRuns = append(c.NewRuns, x.Value)
 		}
 		c.Gated = len(opt.Gate) == 0 || slices.Contains(opt.Gate, c.Figure)
+		return c
+	}
+	notInBoth := func(c Change) Change {
+		c.Verdict, c.Base, c.New, c.Ratio, c.P, c.Floor = NotInBoth, median(c.BaseRuns), median(c.NewRuns), math.NaN(), math.NaN(), math.NaN()
+		return c
+	}
+	for _, k := range order {
+		nf := nv[k]
+		bf, ok := bv[k]
+		if !ok {
+			oneSide = append(oneSide, notInBoth(change(nf[0], nil, nf)))
+			continue
+		}
+		c := change(nf[0], bf, nf)
+		if bf[0].Services != c.Services {
+			c.BaseServices = bf[0].Services
+		}
 		judge(&c, opt)
 		out = append(out, c)
 	}
-	return out
+	for _, k := range border {
+		if _, ok := nv[k]; !ok {
+			oneSide = append(oneSide, notInBoth(change(bv[k][0], bv[k], nil)))
+		}
+	}
+	return append(out, oneSide...)
 }
+
+// Judged reports whether both sides had the figure (Verdict is not
+// NotInBoth).
+func (c Change) Judged() bool { return c.Verdict != NotInBoth }
 
 // judge fills Base, New, Ratio, P, Floor, Significant and Verdict of c
 // from its runs.
@@ -386,9 +443,13 @@ func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 	opt = opt.withDefaults()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "figure\tmode\tservices\tposition\tbase\tnew\tchange\tfloor\tp\truns\tverdict\n")
-	regs, imps, few, ungated := 0, 0, 0, 0
+	regs, imps, few, ungated, absent := 0, 0, 0, 0, 0
 	nb, nn := 0, 0
+	var bases []string
 	for _, c := range cs {
+		if !slices.Contains(bases, c.Basis) && c.Basis != "" && c.Judged() {
+			bases = append(bases, c.Basis)
+		}
 		pos := c.Position
 		if pos == "" {
 			pos = "-"
@@ -410,11 +471,13 @@ func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 			imps++
 		case "too few runs":
 			few++
+		case NotInBoth:
+			absent++
 		}
 		if c.Verdict == "" {
 			v = "~ " + v
 		}
-		if !c.Gated {
+		if !c.Gated && c.Judged() {
 			v += " (not gated)"
 		}
 		mode := c.Mode
@@ -422,8 +485,12 @@ func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 			mode += "@" + c.Kernel
 		}
 		nb, nn = max(nb, len(c.BaseRuns)), max(nn, len(c.NewRuns))
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.3f\t%d+%d\t%s\n", c.Figure, mode, size, pos,
-			FormatValue(c.Figure, c.Base), FormatValue(c.Figure, c.New), pct(c.Ratio), floorText(c), c.P, len(c.BaseRuns), len(c.NewRuns), v)
+		p := fmt.Sprintf("%.3f", c.P)
+		if !c.Judged() {
+			p = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d+%d\t%s\n", c.Figure, mode, size, pos,
+			valueText(c.Figure, c.Base), valueText(c.Figure, c.New), pct(c.Ratio), floorText(c), p, len(c.BaseRuns), len(c.NewRuns), v)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -432,9 +499,46 @@ func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 	if len(opt.Gate) > 0 {
 		gate = fmt.Sprintf("gated: %s; %d regressions of figures not gated", strings.Join(opt.Gate, ", "), ungated)
 	}
-	_, err := fmt.Fprintf(w, "\n%d figures compared across %d+%d runs: %d regressions, %d improvements, %d with too few runs (%s)\n(two-sided Mann-Whitney U test of the per-run figures, α = %g, need ≥ %d runs per side; flagged when p ≤ α and |change| > %.0f%%; floor: the smallest change the spread between the base runs lets the test resolve)\n",
-		len(cs), nb, nn, regs, imps, few, gate, opt.Alpha, NeedRuns(opt.Alpha), opt.Tolerance*100)
+	judged := len(cs) - absent
+	if _, err := fmt.Fprintf(w, "\n%d figures compared across %d+%d runs: %d regressions, %d improvements, %d with too few runs (%s)", judged, nb, nn, regs, imps, few, gate); err != nil {
+		return err
+	}
+	if absent > 0 {
+		if _, err := fmt.Fprintf(w, "; %d not in both sides, not judged", absent); err != nil {
+			return err
+		}
+	}
+	if slices.Contains(bases, Basis("kubeproxy.sync.partial")) || slices.Contains(bases, Basis("kubeproxy.cpu")) {
+		fmt.Fprintf(w, "\neach run's value: ")
+		for _, name := range []string{"sync.incremental", "kubeproxy.sync.partial", "kubeproxy.cpu"} {
+			if b := Basis(name); slices.Contains(bases, b) {
+				fmt.Fprintf(w, "%s: %s; ", basisFigures(name), b)
+			}
+		}
+		fmt.Fprintf(w, "others: %s", Basis(""))
+	}
+	_, err := fmt.Fprintf(w, "\n(two-sided Mann-Whitney U test of the per-run figures, α = %g, need ≥ %d runs per side; flagged when p ≤ α and |change| > %.0f%%; floor: the smallest change the spread between the base runs lets the test resolve)\n",
+		opt.Alpha, NeedRuns(opt.Alpha), opt.Tolerance*100)
 	return err
+}
+
+// basisFigures names the figures sharing figure's Basis.
+func basisFigures(figure string) string {
+	switch figure {
+	case "kubeproxy.sync.partial":
+		return "kubeproxy.sync.full, .sync.partial, .programming"
+	case "kubeproxy.cpu":
+		return "kubeproxy.cpu, .programs.cpu, .rss"
+	}
+	return "sync.full, sync.incremental"
+}
+
+// valueText is FormatValue, "-" for a side without the figure (NaN).
+func valueText(figure string, v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return FormatValue(figure, v)
 }
 
 // pct writes a ratio as a signed percentage change: 1.3 -> "+30.0%".

@@ -15,8 +15,8 @@ import (
 	"gonum.org/v1/gonum/stat"
 )
 
-// MarshalJSON writes non-finite ratios and floors (a zero base, too few
-// runs) as null, which encoding/json cannot otherwise encode.
+// MarshalJSON writes non-finite medians, ratios, floors and p-values (a
+// zero base, too few runs, a figure not in both sides) as null, which encoding/json cannot otherwise encode.
 func (c Change) MarshalJSON() ([]byte, error) {
 	type plain Change
 	fin := func(v float64) *float64 {
@@ -27,11 +27,13 @@ func (c Change) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(struct {
 		plain
+		Base  *float64 `json:"base"`
+		New   *float64 `json:"new"`
 		Ratio *float64 `json:"ratio"`
 		Floor *float64 `json:"floor"`
 		P     *float64 `json:"p"`
 		Text  string   `json:"text"`
-	}{plain(c), fin(c.Ratio), fin(c.Floor), fin(c.P), c.String()})
+	}{plain(c), fin(c.Base), fin(c.New), fin(c.Ratio), fin(c.Floor), fin(c.P), c.String()})
 }
 
 // WriteComparisonJSON writes {"changes": [...]}, one object per judged
@@ -61,7 +63,7 @@ func WriteComparisonJUnit(w io.Writer, cs []Change, opt CompareOptions) error {
 		switch {
 		case c.Regression():
 			jc.Failure = &junitFailure{Message: c.String(), Type: "regression", Text: c.String()}
-		case c.Verdict == "too few runs":
+		case c.Verdict == "too few runs", c.Verdict == NotInBoth:
 			jc.Skipped = &junitSkipped{Message: c.VerdictText()}
 		}
 		s.Cases = append(s.Cases, jc)
@@ -86,8 +88,12 @@ func WriteSelfCheck(w io.Writer, cs []Change, opt CompareOptions) error {
 	gJudged, gAlarms := 0, 0
 	floors := map[string][]float64{}
 	var names []string
+	few := 0
 	for _, c := range cs {
 		if c.Verdict == "too few runs" {
+			few++
+		}
+		if c.Verdict == "too few runs" || !c.Judged() {
 			continue
 		}
 		judged++
@@ -122,8 +128,8 @@ func WriteSelfCheck(w io.Writer, cs []Change, opt CompareOptions) error {
 		fmt.Fprintf(&b, "false alarms of the gated figures (%s): %d of %d (%.1f%%)\n", strings.Join(opt.Gate, ", "), gAlarms, gJudged, float64(gAlarms)/float64(gJudged)*100)
 	}
 	fmt.Fprintf(&b, "significant at α = %g whatever the size: %d of %d (%.1f%%); with no change the U test does so at most α of the time\n", opt.Alpha, sig, judged, rate(sig))
-	if judged < len(cs) {
-		fmt.Fprintf(&b, "too few runs: %d figures (need ≥ %d runs per side at α = %g)\n", len(cs)-judged, NeedRuns(opt.Alpha), opt.Alpha)
+	if few > 0 {
+		fmt.Fprintf(&b, "too few runs: %d figures (need ≥ %d runs per side at α = %g)\n", few, NeedRuns(opt.Alpha), opt.Alpha)
 	}
 	b.WriteString("\nnoise floor (smallest change the runs can resolve) per figure, over modes and positions:\n\n")
 	b.WriteString("| figure | n | smallest | median | largest |\n|---|--:|--:|--:|--:|\n")
@@ -172,22 +178,30 @@ func WriteBenchstat(w io.Writer, cs []Change, basePaths, newPaths []string) erro
 		return " " + strings.Join(marks, " ")
 	}
 	var out strings.Builder
-	var names []string
+	var names, absent []string
 	for _, c := range cs {
+		if !c.Judged() {
+			absent = append(absent, c.Key()+": "+c.VerdictText())
+			continue
+		}
 		if !slices.Contains(names, c.Figure) {
 			names = append(names, c.Figure)
 		}
 	}
 	for ti, name := range names {
 		dur := c0(cs, name).Unit == "ns"
+		bytes := c0(cs, name).Unit == "bytes"
 		unit := "ratio"
-		if dur {
+		switch {
+		case dur:
 			unit = "sec/op"
+		case bytes:
+			unit = "B"
 		}
 		type row struct{ name, base, cur, delta string }
 		var rows []row
 		for _, c := range cs {
-			if c.Figure != name {
+			if c.Figure != name || !c.Judged() {
 				continue
 			}
 			th := &benchmath.Thresholds{CompareAlpha: c.Alpha}
@@ -199,6 +213,9 @@ func WriteBenchstat(w io.Writer, cs []Change, basePaths, newPaths []string) erro
 			val := func(v float64) string {
 				if dur {
 					return benchunit.Scale(v/1e9, benchunit.Decimal)
+				}
+				if bytes {
+					return benchunit.Scale(v, benchunit.Binary)
 				}
 				return fmt.Sprintf("%.3f", v)
 			}
@@ -232,6 +249,9 @@ func WriteBenchstat(w io.Writer, cs []Change, basePaths, newPaths []string) erro
 	}
 	for i, n := range notes {
 		fmt.Fprintf(&out, "%s %s\n", superscript(i+1), n)
+	}
+	for _, a := range absent {
+		fmt.Fprintf(&out, "%s\n", a)
 	}
 	_, err := io.WriteString(w, out.String())
 	return err

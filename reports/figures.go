@@ -30,7 +30,7 @@ type Figure struct {
 	Position string `json:"position,omitempty"`
 	// Value is in Unit: ns for durations.
 	Value float64 `json:"value"`
-	// Unit is "ns", "ratio", "count", "conn/s", "index" or "p".
+	// Unit is "ns", "ratio", "count", "conn/s", "bytes", "index" or "p".
 	Unit string `json:"unit"`
 	// N is the number of raw samples behind Value.
 	N int `json:"n"`
@@ -71,6 +71,8 @@ func FormatValue(name string, v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	case "conn/s":
 		return fmt.Sprintf("%.0f conn/s", v)
+	case "bytes":
+		return fmt.Sprintf("%.1f MiB", v/(1<<20))
 	}
 	return fmt.Sprintf("%.4g", v)
 }
@@ -98,6 +100,8 @@ func unitOf(name string) string {
 		return "conn/s"
 	case name == "fairness.pvalue":
 		return "p"
+	case name == "kubeproxy.rss":
+		return "bytes"
 	}
 	return "index"
 }
@@ -120,6 +124,19 @@ func lookupSummary(p PositionResult) Summary {
 	return p.Latency
 }
 
+// syncIncrementalSummary recomputes a mode's sync.incremental summary
+// from its raw samples, falling back to the stored summary.
+func syncIncrementalSummary(m ModeResult) Summary {
+	if len(m.SyncIncremental) == 0 {
+		return m.SyncIncrementalSummary
+	}
+	ns := make([]int64, len(m.SyncIncremental))
+	for i, s := range m.SyncIncremental {
+		ns[i] = int64(s.Wall)
+	}
+	return Summarize(ns)
+}
+
 // syncWalls returns the wall times (ns) of a mode's full syncs.
 func syncWalls(m ModeResult) []int64 {
 	out := make([]int64, len(m.SyncFull))
@@ -131,7 +148,10 @@ func syncWalls(m ModeResult) []int64 {
 
 // Figures lists every figure of r, in mode order: sync.full, sync.full.max,
 // sync.full.cpu, sync.full.vsraw (when the syncs record a tool phase),
-// cpu.perconn and cpu.vsnone (when the traffic CPU was measured), then
+// sync.incremental (when measured), for a kube-proxy row the
+// scenarios.KubeProxyFigures it has (kubeproxy.sync.full, .sync.partial,
+// .programming: kube-proxy's histogram mean over the row, IPv4, N its
+// observations; kubeproxy.cpu, .programs.cpu, .rss), cpu.perconn and cpu.vsnone (when the traffic CPU was measured), then
 // per position lookup.latency.{p50,p90,p99,p999,max}, lookup.vsnone.{p50,p99} (when mode none ran at that size and position),
 // lookup.errors and throughput.cps, then fairness.{jain,maxmin,pvalue}.
 func Figures(r *Result) []Figure {
@@ -173,6 +193,30 @@ func Figures(r *Result) []Figure {
 			add("sync.full.cpu", "", float64(c.P50), c.Count)
 			if v, n := syncVsRaw(m); n > 0 {
 				add("sync.full.vsraw", "", v, n)
+			}
+		}
+		if inc := syncIncrementalSummary(m); inc.Count > 0 {
+			add("sync.incremental", "", float64(inc.P50), inc.Count)
+		}
+		if kp := m.KubeProxy; kp != nil {
+			metric := func(name string, from, to []measure.Metric, figure string) {
+				if c, s := measure.MetricDelta(from, to, name, "IPv4"); c > 0 {
+					add(figure, "", s/float64(c)*1e9, int(c))
+				}
+			}
+			metric(kpSyncFull, nil, kp.AfterFullSync, "kubeproxy.sync.full")
+			if len(kp.AfterFullSync) > 0 {
+				metric(kpSyncPartial, kp.AfterFullSync, kp.AtEnd, "kubeproxy.sync.partial")
+			}
+			metric(kpProgramming, nil, kp.AtEnd, "kubeproxy.programming")
+			if kp.CPUNs > 0 {
+				// Measured (a live process always has CPU ticks); the rule
+				// programs' time may be 0 below one 10 ms tick.
+				add("kubeproxy.cpu", "", float64(kp.CPUNs), 1)
+				add("kubeproxy.programs.cpu", "", float64(kp.ChildCPUNs), 1)
+			}
+			if kp.PeakRSSBytes > 0 {
+				add("kubeproxy.rss", "", float64(kp.PeakRSSBytes), 1)
 			}
 		}
 		if c, ok := cpuPerConn(m); ok {

@@ -51,7 +51,7 @@ func Findings(r *Result) []string {
 		}
 		var parts []string
 		first, last := posSummary(m, "first"), posSummary(m, "last")
-		if m.Implementation == "kube-proxy" && strings.HasPrefix(m.Mode, "iptables") {
+		if positionsUnordered(m) {
 			// kube-proxy writes KUBE-SERVICES in its service map's order
 			// (random, and new at every sync), so the scenario's first and
 			// last services sit at random places in the chain: a first/last
@@ -159,6 +159,15 @@ func posSummary(m ModeResult, pos string) Summary {
 		}
 	}
 	return Summary{}
+}
+
+// positionsUnordered reports whether a row's first and last services sit
+// at random places in its rules, so a first/last ratio says nothing about
+// the rule walk: a kube-proxy iptables row (kube-proxy writes
+// KUBE-SERVICES in its service map's order, random and new at every
+// sync; pkg/proxy/iptables writes the services in map iteration order).
+func positionsUnordered(m ModeResult) bool {
+	return m.Implementation == "kube-proxy" && strings.HasPrefix(baseOf(m), "iptables")
 }
 
 // PartialNote says that r is a partial result (Result.Partial), why, and

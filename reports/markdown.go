@@ -118,7 +118,10 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 		b.WriteString("- **warning**: " + w + "\n")
 	}
 	for _, m := range r.Modes {
-		if f, l, ok := firstLast(m); ok {
+		if f, l, ok := firstLast(m); ok && positionsUnordered(m) {
+			// No ratio: its first and last services are not the chain's.
+			fmt.Fprintf(b, "- %s: p50 first %s µs, last %s µs; these services sit at random places in kube-proxy's KUBE-SERVICES (written in map order), so no first-to-last ratio is given: read the random position\n", r.label(m), us(f), us(l))
+		} else if ok {
 			fmt.Fprintf(b, "- %s: p50 at the last service is %.2f× the first (%s → %s µs", r.label(m), float64(l)/float64(f), us(f), us(l))
 			var fs, ls []int64
 			for _, p := range m.Lookup {

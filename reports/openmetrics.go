@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
@@ -36,21 +37,34 @@ func LookupBucketBounds() []float64 {
 
 // WriteOpenMetrics writes r in the OpenMetrics text exposition format
 // (github.com/prometheus/common/expfmt), so a result can be pushed to the
-// Prometheus that already charts a cluster's kube-proxy:
+// Prometheus that already charts a cluster's kube-proxy. proxybench's own
+// figures never use kube-proxy's metric names (a kube-proxy row's
+// data-plane sync is not kube-proxy's own account of it):
 //
-//   - kubeproxy_sync_full_proxy_rules_duration_seconds and
-//     kubeproxy_sync_partial_proxy_rules_duration_seconds (histograms of
-//     the full and incremental syncs, every mode but none), and
-//     kubeproxy_sync_proxy_rules_duration_seconds (both, plus the churn
-//     phases' syncs), with kube-proxy's names and buckets (1 ms doubling
-//     to 16.384 s, pkg/proxy/metrics);
-//   - kubeproxy_network_programming_duration_seconds, the churn phases'
-//     programming latency, in kube-proxy's buckets;
+//   - proxybench_sync_full_duration_seconds and
+//     proxybench_sync_incremental_duration_seconds (histograms of the
+//     full and incremental syncs proxybench measured, every mode but
+//     none; for a kube-proxy row from the data plane), and
+//     proxybench_sync_duration_seconds (both, plus the churn phases'
+//     syncs), in kube-proxy's buckets (1 ms doubling to 16.384 s,
+//     pkg/proxy/metrics) so they chart beside kube-proxy's;
+//   - proxybench_churn_programming_duration_seconds, the churn phases'
+//     programming latency from the data plane, in kube-proxy's
+//     network-programming buckets;
+//   - for a kube-proxy row, kube-proxy's own histograms as scraped from
+//     its metrics endpoint (count and sum; measure.KubeProxy):
+//     proxybench_kubeproxy_scraped_<kube-proxy's name without its
+//     kubeproxy_ prefix>, e.g.
+//     proxybench_kubeproxy_scraped_sync_full_proxy_rules_duration_seconds,
+//     a summary without quantiles, with labels ip_family and scrape
+//     ("after_full_sync" or "at_end");
 //   - proxybench_lookup_connect_duration_seconds, a histogram of the raw
 //     connect times per mode and position (LookupBucketBounds);
 //   - one gauge per figure (Figures): proxybench_<figure> with dots as
-//     underscores and _seconds for durations (in seconds), e.g.
-//     proxybench_lookup_latency_p99_seconds, proxybench_lookup_vsnone_p50.
+//     underscores, _seconds for durations (in seconds) and _bytes for
+//     sizes, e.g.
+//     proxybench_lookup_latency_p99_seconds, proxybench_lookup_vsnone_p50,
+//     proxybench_kubeproxy_sync_partial_seconds.
 //
 // Every series carries the labels scenario, run_id, mode, kernel
 // ("host" or "uml") and services; lookup series also position. Durations
@@ -77,10 +91,12 @@ func WriteOpenMetrics(w io.Writer, r *Result) error {
 	hist := func(name, help string) *dto.MetricFamily {
 		return &dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: dto.MetricType_HISTOGRAM.Enum()}
 	}
-	full := hist("kubeproxy_sync_full_proxy_rules_duration_seconds", "Full sync wall time in seconds (kube-proxy: SyncProxyRules latency for full resyncs)")
-	partial := hist("kubeproxy_sync_partial_proxy_rules_duration_seconds", "Incremental sync wall time in seconds (kube-proxy: SyncProxyRules latency for partial resyncs)")
-	all := hist("kubeproxy_sync_proxy_rules_duration_seconds", "Sync wall time in seconds, every sync (kube-proxy: SyncProxyRules latency)")
-	prog := hist("kubeproxy_network_programming_duration_seconds", "Churn phases: time from a change to its first observation in the data plane, in seconds")
+	full := hist("proxybench_sync_full_duration_seconds", "Full sync wall time in seconds as proxybench measured it (kube-proxy rows: API objects created to every probed service answering), in kube-proxy's sync buckets")
+	partial := hist("proxybench_sync_incremental_duration_seconds", "Incremental sync wall time in seconds as proxybench measured it (kube-proxy rows: EndpointSlice written to kube-proxy's sync done), in kube-proxy's sync buckets")
+	all := hist("proxybench_sync_duration_seconds", "Sync wall time in seconds, every sync proxybench measured (full, incremental, churn)")
+	prog := hist("proxybench_churn_programming_duration_seconds", "Churn phases: time from a change to its first observation in the data plane, in seconds")
+	scraped := map[string]*dto.MetricFamily{}
+	var scrapedOrder []string
 	lookup := hist("proxybench_lookup_connect_duration_seconds", "TCP connect time through the ClusterIP, in seconds")
 	tte := hist("proxybench_lookup_time_to_error_seconds", "Failed connections: time from the connect to the error, in seconds, per cause (refused, timeout, reset, unreachable, other)")
 	for _, m := range r.Modes {
@@ -108,6 +124,25 @@ func WriteOpenMetrics(w io.Writer, r *Result) error {
 			addHistogram(all, labels(m), allNs, SyncBucketBounds())
 		}
 		addHistogram(prog, labels(m), progNs, ProgrammingBuckets())
+		if kp := m.KubeProxy; kp != nil {
+			for _, sc := range []struct {
+				name string
+				ms   []measure.Metric
+			}{{"after_full_sync", kp.AfterFullSync}, {"at_end", kp.AtEnd}} {
+				for _, km := range sc.ms {
+					name := ScrapedMetricName(km.Name)
+					f, ok := scraped[name]
+					if !ok {
+						f = &dto.MetricFamily{Name: proto.String(name), Type: dto.MetricType_SUMMARY.Enum(),
+							Help: proto.String("kube-proxy's own " + km.Name + " scraped from its metrics endpoint in the node's namespace: observations and their sum in seconds (scrape: after_full_sync or at_end of the row)")}
+						scraped[name] = f
+						scrapedOrder = append(scrapedOrder, name)
+					}
+					f.Metric = append(f.Metric, &dto.Metric{Label: labels(m, "ip_family", km.Family, "scrape", sc.name),
+						Summary: &dto.Summary{SampleCount: proto.Uint64(km.Count), SampleSum: proto.Float64(km.Sum)}})
+				}
+			}
+		}
 		for _, p := range m.Lookup {
 			addHistogram(lookup, labels(m, "position", p.Position), p.SamplesNs, LookupBucketBounds())
 			for _, k := range sortedKeys(p.ErrorKinds) {
@@ -115,7 +150,11 @@ func WriteOpenMetrics(w io.Writer, r *Result) error {
 			}
 		}
 	}
-	fams := []*dto.MetricFamily{full, partial, all, prog, lookup, tte}
+	fams := []*dto.MetricFamily{full, partial, all, prog}
+	for _, n := range scrapedOrder {
+		fams = append(fams, scraped[n])
+	}
+	fams = append(fams, lookup, tte)
 	gauges := map[string]*dto.MetricFamily{}
 	var order []string
 	byMode := map[string]ModeResult{}
@@ -125,9 +164,12 @@ func WriteOpenMetrics(w io.Writer, r *Result) error {
 	for _, f := range Figures(r) {
 		name := "proxybench_" + strings.ReplaceAll(f.Name, ".", "_")
 		v := f.Value
-		if f.Unit == "ns" {
+		switch f.Unit {
+		case "ns":
 			name += "_seconds"
 			v /= 1e9
+		case "bytes":
+			name += "_bytes"
 		}
 		g, ok := gauges[name]
 		if !ok {
@@ -162,6 +204,14 @@ func WriteOpenMetrics(w io.Writer, r *Result) error {
 	}
 	_, err := expfmt.FinalizeOpenMetrics(w)
 	return err
+}
+
+// ScrapedMetricName is the OpenMetrics name under which WriteOpenMetrics
+// exports kube-proxy's scraped metric name:
+// "kubeproxy_sync_full_proxy_rules_duration_seconds" ->
+// "proxybench_kubeproxy_scraped_sync_full_proxy_rules_duration_seconds".
+func ScrapedMetricName(name string) string {
+	return "proxybench_kubeproxy_scraped_" + strings.TrimPrefix(name, "kubeproxy_")
 }
 
 func figureHelp(name string) string {

@@ -38,16 +38,30 @@ type SyncWindow struct {
 	// the connections started in the window that succeeded (0: none).
 	P50Ns int64 `json:"p50Ns,omitempty"`
 	P99Ns int64 `json:"p99Ns,omitempty"`
-	// For a full sync (cold start or restart): Probed is the number of
-	// services probed (spread over the list, the first and the last
-	// included), Answered how many answered from the window's start (the
-	// new proxier starting) until syncDisruption.settle after the sync,
-	// and FirstAnswerNs / LastAnswerNs when the first and the last of them
-	// first answered, from the window's start (-1: none / not every one).
+	// For a full sync (cold start or restart): StartNs is when the new
+	// proxier started, from the window's start (a restart's window begins
+	// with the old one being stopped; for kube-proxy the new process's
+	// fork, after its --version check, with the control plane and every
+	// API object already there). Probed is the number of services probed
+	// (spread over the list, the first and the last included), Answered
+	// how many answered from the new proxier's start until
+	// syncDisruption.settle after the sync, and FirstAnswerNs /
+	// LastAnswerNs when the first and the last of them first answered
+	// from the new proxier's start (-1: none / not every one). After a
+	// restart the old rules answer from the start: then these say only
+	// that traffic kept flowing.
+	StartNs       int64 `json:"startNs,omitempty"`
 	Probed        int   `json:"probed,omitempty"`
 	Answered      int   `json:"answered,omitempty"`
 	FirstAnswerNs int64 `json:"firstAnswerNs,omitempty"`
 	LastAnswerNs  int64 `json:"lastAnswerNs,omitempty"`
+	// ProxyMetricNs is the proxy's own account of the sync (kube-proxy
+	// rows: its first sync's kubeproxy_sync_proxy_rules_duration_seconds),
+	// ProxySyncEndNs when that sync ended by its own clock
+	// (kubeproxy_sync_proxy_rules_last_timestamp_seconds), from the new
+	// process's start; 0 for builtin rows.
+	ProxyMetricNs  int64 `json:"proxyMetricNs,omitempty"`
+	ProxySyncEndNs int64 `json:"proxySyncEndNs,omitempty"`
 }
 
 func writeSyncDisruptionMarkdown(b *strings.Builder, r *Result) {
@@ -59,9 +73,9 @@ func writeSyncDisruptionMarkdown(b *strings.Builder, r *Result) {
 		return
 	}
 	b.WriteString("\n### traffic during syncs (probes to a fixed set of services)\n\n")
-	b.WriteString("Connections started while the sync ran: attempts, failed (error or timeout), slow (connect above the threshold), median / 99th percentile / longest successful connect; the second before the sync as baseline. For a full sync (cold start, restart): when the first and the last probed service first answered, from the new proxier's start.\n\n")
-	b.WriteString("| mode | services | sync | sync wall | objects | first / last answer (answered) | attempts | failed | slow | p50 / p99 / max connect | before: attempts / failed | errors seen |\n")
-	b.WriteString("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	b.WriteString("Connections started while the sync ran: attempts, failed (error or timeout), slow (connect above the threshold), median / 99th percentile / longest successful connect; the second before the sync as baseline. For a full sync (cold start, restart): when the first and the last probed service first answered, from the new proxier's start (kube-proxy: its process start, control plane and API objects already there; \"start\" is that moment from the window's start, which for a restart includes stopping the old one); the sync wall is from that start too. kube-proxy's own account: its first sync's duration by its metric / when it ended by its own timestamp, from its start.\n\n")
+	b.WriteString("| mode | services | sync | start | sync wall | kube-proxy's own: sync / end | objects | first / last answer (answered) | attempts | failed | slow | p50 / p99 / max connect | before: attempts / failed | errors seen |\n")
+	b.WriteString("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, m := range r.Modes {
 		name := m.Mode
 		if m.Kernel == "uml" {
@@ -72,8 +86,15 @@ func writeSyncDisruptionMarkdown(b *strings.Builder, r *Result) {
 			if errs == "" {
 				errs = "-"
 			}
-			fmt.Fprintf(b, "| %s | %d | %s | %.3f s | %d | %s | %d | %d | %d (> %s) | %.1f / %.1f / %.1f ms | %d / %d | %s |\n",
-				name, m.Services, w.Kind, float64(w.SyncNs)/1e9, w.Objects, answerCell(w), w.Attempts, w.Failed, w.Slow, w.SlowAbove,
+			start, own := "-", "-"
+			if w.Probed > 0 {
+				start = fmt.Sprintf("%.3f s", float64(w.StartNs)/1e9)
+			}
+			if w.ProxyMetricNs > 0 {
+				own = fmt.Sprintf("%.3f s / %.3f s", float64(w.ProxyMetricNs)/1e9, float64(w.ProxySyncEndNs)/1e9)
+			}
+			fmt.Fprintf(b, "| %s | %d | %s | %s | %.3f s | %s | %d | %s | %d | %d | %d (> %s) | %.1f / %.1f / %.1f ms | %d / %d | %s |\n",
+				name, m.Services, w.Kind, start, float64(w.SyncNs)/1e9, own, w.Objects, answerCell(w), w.Attempts, w.Failed, w.Slow, w.SlowAbove,
 				float64(w.P50Ns)/1e6, float64(w.P99Ns)/1e6, float64(w.MaxNs)/1e6, w.BeforeAttempts, w.BeforeFailed, errs)
 		}
 	}

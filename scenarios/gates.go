@@ -133,9 +133,25 @@ var GateFigures = map[string]FigureKind{
 	"sync.full.vsraw":     {false, false, "median over repetitions of a full sync's wall time over the time its raw tool took on the same bytes (iptables-restore; nft for nftables): 1 = no overhead beyond the tool"},
 	"cpu.perconn":         {true, false, "CPU time (user+sys, driver, echo server and proxy) per connection of the traffic phase"},
 	"cpu.vsnone":          {false, false, "cpu.perconn over mode none's in the same run, size and kernel (1 = no proxy cost)"},
+	"sync.incremental":    {true, false, "median wall time of an incremental sync (one endpoint moved; kube-proxy rows: the EndpointSlice written through the API until kube-proxy finished a sync started after it)"},
 	"fairness.jain":       {false, false, "lowest Jain's index over the fixed-position services (1 = even)"},
 	"fairness.maxmin":     {false, false, "largest max/min endpoint share (0 when an endpoint starved)"},
 	"fairness.pvalue":     {false, false, "chi-square p-value of the pooled hits against the expected shares"},
+}
+
+// KubeProxyFigures are the figures of a kube-proxy row only (the real
+// kube-proxy, docs/kube-proxy.md), from its own metrics endpoint
+// (pkg/proxy/metrics in k8s.io/kubernetes, IPv4 series) and from
+// /proc of its process and the rule programs it ran. The metric figures
+// are each row's mean of kube-proxy's histogram (its sum over its count):
+// a result holds kube-proxy's scrapes, not each sync's duration.
+var KubeProxyFigures = map[string]FigureKind{
+	"kubeproxy.sync.full":    {true, false, "kube-proxy's own full-sync duration (kubeproxy_sync_full_proxy_rules_duration_seconds, mean over the row's syncs until sync.full answered)"},
+	"kubeproxy.sync.partial": {true, false, "kube-proxy's own partial-sync duration (kubeproxy_sync_partial_proxy_rules_duration_seconds, mean over the row's syncs after sync.full)"},
+	"kubeproxy.programming":  {true, false, "kube-proxy's network programming latency (kubeproxy_network_programming_duration_seconds: the EndpointSlice's last-change-trigger-time to its rules written, mean over the row)"},
+	"kubeproxy.cpu":          {true, false, "kube-proxy's own CPU time (user+sys) over the row"},
+	"kubeproxy.programs.cpu": {true, false, "CPU time (user+sys) of the rule programs kube-proxy ran and waited for (nft, iptables-restore, ipset, ...) over the row"},
+	"kubeproxy.rss":          {false, false, "kube-proxy's peak resident set (VmHWM), bytes"},
 }
 
 // ErrorCauses are the causes a failed connection is counted under
@@ -145,6 +161,9 @@ var GateFigures = map[string]FigureKind{
 var ErrorCauses = []string{"refused", "timeout", "reset", "unreachable", "other"}
 
 func init() {
+	for k, v := range KubeProxyFigures {
+		GateFigures[k] = v
+	}
 	// Per cause: lookup.<cause>.count, and its time from connect to
 	// error lookup.<cause>.timetoerror.{p50,p90,p99,max}.
 	for _, c := range ErrorCauses {

@@ -201,7 +201,7 @@ input or refused runs.`,
 				// The run's mode none is both sides' baseline, not a row compared.
 				cs = slices.DeleteFunc(cs, func(c reports.Change) bool { return c.Mode == "none" })
 			}
-			if len(cs) == 0 {
+			if !slices.ContainsFunc(cs, reports.Change.Judged) {
 				return badInput(fmt.Errorf("no figure is present on both sides (different modes, sizes or positions; --any-size matches different sizes)"))
 			}
 			err = writeTo(output, func(w io.Writer) error {

@@ -31,9 +31,10 @@ anything; every figure is recomputed from the raw samples in the file.
   junit    JUnit XML, one testcase per figure
   gobench  Go benchmark lines (one per repetition) for benchstat old.txt new.txt
   openmetrics
-           OpenMetrics text exposition (Prometheus): kube-proxy's sync and
-           network-programming histograms with its names and buckets
-           (kubeproxy_sync_full_proxy_rules_duration_seconds, ...), connect
+           OpenMetrics text exposition (Prometheus): proxybench's sync and
+           programming histograms in kube-proxy's buckets
+           (proxybench_sync_full_duration_seconds, ...), a kube-proxy row's
+           own scraped metrics (proxybench_kubeproxy_scraped_*), connect
            time histograms, and one gauge per figure (proxybench_*)
 
 For a sweep, --budget-p99 and --budget-sync set the capacity question: the

@@ -382,7 +382,8 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	}
 	if sc.SyncDisruption != nil && !m.Direct {
 		if mr.SyncDisruption, err = syncDisruptionPhase(ctx, sc, e, tb, m, p, services, o.Progress); err != nil {
-			return nil, fmt.Errorf("sync disruption: %w", err)
+			// The windows measured before the failure are kept.
+			return mr, fmt.Errorf("sync disruption: %w", err)
 		}
 	}
 	if sc.ConnReuse != nil && !m.Direct {

@@ -226,14 +226,24 @@ func syncDisruptionPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb
 	// measure takes the one-second baseline, then starts the window: ready
 	// (a restart: stop the old proxy, make the new one) and the sync both
 	// fall inside it, so a restart's outage counts against the sync.
+	// started is when the new proxier of a full sync started (set by the
+	// sync functions below; a Restarter's process start, SyncStats.Start).
+	var started time.Time
 	measure := func(kind string, sync func() (proxymodes.SyncStats, error)) error {
 		prog.Start(fmt.Sprintf("%s: %s sync under probes (%d services probed)", m.Name, kind, len(targets)), 1)
 		defer prog.Done()
 		time.Sleep(time.Second) // baseline
 		from := time.Now()
+		started = time.Time{}
 		pr.epoch.Store(from.UnixNano())
 		st, err := sync()
 		to := time.Now()
+		if !st.Start.IsZero() {
+			started = st.Start
+		}
+		if started.IsZero() || started.Before(from) {
+			started = from
+		}
 		if err != nil {
 			return fmt.Errorf("%s sync: %w", kind, err)
 		}
@@ -244,11 +254,13 @@ func syncDisruptionPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb
 			}
 		}
 		time.Sleep(sd.Timeout.Duration) // let connections started in the window finish
-		w := reports.SyncWindow{Kind: kind, SyncNs: int64(st.Wall), Objects: st.Objects, SlowAbove: sd.Slow.Duration}
+		w := reports.SyncWindow{Kind: kind, SyncNs: int64(st.Wall), Objects: st.Objects, SlowAbove: sd.Slow.Duration,
+			ProxyMetricNs: int64(st.Phases["kube-proxy.metric"]), ProxySyncEndNs: int64(st.Phases["kube-proxy.syncEnd"])}
 		all := snapshot()
 		window(&w, all, from, to, sd.Slow.Duration)
 		if full {
-			answers(&w, all, len(targets), from)
+			w.StartNs = int64(started.Sub(from))
+			answers(&w, all, len(targets), started)
 		}
 		out = append(out, w)
 		return nil
@@ -262,6 +274,7 @@ func syncDisruptionPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb
 	var q proxymodes.Proxier
 	fresh := func() (proxymodes.SyncStats, error) {
 		var err error
+		started = time.Now()
 		if q, err = m.New(sc, tb.Node); err != nil {
 			return proxymodes.SyncStats{}, err
 		}

@@ -127,6 +127,10 @@ type restartProxier struct {
 	delay    time.Duration
 	services []workload.Service // what the API holds
 	calls    []string
+	// before is how long Resume takes before the new process starts
+	// (kube-proxy's --version check); with it Resume reports Start and
+	// its own account of the sync (kube-proxy.metric) as kube-proxy does.
+	before time.Duration
 }
 
 func (r *restartProxier) Halt(ctx context.Context, cleanup bool) error {
@@ -139,8 +143,15 @@ func (r *restartProxier) Halt(ctx context.Context, cleanup bool) error {
 
 func (r *restartProxier) Resume(ctx context.Context) (proxymodes.SyncStats, error) {
 	r.calls = append(r.calls, "resume")
+	time.Sleep(r.before)
+	start := time.Now()
 	time.Sleep(r.delay)
-	return r.fakeProxier.Sync(ctx, r.services)
+	st, err := r.fakeProxier.Sync(ctx, r.services)
+	if r.before > 0 {
+		st.Start, st.Wall = start, time.Since(start)
+		st.Phases = map[string]time.Duration{"kube-proxy.metric": r.delay / 2, "kube-proxy.syncEnd": r.delay}
+	}
+	return st, err
 }
 
 func sdScenario(t *testing.T) (*scenarios.Scenario, []workload.Service) {
@@ -213,5 +224,42 @@ func TestSyncDisruptionRestarter(t *testing.T) {
 	}
 	if len(out) != 3 || out[0].Answered != 4 || out[0].FirstAnswerNs < int64(r.delay) {
 		t.Errorf("cold window %+v: want every service answering, none before the restart's sync", out[0])
+	}
+}
+
+// TestSyncDisruptionProcessStart: a restarter's first and last answers
+// count from its new process's start (SyncStats.Start), not from the
+// window's start, and the window says when that start was and carries the
+// proxy's own account of the sync.
+func TestSyncDisruptionProcessStart(t *testing.T) {
+	sc, svcs := sdScenario(t)
+	fp := newFakeProxier()
+	const before, delay = 400 * time.Millisecond, 100 * time.Millisecond
+	r := &restartProxier{fakeProxier: fp, delay: delay, before: before, services: svcs}
+	e := newFakeEnv(fp)
+	if _, err := r.Sync(context.Background(), svcs); err != nil {
+		t.Fatal(err)
+	}
+	m := proxymodes.Mode{Name: "fake", New: func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) {
+		return nil, errors.New("a restarter must not be replaced by a new proxier")
+	}}
+	out, err := syncDisruptionPhase(context.Background(), sc, &e.env, &topology.Testbed{}, m, r, svcs, &recProgress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cold := out[0]
+	if cold.StartNs < int64(before) {
+		t.Errorf("cold: start %v after the window's start, want >= %v (the new process starts after Resume's checks)", time.Duration(cold.StartNs), before)
+	}
+	if cold.Answered != 4 || cold.FirstAnswerNs < int64(delay) || cold.StartNs+cold.FirstAnswerNs < int64(before+delay) {
+		t.Errorf("cold: answered %d, first answer %v from a start at %v; want 4, >= %v from the process start",
+			cold.Answered, time.Duration(cold.FirstAnswerNs), time.Duration(cold.StartNs), delay)
+	}
+	if cold.ProxyMetricNs != int64(delay/2) || cold.ProxySyncEndNs != int64(delay) {
+		t.Errorf("cold: own account %v / %v, want %v / %v (SyncStats phases kube-proxy.metric, kube-proxy.syncEnd)",
+			time.Duration(cold.ProxyMetricNs), time.Duration(cold.ProxySyncEndNs), delay/2, delay)
+	}
+	if out[2].StartNs != 0 || out[2].ProxyMetricNs != 0 {
+		t.Errorf("incremental window %+v has a start or an own account", out[2])
 	}
 }

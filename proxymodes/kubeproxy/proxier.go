@@ -86,12 +86,18 @@ type Proxier struct {
 	info  map[string]string
 	rec   *measure.KubeProxy
 	// halted is the kube-proxy Halt stopped, until Resume; restarts
-	// counts Halts (the old logs' suffixes).
+	// counts the processes stopped so far (the old logs' suffixes).
 	halted   *Proxy
 	restarts int
 	// progress are the readings of the first sync's progress (IPVS).
 	progressMu sync.Mutex
 	progress   []measure.SyncProgress
+	// earlier are the processes stopped so far (Halt, Cleanup), for the
+	// record: the row's figures are over every one of them.
+	earlier []measure.KubeProxyProcess
+	// minSync is kube-proxy's minSyncPeriod (read from its log at its
+	// first sync; 1 s, its default, when not found).
+	minSync time.Duration
 }
 
 // NewProxier returns a Proxier; nothing starts before the first Sync.
@@ -208,10 +214,20 @@ func (p *Proxier) changes(ctx context.Context) (changeState, error) {
 
 // Sync makes the API hold services and waits for kube-proxy to program them.
 func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxymodes.SyncStats, error) {
-	t0 := time.Now()
 	if p.kp == nil {
-		return p.first(ctx, services, t0)
+		return p.first(ctx, services, time.Now())
 	}
+	// kube-proxy runs at most one sync per minSyncPeriod (its
+	// BoundedFrequencyRunner): a write right after its last sync (the
+	// runner's sync back after an incremental one) waits out the rest of
+	// that period in kube-proxy before any rule changes. sync.incremental
+	// measures one change reaching an idle kube-proxy, so the writes wait
+	// until minSyncPeriod has passed since its last sync ended (from its
+	// start would do; the end is the safe side).
+	if err := p.waitIdle(ctx); err != nil {
+		return proxymodes.SyncStats{}, err
+	}
+	t0 := time.Now()
 	u0 := p.kp.Usage()
 	_, h0, err := p.lastSync(ctx)
 	if err != nil {
@@ -314,6 +330,47 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 			return proxymodes.SyncStats{}, fmt.Errorf("kube-proxy did not finish a sync begun after the API writes within 10 min:\n%s", p.kp.LogTail(10))
 		}
 	}
+}
+
+// waitIdle waits until minSyncPeriod has passed since kube-proxy's last
+// IPv4 sync ended (kubeproxy_sync_proxy_rules_last_timestamp_seconds).
+func (p *Proxier) waitIdle(ctx context.Context) error {
+	ts, _, err := p.lastSync(ctx)
+	if err != nil {
+		return err
+	}
+	if ts.IsZero() {
+		return nil
+	}
+	wait := time.Until(ts.Add(p.minSyncPeriod() + 10*time.Millisecond))
+	if wait <= 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
+	}
+}
+
+// minSyncPeriod is kube-proxy's minSyncPeriod as it logged it, else 1 s.
+func (p *Proxier) minSyncPeriod() time.Duration {
+	if p.minSync == 0 && p.kp != nil {
+		p.minSync = p.kp.MinSyncPeriod()
+	}
+	if p.minSync <= 0 {
+		return time.Second
+	}
+	return p.minSync
+}
+
+// Scrape is one scrape of the running kube-proxy's metrics endpoint.
+func (p *Proxier) Scrape(ctx context.Context) (Metrics, error) {
+	if p.kp == nil {
+		return nil, errors.New("kubeproxy: no kube-proxy running")
+	}
+	return p.kp.Scrape(ctx)
 }
 
 func sameService(a, b workload.Service) bool {
@@ -433,8 +490,10 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		time.Sleep(50 * time.Millisecond)
 	}
 	u := p.kp.Usage()
-	p.record(t0, up, created, ost, probed, metrics)
-	p.rec.FirstSyncNs = int64(syncedAt.Sub(created))
+	// The record describes the row's first process (its sync.full); a
+	// first Sync after a Cleanup (the fairness phase's fresh resync) keeps
+	// it, and the processes before count in Earlier.
+	p.record(t0, up, created, ost, probed, metrics, syncedAt.Sub(created))
 	fn, fsum := measure.MetricDelta(nil, metrics, MetricSyncFull, "IPv4")
 	if fn == 0 {
 		// IPVS mode has no full/partial variants (only the iptables and
@@ -450,15 +509,20 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 }
 
 // record sets p.rec and p.info from the first Sync's setup.
-func (p *Proxier) record(t0, up, created time.Time, ost apiobjects.Stats, probed int, metrics []measure.Metric) {
-	p.rec = &measure.KubeProxy{Version: p.kp.Version, Binary: p.spec.KubeProxy, Config: p.kp.ConfigPath, Log: p.kp.LogPath,
-		Flags: p.kp.Args, Owned: p.kp.Owned, ControlPlaneNs: int64(up.Sub(t0)), APIObjectsNs: int64(created.Sub(up)),
-		APIObjects: ost.Services + ost.EndpointSlices, Probed: probed, AfterFullSync: metrics}
-	p.info = map[string]string{"version": p.kp.Version, "config": p.kp.ConfigPath, "log": p.kp.LogPath,
-		"controlPlaneReady": up.Sub(t0).Round(time.Millisecond).String(),
-		"apiObjects":        fmt.Sprintf("%d services + %d slices in %v", ost.Services, ost.EndpointSlices, ost.Elapsed.Round(time.Millisecond))}
-	for k, v := range p.kp.Owned {
-		p.info["owned."+k] = v
+// Only the first call sets them (firstSync 0: not finished).
+func (p *Proxier) record(t0, up, created time.Time, ost apiobjects.Stats, probed int, metrics []measure.Metric, firstSync time.Duration) {
+	if p.rec == nil {
+		p.rec = &measure.KubeProxy{Version: p.kp.Version, Binary: p.spec.KubeProxy, Config: p.kp.ConfigPath, Log: p.kp.LogPath,
+			Flags: p.kp.Args, Owned: p.kp.Owned, ControlPlaneNs: int64(up.Sub(t0)), APIObjectsNs: int64(created.Sub(up)),
+			APIObjects: ost.Services + ost.EndpointSlices, FirstSyncNs: int64(firstSync), Probed: probed, AfterFullSync: metrics}
+	}
+	if p.info == nil {
+		p.info = map[string]string{"version": p.kp.Version, "config": p.kp.ConfigPath, "log": p.kp.LogPath,
+			"controlPlaneReady": up.Sub(t0).Round(time.Millisecond).String(),
+			"apiObjects":        fmt.Sprintf("%d services + %d slices in %v", ost.Services, ost.EndpointSlices, ost.Elapsed.Round(time.Millisecond))}
+		for k, v := range p.kp.Owned {
+			p.info["owned."+k] = v
+		}
 	}
 }
 
@@ -474,7 +538,7 @@ func (p *Proxier) unfinished(ctx context.Context, services []workload.Service, t
 	last.AtNs = int64(at.Sub(created))
 	p.addProgress(last)
 	metrics, _ := p.scrapeSync(ctx)
-	p.record(t0, up, created, ost, probed, metrics)
+	p.record(t0, up, created, ost, probed, metrics, 0)
 	dataOK := p.spec.DataPlane != nil && derr == nil && !answered.IsZero()
 	summary := ProgressSummary(last)
 	if r := ProgressRate(p.Progress()); r != "" {
@@ -590,7 +654,11 @@ var syncMetrics = []string{MetricSync, MetricSyncFull, MetricSyncPartial, Metric
 
 // scrapeSync scrapes kube-proxy's sync histograms, both families.
 func (p *Proxier) scrapeSync(ctx context.Context) ([]measure.Metric, error) {
-	m, err := p.kp.Scrape(ctx)
+	return p.scrapeSyncOf(ctx, p.kp)
+}
+
+func (p *Proxier) scrapeSyncOf(ctx context.Context, kp *Proxy) ([]measure.Metric, error) {
+	m, err := kp.Scrape(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -610,19 +678,92 @@ func (p *Proxier) scrapeSync(ctx context.Context) ([]measure.Metric, error) {
 // resource use and rule programs, and the sync lines of its log. Nil
 // before the first Sync.
 func (p *Proxier) KubeProxyRecord(ctx context.Context) *measure.KubeProxy {
-	if p.rec == nil || p.kp == nil {
-		return p.rec
+	if p.rec == nil {
+		return nil
 	}
 	r := *p.rec
+	r.Earlier = append([]measure.KubeProxyProcess(nil), p.earlier...)
+	r.AtEnd, r.Programs = nil, nil
+	r.CPUNs, r.ChildCPUNs, r.PeakRSSBytes, r.ChildPeakRSSBytes = 0, 0, 0, 0
+	for _, e := range p.earlier {
+		r.AtEnd = measure.AddMetrics(r.AtEnd, e.AtStop)
+		r.Programs = measure.AddPrograms(r.Programs, e.Programs)
+		r.CPUNs += e.CPUNs
+		r.ChildCPUNs += e.ChildCPUNs
+		r.PeakRSSBytes = max(r.PeakRSSBytes, e.PeakRSSBytes)
+		r.ChildPeakRSSBytes = max(r.ChildPeakRSSBytes, e.ChildPeakRSSBytes)
+	}
+	if p.kp == nil {
+		return &r
+	}
 	if m, err := p.scrapeSync(ctx); err == nil {
-		r.AtEnd = m
+		r.AtEnd = measure.AddMetrics(r.AtEnd, m)
 	}
 	u := p.kp.Usage()
-	r.CPUNs, r.ChildCPUNs, r.PeakRSSBytes, r.ChildPeakRSSBytes = int64(u.CPU), int64(u.ChildCPU), u.PeakRSS, u.ChildPeakRSS
-	r.Programs = p.kp.Programs()
+	r.CPUNs += int64(u.CPU)
+	r.ChildCPUNs += int64(u.ChildCPU)
+	r.PeakRSSBytes = max(r.PeakRSSBytes, u.PeakRSS)
+	r.ChildPeakRSSBytes = max(r.ChildPeakRSSBytes, u.ChildPeakRSS)
+	r.Programs = measure.AddPrograms(r.Programs, p.kp.Programs())
 	r.SyncLog = p.kp.SyncLines(40)
 	r.Progress = p.Progress()
 	return &r
+}
+
+// retire stops kp (SIGTERM, SIGKILL after 5 s) after scraping its sync
+// metrics, renames its log to <log>.<n> (the next process writes a new
+// one) and adds it to the record's Earlier processes, as why.
+func (p *Proxier) retire(ctx context.Context, kp *Proxy, why string) error {
+	m, serr := p.scrapeSyncOf(ctx, kp)
+	err := kp.Stop()
+	u := kp.Usage()
+	p.restarts++
+	log := fmt.Sprintf("%s.%d", kp.LogPath, p.restarts)
+	if rerr := os.Rename(kp.LogPath, log); rerr != nil {
+		log = kp.LogPath
+		err = errors.Join(err, rerr)
+	}
+	e := measure.KubeProxyProcess{Why: why, Log: log, AtStop: m, CPUNs: int64(u.CPU), ChildCPUNs: int64(u.ChildCPU),
+		PeakRSSBytes: u.PeakRSS, ChildPeakRSSBytes: u.ChildPeakRSS, Programs: kp.Programs()}
+	if serr != nil {
+		e.Why += " (metrics not scraped: " + serr.Error() + ")"
+	}
+	p.earlier = append(p.earlier, e)
+	if err != nil {
+		return fmt.Errorf("kubeproxy: stop kube-proxy: %w", err)
+	}
+	return nil
+}
+
+// cleanupRules runs `kube-proxy --cleanup` with kp's config in the node
+// namespace, with the PATH kp ran with (the same iptables back end: with
+// the legacy one, Debian's default nft tools would remove nothing).
+func (p *Proxier) cleanupRules(ctx context.Context, kp *Proxy) error {
+	args := []string{p.spec.KubeProxy, "--cleanup", "--config", kp.ConfigPath}
+	if kp.Path != "" {
+		args = append([]string{"PATH=" + kp.Path}, args...)
+	}
+	// Bounded: after an unfinished first sync at 10k services in a
+	// guest, kube-proxy's own cleanup could run for as long.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	out, err := p.spec.Node.Run(ctx, nil, "env", args...)
+	switch {
+	case err != nil && p.spec.Mode == "ipvs":
+		// kube-proxy's own --cleanup fails after its IPVS mode: its
+		// iptables-mode cleanup cannot delete KUBE-MARK-MASQ and
+		// KUBE-PROXY-FIREWALL while the IPVS chains still jump to them
+		// (CHAIN_DEL: Device or resource busy; kubernetes#109286's
+		// family). The node namespace, and with it every rule, goes
+		// with the testbed; the failure is kept, not fatal.
+		if p.info == nil {
+			p.info = map[string]string{}
+		}
+		p.info["cleanup"] = "kube-proxy --cleanup failed after IPVS mode (kube-proxy's own chain order); the node namespace removes the rules"
+	case err != nil:
+		return fmt.Errorf("kube-proxy --cleanup: %w: %s", err, out)
+	}
+	return nil
 }
 
 // Cleanup stops kube-proxy, removes its rules from the node (`kube-proxy
@@ -633,34 +774,16 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 
 func (p *Proxier) stop() error {
 	var errs []error
-	if p.kp != nil {
-		errs = append(errs, p.kp.Stop())
-		args := []string{p.spec.KubeProxy, "--cleanup", "--config", p.kp.ConfigPath}
-		if p.kp.Path != "" {
-			// The same iptables back end as it ran with.
-			args = append([]string{"PATH=" + p.kp.Path}, args...)
+	kp := p.kp
+	if kp == nil {
+		kp = p.halted // halted without a Resume: its rules may still be there
+	}
+	if kp != nil {
+		if p.kp != nil {
+			errs = append(errs, p.retire(context.Background(), kp, "cleanup"))
 		}
-		// Bounded: after an unfinished first sync at 10k services in a
-		// guest, kube-proxy's own cleanup could run for as long.
-		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		out, err := p.spec.Node.Run(cctx, nil, "env", args...)
-		ccancel()
-		switch {
-		case err != nil && p.spec.Mode == "ipvs":
-			// kube-proxy's own --cleanup fails after its IPVS mode: its
-			// iptables-mode cleanup cannot delete KUBE-MARK-MASQ and
-			// KUBE-PROXY-FIREWALL while the IPVS chains still jump to them
-			// (CHAIN_DEL: Device or resource busy; kubernetes#109286's
-			// family). The node namespace, and with it every rule, goes
-			// with the testbed; the failure is kept, not fatal.
-			if p.info == nil {
-				p.info = map[string]string{}
-			}
-			p.info["cleanup"] = "kube-proxy --cleanup failed after IPVS mode (kube-proxy's own chain order); the node namespace removes the rules"
-		case err != nil:
-			errs = append(errs, fmt.Errorf("kube-proxy --cleanup: %w: %s", err, out))
-		}
-		p.kp = nil
+		errs = append(errs, p.cleanupRules(context.Background(), kp))
+		p.kp, p.halted = nil, nil
 	}
 	errs = append(errs, p.cp.Stop())
 	p.cp = nil

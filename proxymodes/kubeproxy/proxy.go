@@ -117,8 +117,11 @@ type Proxy struct {
 	// end ("" otherwise: this process's PATH).
 	Path string
 	Proc *topology.Process
-	res  *resourceWatch
-	http *http.Client
+	// Started is when the process was forked (after the --version check
+	// and the config were written).
+	Started time.Time
+	res     *resourceWatch
+	http    *http.Client
 }
 
 // Start writes the node's config and starts kube-proxy in spec.Node. It
@@ -160,6 +163,7 @@ func Start(ctx context.Context, spec Spec) (*Proxy, error) {
 		}
 		cmd.Env = append(os.Environ(), "PATH="+p.Path)
 	}
+	p.Started = time.Now()
 	if p.Proc, err = topology.StartProcess(spec.Node, spec.RunID, "kube-proxy "+spec.Config.NodeName, cmd); err != nil {
 		return nil, err
 	}
@@ -248,6 +252,24 @@ func (p *Proxy) WaitSynced(ctx context.Context, timeout time.Duration) (time.Dur
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// minSyncRE matches kube-proxy's "<mode> sync params" log line (at -v=2
+// and above; pkg/proxy/{iptables,nftables,ipvs}/proxier.go) for IPv4.
+var minSyncRE = regexp.MustCompile(`sync params" ipFamily="IPv4" minSyncPeriod="([^"]+)"`)
+
+// MinSyncPeriod is the minSyncPeriod kube-proxy logged at its start
+// (0 when the line is not in its log).
+func (p *Proxy) MinSyncPeriod() time.Duration {
+	m := minSyncRE.FindSubmatch(readFile(p.LogPath))
+	if m == nil {
+		return 0
+	}
+	d, err := time.ParseDuration(string(m[1]))
+	if err != nil {
+		return 0
+	}
+	return d
 }
 
 // LogTail returns the last n lines of kube-proxy's log.

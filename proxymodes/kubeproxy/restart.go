@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/proxybench/proxybench/proxymodes"
@@ -16,39 +15,48 @@ var _ proxymodes.Restarter = (*Proxier)(nil)
 
 // Halt implements proxymodes.Restarter: it stops kube-proxy (SIGTERM,
 // SIGKILL after 5 s) and, with cleanup, removes its rules (`kube-proxy
-// --cleanup` in the node namespace, as on a node that has never run it).
-// The control plane and the API objects stay. Its log is kept beside the
-// next one's as LOG.<n>.
+// --cleanup` in the node namespace with the PATH it ran with, so the same
+// iptables back end, as on a node that has never run it). The control
+// plane and the API objects stay. Its log is kept as LOG.<n>, its metrics
+// and resource use in the record's Earlier processes.
 func (p *Proxier) Halt(ctx context.Context, cleanup bool) error {
 	if p.kp == nil {
 		return errors.New("kubeproxy: Halt with no kube-proxy running (before the first Sync, or halted already)")
 	}
 	old := p.kp
 	p.kp, p.halted = nil, old
-	if err := old.Stop(); err != nil {
-		return fmt.Errorf("kubeproxy: stop kube-proxy: %w", err)
+	why := "halt"
+	if cleanup {
+		why = "halt+cleanup"
+	}
+	if err := p.retire(ctx, old, why); err != nil {
+		return err
 	}
 	if cleanup {
-		out, err := p.spec.Node.Run(ctx, nil, p.spec.KubeProxy, "--cleanup", "--config", old.ConfigPath)
-		if err != nil {
-			return fmt.Errorf("kubeproxy: kube-proxy --cleanup: %w: %s", err, out)
+		t0 := time.Now()
+		if err := p.cleanupRules(ctx, old); err != nil {
+			return err
 		}
+		p.earlier[len(p.earlier)-1].Why += fmt.Sprintf(" (kube-proxy --cleanup took %v)", time.Since(t0).Round(time.Millisecond))
 	}
-	p.restarts++
-	return os.Rename(old.LogPath, fmt.Sprintf("%s.%d", old.LogPath, p.restarts))
+	return nil
 }
 
 // Resume implements proxymodes.Restarter: it starts a new kube-proxy with
-// the configuration of the halted one, over the API that still holds
-// every Service and EndpointSlice, and returns when its first IPv4 sync is
-// done (WaitSynced). Wall is from its start, CPU its own and its
-// children's, Phases["kube-proxy.metric"] that sync's duration from
-// kubeproxy_sync_proxy_rules_duration_seconds.
+// the configuration of the halted one, over the control plane that still
+// runs and the API that still holds every Service and EndpointSlice (as a
+// node joining an existing cluster, or kube-proxy restarting), and
+// returns when its first IPv4 sync is done (WaitSynced, polled every
+// 100 ms). Start is the new process's fork (after its --version check and
+// config); Wall is from Start to that sync seen done; CPU is the new
+// process's and its children's. Phases: "kube-proxy.metric" that sync's
+// duration by kubeproxy_sync_proxy_rules_duration_seconds,
+// "kube-proxy.syncEnd" from Start to the sync's end by kube-proxy's own
+// kubeproxy_sync_proxy_rules_last_timestamp_seconds.
 func (p *Proxier) Resume(ctx context.Context) (proxymodes.SyncStats, error) {
 	if p.halted == nil || p.kp != nil {
 		return proxymodes.SyncStats{}, errors.New("kubeproxy: Resume without a Halt")
 	}
-	t0 := time.Now()
 	kp, err := Start(ctx, p.halted.Spec)
 	if err != nil {
 		return proxymodes.SyncStats{}, err
@@ -58,7 +66,13 @@ func (p *Proxier) Resume(ctx context.Context) (proxymodes.SyncStats, error) {
 	if err != nil {
 		return proxymodes.SyncStats{}, err
 	}
+	done := time.Now()
+	st := proxymodes.SyncStats{Kind: "full", Start: kp.Started, Wall: done.Sub(kp.Started), Objects: len(p.last),
+		Phases: map[string]time.Duration{"kube-proxy.metric": metric}}
+	if ts, _, err := p.lastSync(ctx); err == nil && !ts.IsZero() {
+		st.Phases["kube-proxy.syncEnd"] = ts.Sub(kp.Started)
+	}
 	u := kp.Usage()
-	return proxymodes.SyncStats{Kind: "full", Wall: time.Since(t0), CPU: u.CPU + u.ChildCPU, Objects: len(p.last),
-		Phases: map[string]time.Duration{"kube-proxy.metric": metric}}, nil
+	st.CPU = u.CPU + u.ChildCPU
+	return st, nil
 }

@@ -109,6 +109,7 @@ type ControlPlane struct {
 	Client kubernetes.Interface
 	nodes  []netip.Addr // node i's address of its control-plane link
 	ns     []string     // namespaces to delete
+	links  []string     // the control-plane ends of the node veths
 }
 
 // Candidates are the control-plane blocks tried in order (see Spec.Avoid).
@@ -197,9 +198,11 @@ func Start(ctx context.Context, spec Spec) (cp *ControlPlane, err error) {
 	}
 	for i, n := range spec.Nodes {
 		a, b := linkAddrs(i)
-		if err = topology.Veth(cp.NS, fmt.Sprintf("pb%s-n%d", spec.RunID, i), n, fmt.Sprintf("pb%s-cp", spec.RunID), a, b); err != nil {
+		link := fmt.Sprintf("pb%s-n%d", spec.RunID, i)
+		if err = topology.Veth(cp.NS, link, n, fmt.Sprintf("pb%s-cp", spec.RunID), a, b); err != nil {
 			return cp, err
 		}
+		cp.links = append(cp.links, link)
 		cp.nodes = append(cp.nodes, a)
 	}
 	if err = cp.writeCredentials(); err != nil {
@@ -480,6 +483,16 @@ func (cp *ControlPlane) Stop() error {
 	}
 	cp.APIServer, cp.Etcd = nil, nil
 	if cp.NS != nil {
+		// Delete the veths now: the kernel removes a deleted namespace's
+		// devices later, asynchronously, and a control plane started right
+		// after this one (a Proxier's Cleanup then Sync) would find the
+		// node end pb<id>-cp still there (file exists).
+		for _, l := range cp.links {
+			if out, err := cp.NS.Run(context.Background(), nil, "ip", "link", "del", l); err != nil {
+				errs = append(errs, fmt.Errorf("controlplane: ip link del %s: %w: %s", l, err, out))
+			}
+		}
+		cp.links = nil
 		cp.NS.Close()
 		cp.NS = nil
 	}
