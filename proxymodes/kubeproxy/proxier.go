@@ -304,7 +304,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 			d := h.Sub(h0)
 			u := p.kp.Usage()
 			return proxymodes.SyncStats{Kind: "incremental", Wall: time.Since(t0),
-				CPU: (u.CPU + u.ChildCPU) - (u0.CPU + u0.ChildCPU),
+				CPU:    (u.CPU + u.ChildCPU) - (u0.CPU + u0.ChildCPU),
 				Phases: map[string]time.Duration{"api": written.Sub(t0), "kube-proxy": time.Duration(d.Sum * float64(time.Second))}}, nil
 		}
 		if step.Count > 0 {
