@@ -320,7 +320,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 			d := h.Sub(h0)
 			u := p.kp.Usage()
 			return proxymodes.SyncStats{Kind: "incremental", Wall: time.Since(t0),
-				CPU: (u.CPU + u.ChildCPU) - (u0.CPU + u0.ChildCPU), Objects: len(services),
+				CPU:    (u.CPU + u.ChildCPU) - (u0.CPU + u0.ChildCPU),
 				Phases: map[string]time.Duration{"api": written.Sub(t0), "kube-proxy": time.Duration(d.Sum * float64(time.Second))}}, nil
 		}
 		if step.Count > 0 {
@@ -503,7 +503,17 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if p.spec.IPTablesBackend != "" {
 		p.info["iptablesBackend"] = p.spec.IPTablesBackend
 	}
-	return proxymodes.SyncStats{Kind: "full", Wall: done.Sub(created), CPU: u.CPU + u.ChildCPU, Objects: len(services),
+	p.info["backend"] = p.backend()
+	// What kube-proxy installed, read back (after the timed sync): the
+	// objects and bytes builtin reports for what it sent.
+	ruleset, rerr := p.readBack(ctx)
+	switch {
+	case rerr != nil:
+		p.info["ruleset"] = "not read: " + rerr.Error()
+	case ruleset.Tool != "":
+		p.info["ruleset"] = fmt.Sprintf("%d objects, %d bytes (%s)", ruleset.Objects, ruleset.Bytes, ruleset.Tool)
+	}
+	return proxymodes.SyncStats{Kind: "full", Wall: done.Sub(created), CPU: u.CPU + u.ChildCPU, Objects: ruleset.Objects, Bytes: ruleset.Bytes,
 		Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up),
 			"kube-proxy.firstSync": syncedAt.Sub(created), "kube-proxy.metric": time.Duration(fsum * float64(time.Second))}}, nil
 }
