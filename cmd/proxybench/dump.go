@@ -165,8 +165,8 @@ func checkDump(cmd *cobra.Command, sc *scenarios.Scenario, f *dumpFlags) (fideli
 		}
 	}
 	kubeProxy := slices.Contains(strings.Split(f.impl, ","), fidelity.KubeProxy)
-	if f.diff && cmd.Flags().Changed("implementation") {
-		return kb, fmt.Errorf("--diff runs both implementations; fix: drop --implementation")
+	if f.diff && cmd.Flags().Changed("implementation") && !(kubeProxy && slices.Contains(strings.Split(f.impl, ","), fidelity.Builtin)) {
+		return kb, fmt.Errorf("--diff compares both implementations, --implementation %q names one; fix: drop --implementation, or give builtin,kube-proxy", f.impl)
 	}
 	if f.diff && f.normalise {
 		return kb, fmt.Errorf("--diff already prints the normalised comparison; fix: drop --normalise")

@@ -97,7 +97,7 @@ func TestKernelSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("full sync 1k services: wall %v cpu %v objects %d bytes %d phases %v", st.Wall, st.CPU, st.Objects, st.Bytes, st.Phases)
-	want := countsFormula(1000, 3)
+	want := countsFormula(testCfg, 1000, 3)
 	if st.Kind != "full" || st.Objects != want.Objects() {
 		t.Errorf("stats %+v, want full with %d objects", st, want.Objects())
 	}
@@ -107,6 +107,18 @@ func TestKernelSync(t *testing.T) {
 	}
 	if got := len(l1.elems[MapServiceIPs]); got != 1000 {
 		t.Errorf("service-ips: %d elements, want 1000", got)
+	}
+	// No endpoint chain without session affinity, and the kernel lists each
+	// service chain's rule as rendered (the text the sim and dump use).
+	for name, body := range l1.chains {
+		if strings.HasPrefix(name, prefixEndpoint) {
+			t.Fatalf("endpoint chain %s without session affinity", name)
+		}
+		if strings.HasPrefix(name, prefixService) {
+			if want := strings.Join(p.applied.Chain(name).Rules, "\n"); body != want {
+				t.Errorf("kernel lists chain %s as %q, rendered %q", name, body, want)
+			}
+		}
 	}
 
 	// Unchanged: incremental, nothing sent.
@@ -126,9 +138,10 @@ func TestKernelSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("incremental sync, one endpoint changed: wall %v objects %d bytes %d", st.Wall, st.Objects, st.Bytes)
-	// Service chain flushed + 1 rule, new endpoint chain + 1 rule, old one deleted.
-	if st.Kind != "incremental" || st.Objects != 2+2+1 {
-		t.Errorf("incremental stats %+v, want 5 objects", st)
+	// The service chain flushed and its one rule added (the rule names the
+	// endpoints; no endpoint chain to add or delete).
+	if st.Kind != "incremental" || st.Objects != 1+1 {
+		t.Errorf("incremental stats %+v, want 2 objects", st)
 	}
 	l2 := listTable(t, ns)
 	var changed []string
@@ -142,8 +155,8 @@ func TestKernelSync(t *testing.T) {
 			changed = append(changed, name)
 		}
 	}
-	if len(changed) != 3 {
-		t.Errorf("changed chains %v, want 3", changed)
+	if len(changed) != 1 || changed[0] != ServiceChainName("pb", "svc-00500", "tcp", "p80") {
+		t.Errorf("changed chains %v, want the service chain of svc-00500", changed)
 	}
 	for _, c := range changed {
 		if !strings.Contains(c, "pb/svc-00500/") {

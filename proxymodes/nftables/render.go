@@ -15,6 +15,7 @@ import (
 	"encoding/base32"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -85,7 +86,9 @@ type Config struct {
 	// "affinity-<endpoint>" per endpoint with this timeout, which the
 	// endpoint chain updates with the client address
 	// ("update @affinity-X { ip saddr }") and the service chain checks
-	// before its numgen ("ip saddr @affinity-X goto endpoint-X").
+	// before its numgen ("ip saddr @affinity-X goto endpoint-X"). These
+	// services keep one chain per endpoint; without affinity a service
+	// chain DNATs itself (see Render), as kube-proxy 1.37.
 	AffinityTimeout time.Duration
 	// ChainsPerTransaction, when positive, makes a full sync add rules in
 	// transactions of at most this many chains' rules (after one that
@@ -127,8 +130,9 @@ type Element struct {
 }
 
 // Ruleset is the rendered contents of table "ip kube-proxy": every chain
-// (base chains, helper chains, one per service port with ready endpoints,
-// one per endpoint of such a port) and the elements of the service-ips and
+// (base chains, helper chains, one per service port with endpoints, and
+// with ClientIP session affinity one per endpoint of such a port) and the
+// elements of the service-ips and
 // no-endpoint-services verdict maps and the cluster-ips set. Chains and
 // elements are kept in the order rendered; lookups are by name and key.
 type Ruleset struct {
@@ -270,10 +274,20 @@ func baseChain(name string, typ knftables.BaseChainType, hook knftables.BaseChai
 //	unallocated addresses of cfg.ServiceCIDR;
 //	masquerading: masquerade (fully-random) what is marked, clearing the
 //	mark, and the hairpin connections of @hairpin-connections;
-//	service-<hash>-ns/name/tcp/port per port with endpoints: "numgen
-//	random mod N vmap { 0 : goto endpoint-... , 1 : goto ... }";
-//	endpoint-<hash>-ns/name/tcp/port__ip/port: "meta l4proto tcp dnat to
+//	service-<hash>-ns/name/tcp/port per port with endpoints: "meta
+//	l4proto tcp dnat ip to numgen random mod N map { 0 : <ip> . <port>,
+//	1 : ... }", which picks an endpoint and DNATs in one rule ("meta
+//	l4proto tcp dnat to <ip>:<port>" for a single endpoint); no
+//	endpoint chain (kube-proxy 1.37 for services without session
+//	affinity);
+//	with ClientIP affinity instead, as kube-proxy 1.37 keeps it: the
+//	service chain "ip saddr @affinity-X goto endpoint-X" per endpoint,
+//	then "numgen random mod N vmap { 0 : goto endpoint-... , 1 : goto
+//	... }"; endpoint-<hash>-ns/name/tcp/port__ip/port per endpoint:
+//	"update @affinity-X { ip saddr }", "meta l4proto tcp dnat to
 //	<ip>:<port>".
+//
+// Endpoints are in kube-proxy's order, their "ip:port" text sorted.
 //
 // kube-proxy's NodePort and LoadBalancer firewall objects (nodeport-ips,
 // service-nodeports, firewall-ips, ... docs/modes.md "Fidelity") are left
@@ -289,7 +303,11 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	}
 	nch := 16
 	for i := range services {
-		nch += len(services[i].Ports) * (1 + len(services[i].Endpoints))
+		n := 1
+		if cfg.AffinityTimeout > 0 {
+			n += len(services[i].Endpoints)
+		}
+		nch += len(services[i].Ports) * n
 	}
 	r := &Ruleset{
 		chains:     make(map[string]*Chain, nch),
@@ -332,7 +350,7 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 		"ct status dnat ip saddr . ip daddr . meta l4proto . th dport @"+SetHairpin+" masquerade fully-random")
 	r.addChain(knftables.Chain{Name: chainReject, Comment: ptr("helper for @no-endpoint-services / @no-endpoint-nodeports")}, "reject")
 
-	var vmap strings.Builder
+	var rule strings.Builder
 	for i := range services {
 		s := &services[i]
 		if !s.ClusterIP.Is4() {
@@ -342,6 +360,7 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			return nil, err
 		}
 		vip := s.ClusterIP.String()
+		eps := programmedSorted(s)
 		if err := r.addElement(SetClusterIPs, &Element{Key: []string{vip}}); err != nil {
 			return nil, err
 		}
@@ -354,24 +373,6 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			portName := s.PortName(*sp)
 			port := strconv.Itoa(int(sp.Port))
 			key := []string{vip, proto, port}
-			var eps []string
-			fb := s.ServingFallback()
-			for _, e := range s.Endpoints {
-				if !e.Programmed(fb) {
-					continue
-				}
-				epChain := EndpointChainName(s.Namespace, s.Name, proto, sp.Name, e.IP, sp.TargetPort)
-				ip := e.IP.String()
-				var rules []string
-				if cfg.AffinityTimeout > 0 {
-					set := affinitySetName(epChain)
-					r.affinity = append(r.affinity, set)
-					rules = append(rules, "update @"+set+" { ip saddr }")
-				}
-				r.addChain(knftables.Chain{Name: epChain},
-					append(rules, "meta l4proto "+proto+" dnat to "+ip+":"+strconv.Itoa(int(sp.TargetPort)))...)
-				eps = append(eps, epChain)
-			}
 			if len(eps) == 0 {
 				if err := r.addElement(MapNoEndpointServices, &Element{Key: key, Value: []string{"goto " + chainReject}, Comment: portName}); err != nil {
 					return nil, err
@@ -379,26 +380,12 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 				continue
 			}
 			svcChain := ServiceChainName(s.Namespace, s.Name, proto, sp.Name)
-			var rules []string
+			target := strconv.Itoa(int(sp.TargetPort))
 			if cfg.AffinityTimeout > 0 {
-				for _, c := range eps {
-					rules = append(rules, "ip saddr @"+affinitySetName(c)+" goto "+c)
-				}
+				r.addChain(knftables.Chain{Name: svcChain}, r.affinityRules(s, sp, proto, eps)...)
+			} else {
+				r.addChain(knftables.Chain{Name: svcChain}, dnatMapRule(&rule, proto, target, eps))
 			}
-			vmap.Reset()
-			vmap.WriteString("numgen random mod ")
-			vmap.WriteString(strconv.Itoa(len(eps)))
-			vmap.WriteString(" vmap { ")
-			for k, c := range eps {
-				if k > 0 {
-					vmap.WriteString(" , ")
-				}
-				vmap.WriteString(strconv.Itoa(k))
-				vmap.WriteString(" : goto ")
-				vmap.WriteString(c)
-			}
-			vmap.WriteString(" }")
-			r.addChain(knftables.Chain{Name: svcChain}, append(rules, vmap.String())...)
 			// No comment: kube-proxy 1.37 leaves service-ips elements bare.
 			if err := r.addElement(MapServiceIPs, &Element{Key: key, Value: []string{"goto " + svcChain}}); err != nil {
 				return nil, err
@@ -426,6 +413,104 @@ func checkEndpoints(s *workload.Service) error {
 		seen[e.IP] = struct{}{}
 	}
 	return nil
+}
+
+// programmedSorted returns the endpoints of s that the modes program
+// (workload.Endpoint.Programmed: the ready ones, else the serving
+// terminating ones) in kube-proxy's order: sorted by "ip:port" as a string
+// (pkg/proxy's EndpointSliceCache sorts each service port's endpoints by
+// Endpoint.String(); every port of a service has the same endpoints here,
+// so the IP's text decides: 198.19.1.10 comes before 198.19.1.9). The
+// numgen map and vmap indexes follow this order.
+func programmedSorted(s *workload.Service) []workload.Endpoint {
+	fb := s.ServingFallback()
+	out := make([]workload.Endpoint, 0, len(s.Endpoints))
+	for _, e := range s.Endpoints {
+		if e.Programmed(fb) {
+			out = append(out, e)
+		}
+	}
+	if len(out) < 2 {
+		return out
+	}
+	keys := make(map[netip.Addr]string, len(out))
+	for _, e := range out {
+		keys[e.IP] = e.IP.String()
+	}
+	slices.SortStableFunc(out, func(a, b workload.Endpoint) int { return strings.Compare(keys[a.IP], keys[b.IP]) })
+	return out
+}
+
+// dnatMapRule is the one rule of a service chain without session affinity
+// in kube-proxy 1.37: "meta l4proto <proto> dnat ip to numgen random mod N
+// map { 0 : <ip> . <port>, 1 : ... }", which picks an endpoint and DNATs
+// to it in one rule, with no endpoint chain; with one endpoint "meta
+// l4proto <proto> dnat to <ip>:<port>" (both as nft lists them back;
+// TestKernelFidelity pins them against kube-proxy v1.37.2). b is scratch
+// space.
+func dnatMapRule(b *strings.Builder, proto, port string, eps []workload.Endpoint) string {
+	b.Reset()
+	b.WriteString("meta l4proto ")
+	b.WriteString(proto)
+	if len(eps) == 1 {
+		b.WriteString(" dnat to ")
+		b.WriteString(eps[0].IP.String())
+		b.WriteString(":")
+		b.WriteString(port)
+		return b.String()
+	}
+	b.WriteString(" dnat ip to numgen random mod ")
+	b.WriteString(strconv.Itoa(len(eps)))
+	b.WriteString(" map { ")
+	for k, e := range eps {
+		if k > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(k))
+		b.WriteString(" : ")
+		b.WriteString(e.IP.String())
+		b.WriteString(" . ")
+		b.WriteString(port)
+	}
+	b.WriteString(" }")
+	return b.String()
+}
+
+// affinityRules adds, for a service port with ClientIP session affinity,
+// one endpoint chain per endpoint of eps ("update @affinity-X { ip saddr
+// }", then the DNAT) with its affinity set, and returns the service
+// chain's rules: "ip saddr @affinity-X goto endpoint-X" per endpoint, then
+// "numgen random mod N vmap { 0 : goto endpoint-..., ... }" (kube-proxy
+// 1.37 keeps endpoint chains for these services only).
+func (r *Ruleset) affinityRules(s *workload.Service, sp *workload.ServicePort, proto string, eps []workload.Endpoint) []string {
+	target := strconv.Itoa(int(sp.TargetPort))
+	chains := make([]string, len(eps))
+	for k, e := range eps {
+		epChain := EndpointChainName(s.Namespace, s.Name, proto, sp.Name, e.IP, sp.TargetPort)
+		set := affinitySetName(epChain)
+		r.affinity = append(r.affinity, set)
+		r.addChain(knftables.Chain{Name: epChain}, "update @"+set+" { ip saddr }",
+			"meta l4proto "+proto+" dnat to "+e.IP.String()+":"+target)
+		chains[k] = epChain
+	}
+	rules := make([]string, 0, len(eps)+1)
+	for _, c := range chains {
+		rules = append(rules, "ip saddr @"+affinitySetName(c)+" goto "+c)
+	}
+	var vmap strings.Builder
+	vmap.WriteString("numgen random mod ")
+	vmap.WriteString(strconv.Itoa(len(eps)))
+	vmap.WriteString(" vmap { ")
+	for k, c := range chains {
+		if k > 0 {
+			vmap.WriteString(" , ")
+		}
+		vmap.WriteString(strconv.Itoa(k))
+		vmap.WriteString(" : goto ")
+		vmap.WriteString(c)
+	}
+	vmap.WriteString(" }")
+	return append(rules, vmap.String())
 }
 
 func (r *Ruleset) addSetsAndMaps(tx *knftables.Transaction) {
