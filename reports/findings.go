@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/proxybench/proxybench/measure"
 )
 
 // FaultWarnings returns one warning per fault of every mode
@@ -94,10 +96,12 @@ func Findings(r *Result) []string {
 			w := Summarize(syncWalls(m))
 			med := medianSync(m)
 			what := "objects"
-			if m.Mode == "iptables" {
+			if baseOf(m) == "iptables" {
 				what = "rules"
 			}
-			if med.Objects > 0 {
+			if _, _, known := syncObjects(m, med); !known {
+				parts = append(parts, fmt.Sprintf("full sync %s", FormatNs(float64(w.P50))))
+			} else if med.Objects > 0 {
 				parts = append(parts, fmt.Sprintf("full sync %s for %s %s", FormatNs(float64(w.P50)), thousands(med.Objects), what))
 			} else {
 				parts = append(parts, fmt.Sprintf("full sync %s (nothing to program)", FormatNs(float64(w.P50))))
@@ -159,6 +163,45 @@ func posSummary(m ModeResult, pos string) Summary {
 		}
 	}
 	return Summary{}
+}
+
+// syncObjects returns what a full sync programmed, as the sync.full
+// table shows it: objects and bytes, "-" when not known. known is false
+// for a kube-proxy row whose ruleset was not read back (IPVS, a failed
+// read, or a result written before the read-back existed, whose objects
+// were the service count).
+func syncObjects(m ModeResult, med measure.SyncStats) (objs, bytes string, known bool) {
+	if m.Implementation == "kube-proxy" || m.KubeProxy != nil {
+		rs := m.Info["ruleset"]
+		if rs == "" || strings.HasPrefix(rs, "not read") {
+			return "-", "-", false
+		}
+		objs, bytes = "-", "-"
+		if med.Objects > 0 {
+			objs = fmt.Sprint(med.Objects)
+		}
+		if med.Bytes > 0 {
+			bytes = fmt.Sprint(med.Bytes)
+		}
+		return objs, bytes, true
+	}
+	return fmt.Sprint(med.Objects), fmt.Sprint(med.Bytes), true
+}
+
+// backendOf is a row's "back end" column: Info["backend"], else for a
+// kube-proxy row written before it was recorded its iptables back end,
+// else "-".
+func backendOf(m ModeResult) string {
+	if b := m.Info["backend"]; b != "" {
+		return b
+	}
+	if b := m.Info["iptablesBackend"]; b != "" && baseOf(m) == "iptables" {
+		return b
+	}
+	if m.Implementation == "kube-proxy" || m.KubeProxy != nil {
+		return "-"
+	}
+	return ""
 }
 
 // positionsUnordered reports whether a row's first and last services sit

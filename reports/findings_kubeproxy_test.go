@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
@@ -92,5 +94,65 @@ func TestMarkdownKubeProxyIPTablesFirstLast(t *testing.T) {
 	}
 	if !strings.Contains(l, "random places") || !strings.Contains(l, "p50 first ") {
 		t.Errorf("kube-proxy iptables line does not say why: %q", l)
+	}
+}
+
+// TestMarkdownKubeProxySyncFullColumns: the sync.full table's back end,
+// objects and bytes of kube-proxy rows say what is true: the read-back
+// ruleset's objects and bytes ("-" where not seen, as nftables' bytes),
+// the back end kube-proxy ran with; a row of a result written before the
+// read-back (objects = service count) shows "-", never the service count
+// or a 0.
+func TestMarkdownKubeProxySyncFullColumns(t *testing.T) {
+	full := func(objects, bytes int) []measure.SyncStats {
+		return []measure.SyncStats{{Kind: "full", Wall: time.Second, Objects: objects, Bytes: bytes}}
+	}
+	kp := &measure.KubeProxy{Version: "v1.37.2"}
+	r := &Result{Scenario: &scenarios.Scenario{Name: "t", Services: scenarios.ServicesSpec{Count: 1000}}, Modes: []ModeResult{
+		{Mode: "iptables", Services: 1000, SyncFull: full(4015, 612345), Info: map[string]string{"backend": "legacy"}},
+		{Mode: "iptables (kube-proxy)", BaseMode: "iptables", Implementation: "kube-proxy", Services: 1000, KubeProxy: kp,
+			SyncFull: full(5021, 700001), Info: map[string]string{"backend": "legacy", "ruleset": "5021 objects, 700001 bytes (iptables-legacy-save)"}},
+		{Mode: "nftables (kube-proxy)", BaseMode: "nftables", Implementation: "kube-proxy", Services: 1000, KubeProxy: kp,
+			SyncFull: full(3210, 0), Info: map[string]string{"backend": "knftables", "ruleset": "3210 objects, 0 bytes (nft -j list table ip kube-proxy)"}},
+		{Mode: "iptables (kube-proxy old)", BaseMode: "iptables", Implementation: "kube-proxy", Services: 1000, KubeProxy: kp,
+			SyncFull: full(1000, 0), Info: map[string]string{"iptablesBackend": "nft"}},
+	}}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	row := map[string][]string{}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if !strings.HasPrefix(l, "| ") || !strings.Contains(l, " s |") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(l, "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if len(cells) == 10 {
+			if _, seen := row[cells[0]]; !seen {
+				row[cells[0]] = cells
+			}
+		}
+	}
+	check := func(mode, backend, objs, bytes string) {
+		t.Helper()
+		c := row[mode]
+		if c == nil {
+			t.Fatalf("no sync.full row %q in:\n%s", mode, b.String())
+		}
+		if c[1] != backend || c[7] != objs || c[8] != bytes {
+			t.Errorf("%s: back end %q, objects %q, bytes %q; want %q, %q, %q", mode, c[1], c[7], c[8], backend, objs, bytes)
+		}
+	}
+	check("iptables", "legacy", "4015", "612345")
+	check("iptables (kube-proxy)", "legacy", "5021", "700001")
+	check("nftables (kube-proxy)", "knftables", "3210", "-")
+	check("iptables (kube-proxy old)", "nft", "-", "-")
+	for _, f := range Findings(r) {
+		if strings.HasPrefix(f, "iptables (kube-proxy old):") && strings.Contains(f, "1,000") {
+			t.Errorf("finding counts the old row's service count as rules: %q", f)
+		}
 	}
 }

@@ -74,13 +74,13 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 			cpu = append(cpu, int64(x.CPU))
 		}
 		c := Summarize(cpu)
-		objs, bytes, phases := 0, 0, ""
+		objs, bytes, phases := "0", "0", ""
 		if len(m.SyncFull) > 0 {
 			med := medianSync(m)
-			objs, bytes = med.Objects, med.Bytes
+			objs, bytes, _ = syncObjects(m, med)
 			phases = phaseText(med.Phases)
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %d | %d | %s |\n", r.label(m), m.Info["backend"], s.Count,
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", r.label(m), backendOf(m), s.Count,
 			dur(time.Duration(s.P50)), dur(time.Duration(s.Min)), dur(time.Duration(s.Max)), dur(time.Duration(c.P50)), objs, bytes, phases)
 	}
 

@@ -1256,6 +1256,9 @@ func (c *checker) implementation() {
 			c.add(e.Field, e.Msg, e.Fix)
 		}
 	}
+	if s.has("kubeProxy.firstSyncTimeout") {
+		c.duration("kubeProxy.firstSyncTimeout", s.KubeProxy.FirstSyncTimeout.Duration, true, "30m")
+	}
 	notYet := func(field, what string) {
 		c.add(field, "not yet with implementation kube-proxy: "+what, "run it with implementation: [builtin] in a scenario of its own, or drop it here")
 	}
