@@ -11,8 +11,8 @@ import (
 
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/iptables"
-	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/proxymodes/ipvs"
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/proxymodes/nftables"
 	"github.com/proxybench/proxybench/proxymodes/none"
 	"github.com/proxybench/proxybench/proxymodes/userspace"
