@@ -59,6 +59,55 @@ type KubeProxy struct {
 	// SyncLog are kube-proxy's log lines about its syncs (with their
 	// durations), at most the last 40.
 	SyncLog []string `json:"syncLog,omitempty"`
+	// Unfinished is set when kube-proxy's first sync did not finish
+	// within the row's bound (kubeProxy.firstSyncTimeout): FirstSyncNs is
+	// then 0 and the row's later phases were not run.
+	Unfinished *Unfinished `json:"unfinished,omitempty"`
+	// Progress are readings of what kube-proxy had programmed in the node
+	// namespace while its first sync ran (IPVS mode: virtual servers,
+	// kube-ipvs0 addresses, ipset entries per set), about once a minute
+	// and when the bound passed.
+	Progress []SyncProgress `json:"progress,omitempty"`
+}
+
+// Unfinished says that kube-proxy's first sync had not finished when its
+// bound passed.
+type Unfinished struct {
+	// BoundNs is the bound, from the API objects created.
+	BoundNs int64 `json:"boundNs"`
+	// DataPlane says whether every probed service answered through
+	// kube-proxy's rules by then (the row's sync.full is then that time).
+	DataPlane bool `json:"dataPlane"`
+	// Summary is the last progress reading in words, e.g. "10001 of 10001
+	// virtual servers, 2314 of 10001 KUBE-CLUSTER-IP entries".
+	Summary string `json:"summary"`
+}
+
+// SyncProgress is one reading of kube-proxy's state in the node
+// namespace during its first sync. Counts are -1 when not read (a mode
+// without them, or the tool failed). Want* are what the API objects
+// call for (each ServicePort of the scenario plus the control plane's
+// `kubernetes` Service).
+type SyncProgress struct {
+	// AtNs is from the API objects created.
+	AtNs int64 `json:"atNs"`
+	// VirtualServers and RealServers are the lines of /proc/net/ip_vs.
+	VirtualServers     int `json:"virtualServers"`
+	WantVirtualServers int `json:"wantVirtualServers"`
+	RealServers        int `json:"realServers"`
+	// Addresses are the IPv4 addresses on kube-ipvs0 (WantIPVSIPs).
+	Addresses int `json:"addresses"`
+	// IPSets are the entries of each KUBE-* set (`ipset list -t`), and
+	// WantClusterIP the entries KUBE-CLUSTER-IP should hold: kube-proxy
+	// adds them one `ipset add` process each on a cold start
+	// (kubernetes#133773), so the count is also the ipset calls made.
+	IPSets        map[string]int `json:"ipsets,omitempty"`
+	WantClusterIP int            `json:"wantClusterIP"`
+	// WantIPVSIPs are the ClusterIPs: the entries KUBE-IPVS-IPS should
+	// hold and the addresses kube-ipvs0 should carry.
+	WantIPVSIPs int `json:"wantIPVSIPs"`
+	// Err is why a reading failed (the counts it could not read are -1).
+	Err string `json:"err,omitempty"`
 }
 
 // Metric is one kube-proxy histogram series: Count observations summing

@@ -83,3 +83,16 @@ type ToolResolver interface {
 type Renderer interface {
 	Rendering(services []workload.Service) (*Rendering, error)
 }
+
+// Unfinished is the error of a Proxier's first Sync when the program it
+// drives (kube-proxy) had not finished its first sync when the row's
+// bound passed. Stats holds what was measured by then (Wall is the data
+// plane's time when every probed service answered, else 0); Msg says how
+// far the program got. The runner keeps the row with it, marked
+// unfinished, and runs none of the row's later phases; the run goes on.
+type Unfinished struct {
+	Stats SyncStats
+	Msg   string
+}
+
+func (u *Unfinished) Error() string { return u.Msg }

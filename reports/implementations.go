@@ -82,7 +82,10 @@ func writeImplementationsMarkdown(b *strings.Builder, r *Result) {
 		}
 		for _, m := range g {
 			impl := "builtin"
-			full, inc := dur(time.Duration(m.SyncFullSummary.P50)), "-"
+			full, inc := "-", "-"
+			if m.SyncFullSummary.Count > 0 {
+				full = dur(time.Duration(m.SyncFullSummary.P50))
+			}
 			if m.SyncIncrementalSummary.Count > 0 {
 				inc = dur(time.Duration(m.SyncIncrementalSummary.P50))
 			}
@@ -96,6 +99,15 @@ func writeImplementationsMarkdown(b *strings.Builder, r *Result) {
 			if kp := m.KubeProxy; kp != nil {
 				impl = "kube-proxy " + kp.Version
 				kpFull = meanMetric(measure.MetricDelta(nil, kp.AfterFullSync, kpSyncFull, "IPv4"))
+				if n, _ := measure.MetricDelta(nil, kp.AfterFullSync, kpSyncFull, "IPv4"); n == 0 {
+					// IPVS mode observes only sync_proxy_rules_duration_seconds.
+					if c, sum := measure.MetricDelta(nil, kp.AfterFullSync, kpSync, "IPv4"); c > 0 {
+						kpFull = meanMetric(c, sum) + " (sync_proxy_rules)"
+					}
+				}
+				if u := kp.Unfinished; u != nil {
+					kpFull = fmt.Sprintf("not finished after %s: %s", dur(time.Duration(u.BoundNs)), u.Summary)
+				}
 				kpPartial = meanMetric(measure.MetricDelta(kp.AfterFullSync, kp.AtEnd, kpSyncPartial, "IPv4"))
 				kpProg = meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpProgramming, "IPv4"))
 				cpu = fmt.Sprintf("%s + %s", dur(time.Duration(kp.CPUNs)), dur(time.Duration(kp.ChildCPUNs)))
@@ -134,9 +146,21 @@ func writeKubeProxyDetails(b *strings.Builder, r *Result) {
 		fam := func(f string) string {
 			return meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpSyncFull, f)) + " / " + meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpSyncPartial, f))
 		}
+		first := dur(time.Duration(kp.FirstSyncNs))
+		if kp.Unfinished != nil {
+			first = "not finished after " + dur(time.Duration(kp.Unfinished.BoundNs))
+		}
 		fmt.Fprintf(b, "| %s | %s | %s | %d in %s | %s | %s | %s | %s | %s | %s / %s |\n", r.label(m), kp.Version,
-			dur(time.Duration(kp.ControlPlaneNs)), kp.APIObjects, dur(time.Duration(kp.APIObjectsNs)), dur(time.Duration(kp.FirstSyncNs)),
+			dur(time.Duration(kp.ControlPlaneNs)), kp.APIObjects, dur(time.Duration(kp.APIObjectsNs)), first,
 			fam("IPv4"), fam("IPv6"), dur(time.Duration(kp.CPUNs)), dur(time.Duration(kp.ChildCPUNs)), mib(kp.PeakRSSBytes), mib(kp.ChildPeakRSSBytes))
+	}
+	for _, m := range rows {
+		if ps := m.KubeProxy.Progress; len(ps) > 0 {
+			fmt.Fprintf(b, "\nFirst sync's progress, %s (read in the node namespace; time from the API objects created):\n\n", r.label(m))
+			for _, p := range ps {
+				fmt.Fprintf(b, "- +%s: %s\n", dur(time.Duration(p.AtNs)), progressWords(p))
+			}
+		}
 	}
 	b.WriteString("\nRule programs each kube-proxy ran (sampled every 20 ms: a lower bound; CPU in 10 ms ticks):\n\n")
 	for _, m := range rows {
@@ -165,4 +189,41 @@ func writeKubeProxyDetails(b *strings.Builder, r *Result) {
 	for _, s := range r.Skipped {
 		fmt.Fprintf(b, "- skipped: %s\n", s)
 	}
+}
+
+// progressWords says one reading of a kube-proxy first sync's progress.
+func progressWords(p measure.SyncProgress) string {
+	var parts []string
+	if p.VirtualServers >= 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d virtual servers (%d real servers)", p.VirtualServers, p.WantVirtualServers, p.RealServers))
+	}
+	if p.Addresses >= 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d kube-ipvs0 addresses", p.Addresses, p.WantIPVSIPs))
+	}
+	if p.IPSets != nil {
+		names := make([]string, 0, len(p.IPSets))
+		for n := range p.IPSets {
+			if p.IPSets[n] > 0 || n == "KUBE-CLUSTER-IP" || n == "KUBE-IPVS-IPS" {
+				names = append(names, n)
+			}
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			switch n {
+			case "KUBE-CLUSTER-IP":
+				parts = append(parts, fmt.Sprintf("%s %d of %d entries", n, p.IPSets[n], p.WantClusterIP))
+			case "KUBE-IPVS-IPS":
+				parts = append(parts, fmt.Sprintf("%s %d of %d entries", n, p.IPSets[n], p.WantIPVSIPs))
+			default:
+				parts = append(parts, fmt.Sprintf("%s %d", n, p.IPSets[n]))
+			}
+		}
+	}
+	if p.Err != "" {
+		parts = append(parts, "not read: "+p.Err)
+	}
+	if len(parts) == 0 {
+		return "nothing read"
+	}
+	return strings.Join(parts, ", ")
 }

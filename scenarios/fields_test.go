@@ -42,6 +42,7 @@ var numericFields = []struct {
 	{"services.endpoints.weights.min", "services:\n  count: 10\n  endpoints:\n    weights:\n      distribution: uniform\n      min: @\n      max: 10\n", ""},
 	{"services.endpoints.weights.max", "services:\n  count: 10\n  endpoints:\n    weights:\n      distribution: uniform\n      min: 1\n      max: @\n", ""},
 	{"kubeProxy.verbosity", "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy:\n  verbosity: @\n", "z"},
+	{"kubeProxy.firstSyncTimeout", "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy:\n  firstSyncTimeout: @\n", "f"},
 	{"sim.nodes", "engine: sim\nservices: {count: 10}\nsim:\n  nodes: @\n", ""},
 	{"sim.watchDelay", "engine: sim\nservices: {count: 10}\nsim:\n  watchDelay: @\n", "zf"},
 	{"connReuse.connections", "services: {count: 10}\nconnReuse:\n  connections: @\n", ""},

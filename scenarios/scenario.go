@@ -748,6 +748,16 @@ type KubeProxySpec struct {
 	// Verbosity is kube-proxy's -v (default 2: a line per sync with its
 	// duration; 4 adds the steps of each sync).
 	Verbosity int `yaml:"verbosity,omitempty" json:"verbosity,omitempty"`
+	// FirstSyncTimeout bounds the wait for kube-proxy's first sync (and
+	// for every probed service answering), from the API objects created
+	// (default 10m). When it passes the row is kept as it is: the data
+	// plane's sync.full if every probed service answered, what kube-proxy
+	// had programmed by then (IPVS mode: virtual servers and ipset
+	// entries, read about once a minute), its CPU and memory; the row's
+	// later phases are not run and the run goes on. kube-proxy's IPVS
+	// mode in a user-mode-linux guest needs it at 10k services (one
+	// `ipset` process per entry, kubernetes#133773).
+	FirstSyncTimeout Duration `yaml:"firstSyncTimeout,omitempty" json:"firstSyncTimeout,omitempty"`
 }
 
 // FreeForm is a YAML mapping of any shape, decoded as is (strict field

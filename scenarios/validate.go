@@ -1246,6 +1246,9 @@ func (c *checker) implementation() {
 	if s.KubeProxy.Verbosity != 0 || s.has("kubeProxy.verbosity") {
 		c.between("kubeProxy.verbosity", s.KubeProxy.Verbosity, 0, 10)
 	}
+	if s.has("kubeProxy.firstSyncTimeout") {
+		c.duration("kubeProxy.firstSyncTimeout", s.KubeProxy.FirstSyncTimeout.Duration, true, "30m")
+	}
 	notYet := func(field, what string) {
 		c.add(field, "not yet with implementation kube-proxy: "+what, "run it with implementation: [builtin] in a scenario of its own, or drop it here")
 	}

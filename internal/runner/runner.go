@@ -300,6 +300,13 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		}
 	}()
 	if mr.SyncFull, mr.SyncFullSummary, err = syncFullPhase(ctx, sc, e, m, p, services, o.Progress, &f); err != nil {
+		var u *proxymodes.Unfinished
+		if errors.As(err, &u) {
+			// kube-proxy's first sync outlasted its bound: the row is kept
+			// with what was measured and how far it got, the run goes on.
+			mr.Partial = u.Msg
+			return mr, nil
+		}
 		return nil, err
 	}
 	// From here on a failed phase returns mr with the phases finished

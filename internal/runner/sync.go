@@ -4,6 +4,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -52,6 +53,16 @@ func syncFullPhase(ctx context.Context, sc *scenarios.Scenario, e *env, m proxym
 				f.add("conntrack flush of node0 before the last full sync failed (traffic may follow another mode's NAT entries): %v", ferr)
 			}
 			st, err = p.Sync(ctx, services)
+		}
+		var u *proxymodes.Unfinished
+		if errors.As(err, &u) {
+			// Kept: the data plane's time when every probed service
+			// answered; the caller ends the row there.
+			if u.Stats.Wall > 0 {
+				out = append(out, u.Stats)
+				walls = append(walls, int64(u.Stats.Wall))
+			}
+			return out, reports.Summarize(walls), err
 		}
 		if err != nil {
 			return nil, reports.Summary{}, fmt.Errorf("sync: %w", err)

@@ -4,6 +4,7 @@ package kubeproxy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/proxybench/proxybench/internal/uml"
 	"net/netip"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/internal/testenv"
+	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/ipvs"
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/topology"
@@ -406,4 +408,74 @@ func TestKernelIPVSProxierInGuest(t *testing.T) {
 		t.Errorf("after the second Sync %s lands on %v (%v), want %s", moved[0].ClusterIP, landed, err, newEP)
 	}
 	t.Logf("full: wall %v, phases %v; incremental: wall %v, phases %v; info %v", full.Wall, full.Phases, inc.Wall, inc.Phases, p.Info())
+}
+
+// TestKernelIPVSFirstSyncBoundInGuest (PROXYBENCH_SLOW=1): kube-proxy's
+// IPVS mode in a guest with a first-sync bound it cannot meet (400
+// services: 802 ipset entries, one ipset process each, which alone take
+// longer than the 6 s bound in a guest). The first Sync returns a
+// *proxymodes.Unfinished instead of hanging or failing; the record keeps
+// the setup, marks the sync unfinished with its bound, and holds progress
+// readings taken while it ran and at the bound: counts read (not -1),
+// what the API objects call for, never more than that, never shrinking,
+// and not everything done yet. Cleanup then stops kube-proxy.
+func TestKernelIPVSFirstSyncBoundInGuest(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-save", "ipset", "ipvsadm")
+	testenv.RequireKube(t)
+	testenv.RequireSlow(t, "a control plane and kube-proxy in a guest")
+	if testenv.InUMLWith(t, testenv.UMLOptions{MemoryMiB: 3072, Timeout: 12 * time.Minute, Env: []string{testenv.SlowEnv + "=1"}}, false, ipvs.KernelModules("")...) {
+		return
+	}
+	bins := testenv.RequireKube(t)
+	ctx := context.Background()
+	runID := topology.NewRunID()
+	svcs := services(400)
+	tb := echoTestbed(ctx, t, runID)
+	const bound = 6 * time.Second
+	p, err := kubeproxy.NewProxier(kubeproxy.ProxierSpec{Mode: "ipvs", Node: tb.Node, NodeIP: tb.NodeBackendAddr,
+		ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR, Avoid: []netip.Prefix{serviceCIDR, podCIDR, nodeCIDR},
+		Pass: map[string]any{"ipvs": map[string]any{"minSyncPeriod": "0s"}}, KubeProxy: bins.KubeProxy,
+		Bin: controlplane.Binaries{Etcd: bins.Etcd, APIServer: bins.APIServer}, Dir: t.TempDir(),
+		FirstSyncTimeout: bound, ProgressEvery: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	st, err := p.Sync(ctx, svcs)
+	var u *proxymodes.Unfinished
+	if !errors.As(err, &u) {
+		p.Cleanup(ctx)
+		t.Fatalf("first Sync with a %v bound: stats %+v, err %v; want a *proxymodes.Unfinished", bound, st, err)
+	}
+	if !strings.Contains(u.Msg, "not finished after 6s") || u.Stats.Phases["setup.api"] <= 0 {
+		t.Errorf("Unfinished %q, phases %v: want the bound named and the setup kept", u.Msg, u.Stats.Phases)
+	}
+	rec := p.KubeProxyRecord(ctx)
+	if rec == nil || rec.Unfinished == nil || rec.Unfinished.BoundNs != int64(bound) || rec.FirstSyncNs != 0 || rec.APIObjects < 800 {
+		t.Fatalf("record %+v: want it marked unfinished after %v, no first-sync time, the 800 API objects", rec, bound)
+	}
+	want := kubeproxy.WantIPVS(svcs)
+	if len(rec.Progress) < 2 {
+		t.Fatalf("%d progress readings, want at least one while it ran (every 2 s) and one at the bound: %+v", len(rec.Progress), rec.Progress)
+	}
+	last := rec.Progress[len(rec.Progress)-1]
+	if last.VirtualServers < 0 || last.Addresses < 0 || last.IPSets == nil || last.Err != "" {
+		t.Errorf("last reading %+v: counts not read", last)
+	}
+	if last.WantVirtualServers != want.Ports || last.WantIPVSIPs != want.IPs {
+		t.Errorf("last reading wants %d virtual servers, %d ClusterIPs; the objects call for %+v", last.WantVirtualServers, last.WantIPVSIPs, want)
+	}
+	if last.IPSets["KUBE-CLUSTER-IP"] >= want.Ports && last.IPSets["KUBE-IPVS-IPS"] >= want.IPs {
+		t.Errorf("last reading %+v: every ipset entry is there, yet the sync was not finished", last)
+	}
+	for i := 1; i < len(rec.Progress); i++ {
+		a, b := rec.Progress[i-1], rec.Progress[i]
+		if b.AtNs < a.AtNs || b.VirtualServers < a.VirtualServers || b.IPSets["KUBE-IPVS-IPS"] < a.IPSets["KUBE-IPVS-IPS"] || b.VirtualServers > want.Ports {
+			t.Errorf("readings %d→%d went backwards or past what is wanted: %+v → %+v", i-1, i, a, b)
+		}
+	}
+	if err := p.Cleanup(ctx); err != nil {
+		t.Errorf("Cleanup after an unfinished first sync: %v", err)
+	}
+	t.Logf("unfinished after %v (Sync returned after %v): %s; %d readings", bound, time.Since(t0).Round(time.Millisecond), u.Msg, len(rec.Progress))
 }

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,6 +56,18 @@ type ProxierSpec struct {
 	// ClientIP with this timeout (the scenario's
 	// services.sessionAffinityTimeout when sessionAffinity is ClientIP).
 	SessionAffinity time.Duration
+	// FirstSyncTimeout bounds the first Sync's wait for kube-proxy's
+	// first sync and for the data plane, from the API objects created
+	// (0: DefaultFirstSyncTimeout; the scenario's
+	// kubeProxy.firstSyncTimeout). When it passes with kube-proxy still
+	// running, Sync returns a *proxymodes.Unfinished with how far
+	// kube-proxy got (ReadProgress) and keeps kube-proxy running for
+	// KubeProxyRecord; Cleanup stops it.
+	FirstSyncTimeout time.Duration
+	// ProgressEvery is how often the first sync's progress is read in
+	// IPVS mode (0: a minute, at most a tenth of FirstSyncTimeout, at
+	// least 5 s); each reading starts one `ipset list -t`.
+	ProgressEvery time.Duration
 }
 
 // Proxier drives the real kube-proxy through the API, behind the same
@@ -76,6 +89,9 @@ type Proxier struct {
 	// counts the processes stopped so far (the old logs' suffixes).
 	halted   *Proxy
 	restarts int
+	// progress are the readings of the first sync's progress (IPVS).
+	progressMu sync.Mutex
+	progress   []measure.SyncProgress
 	// earlier are the processes stopped so far (Halt, Cleanup), for the
 	// record: the row's figures are over every one of them.
 	earlier []measure.KubeProxyProcess
@@ -378,7 +394,8 @@ func sameService(a, b workload.Service) bool {
 // kube-proxy's first sync done, and Phases has the setup apart.
 func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 time.Time) (st proxymodes.SyncStats, err error) {
 	defer func() {
-		if err != nil {
+		var u *proxymodes.Unfinished
+		if err != nil && !errors.As(err, &u) {
 			_ = p.stop()
 		}
 	}()
@@ -389,6 +406,8 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if uml.InGuest() {
 		// Syscalls cost ~25x the host's in a user-mode-linux guest.
 		cps.StartTimeout = 8 * time.Minute
+		// Each resident page is a host mapping there (controlplane.Spec.LowMemory).
+		cps.LowMemory = true
 	}
 	p.cp, err = controlplane.Start(ctx, cps)
 	if err != nil {
@@ -412,16 +431,24 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	}
 	// Its first sync (by its metric; /healthz answers 200 while kube-proxy
 	// starts up, before any rule is programmed) and the data plane are
-	// waited for together; kube-proxy failing to sync stops the probes.
-	pctx, cancel := context.WithCancel(ctx)
+	// waited for together, both until the bound; kube-proxy failing to
+	// sync stops the probes. In IPVS mode its progress is read meanwhile.
+	bound := p.spec.FirstSyncTimeout
+	if bound <= 0 {
+		bound = DefaultFirstSyncTimeout
+	}
+	deadline := created.Add(bound)
+	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	want := WantIPVS(services)
+	stopProgress := p.watchProgress(pctx, created, want, bound)
 	healthy := make(chan error, 1)
 	var syncedAt time.Time
 	go func() {
-		_, err := p.kp.WaitSynced(pctx, 10*time.Minute)
+		_, err := p.kp.WaitSynced(pctx, bound)
 		syncedAt = time.Now()
-		if err != nil {
-			cancel()
+		if err != nil && time.Now().Before(deadline) {
+			cancel() // kube-proxy failed: stop the probes
 		}
 		healthy <- err
 	}()
@@ -429,11 +456,16 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	probed := 0
 	var derr error
 	if p.spec.DataPlane != nil {
-		dctx, dcancel := context.WithTimeout(pctx, 10*time.Minute)
-		answered, probed, derr = p.spec.DataPlane(dctx, services)
-		dcancel()
+		answered, probed, derr = p.spec.DataPlane(pctx, services)
 	}
-	if herr := <-healthy; herr != nil {
+	herr := <-healthy
+	stopProgress()
+	if herr != nil && ctx.Err() == nil && !time.Now().Before(deadline) {
+		if exited, _ := p.kp.Proc.Exited(); !exited {
+			return p.unfinished(ctx, services, t0, up, created, ost, bound, want, answered, probed, derr)
+		}
+	}
+	if herr != nil {
 		return st, herr
 	}
 	if derr != nil {
@@ -461,19 +493,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	// The record describes the row's first process (its sync.full); a
 	// first Sync after a Cleanup (the fairness phase's fresh resync) keeps
 	// it, and the processes before count in Earlier.
-	if p.rec == nil {
-		p.rec = &measure.KubeProxy{Version: p.kp.Version, Binary: p.spec.KubeProxy, Config: p.kp.ConfigPath, Log: p.kp.LogPath,
-			Flags: p.kp.Args, Owned: p.kp.Owned, ControlPlaneNs: int64(up.Sub(t0)), APIObjectsNs: int64(created.Sub(up)),
-			APIObjects: ost.Services + ost.EndpointSlices, FirstSyncNs: int64(syncedAt.Sub(created)), Probed: probed, AfterFullSync: metrics}
-	}
-	if p.info == nil {
-		p.info = map[string]string{"version": p.kp.Version, "config": p.kp.ConfigPath, "log": p.kp.LogPath,
-			"controlPlaneReady": up.Sub(t0).Round(time.Millisecond).String(),
-			"apiObjects":        fmt.Sprintf("%d services + %d slices in %v", ost.Services, ost.EndpointSlices, ost.Elapsed.Round(time.Millisecond))}
-		for k, v := range p.kp.Owned {
-			p.info["owned."+k] = v
-		}
-	}
+	p.record(t0, up, created, ost, probed, metrics, syncedAt.Sub(created))
 	fn, fsum := measure.MetricDelta(nil, metrics, MetricSyncFull, "IPv4")
 	if fn == 0 {
 		// IPVS mode has no full/partial variants (only the iptables and
@@ -496,6 +516,147 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	return proxymodes.SyncStats{Kind: "full", Wall: done.Sub(created), CPU: u.CPU + u.ChildCPU, Objects: ruleset.Objects, Bytes: ruleset.Bytes,
 		Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up),
 			"kube-proxy.firstSync": syncedAt.Sub(created), "kube-proxy.metric": time.Duration(fsum * float64(time.Second))}}, nil
+}
+
+// record sets p.rec and p.info from the first Sync's setup.
+// Only the first call sets them (firstSync 0: not finished).
+func (p *Proxier) record(t0, up, created time.Time, ost apiobjects.Stats, probed int, metrics []measure.Metric, firstSync time.Duration) {
+	if p.rec == nil {
+		p.rec = &measure.KubeProxy{Version: p.kp.Version, Binary: p.spec.KubeProxy, Config: p.kp.ConfigPath, Log: p.kp.LogPath,
+			Flags: p.kp.Args, Owned: p.kp.Owned, ControlPlaneNs: int64(up.Sub(t0)), APIObjectsNs: int64(created.Sub(up)),
+			APIObjects: ost.Services + ost.EndpointSlices, FirstSyncNs: int64(firstSync), Probed: probed, AfterFullSync: metrics}
+	}
+	if p.info == nil {
+		p.info = map[string]string{"version": p.kp.Version, "config": p.kp.ConfigPath, "log": p.kp.LogPath,
+			"controlPlaneReady": up.Sub(t0).Round(time.Millisecond).String(),
+			"apiObjects":        fmt.Sprintf("%d services + %d slices in %v", ost.Services, ost.EndpointSlices, ost.Elapsed.Round(time.Millisecond))}
+		for k, v := range p.kp.Owned {
+			p.info["owned."+k] = v
+		}
+	}
+}
+
+// unfinished ends a first Sync whose bound passed while kube-proxy was
+// still in its first sync: it reads how far kube-proxy got, records it
+// (the data plane's time is kept when every probed service answered)
+// and returns a *proxymodes.Unfinished saying so. kube-proxy keeps
+// running until Cleanup, so KubeProxyRecord still reads its use.
+func (p *Proxier) unfinished(ctx context.Context, services []workload.Service, t0, up, created time.Time, ost apiobjects.Stats,
+	bound time.Duration, want Want, answered time.Time, probed int, derr error) (proxymodes.SyncStats, error) {
+	at := time.Now()
+	last := ReadProgress(ctx, p.spec.Node, p.spec.Mode, want)
+	last.AtNs = int64(at.Sub(created))
+	p.addProgress(last)
+	metrics, _ := p.scrapeSync(ctx)
+	p.record(t0, up, created, ost, probed, metrics, 0)
+	dataOK := p.spec.DataPlane != nil && derr == nil && !answered.IsZero()
+	summary := ProgressSummary(last)
+	if r := ProgressRate(p.Progress()); r != "" {
+		summary += "; " + r
+	}
+	p.rec.Unfinished = &measure.Unfinished{BoundNs: int64(bound), DataPlane: dataOK, Summary: summary}
+	p.rec.Progress = p.Progress()
+	dp := "the data plane: not every probed service answered"
+	switch {
+	case p.spec.DataPlane == nil:
+		dp = "the data plane was not probed"
+	case dataOK:
+		dp = fmt.Sprintf("the data plane: all %d probed services answered %v after the API objects (sync.full)", probed, answered.Sub(created).Round(time.Millisecond))
+	}
+	msg := fmt.Sprintf("kube-proxy's first sync not finished after %v (kubeProxy.firstSyncTimeout): %s; %s; the row's later phases were not run", bound, summary, dp)
+	p.info["firstSync"] = msg
+	u := p.kp.Usage()
+	st := proxymodes.SyncStats{Kind: "full", CPU: u.CPU + u.ChildCPU, Objects: len(services),
+		Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up)}}
+	if dataOK {
+		st.Wall = answered.Sub(created)
+	}
+	return st, &proxymodes.Unfinished{Stats: st, Msg: msg}
+}
+
+// watchProgress reads the first sync's progress (IPVS mode only) every
+// ProgressEvery until ctx ends or the returned stop is called, and
+// appends each reading to <Dir>/first-sync-progress.txt (readable from
+// the host while a guest runs).
+func (p *Proxier) watchProgress(ctx context.Context, created time.Time, want Want, bound time.Duration) (stop func()) {
+	if p.spec.Mode != "ipvs" {
+		return func() {}
+	}
+	every := p.spec.ProgressEvery
+	if every <= 0 {
+		every = min(time.Minute, max(bound/10, 5*time.Second))
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f, _ := os.OpenFile(filepath.Join(p.spec.Dir, "first-sync-progress.txt"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if f != nil {
+			defer f.Close()
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(every):
+			}
+			r := ReadProgress(ctx, p.spec.Node, p.spec.Mode, want)
+			if ctx.Err() != nil {
+				return // the reading may have been cut short
+			}
+			r.AtNs = int64(time.Since(created))
+			p.addProgress(r)
+			if f != nil {
+				fmt.Fprintf(f, "%s +%v: %s\n", time.Now().UTC().Format(time.RFC3339), time.Duration(r.AtNs).Round(time.Second), ProgressSummary(r))
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (p *Proxier) addProgress(r measure.SyncProgress) {
+	p.progressMu.Lock()
+	defer p.progressMu.Unlock()
+	p.progress = append(p.progress, r)
+}
+
+// Progress returns the readings of the first sync's progress so far
+// (IPVS mode), oldest first.
+func (p *Proxier) Progress() []measure.SyncProgress {
+	p.progressMu.Lock()
+	defer p.progressMu.Unlock()
+	return append([]measure.SyncProgress(nil), p.progress...)
+}
+
+// ProgressRate says how fast the KUBE-* ipsets grew between the last two
+// readings that counted them: "ipset entries +412 in the last 1m0s (146
+// ms per entry, one ipset process each)"; "" without two such readings
+// or without growth.
+func ProgressRate(ps []measure.SyncProgress) string {
+	var a, b *measure.SyncProgress
+	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i].IPSets == nil {
+			continue
+		}
+		if b == nil {
+			b = &ps[i]
+		} else {
+			a = &ps[i]
+			break
+		}
+	}
+	if a == nil {
+		return ""
+	}
+	dn := 0
+	for name, n := range b.IPSets {
+		dn += n - a.IPSets[name]
+	}
+	dt := time.Duration(b.AtNs - a.AtNs)
+	if dn <= 0 || dt <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("ipset entries +%d in the last %v (%v per entry, one ipset process each)", dn, dt.Round(time.Second), (dt / time.Duration(dn)).Round(time.Millisecond))
 }
 
 // syncMetrics are the histograms the record keeps (per IP family).
@@ -555,6 +716,7 @@ func (p *Proxier) KubeProxyRecord(ctx context.Context) *measure.KubeProxy {
 	r.ChildPeakRSSBytes = max(r.ChildPeakRSSBytes, u.ChildPeakRSS)
 	r.Programs = measure.AddPrograms(r.Programs, p.kp.Programs())
 	r.SyncLog = p.kp.SyncLines(40)
+	r.Progress = p.Progress()
 	return &r
 }
 
@@ -591,6 +753,10 @@ func (p *Proxier) cleanupRules(ctx context.Context, kp *Proxy) error {
 	if kp.Path != "" {
 		args = append([]string{"PATH=" + kp.Path}, args...)
 	}
+	// Bounded: after an unfinished first sync at 10k services in a
+	// guest, kube-proxy's own cleanup could run for as long.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
 	out, err := p.spec.Node.Run(ctx, nil, "env", args...)
 	switch {
 	case err != nil && p.spec.Mode == "ipvs":

@@ -93,7 +93,7 @@ type Config struct {
 	// ChainsPerTransaction, when positive, makes a full sync add rules in
 	// transactions of at most this many chains' rules (after one that
 	// declares every chain) instead of one transaction. The kernel's cost
-	// per rule holding an anonymous verdict map (numgen ... vmap) grows
+	// per rule holding an anonymous map (numgen ... map or vmap) grows
 	// with the transaction and the table, so smaller transactions are
 	// faster at 10k services (see the package benchmarks). Zero: one
 	// transaction, as kube-proxy.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/knftables"
 
@@ -38,12 +39,22 @@ func TestFakeTableIsTheModes(t *testing.T) {
 // an existing chain, deleting a missing map), and Cleanup. After every
 // step it compares whether the step failed and the table's Snapshot (sets,
 // maps with every element, chains with their rule count and comments).
+// It runs for both layouts: services without session affinity (service
+// chains that DNAT themselves) and with ClientIP affinity (endpoint chains
+// and their affinity sets).
 func TestKernelReplayFake(t *testing.T) {
 	testenv.RequireKernel(t, "nft")
+	aff := testCfg
+	aff.AffinityTimeout = time.Hour
+	t.Run("None", func(t *testing.T) { replayFake(t, testCfg) })
+	t.Run("ClientIP", func(t *testing.T) { replayFake(t, aff) })
+}
+
+func replayFake(t *testing.T, cfg Config) {
 	ctx := context.Background()
 	ns := testenv.NewNetns(t, "nftreplay")
-	real := New(testCfg, ns)
-	fake := New(testCfg, fakeNamespace{})
+	real := New(cfg, ns)
+	fake := New(cfg, fakeNamespace{})
 	fake.nft = nftablestest.NewFake()
 
 	svcs := genServices(20, 3)

@@ -268,6 +268,12 @@ func createService(ctx context.Context, c kubernetes.Interface, s workload.Servi
 		if err == nil {
 			return nil
 		}
+		if apierrors.IsInvalid(err) && stored(ctx, c, s) {
+			// A create that timed out was stored after all: its retry
+			// finds the ClusterIP taken ("provided IP is already
+			// allocated") before it finds the name taken.
+			return nil
+		}
 		if !apierrors.IsInvalid(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("apiobjects: create Service %s/%s (clusterIP %s): %w", s.Namespace, s.Name, s.ClusterIP, err)
 		}
@@ -277,6 +283,13 @@ func createService(ctx context.Context, c kubernetes.Interface, s workload.Servi
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// stored reports whether the API server holds Service s with its
+// ClusterIP.
+func stored(ctx context.Context, c kubernetes.Interface, s workload.Service) bool {
+	got, err := c.CoreV1().Services(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	return err == nil && got.Spec.ClusterIP == s.ClusterIP.String()
 }
 
 // retryCreate calls create until it succeeds, up to 5 times while it

@@ -1,0 +1,51 @@
+package apiobjects
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/proxybench/proxybench/workload"
+)
+
+// TestCreateServiceStoredDespiteTimeout: the API server stores a Service
+// but the create times out (a loaded guest); the retry is refused with
+// "provided IP is already allocated" (the ClusterIP is checked before the
+// name). createService counts it as created, since the Service is there
+// with its ClusterIP; a Service of that name with another ClusterIP is
+// not ours.
+func TestCreateServiceStoredDespiteTimeout(t *testing.T) {
+	s := workload.Service{Namespace: "pb", Name: "svc-07079", ClusterIP: netip.MustParseAddr("198.18.27.168"),
+		Ports: []workload.ServicePort{{Name: "p80", Port: 80, TargetPort: 8080, Protocol: "TCP"}}}
+	c := fake.NewSimpleClientset()
+	calls := 0
+	c.PrependReactor("create", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		calls++
+		if calls == 1 {
+			if err := c.Tracker().Create(a.GetResource(), a.(k8stesting.CreateAction).GetObject(), s.Namespace); err != nil {
+				t.Fatal(err)
+			}
+			return true, nil, apierrors.NewTimeoutError("request did not complete within requested timeout", 1)
+		}
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, s.Name, field.ErrorList{
+			field.Invalid(field.NewPath("spec", "clusterIPs"), []string{s.ClusterIP.String()}, "failed to allocate IP "+s.ClusterIP.String()+": provided IP is already allocated")})
+	})
+	if err := createService(context.Background(), c, s, 0); err != nil {
+		t.Fatalf("createService after a timed-out but stored create: %v", err)
+	}
+	if calls != 2 {
+		t.Errorf("%d create calls, want the timed-out one and one retry", calls)
+	}
+	other := s
+	other.ClusterIP = netip.MustParseAddr("198.18.27.169")
+	if stored(context.Background(), c, other) {
+		t.Error("stored() accepts a Service of that name with another ClusterIP")
+	}
+}
