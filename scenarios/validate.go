@@ -23,6 +23,11 @@ type Catalog struct {
 	// proxies (proxymodes.Mode.Protocols); a ServicePort of another
 	// protocol is refused at its protocol field. Nil: not checked.
 	Protocols map[string][]string
+	// KubeProxyConfig checks the kube-proxy configuration a scenario that
+	// runs kube-proxy gives (kubeProxy.config, over each mode's block):
+	// each problem's Field, Msg and Fix (Source and Line are filled from
+	// the scenario). proxymodes/kubeproxy.CheckConfig; nil: not checked.
+	KubeProxyConfig func(s *Scenario) []*FieldError
 }
 
 // Parse is the package-level Parse that also checks every entry of modes
@@ -1245,6 +1250,11 @@ func (c *checker) implementation() {
 	}
 	if s.KubeProxy.Verbosity != 0 || s.has("kubeProxy.verbosity") {
 		c.between("kubeProxy.verbosity", s.KubeProxy.Verbosity, 0, 10)
+	}
+	if c.cat != nil && c.cat.KubeProxyConfig != nil {
+		for _, e := range c.cat.KubeProxyConfig(s) {
+			c.add(e.Field, e.Msg, e.Fix)
+		}
 	}
 	if s.has("kubeProxy.firstSyncTimeout") {
 		c.duration("kubeProxy.firstSyncTimeout", s.KubeProxy.FirstSyncTimeout.Duration, true, "30m")
