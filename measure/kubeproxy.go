@@ -9,7 +9,8 @@ type KubeProxy struct {
 	Binary  string `json:"binary"`
 	// Config and Log are the node's KubeProxyConfiguration file and
 	// kube-proxy's log, kept beside the result (results/<run>/...); Flags
-	// its command line after the binary.
+	// its command line after the binary. With several processes in the
+	// row, Log is the last one's (Earlier has the others').
 	Config string   `json:"config"`
 	Log    string   `json:"log"`
 	Flags  []string `json:"flags"`

@@ -129,10 +129,13 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 		return
 	}
 	if t == reflect.TypeFor[FreeForm]() {
-		// Decoded as is; its owner checks the fields (kubeProxy.config).
+		// Decoded as is; its owner checks the fields (kubeProxy.config,
+		// Catalog.KubeProxyConfig). Their lines are recorded for its errors.
 		if n.Kind != yaml.MappingNode {
 			w.fail(path, n.Line, "want a mapping, got "+describe(n), "write key: value lines")
+			return
 		}
+		w.freeLines(n, path)
 		return
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
@@ -166,6 +169,30 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 		}
 	default:
 		w.leaf(n, t, path)
+	}
+}
+
+// freeLines records the line of every key inside a free-form mapping (and
+// of every list item), as path.key and path[i].
+func (w *walker) freeLines(n *yaml.Node, path string) {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			p := path + "." + n.Content[i].Value
+			if _, seen := w.lines[p]; !seen {
+				w.lines[p] = n.Content[i].Line
+			}
+			w.freeLines(n.Content[i+1], p)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			w.lines[p] = c.Line
+			w.freeLines(c, p)
+		}
 	}
 }
 
@@ -338,6 +365,11 @@ func describeType(t reflect.Type) (want, fix string) {
 // closest returns the candidate nearest to word (case-insensitive
 // optimal-string-alignment distance), or "" when none is close enough to be
 // a plausible typo.
+// Closest is the candidate nearest to word (case-insensitive edit
+// distance), or "" when none is close enough to suggest; for checks of
+// fields defined above this package (Catalog.KubeProxyConfig).
+func Closest(word string, candidates []string) string { return closest(word, candidates) }
+
 func closest(word string, candidates []string) string {
 	best, bestD := "", 1<<30
 	for _, c := range candidates {

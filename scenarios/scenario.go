@@ -743,7 +743,8 @@ type KubeProxySpec struct {
 	// {NFTablesProxyMode: true}}; they override what the scenario's
 	// iptables, ipvs and nftables blocks give. The fields the testbed owns
 	// (kubeproxy.Owned: addresses, kubeconfig, global conntrack sysctls)
-	// are refused.
+	// are refused; the rest is checked against kube-proxy's own type and
+	// validation by Catalog.KubeProxyConfig (kubeproxy.CheckConfig).
 	Config FreeForm `yaml:"config,omitempty" json:"config,omitempty"`
 	// Verbosity is kube-proxy's -v (default 2: a line per sync with its
 	// duration; 4 adds the steps of each sync).

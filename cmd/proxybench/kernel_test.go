@@ -98,7 +98,53 @@ func TestKernelRunWithKubeProxy(t *testing.T) {
 	runID := topology.NewRunID()
 	out := filepath.Join(t.TempDir(), "r.json")
 	body := "services: {count: 30}\nmodes: [none, iptables, nftables]\nimplementation: [builtin, kube-proxy]\nrepetitions: 1\ntraffic: {connections: 100, positions: [first, last]}\n"
-	cmd := exec.Command(bin, "run", "--quiet", "--kernel", "host", "--run-id", runID, "--output", out, writeFile(t, body))
+	stdout := runWatched(t, runID, kb, "run", "--quiet", "--kernel", "host", "--run-id", runID, "--output", out, writeFile(t, body))
+	r, err := reports.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, m := range r.Modes {
+		rows = append(rows, m.Mode)
+		if m.Implementation == "kube-proxy" {
+			kp := m.KubeProxy
+			if kp == nil || kp.Version == "" || kp.Probed == 0 || len(kp.Owned) == 0 || kp.CPUNs <= 0 || len(m.SyncFull) != 1 || m.SyncFull[0].Wall <= 0 {
+				t.Errorf("%s: record %+v, sync.full %+v", m.Mode, kp, m.SyncFull)
+				continue
+			}
+			if _, err := os.Stat(kp.Log); err != nil || !strings.HasPrefix(kp.Log, strings.TrimSuffix(out, ".json")+"/") {
+				t.Errorf("%s: log %s not kept beside the result %s: %v", m.Mode, kp.Log, out, err)
+			}
+		}
+		for _, p := range m.Lookup {
+			if p.Errors+p.Misses != 0 || p.Latency.Count != 100 {
+				t.Errorf("%s at %s: %d errors, %d misses, n %d", m.Mode, p.Position, p.Errors, p.Misses, p.Latency.Count)
+			}
+		}
+	}
+	if want := "none iptables iptables (kube-proxy) nftables nftables (kube-proxy)"; strings.Join(rows, " ") != want {
+		t.Errorf("rows %q, want %q", strings.Join(rows, " "), want)
+	}
+	if !strings.Contains(stdout, "### builtin vs kube-proxy, side by side") {
+		t.Errorf("report lacks the side-by-side table:\n%s", stdout)
+	}
+	if left := topology.ChildProcesses(runID); len(left) > 0 {
+		t.Errorf("processes of run %s left: %v", runID, left)
+	}
+	if left, _ := topology.Leftovers(); containsRun(left, runID) {
+		t.Errorf("run %s left namespaces: %v", runID, left)
+	}
+	testenv.CompareRoot(t, rootBefore, testenv.RootSnapshot(t))
+}
+
+// runWatched runs this binary with args (a run of runID with kube-proxy
+// rows, kb's binaries) and returns its stdout. While it runs it checks
+// every 100 ms that no process of the run is in the root network
+// namespace and none listens there; it fails the test if the run fails
+// or no kube-proxy, kube-apiserver or etcd of the run was ever seen.
+func runWatched(t *testing.T, runID string, kb testenv.KubeBinaries, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "PROXYBENCH_KUBE_BIN="+filepath.Dir(kb.KubeProxy))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -138,34 +184,66 @@ watch:
 	if !sawKube {
 		t.Error("no kube-proxy, kube-apiserver or etcd of the run was seen while it ran")
 	}
+	return stdout.String()
+}
+
+// TestKernelRunColdStartWithKubeProxy: scenarios/cold-start-10k.yaml's
+// phase, small, through run with kube-proxy rows (iptables on the legacy
+// back end, nftables). Per row: the cold start really starts from a node
+// without rules (every baseline probe fails: kube-proxy --cleanup used
+// kube-proxy's own back end), every probed service answers after the
+// new process's start, which the window records with kube-proxy's own
+// account of its first sync; the restart keeps answering; the record
+// lists the two halted processes. Root namespace safety as in
+// TestKernelRunWithKubeProxy.
+func TestKernelRunColdStartWithKubeProxy(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-legacy", "iptables-legacy-restore", "nft")
+	kb := testenv.RequireKube(t)
+	rootBefore := testenv.RootSnapshot(t)
+	runID := topology.NewRunID()
+	out := filepath.Join(t.TempDir(), "r.json")
+	body := "services: {count: 20}\nmodes: [iptables, nftables]\nimplementation: [kube-proxy]\nrepetitions: 1\n" +
+		"traffic: {connections: 50, positions: [first]}\n" +
+		"syncDisruption: {syncs: [cold, restart], services: 8, probes: 2, timeout: 250ms, settle: 20s}\n"
+	stdout := runWatched(t, runID, kb, "run", "--quiet", "--kernel", "host", "--run-id", runID, "--output", out, writeFile(t, body))
 	r, err := reports.Read(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []string
+	if len(r.Modes) != 2 {
+		t.Fatalf("%d rows, want iptables (kube-proxy) and nftables (kube-proxy)", len(r.Modes))
+	}
 	for _, m := range r.Modes {
-		rows = append(rows, m.Mode)
-		if m.Implementation == "kube-proxy" {
-			kp := m.KubeProxy
-			if kp == nil || kp.Version == "" || kp.Probed == 0 || len(kp.Owned) == 0 || kp.CPUNs <= 0 || len(m.SyncFull) != 1 || m.SyncFull[0].Wall <= 0 {
-				t.Errorf("%s: record %+v, sync.full %+v", m.Mode, kp, m.SyncFull)
-				continue
-			}
-			if _, err := os.Stat(kp.Log); err != nil || !strings.HasPrefix(kp.Log, strings.TrimSuffix(out, ".json")+"/") {
-				t.Errorf("%s: log %s not kept beside the result %s: %v", m.Mode, kp.Log, out, err)
+		if len(m.SyncDisruption) != 2 {
+			t.Errorf("%s: windows %+v, want cold and restart", m.Mode, m.SyncDisruption)
+			continue
+		}
+		cold, restart := m.SyncDisruption[0], m.SyncDisruption[1]
+		if cold.BeforeAttempts == 0 || cold.BeforeFailed != cold.BeforeAttempts {
+			t.Errorf("%s cold: %d of %d baseline probes failed, want all (kube-proxy --cleanup removed its rules)", m.Mode, cold.BeforeFailed, cold.BeforeAttempts)
+		}
+		if cold.Probed != 8 || cold.Answered != 8 || cold.StartNs <= 0 || cold.FirstAnswerNs <= 0 || cold.LastAnswerNs < cold.FirstAnswerNs {
+			t.Errorf("%s cold: probed %d answered %d, start %d ns, first/last %d/%d ns; want 8 answering after a start inside the window",
+				m.Mode, cold.Probed, cold.Answered, cold.StartNs, cold.FirstAnswerNs, cold.LastAnswerNs)
+		}
+		for _, w := range []struct {
+			name string
+			w    reports.SyncWindow
+		}{{"cold", cold}, {"restart", restart}} {
+			if w.w.ProxyMetricNs <= 0 || w.w.ProxySyncEndNs < w.w.ProxyMetricNs {
+				t.Errorf("%s %s: kube-proxy's own sync %d ns ending %d ns after its start; want a sync that ends after it began", m.Mode, w.name, w.w.ProxyMetricNs, w.w.ProxySyncEndNs)
 			}
 		}
-		for _, p := range m.Lookup {
-			if p.Errors+p.Misses != 0 || p.Latency.Count != 100 {
-				t.Errorf("%s at %s: %d errors, %d misses, n %d", m.Mode, p.Position, p.Errors, p.Misses, p.Latency.Count)
-			}
+		if restart.Answered != 8 || restart.BeforeAttempts == 0 || restart.BeforeFailed == restart.BeforeAttempts {
+			t.Errorf("%s restart: answered %d, baseline %d of %d failed; want 8, and the baseline answering (the rules are there)",
+				m.Mode, restart.Answered, restart.BeforeFailed, restart.BeforeAttempts)
+		}
+		if kp := m.KubeProxy; kp == nil || len(kp.Earlier) != 2 || !strings.HasPrefix(kp.Earlier[0].Why, "halt+cleanup") || kp.Earlier[1].Why != "halt" {
+			t.Errorf("%s: record's earlier processes %+v, want the cold start's halt+cleanup and the restart's halt", m.Mode, kp)
 		}
 	}
-	if want := "none iptables iptables (kube-proxy) nftables nftables (kube-proxy)"; strings.Join(rows, " ") != want {
-		t.Errorf("rows %q, want %q", strings.Join(rows, " "), want)
-	}
-	if !strings.Contains(stdout.String(), "### builtin vs kube-proxy, side by side") {
-		t.Errorf("report lacks the side-by-side table:\n%s", stdout.String())
+	if !strings.Contains(stdout, "kube-proxy's own: sync / end") {
+		t.Errorf("report lacks kube-proxy's own account in the sync table:\n%s", stdout)
 	}
 	if left := topology.ChildProcesses(runID); len(left) > 0 {
 		t.Errorf("processes of run %s left: %v", runID, left)

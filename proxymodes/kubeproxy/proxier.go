@@ -420,6 +420,9 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		return st, err
 	}
 	created := time.Now()
+	if err := p.keepLog(); err != nil {
+		return st, err
+	}
 	kc := filepath.Join(p.spec.Dir, node.Name+".kubeconfig")
 	if err := p.cp.WriteKubeconfig(0, kc); err != nil {
 		return st, err
@@ -721,19 +724,13 @@ func (p *Proxier) KubeProxyRecord(ctx context.Context) *measure.KubeProxy {
 }
 
 // retire stops kp (SIGTERM, SIGKILL after 5 s) after scraping its sync
-// metrics, renames its log to <log>.<n> (the next process writes a new
-// one) and adds it to the record's Earlier processes, as why.
+// metrics and adds it to the record's Earlier processes, as why. Its log
+// stays where it is until a next process needs the name (keepLog).
 func (p *Proxier) retire(ctx context.Context, kp *Proxy, why string) error {
 	m, serr := p.scrapeSyncOf(ctx, kp)
 	err := kp.Stop()
 	u := kp.Usage()
-	p.restarts++
-	log := fmt.Sprintf("%s.%d", kp.LogPath, p.restarts)
-	if rerr := os.Rename(kp.LogPath, log); rerr != nil {
-		log = kp.LogPath
-		err = errors.Join(err, rerr)
-	}
-	e := measure.KubeProxyProcess{Why: why, Log: log, AtStop: m, CPUNs: int64(u.CPU), ChildCPUNs: int64(u.ChildCPU),
+	e := measure.KubeProxyProcess{Why: why, Log: kp.LogPath, AtStop: m, CPUNs: int64(u.CPU), ChildCPUNs: int64(u.ChildCPU),
 		PeakRSSBytes: u.PeakRSS, ChildPeakRSSBytes: u.ChildPeakRSS, Programs: kp.Programs()}
 	if serr != nil {
 		e.Why += " (metrics not scraped: " + serr.Error() + ")"
@@ -742,6 +739,26 @@ func (p *Proxier) retire(ctx context.Context, kp *Proxy, why string) error {
 	if err != nil {
 		return fmt.Errorf("kubeproxy: stop kube-proxy: %w", err)
 	}
+	return nil
+}
+
+// keepLog renames the log of the last stopped process to <log>.<n>
+// before a new kube-proxy writes to that name, and points its Earlier
+// entry there; the record's Log is then the last process's.
+func (p *Proxier) keepLog() error {
+	if len(p.earlier) == 0 {
+		return nil
+	}
+	e := &p.earlier[len(p.earlier)-1]
+	if _, err := os.Stat(e.Log); err != nil || filepath.Ext(e.Log) != ".log" {
+		return nil // renamed already, or gone
+	}
+	p.restarts++
+	log := fmt.Sprintf("%s.%d", e.Log, p.restarts)
+	if err := os.Rename(e.Log, log); err != nil {
+		return err
+	}
+	e.Log = log
 	return nil
 }
 

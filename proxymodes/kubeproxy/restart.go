@@ -57,6 +57,9 @@ func (p *Proxier) Resume(ctx context.Context) (proxymodes.SyncStats, error) {
 	if p.halted == nil || p.kp != nil {
 		return proxymodes.SyncStats{}, errors.New("kubeproxy: Resume without a Halt")
 	}
+	if err := p.keepLog(); err != nil {
+		return proxymodes.SyncStats{}, err
+	}
 	kp, err := Start(ctx, p.halted.Spec)
 	if err != nil {
 		return proxymodes.SyncStats{}, err

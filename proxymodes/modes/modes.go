@@ -12,6 +12,7 @@ import (
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/iptables"
 	"github.com/proxybench/proxybench/proxymodes/ipvs"
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/proxymodes/nftables"
 	"github.com/proxybench/proxybench/proxymodes/none"
 	"github.com/proxybench/proxybench/proxymodes/userspace"
@@ -47,9 +48,10 @@ func Names() []string {
 }
 
 // Catalog is what scenario validation checks names against.
-// It carries each mode's Protocols.
+// It carries each mode's Protocols, and kube-proxy's configuration check
+// (kubeproxy.CheckConfig).
 func Catalog() scenarios.Catalog {
-	c := scenarios.Catalog{Modes: Names(), Protocols: map[string][]string{}}
+	c := scenarios.Catalog{Modes: Names(), Protocols: map[string][]string{}, KubeProxyConfig: kubeproxy.CheckConfig}
 	for _, m := range All {
 		c.Protocols[m.Name] = m.Protocols
 	}
