@@ -244,6 +244,19 @@ func (s *Scenario) line(path string) int {
 	return 0
 }
 
+// At returns a *FieldError for field (a path such as
+// "kubeProxy.binaries[1]") at its place in the scenario's source: the line
+// of field, or of its nearest enclosing field the source names; Line 0
+// when the scenario has no source lines (built in Go, or the field comes
+// from a default). For errors found after validation (runner.Preflight).
+func (s *Scenario) At(field, msg, fix string) *FieldError {
+	src := s.source
+	if src == "" {
+		src = "scenario"
+	}
+	return &FieldError{Source: src, Line: s.line(field), Field: field, Msg: msg, Fix: fix}
+}
+
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // Validate checks every field (run SetDefaults first) and returns nil, one
@@ -1217,6 +1230,7 @@ func (c *checker) implementation() {
 		}
 		return
 	}
+	before := len(c.errs)
 	for i, m := range s.KubeProxy.Modes {
 		f := fmt.Sprintf("kubeProxy.modes[%d]", i)
 		switch {
@@ -1229,16 +1243,27 @@ func (c *checker) implementation() {
 		}
 	}
 	if !s.UsesKubeProxy() {
+		if len(c.errs) > before {
+			return // kubeProxy.modes named no mode kube-proxy can run: said above
+		}
 		c.add("implementation", "lists kube-proxy, but no mode of modes runs with it (kube-proxy has "+strings.Join(KubeProxyModes, ", ")+")", "add one of them to modes (and kubeProxy.modes), or remove kube-proxy")
 		return
 	}
 	if !contains(s.Implementation, ImplBuiltin) {
 		for i, m := range s.Modes {
-			if m != "none" && !contains(KubeProxyModes, m) {
+			switch {
+			case m == "none": // the baseline runs as builtin
+			case !contains(KubeProxyModes, m):
 				c.add(fmt.Sprintf("modes[%d]", i), fmt.Sprintf("mode %s has no kube-proxy implementation (kube-proxy has %s) and implementation lists only kube-proxy", m, strings.Join(KubeProxyModes, ", ")),
 					"add builtin to implementation, or remove the mode")
+			case !s.KubeProxyRuns(m):
+				c.add(fmt.Sprintf("modes[%d]", i), fmt.Sprintf("mode %s is not in kubeProxy.modes, so it would run with builtin, which implementation (only kube-proxy) does not list", m),
+					"add it to kubeProxy.modes, add builtin to implementation, or remove the mode")
 			}
 		}
+	}
+	if s.has("kubeProxy.binaries") && len(s.KubeProxy.Binaries) == 0 {
+		c.add("kubeProxy.binaries", "is an empty list", "list kube-proxy binaries, e.g. [bin/kube-proxy], or remove the line to use bin/kube-proxy")
 	}
 	for i, b := range s.KubeProxy.Binaries {
 		f := fmt.Sprintf("kubeProxy.binaries[%d]", i)

@@ -73,6 +73,7 @@ func writeFile(t *testing.T, body string) string {
 // TestBadInput: each kind of bad input gets one line naming the field or
 // the cause and the fix, exit code 2, and creates nothing.
 func TestBadInput(t *testing.T) {
+	const kp = "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\n"
 	cases := []struct {
 		name  string
 		yaml  string   // scenario body; empty: use args as given
@@ -80,6 +81,7 @@ func TestBadInput(t *testing.T) {
 		env   []string
 		asUID bool // run as an unprivileged user
 		root  bool // needs root: the check comes after run's root check
+		lines int  // when not 0, the error's number of lines
 		want  []string
 	}{
 		{name: "malformed YAML", yaml: "services: [1,\n", want: []string{":1:", "YAML"}},
@@ -108,7 +110,27 @@ func TestBadInput(t *testing.T) {
 		{name: "kube-proxy owned field", yaml: "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy:\n  config:\n    clusterCIDR: 10.0.0.0/8\n", want: []string{":6:", "kubeProxy.config.clusterCIDR: is set by the testbed", "fix: remove it"}},
 		{name: "kube-proxy config misspelt", yaml: "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy:\n  config:\n    iptables:\n      minSyncPerod: 1s\n", want: []string{":7:", "kubeProxy.config.iptables.minSyncPerod", `rename it to "minSyncPeriod"`}},
 		{name: "kube-proxy config bad duration", yaml: "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy:\n  config:\n    iptables:\n      minSyncPeriod: banana\n", want: []string{":7:", "kubeProxy.config.iptables.minSyncPeriod", "want a duration", "fix:"}},
-		{name: "not a kube-proxy", yaml: "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\n", args: []string{"--kube-proxy", "/bin/true"}, root: true, want: []string{"kubeProxy.binaries[0]", "/bin/true", "not \"Kubernetes vX.Y.Z\"", "fix:"}},
+		{name: "not a kube-proxy", yaml: kp, args: []string{"--kube-proxy", "/bin/true"}, root: true, want: []string{"--kube-proxy: /bin/true is not kube-proxy", "`true --version` printed", "more lines, not \"Kubernetes vX.Y.Z\"", "fix:"}, lines: 1},
+		{name: "kube-proxy --version fails", yaml: kp, args: []string{"--kube-proxy", "/bin/false"}, root: true, want: []string{"--kube-proxy: /bin/false is not kube-proxy", "failed (exit status 1)", "fix:"}},
+		{name: "another Kubernetes program", yaml: kp, args: []string{"--kube-proxy", fakeProgram("v1.37.2", "kube-apiserver")}, root: true, want: []string{"is not kube-proxy: it reports v1.37.2, but its --help does not mention kube-proxy", "fix:"}},
+		{name: "kube-proxy missing", yaml: kp + "kubeProxy:\n  binaries:\n  - /nonexistent-pb/kube-proxy\n", root: true, want: []string{":6:", "kubeProxy.binaries[0]: /nonexistent-pb/kube-proxy does not exist", "fix:"}},
+		{name: "kube-proxy not executable", yaml: kp, args: []string{"--kube-proxy", notExecutable()}, root: true, want: []string{"--kube-proxy:", "is not executable (mode -rw-r--r--)", "fix: chmod +x"}},
+		{name: "kube-proxy is a folder", yaml: kp, args: []string{"--kube-proxy", "/tmp"}, root: true, want: []string{"--kube-proxy: /tmp is a folder", "fix:"}},
+		{name: "--kube-proxy empty", yaml: kp, args: []string{"--kube-proxy", ""}, want: []string{`--kube-proxy "": entry 1 is empty`, "fix:"}},
+		{name: "--kube-proxy twice", yaml: kp, args: []string{"--kube-proxy", "/bin/true,/bin/true"}, want: []string{`"/bin/true" is given twice`, "fix:"}},
+		{name: "--implementation unknown", yaml: kp, args: []string{"--implementation", "foo"}, want: []string{`--implementation "foo": unknown value "foo"`, "fix: --implementation builtin, kube-proxy or builtin,kube-proxy"}},
+		{name: "kube-proxy binaries empty list", yaml: kp + "kubeProxy:\n  binaries: []\n", want: []string{":5:", "kubeProxy.binaries: is an empty list", "fix:"}},
+		{name: "kube-proxy binaries listed twice", yaml: kp + "kubeProxy:\n  binaries: [/bin/true, /bin/true]\n", want: []string{":5:", "kubeProxy.binaries[1]", "listed twice", "fix:"}},
+		{name: "two kube-proxies of one version", yaml: kp, args: []string{"--kube-proxy", fakeKubeProxy("v1.37.9") + "," + fakeKubeProxy("v1.37.9")}, root: true, want: []string{"--kube-proxy:", "both report v1.37.9", "fix:"}},
+		{name: "kube-proxy only, userspace", yaml: "services: {count: 10}\nmodes: [userspace]\nimplementation: [kube-proxy]\n", want: []string{":3:", "implementation: lists kube-proxy, but no mode of modes runs with it", "fix:"}},
+		{name: "kube-proxy only, none", yaml: "services: {count: 10}\nmodes: [none]\nimplementation: [kube-proxy]\n", want: []string{":3:", "no mode of modes runs with it", "fix:"}},
+		{name: "kube-proxy only, mode narrowed out", yaml: "services: {count: 10}\nmodes: [iptables, nftables]\nimplementation: [kube-proxy]\nkubeProxy:\n  modes: [nftables]\n", want: []string{":2:", "modes[0]: mode iptables is not in kubeProxy.modes", "fix:"}},
+		{name: "kubeProxy.modes not in modes", yaml: "services: {count: 10}\nmodes: [iptables, nftables]\nimplementation: [builtin, kube-proxy]\nkubeProxy:\n  modes: [ipvs]\n", want: []string{":5:", `kubeProxy.modes[0]: mode "ipvs" is not in modes`, "fix:"}, lines: 1},
+		{name: "kubeProxy.verbosity too high", yaml: kp + "kubeProxy:\n  verbosity: 11\n", want: []string{":5:", "kubeProxy.verbosity: 11 is out of range", "fix: use 0..10"}},
+		{name: "kubeProxy.verbosity negative", yaml: kp + "kubeProxy:\n  verbosity: -1\n", want: []string{":5:", "kubeProxy.verbosity: -1 is out of range"}},
+		{name: "kube-proxy owned nested field", yaml: kp + "kubeProxy:\n  config:\n    conntrack:\n      tcpBeLiberal: true\n      maxPerCore: 0\n", want: []string{":8:", "kubeProxy.config.conntrack.maxPerCore: is set by the testbed", "fix:"}},
+		{name: "kube-proxy config negative period", yaml: kp + "kubeProxy:\n  config:\n    iptables: {minSyncPeriod: -1s}\n", want: []string{":6:", "kubeProxy.config.iptables.minSyncPeriod: -1s is negative", "fix:"}},
+		{name: "kube-proxy config unknown scheduler", yaml: "services: {count: 10}\nmodes: [ipvs]\nimplementation: [kube-proxy]\nkubeProxy:\n  config:\n    ipvs:\n      scheduler: fifo\n", want: []string{":7:", `kubeProxy.config.ipvs.scheduler: no IPVS scheduler "fifo"`, "fix:"}},
 		{name: "kube-proxy too old for nftables", yaml: "services: {count: 10}\nmodes: [nftables]\nimplementation: [builtin, kube-proxy]\n", args: []string{"--kube-proxy", fakeKubeProxy("v1.28.4")}, root: true, want: []string{"v1.28.4", "cannot run mode nftables", "v1.29", "fix:"}},
 	}
 	for _, c := range cases {
@@ -124,6 +146,15 @@ func TestBadInput(t *testing.T) {
 				args = append([]string{writeFile(t, c.yaml)}, args...)
 			}
 			cmd := exec.Command(bin, append([]string{"run", "--quiet", "--run-id", runID}, args...)...)
+			// An empty working directory: a result file (results/ by
+			// default) would appear in it.
+			cwd, err := os.MkdirTemp("", "pb-badinput-cwd")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(cwd)
+			_ = os.Chmod(cwd, 0o755)
+			cmd.Dir = cwd
 			if c.asUID {
 				if os.Geteuid() != 0 {
 					// Already unprivileged: the plain call is the case.
@@ -143,7 +174,25 @@ func TestBadInput(t *testing.T) {
 					t.Errorf("error %q does not mention %q", msg, w)
 				}
 			}
+			if n := strings.Count(msg, "\n") + 1; c.lines != 0 && n != c.lines {
+				t.Errorf("error of %d lines, want %d: %q", n, c.lines, msg)
+			}
+			// One line per problem, each short: no program output dumped.
+			for _, l := range strings.Split(msg, "\n") {
+				if len(l) > 600 {
+					t.Errorf("error line of %d bytes: %q", len(l), l)
+				}
+			}
 			assertNoNamespaces(t, runID)
+			if ps := topology.ChildProcesses(runID); len(ps) > 0 {
+				t.Errorf("bad input left processes of run %s: %v", runID, ps)
+			}
+			if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "pb-"+runID+"-*")); len(left) > 0 {
+				t.Errorf("bad input created %v", left)
+			}
+			if ents, _ := os.ReadDir(cwd); len(ents) > 0 {
+				t.Errorf("bad input created %s in the working directory", ents[0].Name())
+			}
 			for _, p := range []string{"/proc/x.json", "/nonexistent-pb"} {
 				if _, err := os.Stat(p); err == nil {
 					t.Errorf("bad input created %s", p)
@@ -407,6 +456,26 @@ func TestCleanupBadRunID(t *testing.T) {
 
 // fakeKubeProxy writes a script that answers --version as kube-proxy
 // version would (and --help naming kube-proxy), and returns its path.
+// fakeProgram is fakeKubeProxy for another program: its --version says
+// "Kubernetes <version>", its --help names prog.
+func fakeProgram(version, prog string) string {
+	p := fakeKubeProxy(version)
+	script := "#!/bin/sh\ncase \"$1\" in --version) echo 'Kubernetes " + version + "';; *) echo 'Usage: " + prog + " [flags]';; esac\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// notExecutable is a file of mode 0644 named kube-proxy.
+func notExecutable() string {
+	p := fakeKubeProxy("v1.37.2")
+	if err := os.Chmod(p, 0o644); err != nil {
+		panic(err)
+	}
+	return p
+}
+
 func fakeKubeProxy(version string) string {
 	dir, err := os.MkdirTemp("", "pb-fake-kube-proxy")
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -74,9 +75,17 @@ func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scena
 	}
 	if cmd.Flags().Lookup("implementation") != nil && cmd.Flags().Changed("implementation") {
 		sc.Implementation = splitList(f.implementation)
+		if err := checkListFlag("--implementation", f.implementation, sc.Implementation, []string{scenarios.ImplBuiltin, scenarios.ImplKubeProxy},
+			"--implementation builtin, kube-proxy or builtin,kube-proxy"); err != nil {
+			return nil, badInput(err)
+		}
 	}
 	if cmd.Flags().Lookup("kube-proxy") != nil && cmd.Flags().Changed("kube-proxy") {
 		sc.KubeProxy.Binaries = splitList(f.kubeProxy)
+		if err := checkListFlag("--kube-proxy", f.kubeProxy, sc.KubeProxy.Binaries, nil,
+			"give kube-proxy binaries, comma-separated: --kube-proxy bin/kube-proxy-v1.36.3,bin/kube-proxy"); err != nil {
+			return nil, badInput(err)
+		}
 		if !slices.Contains(sc.Implementation, scenarios.ImplKubeProxy) {
 			return nil, badInput(fmt.Errorf("--kube-proxy %s: no mode runs with kube-proxy; fix: add --implementation builtin,kube-proxy (or implementation: [builtin, kube-proxy] in the scenario)", f.kubeProxy))
 		}
@@ -218,6 +227,23 @@ func addImplementationFlags(cmd *cobra.Command, f *runFlags) {
 }
 
 // splitList splits a comma-separated flag value, trimming blanks.
+// checkListFlag refuses a comma-separated flag value with an empty entry,
+// a duplicate or (known non-nil) an unknown entry, naming the flag: the
+// scenario's own checks would name the scenario's field and line instead.
+func checkListFlag(flag, raw string, list, known []string, fix string) error {
+	for i, v := range list {
+		switch {
+		case v == "":
+			return fmt.Errorf("%s %q: entry %d is empty; fix: %s", flag, raw, i+1, fix)
+		case known != nil && !slices.Contains(known, v):
+			return fmt.Errorf("%s %q: unknown value %q; fix: %s", flag, raw, v, fix)
+		case slices.Index(list, v) < i:
+			return fmt.Errorf("%s %q: %q is given twice; fix: give it once", flag, raw, v)
+		}
+	}
+	return nil
+}
+
 func splitList(s string) []string {
 	var out []string
 	for _, v := range strings.Split(s, ",") {
@@ -246,6 +272,22 @@ func artifactDir(out, runID string, k int) string {
 func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, err error) {
 	if sc.Engine != "sim" {
 		if err := runner.Preflight(sc, runner.Options{Geteuid: f.geteuid}); err != nil {
+			// A binary given with --kube-proxy is named by the flag, not
+			// by the scenario field it overrides.
+			// A field the scenario file gives is named with its file and
+			// line, as validation's errors are.
+			var ie *runner.InputError
+			switch {
+			case !errors.As(err, &ie):
+			case f.kubeProxy != "" && strings.HasPrefix(ie.Field, "kubeProxy.binaries"):
+				e := *ie
+				e.Field = "--kube-proxy"
+				err = &e
+			case ie.Field != "":
+				if fe := sc.At(ie.Field, ie.Msg, ie.Fix); fe.Line > 0 {
+					err = fe
+				}
+			}
 			return "", false, badInput(err)
 		}
 	}

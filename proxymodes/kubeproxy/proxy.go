@@ -27,23 +27,67 @@ var versionRE = regexp.MustCompile(`^Kubernetes (v[0-9]+\.[0-9]+\.[0-9]+\S*)\s*$
 
 // Version runs `bin --version` and returns kube-proxy's version
 // ("v1.37.2"). A program that does not answer like kube-proxy is an error
-// naming it (bad input: --kube-proxy must name a kube-proxy binary).
+// naming it, in one line (bad input: --kube-proxy must name a kube-proxy
+// binary): a path that does not exist, is a folder or is not executable
+// (checked before running it); --version failing or printing something
+// other than "Kubernetes vX.Y.Z" (its first line is quoted, cut at 60
+// characters); a --help that does not mention kube-proxy (another
+// Kubernetes program prints the same --version). Each ends with "; fix:".
 func Version(ctx context.Context, bin string) (string, error) {
+	const fix = "; fix: give the path of a kube-proxy binary (bin/kube-proxy after `make kube`, or one built from a branch)"
+	st, err := os.Stat(bin)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("%s does not exist%s", bin, fix)
+	case err != nil:
+		return "", fmt.Errorf("%s: %v%s", bin, err, fix)
+	case st.IsDir():
+		return "", fmt.Errorf("%s is a folder, not a kube-proxy binary%s, e.g. %s", bin, fix, filepath.Join(bin, "kube-proxy"))
+	case st.Mode()&0o111 == 0:
+		return "", fmt.Errorf("%s is not executable (mode %s); fix: chmod +x %s, if it is a kube-proxy binary", bin, st.Mode().Perm(), bin)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "--version")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("kube-proxy binary %q: %s --version: %w; fix: build one with `make kube` or pass a kube-proxy binary", bin, bin, err)
+		said := ""
+		if l := firstLine(append(stderr.Bytes(), out...)); l != "nothing" {
+			said = ", printing " + l
+		}
+		return "", fmt.Errorf("%s is not kube-proxy: `%s --version` failed (%v)%s%s", bin, filepath.Base(bin), err, said, fix)
 	}
 	m := versionRE.FindSubmatch(bytes.TrimSpace(out))
 	if m == nil {
-		return "", fmt.Errorf("kube-proxy binary %q: --version printed %q, not \"Kubernetes vX.Y.Z\"; fix: pass a kube-proxy binary", bin, bytes.TrimSpace(out))
+		return "", fmt.Errorf("%s is not kube-proxy: `%s --version` printed %s, not \"Kubernetes vX.Y.Z\"%s", bin, filepath.Base(bin), firstLine(out), fix)
 	}
 	help, _ := exec.CommandContext(ctx, bin, "--help").CombinedOutput()
 	if !bytes.Contains(help, []byte("kube-proxy")) {
-		return "", fmt.Errorf("kube-proxy binary %q: its --help does not mention kube-proxy (another Kubernetes program?); fix: pass a kube-proxy binary", bin)
+		return "", fmt.Errorf("%s is not kube-proxy: it reports %s, but its --help does not mention kube-proxy (another Kubernetes program?)%s", bin, m[1], fix)
 	}
 	return string(m[1]), nil
+}
+
+// firstLine quotes the first line of b, cut at 60 characters ("..."
+// marks a cut), and counts the lines left out: "\"ls (GNU coreutils)
+// 9.1\" and 7 more lines"; "nothing" when b is blank.
+func firstLine(b []byte) string {
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "nothing"
+	}
+	lines := strings.Split(t, "\n")
+	l := strings.TrimSpace(lines[0])
+	if r := []rune(l); len(r) > 60 {
+		l = string(r[:60]) + "..."
+	}
+	q := strconv.Quote(l)
+	if len(lines) > 1 {
+		q += fmt.Sprintf(" and %d more lines", len(lines)-1)
+	}
+	return q
 }
 
 // Spec is what Start runs.
