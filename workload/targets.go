@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 )
 
 // Positions a driver can aim at, over the flat list of ServicePorts in the
@@ -60,6 +62,26 @@ func (s *Service) ReadyEndpoints() []Endpoint {
 			out = append(out, e)
 		}
 	}
+	return out
+}
+
+// KubeProxyOrder returns ReadyEndpoints in the order kube-proxy programs
+// them: sorted by their "ip:port" text (pkg/proxy's EndpointSliceCache
+// sorts each service port's endpoints by Endpoint.String()). Every port of
+// a Service here has the same endpoints and one target port, so the
+// address's text followed by ":" decides: 198.19.1.10 comes before
+// 198.19.1.9, and before 198.19.1.1 too ('0' sorts before ':'). The iptables statistic
+// rules and the nftables numgen map follow this order.
+func (s *Service) KubeProxyOrder() []Endpoint {
+	out := s.ReadyEndpoints()
+	if len(out) < 2 {
+		return out
+	}
+	keys := make(map[netip.Addr]string, len(out))
+	for _, e := range out {
+		keys[e.IP] = e.IP.String() + ":"
+	}
+	slices.SortStableFunc(out, func(a, b Endpoint) int { return strings.Compare(keys[a.IP], keys[b.IP]) })
 	return out
 }
 

@@ -198,6 +198,9 @@ func newPlan(cfg Config, services []workload.Service) (*plan, error) {
 		if err := checkEndpoints(s); err != nil {
 			return nil, err
 		}
+		// kube-proxy's endpoint order ("ip:port" text): the statistic
+		// rules of KUBE-SVC follow it.
+		eps := s.KubeProxyOrder()
 		for j := range s.Ports {
 			sp := &s.Ports[j]
 			proto, ok := protocols[sp.Protocol]
@@ -205,11 +208,7 @@ func newPlan(cfg Config, services []workload.Service) (*plan, error) {
 				return nil, fmt.Errorf("iptables: service port %q: protocol %q: want TCP, UDP or SCTP", s.PortName(*sp), sp.Protocol)
 			}
 			pp := portPlan{svc: s, port: sp, name: s.PortName(*sp), proto: proto, epStart: len(p.eps)}
-			fb := s.ServingFallback()
-			for _, e := range s.Endpoints {
-				if !e.Programmed(fb) {
-					continue
-				}
+			for _, e := range eps {
 				epBuf = e.IP.AppendTo(epBuf[:0])
 				epBuf = append(epBuf, ':')
 				epBuf = strconv.AppendUint(epBuf, uint64(sp.TargetPort), 10)

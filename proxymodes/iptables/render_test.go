@@ -72,6 +72,36 @@ func TestRenderGolden(t *testing.T) {
 	}
 }
 
+// TestEndpointOrder: KUBE-SVC's statistic rules follow kube-proxy's
+// endpoint order, the "ip:port" text sorted (198.19.1.10 before
+// 198.19.1.9), as kube-proxy v1.37.2 writes them (dump --diff of
+// 1k-services showed it).
+func TestEndpointOrder(t *testing.T) {
+	svcs := genServices(1, 3)
+	svcs[0].Endpoints = []workload.Endpoint{
+		workload.NewEndpoint(netip.MustParseAddr("198.19.1.9")),
+		workload.NewEndpoint(netip.MustParseAddr("198.19.1.10")),
+		workload.NewEndpoint(netip.MustParseAddr("198.19.1.11")),
+	}
+	rs, err := Render(testCfg, svcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, l := range strings.Split(string(rs.Data), "\n") {
+		if strings.HasPrefix(l, "-A KUBE-SVC-") && strings.Contains(l, "-j KUBE-SEP-") {
+			for _, ip := range []string{"198.19.1.9", "198.19.1.10", "198.19.1.11"} {
+				if strings.Contains(l, ip+":") {
+					order = append(order, ip)
+				}
+			}
+		}
+	}
+	if want := []string{"198.19.1.10", "198.19.1.11", "198.19.1.9"}; strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Errorf("KUBE-SVC jumps to %v, want %v\n%s", order, want, rs.Data)
+	}
+}
+
 func TestChainNamesMatchKubeProxy(t *testing.T) {
 	// Values computed with kube-proxy's portProtoHash and
 	// servicePortEndpointChainName (sha256, base32, 16 characters).

@@ -15,7 +15,6 @@ import (
 	"encoding/base32"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -287,7 +286,8 @@ func baseChain(name string, typ knftables.BaseChainType, hook knftables.BaseChai
 //	"update @affinity-X { ip saddr }", "meta l4proto tcp dnat to
 //	<ip>:<port>".
 //
-// Endpoints are in kube-proxy's order, their "ip:port" text sorted.
+// Endpoints are in kube-proxy's order, their "ip:port" text sorted
+// (workload.Service.KubeProxyOrder).
 //
 // kube-proxy's NodePort and LoadBalancer firewall objects (nodeport-ips,
 // service-nodeports, firewall-ips, ... docs/modes.md "Fidelity") are left
@@ -360,7 +360,7 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			return nil, err
 		}
 		vip := s.ClusterIP.String()
-		eps := programmedSorted(s)
+		eps := s.KubeProxyOrder()
 		if err := r.addElement(SetClusterIPs, &Element{Key: []string{vip}}); err != nil {
 			return nil, err
 		}
@@ -412,32 +412,6 @@ func checkEndpoints(s *workload.Service) error {
 		seen[e.IP] = struct{}{}
 	}
 	return nil
-}
-
-// programmedSorted returns the endpoints of s that the modes program
-// (workload.Endpoint.Programmed: the ready ones, else the serving
-// terminating ones) in kube-proxy's order: sorted by "ip:port" as a string
-// (pkg/proxy's EndpointSliceCache sorts each service port's endpoints by
-// Endpoint.String(); every port of a service has the same endpoints here,
-// so the IP's text decides: 198.19.1.10 comes before 198.19.1.9). The
-// numgen map and vmap indexes follow this order.
-func programmedSorted(s *workload.Service) []workload.Endpoint {
-	fb := s.ServingFallback()
-	out := make([]workload.Endpoint, 0, len(s.Endpoints))
-	for _, e := range s.Endpoints {
-		if e.Programmed(fb) {
-			out = append(out, e)
-		}
-	}
-	if len(out) < 2 {
-		return out
-	}
-	keys := make(map[netip.Addr]string, len(out))
-	for _, e := range out {
-		keys[e.IP] = e.IP.String()
-	}
-	slices.SortStableFunc(out, func(a, b workload.Endpoint) int { return strings.Compare(keys[a.IP], keys[b.IP]) })
-	return out
 }
 
 // dnatMapRule is the one rule of a service chain without session affinity

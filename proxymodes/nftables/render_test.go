@@ -114,7 +114,7 @@ func TestRenderGolden(t *testing.T) {
 	ports, withEps := 0, 0
 	for _, s := range fixture() {
 		ports += len(s.Ports)
-		if len(programmedSorted(&s)) > 0 {
+		if len(s.KubeProxyOrder()) > 0 {
 			withEps += len(s.Ports)
 		}
 	}
