@@ -47,7 +47,7 @@ func (p *Proxier) Halt(ctx context.Context, cleanup bool) error {
 // runs and the API that still holds every Service and EndpointSlice (as a
 // node joining an existing cluster, or kube-proxy restarting), and
 // returns when its first IPv4 sync is done (WaitSynced, polled every
-// 100 ms). Start is the new process's fork (after its --version check and
+// 100 ms, bounded as the first Sync: FirstSyncTimeout). Start is the new process's fork (after its --version check and
 // config); Wall is from Start to that sync seen done; CPU is the new
 // process's and its children's. Phases: "kube-proxy.metric" that sync's
 // duration by kubeproxy_sync_proxy_rules_duration_seconds,
@@ -65,7 +65,11 @@ func (p *Proxier) Resume(ctx context.Context) (proxymodes.SyncStats, error) {
 		return proxymodes.SyncStats{}, err
 	}
 	p.kp, p.halted = kp, nil
-	metric, err := kp.WaitSynced(ctx, 10*time.Minute)
+	bound := p.spec.FirstSyncTimeout
+	if bound <= 0 {
+		bound = DefaultFirstSyncTimeout
+	}
+	metric, err := kp.WaitSynced(ctx, bound)
 	if err != nil {
 		return proxymodes.SyncStats{}, err
 	}
