@@ -132,8 +132,8 @@ type Element struct {
 // Ruleset is the rendered contents of table "ip kube-proxy": every chain
 // (base chains, helper chains, one per service port with endpoints, and
 // with ClientIP session affinity one per endpoint of such a port) and the
-// elements of the service-ips and
-// no-endpoint-services verdict maps and the cluster-ips set. Chains and
+// elements of the service-ips and no-endpoint-services verdict maps and
+// the cluster-ips set. Chains and
 // elements are kept in the order rendered; lookups are by name and key.
 type Ruleset struct {
 	chainOrder []string
@@ -380,11 +380,10 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 				continue
 			}
 			svcChain := ServiceChainName(s.Namespace, s.Name, proto, sp.Name)
-			target := strconv.Itoa(int(sp.TargetPort))
 			if cfg.AffinityTimeout > 0 {
 				r.addChain(knftables.Chain{Name: svcChain}, r.affinityRules(s, sp, proto, eps)...)
 			} else {
-				r.addChain(knftables.Chain{Name: svcChain}, dnatMapRule(&rule, proto, target, eps))
+				r.addChain(knftables.Chain{Name: svcChain}, dnatMapRule(&rule, proto, strconv.Itoa(int(sp.TargetPort)), eps))
 			}
 			// No comment: kube-proxy 1.37 leaves service-ips elements bare.
 			if err := r.addElement(MapServiceIPs, &Element{Key: key, Value: []string{"goto " + svcChain}}); err != nil {
