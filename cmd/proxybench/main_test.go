@@ -82,6 +82,7 @@ func TestBadInput(t *testing.T) {
 		asUID bool // run as an unprivileged user
 		root  bool // needs root: the check comes after run's root check
 		lines int  // when not 0, the error's number of lines
+		kube  bool // needs the real kube-proxy (bin/, testenv.RequireKube)
 		want  []string
 	}{
 		{name: "malformed YAML", yaml: "services: [1,\n", want: []string{":1:", "YAML"}},
@@ -130,6 +131,7 @@ func TestBadInput(t *testing.T) {
 		{name: "kubeProxy.verbosity negative", yaml: kp + "kubeProxy:\n  verbosity: -1\n", want: []string{":5:", "kubeProxy.verbosity: -1 is out of range"}},
 		{name: "kube-proxy owned nested field", yaml: kp + "kubeProxy:\n  config:\n    conntrack:\n      tcpBeLiberal: true\n      maxPerCore: 0\n", want: []string{":8:", "kubeProxy.config.conntrack.maxPerCore: is set by the testbed", "fix:"}},
 		{name: "kube-proxy config negative period", yaml: kp + "kubeProxy:\n  config:\n    iptables: {minSyncPeriod: -1s}\n", want: []string{":6:", "kubeProxy.config.iptables.minSyncPeriod: -1s is negative", "fix:"}},
+		{name: "kube-proxy unknown feature gate", yaml: kp + "kubeProxy:\n  config:\n    featureGates:\n      NoSuchGate: true\n", root: true, kube: true, want: []string{":7:", "kubeProxy.config.featureGates.NoSuchGate: kube-proxy v", "refuses it in mode iptables: failed complete: unrecognized feature gate: NoSuchGate", "fix:"}, lines: 1},
 		{name: "kube-proxy config unknown scheduler", yaml: "services: {count: 10}\nmodes: [ipvs]\nimplementation: [kube-proxy]\nkubeProxy:\n  config:\n    ipvs:\n      scheduler: fifo\n", want: []string{":7:", `kubeProxy.config.ipvs.scheduler: no IPVS scheduler "fifo"`, "fix:"}},
 		{name: "kube-proxy too old for nftables", yaml: "services: {count: 10}\nmodes: [nftables]\nimplementation: [builtin, kube-proxy]\n", args: []string{"--kube-proxy", fakeKubeProxy("v1.28.4")}, root: true, want: []string{"v1.28.4", "cannot run mode nftables", "v1.29", "fix:"}},
 	}
@@ -137,6 +139,11 @@ func TestBadInput(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if c.root {
 				testenv.RequireRoot(t)
+			}
+			env := c.env
+			if c.kube {
+				kb := testenv.RequireKube(t)
+				env = append(env, "PROXYBENCH_KUBE_BIN="+filepath.Dir(kb.KubeProxy))
 			}
 			// Other tests build testbeds at the same time: look only for
 			// this run's ID.
@@ -163,7 +170,7 @@ func TestBadInput(t *testing.T) {
 				}
 			}
 			start := time.Now()
-			_, stderr, code := runCmd(t, cmd, c.env)
+			_, stderr, code := runCmd(t, cmd, env)
 			if code != 2 {
 				t.Fatalf("exit %d, want 2; stderr: %s", code, stderr)
 			}
@@ -200,7 +207,7 @@ func TestBadInput(t *testing.T) {
 			}
 			if !c.asUID {
 				// validate agrees with run.
-				if _, verr, vcode := run(t, c.env, append([]string{"validate"}, args...)...); vcode != 2 || strings.TrimSpace(verr) != msg {
+				if _, verr, vcode := run(t, env, append([]string{"validate"}, args...)...); vcode != 2 || strings.TrimSpace(verr) != msg {
 					t.Errorf("validate exit %d, %q; want 2, %q", vcode, verr, msg)
 				}
 			}

@@ -4,6 +4,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,7 +42,8 @@ func KubeBinDir() string {
 // kubeProxyBinaries resolves sc's kube-proxy binaries (kubeProxy.binaries,
 // default bin/kube-proxy) and checks, before anything is created, that
 // each is kube-proxy (its --version and --help), that its version can run
-// every mode sc gives it (kubeproxy.CheckModeVersion), that the scenario
+// every mode sc gives it (kubeproxy.CheckModeVersion) and accepts the
+// configuration of each mode (kubeproxy.DryRun), that the scenario
 // sets no testbed-owned config field, and that the control plane's
 // binaries exist. Every failure is an *InputError.
 func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) ([]kubeBinary, controlplane.Binaries, error) {
@@ -83,6 +85,14 @@ func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) ([]kubeBinar
 			}
 			if err := kubeproxy.CheckModeVersion(m, v, sc.KubeProxy.Config); err != nil {
 				return nil, bin, &InputError{Field: f, Msg: fmt.Sprintf("%s (%s) cannot run mode %s: %v", p, v, m, err)}
+			}
+			// kube-proxy's own check of the configuration (feature
+			// gates, its validation), without starting it.
+			var ce *kubeproxy.ConfigError
+			if err := kubeproxy.DryRun(ctx, abs, m, sc); errors.As(err, &ce) {
+				return nil, bin, &InputError{Field: ce.Field, Msg: fmt.Sprintf("kube-proxy %s (%s) refuses it in mode %s: %s", v, p, m, ce.Reason), Fix: "correct or remove that kubeProxy.config field for this kube-proxy version (its --help lists the feature gates it knows)"}
+			} else if err != nil {
+				return nil, bin, &InputError{Field: f, Msg: err.Error(), Fix: "check that " + p + " is a kube-proxy binary that runs on this machine"}
 			}
 		}
 		if j := slices.IndexFunc(out, func(k kubeBinary) bool { return k.Version == v }); j >= 0 {
