@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -199,7 +200,16 @@ func checkDump(cmd *cobra.Command, sc *scenarios.Scenario, f *dumpFlags) (fideli
 		if kb, err = kubeBinaries(bin); err != nil {
 			return kb, err
 		}
-		if _, err := kubeproxy.Version(cmd.Context(), kb.KubeProxy); err != nil {
+		v, err := kubeproxy.Version(cmd.Context(), kb.KubeProxy)
+		if err != nil {
+			return kb, fmt.Errorf("--kube-proxy: %w", err)
+		}
+		// kube-proxy's own check of the configuration, as run's.
+		var ce *kubeproxy.ConfigError
+		if err := kubeproxy.DryRun(cmd.Context(), kb.KubeProxy, f.mode, sc); errors.As(err, &ce) {
+			return kb, sc.At(ce.Field, fmt.Sprintf("kube-proxy %s (%s) refuses it in mode %s: %s", v, kb.KubeProxy, f.mode, ce.Reason),
+				"correct or remove that kubeProxy.config field for this kube-proxy version (its --help lists the feature gates it knows)")
+		} else if err != nil {
 			return kb, fmt.Errorf("--kube-proxy: %w", err)
 		}
 	}
