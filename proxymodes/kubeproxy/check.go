@@ -343,6 +343,10 @@ func checkValues(sc *scenarios.Scenario, cfg map[string]any, kc *v1alpha1.KubePr
 			}
 			add(f, fmt.Sprintf("mode %s would sync with minSyncPeriod %s > syncPeriod %s (the scenario's %s block with kubeProxy.config over it; kube-proxy refuses it)", m, mn, s, m),
 				"make minSyncPeriod at most syncPeriod")
+		case mn > s:
+			// The scenario's own block, which kube-proxy gets too.
+			out = append(out, &scenarios.FieldError{Field: mField, Msg: fmt.Sprintf("%s is above %s.syncPeriod %s, which kube-proxy refuses (it runs mode %s here)", mn, m, s, m),
+				Fix: "make minSyncPeriod at most syncPeriod"})
 		}
 	}
 	bit := func(field string, b *int32) {

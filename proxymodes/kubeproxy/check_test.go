@@ -35,6 +35,7 @@ func TestCheckConfigRefuses(t *testing.T) {
 		{"negative minSyncPeriod", "    nftables: {minSyncPeriod: -1s}\n", "kubeProxy.config.nftables.minSyncPeriod", 6, "negative"},
 		{"negative syncPeriod", "    iptables: {syncPeriod: -1s}\n", "kubeProxy.config.iptables.syncPeriod", 6, "negative"},
 		{"min above the scenario's sync", "    iptables: {minSyncPeriod: 1h}\n", "kubeProxy.config.iptables.minSyncPeriod", 6, "minSyncPeriod 1h0m0s > syncPeriod"},
+		{"scenario's own min above sync", "    {}\niptables: {syncPeriod: 1s, minSyncPeriod: 5s}\n", "iptables.minSyncPeriod", 7, "which kube-proxy refuses"},
 		{"unknown scheduler", "    ipvs: {scheduler: fifo}\n", "kubeProxy.config.ipvs.scheduler", 6, `no IPVS scheduler "fifo"`},
 		{"negative ipvs timeout", "    ipvs: {udpTimeout: -1s}\n", "kubeProxy.config.ipvs.udpTimeout", 6, "negative"},
 		{"bad exclude CIDR", "    ipvs: {excludeCIDRs: [10.0.0.0/8, x]}\n", "kubeProxy.config.ipvs.excludeCIDRs[1]", 6, "not a CIDR"},
