@@ -264,8 +264,10 @@ func describeField(path []string) (want, example string) {
 		return "a number", name + ": 5"
 	case t.Kind() == reflect.String:
 		return "a string", name + ": \"...\""
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
+		return "a list of strings", name + ": [a, b]"
 	case t.Kind() == reflect.Slice:
-		return "a list", name + ": [a, b]"
+		return "a list of " + t.Elem().String(), name + ": [...]"
 	case t.Kind() == reflect.Map:
 		return "a mapping", name + ": {key: value}"
 	case t.Kind() == reflect.Struct:
@@ -283,6 +285,14 @@ func describeValue(v any) string {
 	case map[string]any:
 		return "a mapping"
 	case []any:
+		for _, e := range v {
+			switch e.(type) {
+			case []any:
+				return "a list holding a list"
+			case map[string]any:
+				return "a list holding a mapping"
+			}
+		}
 		return "a list"
 	}
 	return fmt.Sprint(v)

@@ -27,6 +27,7 @@ func TestCheckConfigRefuses(t *testing.T) {
 		{"bad duration", "    iptables:\n      minSyncPeriod: banana\n", "kubeProxy.config.iptables.minSyncPeriod", 7, `want a duration, got "banana"`},
 		{"number for a duration", "    nftables: {syncPeriod: 5}\n", "kubeProxy.config.nftables.syncPeriod", 6, "want a duration"},
 		{"string for an integer", "    iptables: {masqueradeBit: x}\n", "kubeProxy.config.iptables.masqueradeBit", 6, "want an integer"},
+		{"nested list", "    ipvs: {excludeCIDRs: [[10.0.0.0/8]]}\n", "kubeProxy.config.ipvs.excludeCIDRs", 6, "want a list of strings, got a list holding a list"},
 		{"scalar for a block", "    ipvs: 5\n", "kubeProxy.config.ipvs", 6, "want a mapping of fields"},
 		{"owned field", "    clusterCIDR: 10.0.0.0/8\n", "kubeProxy.config.clusterCIDR", 6, "set by the testbed"},
 		{"owned nested field", "    conntrack:\n      tcpBeLiberal: true\n      maxPerCore: 0\n", "kubeProxy.config.conntrack.maxPerCore", 8, "set by the testbed"},
