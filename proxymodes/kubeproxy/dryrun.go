@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -38,12 +40,12 @@ var kubeProxyErrRE = regexp.MustCompile(`err="((?:[^"\\]|\\.)*)"`)
 var featureGateRE = regexp.MustCompile(`feature gate:? ([A-Za-z0-9]+)`)
 
 // DryRun has kube-proxy binary bin check the configuration sc gives it in
-// mode, as it would at start, without starting: `bin --config /dev/stdin
-// --write-config-to /dev/null` with the KubeProxyConfiguration Config
-// writes on stdin (the owned fields filled with the scenario's
+// mode, as it would at start, without starting: `bin --config FILE
+// --write-config-to FILE2` in a private temporary folder (removed after),
+// FILE holding the KubeProxyConfiguration Config writes (the owned fields filled with the scenario's
 // clusterCIDR and placeholders of the right form). kube-proxy then loads
 // the file (strictly, else leniently), sets its feature gates and runs
-// its whole validation, writes its resolved configuration to /dev/null
+// its whole validation, writes its resolved configuration to FILE2
 // and exits (cmd/kube-proxy/app: Complete, Validate, then Run returns at
 // once for --write-config-to); it opens no socket and touches no rule or
 // sysctl. This catches what only the binary knows: its feature gates
@@ -65,8 +67,19 @@ func DryRun(ctx context.Context, bin, mode string, sc *scenarios.Scenario) error
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--config", "/dev/stdin", "--write-config-to", "/dev/null")
-	cmd.Stdin = bytes.NewReader(cfg)
+	// A file of our own, not /dev/stdin: a user-mode-linux guest's /dev
+	// has no stdin link (kube-proxy then failed with "open /dev/stdin: no
+	// such file or directory"), and kube-proxy reads --config by path.
+	dir, err := os.MkdirTemp("", "proxybench-kube-proxy-dry-run-")
+	if err != nil {
+		return fmt.Errorf("kube-proxy dry run: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	cfgPath, outPath := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "resolved.yaml")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		return fmt.Errorf("kube-proxy dry run: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, bin, "--config", cfgPath, "--write-config-to", outPath)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
@@ -75,7 +88,7 @@ func DryRun(ctx context.Context, bin, mode string, sc *scenarios.Scenario) error
 		return nil
 	}
 	if !errors.As(err, &ee) || ctx.Err() != nil {
-		return fmt.Errorf("kube-proxy %s --write-config-to /dev/null (a dry run of its configuration): %v", bin, err)
+		return fmt.Errorf("kube-proxy %s --write-config-to (a dry run of its configuration): %v", bin, err)
 	}
 	msg := ""
 	if m := kubeProxyErrRE.FindAllSubmatch(out.Bytes(), -1); len(m) > 0 {

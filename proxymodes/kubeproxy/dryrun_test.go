@@ -5,6 +5,8 @@ package kubeproxy
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -43,5 +45,41 @@ func TestDryRun(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDryRunConfigIsAFile: DryRun hands kube-proxy its configuration as a
+// regular file it can open by path, not /dev/stdin, which a user-mode-linux
+// guest's /dev does not have (the IPVS rows of kube-proxy-10k failed there
+// with "open /dev/stdin: no such file or directory"). A stand-in kube-proxy
+// refuses anything but a regular file holding a KubeProxyConfiguration and
+// writes the --write-config-to file; the folder is gone afterwards.
+func TestDryRunConfigIsAFile(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "kube-proxy")
+	script := `#!/bin/sh
+# kube-proxy --config FILE --write-config-to OUT
+[ "$1" = --config ] && [ "$3" = --write-config-to ] || { echo 'E0 "command failed" err="bad args"'; exit 1; }
+[ -f "$2" ] && [ ! -L "$2" ] || { echo "E0 \"command failed\" err=\"open $2: not a regular file\""; exit 1; }
+grep -q '^kind: KubeProxyConfiguration' "$2" || { echo 'E0 "command failed" err="no KubeProxyConfiguration"'; exit 1; }
+echo "$2" > "` + filepath.Join(dir, "seen") + `"
+cp "$2" "$4"
+`
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := scenarios.Parse([]byte("services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\n"), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := DryRun(context.Background(), fake, "iptables", sc); err != nil {
+		t.Fatalf("DryRun: %v", err)
+	}
+	seen, err := os.ReadFile(filepath.Join(dir, "seen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(strings.TrimSpace(string(seen)))); !os.IsNotExist(err) {
+		t.Errorf("the dry run's folder %s is still there (%v)", filepath.Dir(string(seen)), err)
 	}
 }
