@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/proxybench/proxybench/internal/nspool"
 	"github.com/proxybench/proxybench/proxymodes"
@@ -47,6 +48,10 @@ type env struct {
 	// down makes endpoints ips unreachable in the backend host until
 	// undo (traffic.DownEndpoints).
 	down func(ctx context.Context, ips []netip.Addr, how string) (undo func() error, err error)
+	// forgetUntranslated removes from every node's conntrack table the
+	// TCP entries to dsts that no rule translated (dropUntranslated) and
+	// returns how many; nil: nothing is removed (the phases' fakes).
+	forgetUntranslated func(dsts []netip.AddrPort) (int, error)
 	// icmp reads the testbed's ICMP counters (icmpCounters); nil: none
 	// are recorded.
 	icmp func() (reports.ICMPCounters, error)
@@ -66,6 +71,17 @@ func newEnv(tb *topology.Testbed) *env {
 	return &env{
 		flush: func(n int) error { return flushConntrack(tb.Nodes[n]) },
 		icmp:  func() (reports.ICMPCounters, error) { return icmpCounters(tb) },
+		forgetUntranslated: func(dsts []netip.AddrPort) (int, error) {
+			total := 0
+			for _, n := range tb.Nodes {
+				k, err := dropUntranslated(n, dsts)
+				total += k
+				if err != nil {
+					return total, fmt.Errorf("%s: %w", n.Name, err)
+				}
+			}
+			return total, nil
+		},
 		scratchSync: func(ctx context.Context, sc *scenarios.Scenario, m proxymodes.Mode, rep int, services []workload.Service) (proxymodes.SyncStats, error) {
 			return scratchSync(ctx, sc, m, topology.NetnsName(tb.RunID, fmt.Sprintf("sync%d", rep)), services)
 		},
@@ -112,6 +128,51 @@ func scratchSync(ctx context.Context, sc *scenarios.Scenario, m proxymodes.Mode,
 		err = fmt.Errorf("cleanup of %s: %w", name, cerr)
 	}
 	return st, err
+}
+
+// untranslatedFilter matches the TCP conntrack entries whose original
+// destination is one of dsts and whose reply comes from that same address
+// and port: no NAT rule rewrote them (a NAT hook gave them a null
+// binding), so every later packet of their 4-tuple goes untranslated.
+type untranslatedFilter map[netip.AddrPort]bool
+
+func (f untranslatedFilter) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool {
+	if flow.Forward.Protocol != unix.IPPROTO_TCP {
+		return false
+	}
+	dst, ok := netip.AddrFromSlice(flow.Forward.DstIP)
+	if !ok || !f[netip.AddrPortFrom(dst.Unmap(), flow.Forward.DstPort)] {
+		return false
+	}
+	return flow.Reverse.SrcIP.Equal(flow.Forward.DstIP) && flow.Reverse.SrcPort == flow.Forward.DstPort
+}
+
+// dropUntranslated deletes from node's conntrack table the TCP entries to
+// dsts that no rule translated (untranslatedFilter) and returns how many.
+//
+// A connection to a ClusterIP tried before the node has its rules, while
+// conntrack and NAT hooks are active there (another row's leftovers, or
+// a proxier part-way through its first sync), leaves such an entry: in
+// SYN_SENT it lives nf_conntrack_tcp_timeout_syn_sent (120 s), and a new
+// SYN on the same 4-tuple counts as its retransmission
+// (nf_conntrack_proto_tcp.c), keeps the null binding and is not DNATed:
+// kube-proxy's nftables mode rejects it as traffic to an unknown port of a
+// ClusterIP (connection refused), other modes let it go nowhere (timeout).
+func dropUntranslated(node *topology.Netns, dsts []netip.AddrPort) (int, error) {
+	if len(dsts) == 0 {
+		return 0, nil
+	}
+	f := untranslatedFilter{}
+	for _, d := range dsts {
+		f[d] = true
+	}
+	h, err := node.Netlink()
+	if err != nil {
+		return 0, err
+	}
+	defer h.Close()
+	n, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, f)
+	return int(n), err
 }
 
 // flushConntrack empties the node namespace's conntrack table (like

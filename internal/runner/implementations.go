@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -157,7 +158,9 @@ func probedTargets(services []workload.Service) []workload.Target {
 // (probedTargets) answers from one of its ready endpoints, dialled from
 // the client pods by 4 probe workers, each connection with a 100 ms
 // timeout; it returns when the last of them first answered. Services
-// without a ready endpoint are not probed.
+// without a ready endpoint are not probed. Afterwards it removes the
+// untranslated conntrack entries its failed connections left in the
+// nodes (env.forgetUntranslated), so the phases after it never meet them.
 func dataPlaneProbe(e *env) func(ctx context.Context, services []workload.Service) (time.Time, int, error) {
 	return func(ctx context.Context, services []workload.Service) (time.Time, int, error) {
 		var targets []workload.Target
@@ -201,6 +204,20 @@ func dataPlaneProbe(e *env) func(ctx context.Context, services []workload.Servic
 				}
 			}
 		})
+		// The probes that failed while the node had no rules for their
+		// service may have left untranslated conntrack entries there
+		// (dropUntranslated): a later connection reusing one of their
+		// 4-tuples would be refused or time out.
+		if e.forgetUntranslated != nil {
+			dsts := make([]netip.AddrPort, 0, len(targets))
+			for _, t := range targets {
+				s := &services[t.Service]
+				dsts = append(dsts, netip.AddrPortFrom(s.ClusterIP, s.Ports[t.Port].Port))
+			}
+			if _, err := e.forgetUntranslated(dsts); err != nil {
+				return time.Time{}, len(targets), fmt.Errorf("data-plane probes: remove the untranslated conntrack entries of failed probes: %w", err)
+			}
+		}
 		if err := ctx.Err(); err != nil {
 			return time.Time{}, len(targets), err
 		}
