@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
