@@ -12,8 +12,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
@@ -227,8 +225,8 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	if err := p.waitIdle(ctx); err != nil {
 		return proxymodes.SyncStats{}, err
 	}
-	t0 := time.Now()
-	u0 := p.kp.Usage()
+	// Preparation, outside the figure: the scrapes before the writes and
+	// the list of writes. The figure starts when the first write is sent.
 	_, h0, err := p.lastSync(ctx)
 	if err != nil {
 		return proxymodes.SyncStats{}, err
@@ -237,46 +235,16 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	if err != nil {
 		return proxymodes.SyncStats{}, err
 	}
-	cur := map[string]workload.Service{}
-	writes := 0
-	// sent is when the last write was sent: kube-proxy may see it (and
-	// start the sync it causes) before the API call returns to us.
-	var sent time.Time
-	c := p.cp.Client
-	for _, s := range services {
-		cur[s.Name] = s
-		old, ok := p.last[s.Name]
-		switch {
-		case !ok:
-			sent = time.Now()
-			if _, err := apiobjects.Create(ctx, c, apiobjects.Spec{Services: []workload.Service{s}, Workers: 1, SessionAffinity: p.spec.SessionAffinity}); err != nil {
-				return proxymodes.SyncStats{}, err
-			}
-			writes++
-		case !sameService(old, s):
-			sent = time.Now()
-			if err := apiobjects.UpdateSlice(ctx, c, s, time.Now()); err != nil {
-				return proxymodes.SyncStats{}, err
-			}
-			writes++
-		}
-	}
-	for name, s := range p.last {
-		if _, ok := cur[name]; !ok {
-			sent = time.Now()
-			if err := c.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
-				return proxymodes.SyncStats{}, err
-			}
-			if err := c.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, apiobjects.SliceName(s), metav1.DeleteOptions{}); err != nil {
-				return proxymodes.SyncStats{}, err
-			}
-			writes++
-		}
+	cur, ops := p.plan(services)
+	u0 := p.kp.Usage()
+	w, err := applyWrites(ctx, ops)
+	if err != nil {
+		return proxymodes.SyncStats{}, err
 	}
 	p.last = cur
-	written := time.Now()
+	t0, sent, written, writes := w.start, w.sent, w.written, len(ops)
 	if writes == 0 {
-		return proxymodes.SyncStats{Kind: "incremental", Wall: time.Since(t0)}, nil
+		return proxymodes.SyncStats{Kind: "incremental"}, nil
 	}
 	// Wait for a sync that started after the last write. A sync that ends
 	// after the writes may have begun before them (kube-proxy syncs IPv4
@@ -317,11 +285,10 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 			}
 		}
 		if ok {
+			end := time.Now()
 			d := h.Sub(h0)
 			u := p.kp.Usage()
-			return proxymodes.SyncStats{Kind: "incremental", Wall: time.Since(t0),
-				CPU:    (u.CPU + u.ChildCPU) - (u0.CPU + u0.ChildCPU),
-				Phases: map[string]time.Duration{"api": written.Sub(t0), "kube-proxy": time.Duration(d.Sum * float64(time.Second))}}, nil
+			return incrementalStats(t0, written, end, time.Duration(d.Sum*float64(time.Second)), (u.CPU+u.ChildCPU)-(u0.CPU+u0.ChildCPU)), nil
 		}
 		if step.Count > 0 {
 			hPrev, prevAt = h, at // syncs begun before the writes; a later one counts
