@@ -27,9 +27,9 @@ func (c Change) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(struct {
 		plain
-		Base  *float64 `json:"base"`
-		New   *float64 `json:"new"`
-		Ratio *float64 `json:"ratio"`
+		Base      *float64 `json:"base"`
+		New       *float64 `json:"new"`
+		Ratio     *float64 `json:"ratio"`
 		Floor     *float64 `json:"floor"`
 		FloorDown *float64 `json:"floorDown"`
 		P         *float64 `json:"p"`
