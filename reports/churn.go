@@ -157,8 +157,10 @@ func writeChurnMarkdown(b *strings.Builder, r *Result) {
 			if f := m.SyncFullSummary.P50; f > 0 {
 				ratio = fmt.Sprintf("%.3f×", float64(s.P50)/float64(f))
 			}
-			last := m.SyncIncremental[len(m.SyncIncremental)-1]
-			fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %d | %d |\n", r.label(m), s.Count, dur(time.Duration(s.P50)), dur(time.Duration(s.Max)), ratio, last.Objects, last.Bytes)
+			// Objects and bytes as the sync.full table shows them: "-"
+			// where not measured (kube-proxy rows' incremental syncs).
+			objs, bytes, _ := syncObjects(m, m.SyncIncremental[len(m.SyncIncremental)-1])
+			fmt.Fprintf(b, "| %s | %d | %s | %s | %s | %s | %s |\n", r.label(m), s.Count, dur(time.Duration(s.P50)), dur(time.Duration(s.Max)), ratio, objs, bytes)
 		}
 	}
 	any = false

@@ -265,8 +265,20 @@ func WriteGoBench(w io.Writer, r *Result) error {
 		size := modeSize(r, m)
 		name := bench.Replace(r.modeLabel(m))
 		for _, s := range m.SyncFull {
-			fmt.Fprintf(&b, "BenchmarkSyncFull/mode=%s/services=%d \t1\t%d ns/op\t%d cpu-ns\t%d objects\t%d bytes\n",
-				name, size, int64(s.Wall), int64(s.CPU), s.Objects, s.Bytes)
+			// objects and bytes only where measured: the Markdown's "-"
+			// (kube-proxy rows without a read-back, nftables' bytes) is
+			// no unit here, never a 0.
+			units := ""
+			if objs, bytes, _ := syncObjects(m, s); objs != "-" || bytes != "-" {
+				if objs != "-" {
+					units += fmt.Sprintf("\t%s objects", objs)
+				}
+				if bytes != "-" {
+					units += fmt.Sprintf("\t%s bytes", bytes)
+				}
+			}
+			fmt.Fprintf(&b, "BenchmarkSyncFull/mode=%s/services=%d \t1\t%d ns/op\t%d cpu-ns%s\n",
+				name, size, int64(s.Wall), int64(s.CPU), units)
 		}
 		for _, p := range m.Lookup {
 			for _, c := range repetitionChunks(r, p.SamplesNs) {

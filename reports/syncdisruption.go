@@ -93,11 +93,28 @@ func writeSyncDisruptionMarkdown(b *strings.Builder, r *Result) {
 			if w.ProxyMetricNs > 0 {
 				own = fmt.Sprintf("%.3f s / %.3f s", float64(w.ProxyMetricNs)/1e9, float64(w.ProxySyncEndNs)/1e9)
 			}
-			fmt.Fprintf(b, "| %s | %d | %s | %s | %.3f s | %s | %d | %s | %d | %d | %d (> %s) | %.1f / %.1f / %.1f ms | %d / %d | %s |\n",
-				name, m.Services, w.Kind, start, float64(w.SyncNs)/1e9, own, w.Objects, answerCell(w), w.Attempts, w.Failed, w.Slow, w.SlowAbove,
-				float64(w.P50Ns)/1e6, float64(w.P99Ns)/1e6, float64(w.MaxNs)/1e6, w.BeforeAttempts, w.BeforeFailed, errs)
+			objs := "-" // not measured (0)
+			if w.Objects > 0 {
+				objs = fmt.Sprint(w.Objects)
+			}
+			fmt.Fprintf(b, "| %s | %d | %s | %s | %.3f s | %s | %s | %s | %d | %d | %d (> %s) | %s | %d / %d | %s |\n",
+				name, m.Services, w.Kind, start, float64(w.SyncNs)/1e9, own, objs, answerCell(w), w.Attempts, w.Failed, w.Slow, w.SlowAbove,
+				connectCell(w), w.BeforeAttempts, w.BeforeFailed, errs)
 		}
 	}
+}
+
+// connectCell is "p50 / p99 / max ms" of the window's successful
+// connects, "(none succeeded)" when none did (its percentiles are not
+// measured, not 0).
+func connectCell(w SyncWindow) string {
+	if w.Attempts == 0 {
+		return "-"
+	}
+	if w.Attempts-w.Failed <= 0 {
+		return "(none succeeded)"
+	}
+	return fmt.Sprintf("%.1f / %.1f / %.1f ms", float64(w.P50Ns)/1e6, float64(w.P99Ns)/1e6, float64(w.MaxNs)/1e6)
 }
 
 // answerCell is "first / last (answered/probed)" of a full sync's window,

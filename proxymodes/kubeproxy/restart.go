@@ -52,7 +52,9 @@ func (p *Proxier) Halt(ctx context.Context, cleanup bool) error {
 // process's and its children's. Phases: "kube-proxy.metric" that sync's
 // duration by kubeproxy_sync_proxy_rules_duration_seconds,
 // "kube-proxy.syncEnd" from Start to the sync's end by kube-proxy's own
-// kubeproxy_sync_proxy_rules_last_timestamp_seconds.
+// kubeproxy_sync_proxy_rules_last_timestamp_seconds. Objects and Bytes
+// are the ruleset read back after that sync (as sync.full's), 0 when not
+// read (IPVS).
 func (p *Proxier) Resume(ctx context.Context) (proxymodes.SyncStats, error) {
 	if p.halted == nil || p.kp != nil {
 		return proxymodes.SyncStats{}, errors.New("kubeproxy: Resume without a Halt")
@@ -74,12 +76,18 @@ func (p *Proxier) Resume(ctx context.Context) (proxymodes.SyncStats, error) {
 		return proxymodes.SyncStats{}, err
 	}
 	done := time.Now()
-	st := proxymodes.SyncStats{Kind: "full", Start: kp.Started, Wall: done.Sub(kp.Started), Objects: len(p.last),
+	st := proxymodes.SyncStats{Kind: "full", Start: kp.Started, Wall: done.Sub(kp.Started),
 		Phases: map[string]time.Duration{"kube-proxy.metric": metric}}
 	if ts, _, err := p.lastSync(ctx); err == nil && !ts.IsZero() {
 		st.Phases["kube-proxy.syncEnd"] = ts.Sub(kp.Started)
 	}
 	u := kp.Usage()
 	st.CPU = u.CPU + u.ChildCPU
+	// Objects: what kube-proxy installed, read back after the timed sync
+	// as sync.full does (builtin's rows count rules, not services); left
+	// 0, shown "-", when not read (IPVS, or the read failed).
+	if rs, err := p.readBack(ctx); err == nil {
+		st.Objects, st.Bytes = rs.Objects, rs.Bytes
+	}
 	return st, nil
 }

@@ -134,6 +134,11 @@ func TestKernelProxierHaltResume(t *testing.T) {
 	if st.Wall <= 0 || st.Phases["kube-proxy.metric"] <= 0 {
 		t.Errorf("cold Resume stats %+v: want a wall time and kube-proxy's own sync duration", st)
 	}
+	// Objects are the rules read back (as builtin's rows count them), not
+	// the service count.
+	if st.Objects < 2*len(svcs) {
+		t.Errorf("cold Resume objects %d, want kube-proxy's rules read back (>= %d for %d services), not the service count", st.Objects, 2*len(svcs), len(svcs))
+	}
 	eventually("after the cold start")
 
 	if err := p.Halt(ctx, false); err != nil {
