@@ -131,15 +131,22 @@ type Change struct {
 	// the test would flag for certain given the spread between the base
 	// runs, the machine when nothing changed (NoiseFloor). A change below
 	// it is flagged only when the new runs happen to separate from the
-	// base runs anyway. Meaningless under "too few runs".
+	// base runs anyway. Meaningless under "too few runs". It is the floor
+	// of an increase (new = base×(1+δ)); FloorDown is that of a decrease.
 	Floor float64 `json:"floor"`
+	// FloorDown is the noise floor of a decrease, as a relative change
+	// below base (0.40 = new 40% below base): the smallest decrease the
+	// test flags for certain (NoiseFloorDown). Always below 1, since a
+	// decrease cannot exceed 100%.
+	FloorDown float64 `json:"floorDown"`
 	// NeedRuns is the fewest runs per side for which the test can reach
 	// Alpha at all (4 at 0.05).
 	NeedRuns int `json:"needRuns"`
 	// Significant is P <= Alpha with enough runs.
 	Significant bool `json:"significant"`
 	// Verdict is "regression" or "improvement" (significant and larger
-	// than the tolerance), "" (no verdict) or "too few runs".
+	// than the tolerance), "" (no verdict) or "too few runs". JSON writes
+	// "" as VerdictText's "no verdict" or "within tolerance".
 	Verdict string `json:"verdict"`
 	// Gated is true when the figure is one the gate acts on
 	// (CompareOptions.Gate); a regression of another figure is shown but
@@ -192,11 +199,23 @@ func (c Change) String() string {
 	return fmt.Sprintf("%s %s (floor %s, p=%.3f, n=%d+%d): %s", c.Key(), pct(c.Ratio), floorText(c), c.P, len(c.BaseRuns), len(c.NewRuns), c.VerdictText())
 }
 
+// DirFloor is the noise floor in the direction of the change: Floor
+// for an increase (and no change), -FloorDown for a decrease, so that
+// it compares with Ratio-1 (a change of -30% under a floor of -69% is
+// below it).
+func (c Change) DirFloor() float64 {
+	if c.Ratio < 1 {
+		return -c.FloorDown
+	}
+	return c.Floor
+}
+
 func floorText(c Change) string {
-	if c.Verdict == "too few runs" || c.Verdict == NotInBoth || math.IsInf(c.Floor, 0) || math.IsNaN(c.Floor) {
+	f := c.DirFloor()
+	if c.Verdict == "too few runs" || c.Verdict == NotInBoth || math.IsInf(f, 0) || math.IsNaN(f) {
 		return "n/a"
 	}
-	return fmt.Sprintf("%.1f%%", c.Floor*100)
+	return fmt.Sprintf("%+.1f%%", f*100)
 }
 
 // SameMachine returns nil when a and b ran on the same machine and
@@ -338,10 +357,11 @@ func judge(c *Change, opt CompareOptions) {
 	c.P = uTest(c.BaseRuns, c.NewRuns, opt.Alpha)
 	if minP(len(c.BaseRuns), len(c.NewRuns)) > opt.Alpha {
 		c.Verdict = "too few runs"
-		c.Floor = math.Inf(1)
+		c.Floor, c.FloorDown = math.Inf(1), math.Inf(1)
 		return
 	}
 	c.Floor = NoiseFloor(c.BaseRuns, opt.Alpha)
+	c.FloorDown = NoiseFloorDown(c.BaseRuns, opt.Alpha)
 	c.Significant = c.P <= opt.Alpha
 	switch {
 	case c.Significant && c.Ratio > 1+opt.Tolerance:
@@ -409,6 +429,21 @@ func NeedRuns(alpha float64) int {
 // resolve with this many runs. It is +Inf when no change can be (too few
 // runs) and 0 when the runs are all equal.
 func NoiseFloor(xs []float64, alpha float64) float64 {
+	return noiseFloor(xs, alpha, false)
+}
+
+// NoiseFloorDown is NoiseFloor for a decrease: the smallest relative
+// decrease d (0.4 = 40% below base, always < 1) such that the runs xs
+// against the same runs scaled by 1-d would be judged significant at
+// alpha by the U test. The test ranks values, so d = δ/(1+δ) for
+// NoiseFloor's δ (scaling down by 1/(1+δ)); it is computed by running the
+// test on the runs scaled down, not from that identity. +Inf with too
+// few runs, 0 when the runs are all equal.
+func NoiseFloorDown(xs []float64, alpha float64) float64 {
+	return noiseFloor(xs, alpha, true)
+}
+
+func noiseFloor(xs []float64, alpha float64, down bool) float64 {
 	n := len(xs)
 	if n == 0 || minP(n, n) > alpha {
 		return math.Inf(1)
@@ -429,9 +464,16 @@ func NoiseFloor(xs []float64, alpha float64) float64 {
 	for _, d := range cands {
 		step := d*(1+1e-9) + 1e-12
 		for i, x := range xs {
-			scaled[i] = x * (1 + step)
+			if down {
+				scaled[i] = x / (1 + step)
+			} else {
+				scaled[i] = x * (1 + step)
+			}
 		}
 		if uTest(xs, scaled, alpha) <= alpha {
+			if down {
+				return d / (1 + d)
+			}
 			return d
 		}
 	}
@@ -441,8 +483,39 @@ func NoiseFloor(xs []float64, alpha float64) float64 {
 // WriteComparison prints a table of changes and a verdict line.
 func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 	opt = opt.withDefaults()
+	// One mode (two rows, two kernels of one mode): named once above the
+	// table instead of on every line.
+	common := ""
+	for i, c := range cs {
+		m := c.Mode
+		if c.Kernel != "" {
+			m += "@" + c.Kernel
+		}
+		if i == 0 {
+			common = m
+		} else if m != common {
+			common = ""
+			break
+		}
+	}
+	if strings.Contains(common, " → ") {
+		a, b, _ := strings.Cut(common, " → ")
+		if _, err := fmt.Fprintf(w, "base: row %s\nnew:  row %s\n\n", a, b); err != nil {
+			return err
+		}
+	} else if common != "" {
+		if _, err := fmt.Fprintf(w, "mode: %s\n\n", common); err != nil {
+			return err
+		}
+	}
+	modeCol := func(s string) string {
+		if common != "" {
+			return ""
+		}
+		return s + "\t"
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "figure\tmode\tservices\tposition\tbase\tnew\tchange\tfloor\tp\truns\tverdict\n")
+	fmt.Fprintf(tw, "figure\t%sservices\tposition\tbase\tnew\tchange\tfloor\tp\truns\tverdict\n", modeCol("mode"))
 	regs, imps, few, ungated, absent := 0, 0, 0, 0, 0
 	nb, nn := 0, 0
 	var bases []string
@@ -489,7 +562,7 @@ func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 		if !c.Judged() {
 			p = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d+%d\t%s\n", c.Figure, mode, size, pos,
+		fmt.Fprintf(tw, "%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d+%d\t%s\n", c.Figure, modeCol(mode), size, pos,
 			valueText(c.Figure, c.Base), valueText(c.Figure, c.New), pct(c.Ratio), floorText(c), p, len(c.BaseRuns), len(c.NewRuns), v)
 	}
 	if err := tw.Flush(); err != nil {
@@ -517,7 +590,7 @@ func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 		}
 		fmt.Fprintf(w, "others: %s", Basis(""))
 	}
-	_, err := fmt.Fprintf(w, "\n(two-sided Mann-Whitney U test of the per-run figures, α = %g, need ≥ %d runs per side; flagged when p ≤ α and |change| > %.0f%%; floor: the smallest change the spread between the base runs lets the test resolve)\n",
+	_, err := fmt.Fprintf(w, "\n(two-sided Mann-Whitney U test of the per-run figures, α = %g, need ≥ %d runs per side; flagged when p ≤ α and |change| > %.0f%%; floor: the smallest change in the direction observed that the spread between the base runs lets the test resolve for certain; a smaller one is flagged only when the runs separate anyway)\n",
 		opt.Alpha, NeedRuns(opt.Alpha), opt.Tolerance*100)
 	return err
 }

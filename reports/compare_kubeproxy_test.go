@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -246,5 +247,84 @@ func TestGateKubeProxyFigure(t *testing.T) {
 	}
 	if pass["nftables (kube-proxy v1.36.3)"] || !pass["nftables (kube-proxy v1.37.2)"] {
 		t.Errorf("gate verdicts %v: want v1.36.3 (250 ms) failing and v1.37.2 (50 ms) passing", pass)
+	}
+}
+
+// TestCompareRowsDecreaseFloor: a decrease shows the floor of a
+// decrease (below 100%, signed like the change), the two rows are named
+// once above the table instead of on every line, and JSON spells out a
+// figure without a verdict.
+func TestCompareRowsDecreaseFloor(t *testing.T) {
+	runs := kpVersionsRuns(2, 4)
+	a, b := "nftables (kube-proxy v1.36.3)", "nftables (kube-proxy v1.37.2)"
+	base, cur := rowSides(t, runs, a, b)
+	opt := CompareOptions{Tolerance: 0.1}
+	cs := CompareRuns(base, cur, opt)
+	decreases := 0
+	for _, c := range cs {
+		if !c.Judged() || c.Verdict == "too few runs" || !(c.Ratio < 1) {
+			continue
+		}
+		decreases++
+		f := c.DirFloor()
+		if !(f <= 0 && f > -1) {
+			t.Errorf("%s: change %s, floor %v; want a decrease's floor in (-100%%, 0]", c.Figure, pct(c.Ratio), f)
+		}
+		// The floor of a decrease is the smallest decrease the test
+		// flags for certain: the base runs scaled down by it separate.
+		if c.FloorDown > 0 {
+			scaled := make([]float64, len(c.BaseRuns))
+			for i, x := range c.BaseRuns {
+				scaled[i] = x * (1 - c.FloorDown*1.001)
+			}
+			if p := uTest(c.BaseRuns, scaled, 0.05); p > 0.05 {
+				t.Errorf("%s: base runs lowered by the floor %.3f: p = %.3f", c.Figure, c.FloorDown, p)
+			}
+		}
+	}
+	if decreases == 0 {
+		t.Fatal("no decrease to check")
+	}
+	var out bytes.Buffer
+	if err := WriteComparison(&out, cs, opt); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	if n := strings.Count(text, a); n != 1 {
+		t.Errorf("row %q named %d times, want once in the header:\n%s", a, n, text)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "sync.incremental") {
+			// change and floor, both negative, side by side.
+			if strings.Contains(line, "improvement") && !regexp.MustCompile(`-\d+\.\d%\s+-\d+\.\d%`).MatchString(line) {
+				t.Errorf("decrease line without a negative floor beside it: %q", line)
+			}
+		}
+	}
+	out.Reset()
+	if err := WriteComparisonJSON(&out, cs); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Changes []struct {
+			Figure    string   `json:"figure"`
+			Verdict   string   `json:"verdict"`
+			FloorDown *float64 `json:"floorDown"`
+		} `json:"changes"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	noVerdict := 0
+	for _, c := range doc.Changes {
+		if c.Verdict == "" {
+			t.Errorf("%s: empty verdict in JSON", c.Figure)
+		}
+		if c.Verdict == "no verdict" || c.Verdict == "within tolerance" {
+			noVerdict++
+		}
+	}
+	if noVerdict == 0 {
+		t.Error("no figure without a verdict to check")
 	}
 }

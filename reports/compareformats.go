@@ -27,17 +27,31 @@ func (c Change) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(struct {
 		plain
-		Base  *float64 `json:"base"`
-		New   *float64 `json:"new"`
-		Ratio *float64 `json:"ratio"`
-		Floor *float64 `json:"floor"`
-		P     *float64 `json:"p"`
-		Text  string   `json:"text"`
-	}{plain(c), fin(c.Base), fin(c.New), fin(c.Ratio), fin(c.Floor), fin(c.P), c.String()})
+		Base      *float64 `json:"base"`
+		New       *float64 `json:"new"`
+		Ratio     *float64 `json:"ratio"`
+		Floor     *float64 `json:"floor"`
+		FloorDown *float64 `json:"floorDown"`
+		P         *float64 `json:"p"`
+		Verdict   string   `json:"verdict"`
+		Text      string   `json:"text"`
+	}{plain(c), fin(c.Base), fin(c.New), fin(c.Ratio), fin(c.Floor), fin(c.FloorDown), fin(c.P), jsonVerdict(c), c.String()})
+}
+
+// jsonVerdict is Verdict with its empty value spelled out as the text
+// output does: "no verdict" (not significant) or "within tolerance"
+// (significant, smaller than the tolerance).
+func jsonVerdict(c Change) string {
+	if c.Verdict == "" {
+		return c.VerdictText()
+	}
+	return c.Verdict
 }
 
 // WriteComparisonJSON writes {"changes": [...]}, one object per judged
-// figure with its per-run values, p-value, floor and verdict.
+// figure with its per-run values, p-value, floors (floor: of an increase,
+// floorDown: of a decrease) and verdict: "regression", "improvement",
+// "no verdict", "within tolerance", "too few runs" or "not in both".
 func WriteComparisonJSON(w io.Writer, cs []Change) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", " ")
