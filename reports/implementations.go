@@ -80,7 +80,7 @@ func writeMarkdownTable(b *strings.Builder, rows [][]string, sep string) {
 }
 
 // sideBySideIntro says what each column of the side-by-side table means.
-const sideBySideIntro = "sync.full: builtin from the Sync call to its rules in the kernel (p50); kube-proxy from the API objects created to every probed service answering through its rules (the data plane), kube-proxy's own `sync_full_proxy_rules_duration_seconds` next to it (IPv4). sync.incremental: one endpoint moved (builtin: the Sync; kube-proxy: from the EndpointSlice update request sent, its API round trip included as part of how a change reaches kube-proxy, until kube-proxy finished a sync started after it), with kube-proxy's partial-sync metric over the same syncs. Programming latency is kube-proxy's `network_programming_duration_seconds` (trigger-time annotation to rules written). CPU: builtin's sync.full (its thread + rule programs); kube-proxy's over the whole row (own + rule programs). Setup (control plane, API objects) is not in any figure: see the next table.\n\n"
+const sideBySideIntro = "sync.full: builtin from the Sync call to its rules in the kernel (p50); kube-proxy from the API objects created to every probed service answering through its rules (the data plane), kube-proxy's own `sync_full_proxy_rules_duration_seconds` next to it (IPv4). sync.incremental: one endpoint moved (builtin: the Sync; kube-proxy: from the EndpointSlice update request sent, its API round trip included as part of how a change reaches kube-proxy, until kube-proxy finished a sync started after it), with kube-proxy's partial-sync metric over the same syncs. Programming latency is kube-proxy's `network_programming_duration_seconds` (trigger-time annotation to rules written). CPU: builtin's sync.full CPU p50, the median over its runs as in the sync.full table (its thread + rule programs); kube-proxy's over the whole row (own + rule programs). Setup (control plane, API objects) is not in any figure: see the next table.\n\n"
 
 // sideBySideTitle names the side-by-side table by what it holds:
 // "builtin vs kube-proxy, side by side" when a builtin row is beside a
@@ -146,7 +146,7 @@ func sideBySideTable(r *Result) [][]string {
 			}
 			kpFull, kpPartial, kpProg, cpu, rss := "-", "-", "-", "-", "-"
 			if len(m.SyncFull) > 0 {
-				cpu = dur(medianSync(m).CPU)
+				cpu = dur(time.Duration(syncFullCPU(m).P50)) // as the sync.full table's CPU p50
 			}
 			if m.ProxyRSSBytes > 0 {
 				rss = mib(int64(m.ProxyRSSBytes))

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -254,7 +253,7 @@ func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
 	if f.diff {
 		impls = fidelity.Implementations
 	}
-	ctx, stop := signalContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+	ctx, _, stop := runSignals(cmd.Context())
 	defer stop()
 	plan, err := runner.PlanKernels(ctx, sc)
 	if err != nil {

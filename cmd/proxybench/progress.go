@@ -22,14 +22,15 @@ type progress struct {
 	start time.Time
 }
 
-func newProgress(quiet bool) *progress {
+// newProgress draws on w (stderr, or a writer wrapping it).
+func newProgress(quiet bool, w io.Writer) *progress {
 	if quiet {
 		return &progress{w: io.Discard}
 	}
 	// Inside the user-mode-linux guest the console is streamed to the
 	// host's stderr: plain lines there.
 	tty := !uml.InGuest() && term.IsTerminal(int(os.Stdout.Fd())) && term.IsTerminal(int(os.Stderr.Fd()))
-	return &progress{w: os.Stderr, tty: tty}
+	return &progress{w: w, tty: tty}
 }
 
 func (p *progress) Start(step string, total int) {

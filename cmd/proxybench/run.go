@@ -129,9 +129,10 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			if left, _ := topology.Stale(); len(left) > 0 && !uml.InGuest() {
 				fmt.Fprintf(os.Stderr, "note: %d namespaces of earlier runs are still here (%s ...); 'proxybench cleanup' removes them\n", len(left), left[0])
 			}
-			// SIGPIPE too: a closed stdout/stderr pipe ends the run with
-			// its testbed removed, like SIGINT and SIGTERM.
-			ctx, stop := signalContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+			// SIGINT/SIGTERM end the run with its testbed removed; a
+			// closed stderr pipe does too (runSignals), a closed stdout
+			// pipe fails only the summary, after the result is saved.
+			ctx, stderr, stop := runSignals(cmd.Context())
 			defer stop()
 			plan, err := runner.PlanKernels(ctx, sc)
 			if err != nil {
@@ -147,7 +148,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			if runID == "" {
 				runID = topology.NewRunID()
 			}
-			var console io.Writer = os.Stderr
+			var console io.Writer = stderr
 			if f.quiet {
 				console = nil
 			}
@@ -163,7 +164,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 				if sc.Runs > 1 && !f.quiet {
 					fmt.Fprintf(os.Stderr, "run %d of %d (%s)\n", k+1, sc.Runs, id)
 				}
-				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet), ArtifactDir: artifactDir(out, id, k), Checkpoint: f.checkpoint}
+				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet, stderr), ArtifactDir: artifactDir(out, id, k), Checkpoint: f.checkpoint}
 				// Every kernel of the plan, one after the other (runner.Execute
 				// also marks fallen-back modes and records each kernel).
 				var r *reports.Result
@@ -338,6 +339,43 @@ func signalContext(parent context.Context, sigs ...os.Signal) (ctx context.Conte
 		}
 	}()
 	return ctx, func() { signal.Stop(ch); cancel(nil) }
+}
+
+// runSignals sets up the signals of a run (run, dump): ctx is cancelled
+// on SIGINT or SIGTERM (signalContext), and SIGPIPE is caught, never acted
+// on. Go delivers SIGPIPE for a broken pipe on any descriptor once it is
+// caught (os/signal, "SIGPIPE"), including the stdin of a child
+// (iptables-restore, nft, kube-proxy) that exited before reading it all:
+// that is the child's error (EPIPE), not the end of the run. Being caught,
+// a write to a closed stdout or stderr fails with EPIPE instead of
+// killing the process, so the result is still saved; stderr is the
+// returned writer, which cancels ctx with the cause "stderr was closed"
+// on EPIPE so the run stops with its testbed removed, as on SIGINT. The
+// catch stays until the process exits, so the final messages cannot kill
+// it either; stop ends the rest.
+func runSignals(parent context.Context) (ctx context.Context, stderr io.Writer, stop func()) {
+	pipe := make(chan os.Signal, 1) // never read: further signals are dropped
+	signal.Notify(pipe, syscall.SIGPIPE)
+	ctx, stopSig := signalContext(parent, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(ctx)
+	return ctx, cancelOnEPIPE{os.Stderr, "stderr", cancel}, func() { cancel(nil); stopSig() }
+}
+
+// cancelOnEPIPE passes writes to w; a write failing with EPIPE (the
+// reader of the pipe went away) cancels with the cause "<name> was closed
+// (broken pipe)". The error is returned unchanged.
+type cancelOnEPIPE struct {
+	w      io.Writer
+	name   string
+	cancel context.CancelCauseFunc
+}
+
+func (c cancelOnEPIPE) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	if errors.Is(err, syscall.EPIPE) {
+		c.cancel(fmt.Errorf("interrupted: %s was closed (broken pipe)", c.name))
+	}
+	return n, err
 }
 
 // savePartial ends a run that stopped early (code 130: a signal, 1: a

@@ -622,3 +622,38 @@ func TestTopologySpec(t *testing.T) {
 		t.Errorf("shared backend, one address: spec %+v", s)
 	}
 }
+
+// countProgress records each step's line and total.
+type countProgress struct {
+	steps  []string
+	totals []int
+}
+
+func (c *countProgress) Start(s string, n int) {
+	c.steps, c.totals = append(c.steps, s), append(c.totals, n)
+}
+func (c *countProgress) Add(int) {}
+func (c *countProgress) Done()   {}
+
+// TestSyncFullPhaseSingleProgress: a mode measured once (kube-proxy rows,
+// SingleFullSync) says "sync.full × 1" in the progress, not the
+// scenario's repetitions it does not run.
+func TestSyncFullPhaseSingleProgress(t *testing.T) {
+	sc, svcs := phaseScenario(t, "", "")
+	p := newFakeProxier()
+	e := newFakeEnv(p)
+	m := fakeMode()
+	m.SingleFullSync = true
+	var f faults
+	var prog countProgress
+	stats, _, err := syncFullPhase(context.Background(), sc, &e.env, m, p, svcs, &prog, &f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stats) != 1 || len(prog.steps) != 1 {
+		t.Fatalf("stats %d, steps %v: want one sync and one progress step", len(stats), prog.steps)
+	}
+	if !strings.Contains(prog.steps[0], "sync.full × 1 ") || prog.totals[0] != 1 {
+		t.Errorf("progress %q (total %d), want sync.full × 1 with a total of 1 for a mode measured once", prog.steps[0], prog.totals[0])
+	}
+}

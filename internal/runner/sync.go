@@ -32,7 +32,11 @@ func (f *faults) add(format string, a ...any) { *f = append(*f, fmt.Sprintf(form
 // inherit another mode's NAT decisions), a failed sync an error.
 func syncFullPhase(ctx context.Context, sc *scenarios.Scenario, e *env, m proxymodes.Mode, p proxymodes.Proxier,
 	services []workload.Service, prog Progress, f *faults) ([]proxymodes.SyncStats, reports.Summary, error) {
-	prog.Start(fmt.Sprintf("%s: sync.full × %d (%d services)", m.Name, sc.Repetitions, len(services)), sc.Repetitions)
+	runs := sc.Repetitions
+	if m.SingleFullSync {
+		runs = 1 // measured once, on the node: the progress says so
+	}
+	prog.Start(fmt.Sprintf("%s: sync.full × %d (%d services)", m.Name, runs, len(services)), runs)
 	defer prog.Done()
 	var out []proxymodes.SyncStats
 	var walls []int64
