@@ -183,11 +183,7 @@ func Figures(r *Result) []Figure {
 		}
 		if len(m.SyncFull) > 0 {
 			w := Summarize(syncWalls(m))
-			var cpu []int64
-			for _, s := range m.SyncFull {
-				cpu = append(cpu, int64(s.CPU))
-			}
-			c := Summarize(cpu)
+			c := syncFullCPU(m)
 			add("sync.full", "", float64(w.P50), w.Count)
 			add("sync.full.max", "", float64(w.Max), w.Count)
 			add("sync.full.cpu", "", float64(c.P50), c.Count)

@@ -138,6 +138,13 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 		}
 	}
 
+	if r.hasImplementations() {
+		// The Markdown report's tables, from the same table data.
+		page.Sections = append(page.Sections,
+			htmlSection{ID: "implementations", Title: sideBySideTitle(r), Notes: []string{sideBySideIntro}, Table: sideBySideTable(r)},
+			htmlSection{ID: "kube-proxy", Title: "kube-proxy rows: setup and where the time went", Table: kubeProxySetupTable(r)})
+	}
+
 	page.Figures = htmlFigures(r)
 	var buf bytes.Buffer
 	if err := pageTmpl.Execute(&buf, page); err != nil {

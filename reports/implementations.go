@@ -62,10 +62,65 @@ func writeImplementationsMarkdown(b *strings.Builder, r *Result) {
 	if !r.hasImplementations() {
 		return
 	}
-	b.WriteString("\n### builtin vs kube-proxy, side by side\n\n")
-	b.WriteString("sync.full: builtin from the Sync call to its rules in the kernel (p50); kube-proxy from the API objects created to every probed service answering through its rules (the data plane), kube-proxy's own `sync_full_proxy_rules_duration_seconds` next to it (IPv4). sync.incremental: one endpoint moved (builtin: the Sync; kube-proxy: from the EndpointSlice update request sent, its API round trip included as part of how a change reaches kube-proxy, until kube-proxy finished a sync started after it), with kube-proxy's partial-sync metric over the same syncs. Programming latency is kube-proxy's `network_programming_duration_seconds` (trigger-time annotation to rules written). CPU: builtin's sync.full (its thread + rule programs); kube-proxy's over the whole row (own + rule programs). Setup (control plane, API objects) is not in any figure: see the next table.\n\n")
-	b.WriteString("| mode | implementation | sync.full | kube-proxy full sync (metric) | sync.incremental p50 | kube-proxy partial syncs (metric) | programming latency (metric) | lookup p50 first | lookup p50 last | CPU | peak RSS |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(b, "\n### %s\n\n", sideBySideTitle(r))
+	b.WriteString(sideBySideIntro)
+	writeMarkdownTable(b, sideBySideTable(r), "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+	writeKubeProxyDetails(b, r)
+}
+
+// writeMarkdownTable writes rows (the first the header) as a Markdown
+// table with the alignment line sep.
+func writeMarkdownTable(b *strings.Builder, rows [][]string, sep string) {
+	for i, row := range rows {
+		b.WriteString("| " + strings.Join(row, " | ") + " |\n")
+		if i == 0 {
+			b.WriteString(sep + "\n")
+		}
+	}
+}
+
+// sideBySideIntro says what each column of the side-by-side table means.
+const sideBySideIntro = "sync.full: builtin from the Sync call to its rules in the kernel (p50); kube-proxy from the API objects created to every probed service answering through its rules (the data plane), kube-proxy's own `sync_full_proxy_rules_duration_seconds` next to it (IPv4). sync.incremental: one endpoint moved (builtin: the Sync; kube-proxy: from the EndpointSlice update request sent, its API round trip included as part of how a change reaches kube-proxy, until kube-proxy finished a sync started after it), with kube-proxy's partial-sync metric over the same syncs. Programming latency is kube-proxy's `network_programming_duration_seconds` (trigger-time annotation to rules written). CPU: builtin's sync.full CPU p50, the median over its runs as in the sync.full table (its thread + rule programs); kube-proxy's over the whole row (own + rule programs). Setup (control plane, API objects) is not in any figure: see the next table.\n\n"
+
+// sideBySideTitle names the side-by-side table by what it holds:
+// "builtin vs kube-proxy, side by side" when a builtin row is beside a
+// kube-proxy one, "kube-proxy versions, side by side" when only
+// kube-proxy rows (of several versions) are.
+func sideBySideTitle(r *Result) string {
+	builtin := false
+	versions := map[string]bool{}
+	for _, m := range r.Modes {
+		if m.KubeProxy != nil {
+			versions[m.KubeProxy.Version] = true
+		} else if m.Implementation == "" && m.Mode != "none" && len(r.sameBase(m)) > 1 {
+			builtin = true
+		}
+	}
+	switch {
+	case builtin:
+		return "builtin vs kube-proxy, side by side"
+	case len(versions) > 1:
+		return "kube-proxy versions, side by side"
+	}
+	return "kube-proxy rows"
+}
+
+// sameBase is every row of m's base mode, size and kernel.
+func (r *Result) sameBase(m ModeResult) []ModeResult {
+	var out []ModeResult
+	for _, o := range r.Modes {
+		if baseOf(o) == baseOf(m) && o.Services == m.Services && kernelOf(o) == kernelOf(m) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// sideBySideTable is the side-by-side table (header first), one row
+// per row of a base mode with another implementation beside it; the
+// Markdown and HTML reports both render it.
+func sideBySideTable(r *Result) [][]string {
+	rows := [][]string{{"mode", "implementation", "sync.full", "kube-proxy full sync (metric)", "sync.incremental p50", "kube-proxy partial syncs (metric)", "programming latency (metric)", "lookup p50 first", "lookup p50 last", "CPU", "peak RSS"}}
 	var order []string
 	groups := map[string][]ModeResult{}
 	for _, m := range r.Modes {
@@ -91,7 +146,7 @@ func writeImplementationsMarkdown(b *strings.Builder, r *Result) {
 			}
 			kpFull, kpPartial, kpProg, cpu, rss := "-", "-", "-", "-", "-"
 			if len(m.SyncFull) > 0 {
-				cpu = dur(medianSync(m).CPU)
+				cpu = dur(time.Duration(syncFullCPU(m).P50)) // as the sync.full table's CPU p50
 			}
 			if m.ProxyRSSBytes > 0 {
 				rss = mib(int64(m.ProxyRSSBytes))
@@ -122,10 +177,10 @@ func writeImplementationsMarkdown(b *strings.Builder, r *Result) {
 					last = us(p.Latency.P50) + " µs"
 				}
 			}
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.label(m), impl, full, kpFull, inc, kpPartial, kpProg, first, last, cpu, rss)
+			rows = append(rows, []string{r.label(m), impl, full, kpFull, inc, kpPartial, kpProg, first, last, cpu, rss})
 		}
 	}
-	writeKubeProxyDetails(b, r)
+	return rows
 }
 
 // writeKubeProxyDetails writes per kube-proxy row its setup, where its
@@ -133,27 +188,8 @@ func writeImplementationsMarkdown(b *strings.Builder, r *Result) {
 // IP family and its log's sync lines) and its files.
 func writeKubeProxyDetails(b *strings.Builder, r *Result) {
 	b.WriteString("\n### kube-proxy rows: setup and where the time went\n\n")
-	b.WriteString("| row | version | control plane up | API objects | first sync (metric) after objects | syncs IPv4 (full / partial) | syncs IPv6 (full / partial) | own CPU | rule programs CPU | peak RSS (kube-proxy / largest program) |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	var rows []ModeResult
-	for _, m := range r.Modes {
-		if m.KubeProxy != nil {
-			rows = append(rows, m)
-		}
-	}
-	for _, m := range rows {
-		kp := m.KubeProxy
-		fam := func(f string) string {
-			return meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpSyncFull, f)) + " / " + meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpSyncPartial, f))
-		}
-		first := dur(time.Duration(kp.FirstSyncNs))
-		if kp.Unfinished != nil {
-			first = "not finished after " + dur(time.Duration(kp.Unfinished.BoundNs))
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %d in %s | %s | %s | %s | %s | %s | %s / %s |\n", r.label(m), kp.Version,
-			dur(time.Duration(kp.ControlPlaneNs)), kp.APIObjects, dur(time.Duration(kp.APIObjectsNs)), first,
-			fam("IPv4"), fam("IPv6"), dur(time.Duration(kp.CPUNs)), dur(time.Duration(kp.ChildCPUNs)), mib(kp.PeakRSSBytes), mib(kp.ChildPeakRSSBytes))
-	}
+	writeMarkdownTable(b, kubeProxySetupTable(r), "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+	rows := kubeProxyRows(r)
 	for _, m := range rows {
 		if ps := m.KubeProxy.Progress; len(ps) > 0 {
 			fmt.Fprintf(b, "\nFirst sync's progress, %s (read in the node namespace; time from the API objects created):\n\n", r.label(m))
@@ -189,6 +225,38 @@ func writeKubeProxyDetails(b *strings.Builder, r *Result) {
 	for _, s := range r.Skipped {
 		fmt.Fprintf(b, "- skipped: %s\n", s)
 	}
+}
+
+// kubeProxyRows is the result's kube-proxy rows.
+func kubeProxyRows(r *Result) []ModeResult {
+	var rows []ModeResult
+	for _, m := range r.Modes {
+		if m.KubeProxy != nil {
+			rows = append(rows, m)
+		}
+	}
+	return rows
+}
+
+// kubeProxySetupTable is the setup and where-the-time-went table
+// (header first), one line per kube-proxy row with its version; the
+// Markdown and HTML reports both render it.
+func kubeProxySetupTable(r *Result) [][]string {
+	out := [][]string{{"row", "version", "control plane up", "API objects", "first sync (metric) after objects", "syncs IPv4 (full / partial)", "syncs IPv6 (full / partial)", "own CPU", "rule programs CPU", "peak RSS (kube-proxy / largest program)"}}
+	for _, m := range kubeProxyRows(r) {
+		kp := m.KubeProxy
+		fam := func(f string) string {
+			return meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpSyncFull, f)) + " / " + meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpSyncPartial, f))
+		}
+		first := dur(time.Duration(kp.FirstSyncNs))
+		if kp.Unfinished != nil {
+			first = "not finished after " + dur(time.Duration(kp.Unfinished.BoundNs))
+		}
+		out = append(out, []string{r.label(m), kp.Version,
+			dur(time.Duration(kp.ControlPlaneNs)), fmt.Sprintf("%d in %s", kp.APIObjects, dur(time.Duration(kp.APIObjectsNs))), first,
+			fam("IPv4"), fam("IPv6"), dur(time.Duration(kp.CPUNs)), dur(time.Duration(kp.ChildCPUNs)), mib(kp.PeakRSSBytes) + " / " + mib(kp.ChildPeakRSSBytes)})
+	}
+	return out
 }
 
 // progressWords says one reading of a kube-proxy first sync's progress.

@@ -69,11 +69,7 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, m := range r.Modes {
 		s := m.SyncFullSummary
-		var cpu []int64
-		for _, x := range m.SyncFull {
-			cpu = append(cpu, int64(x.CPU))
-		}
-		c := Summarize(cpu)
+		c := syncFullCPU(m)
 		objs, bytes, phases := "0", "0", ""
 		if len(m.SyncFull) > 0 {
 			med := medianSync(m)
@@ -268,6 +264,17 @@ func baseKey(m ModeResult, position string) string {
 }
 
 // medianSync returns the sync.full sample with the median wall time.
+// syncFullCPU summarizes the CPU of a mode's sync.full runs: its P50 is
+// the median CPU over the runs (not the CPU of the median-wall run), the
+// one definition of sync.full CPU in every table and figure.
+func syncFullCPU(m ModeResult) Summary {
+	var cpu []int64
+	for _, s := range m.SyncFull {
+		cpu = append(cpu, int64(s.CPU))
+	}
+	return Summarize(cpu)
+}
+
 func medianSync(m ModeResult) (med syncSample) {
 	best := int64(-1)
 	target := m.SyncFullSummary.P50
