@@ -193,7 +193,7 @@ func checkDump(cmd *cobra.Command, sc *scenarios.Scenario, f *dumpFlags) (fideli
 		}
 		bin := f.kubeProxy
 		if bin == "" && len(sc.KubeProxy.Binaries) > 0 {
-			bin = sc.KubeProxy.Binaries[0] // the scenario's first kube-proxy
+			bin, _ = runner.ResolveKubeProxy(sc.KubeProxy.Binaries[0]) // the scenario's first kube-proxy
 		}
 		var err error
 		if kb, err = kubeBinaries(bin); err != nil {

@@ -40,6 +40,35 @@ func KubeBinDir() string {
 	return "bin"
 }
 
+// ResolveKubeProxy finds a kube-proxy binary named in kubeProxy.binaries
+// or --kube-proxy. An absolute path is taken as is. A relative one is
+// tried in the current folder first, then where the default
+// bin/kube-proxy is found (KubeBinDir): relative to the folder holding
+// that bin/ (the checkout, for "bin/kube-proxy-v1.36.3"), then its base
+// name inside KubeBinDir. The first existing one is returned; when none
+// exists path is p made absolute and looked lists every place tried, for
+// the error.
+func ResolveKubeProxy(p string) (path string, looked []string) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		abs = p
+	}
+	if filepath.IsAbs(p) {
+		return p, nil
+	}
+	dir, _ := filepath.Abs(KubeBinDir())
+	for _, c := range []string{abs, filepath.Join(filepath.Dir(dir), p), filepath.Join(dir, filepath.Base(p))} {
+		if slices.Contains(looked, c) {
+			continue
+		}
+		looked = append(looked, c)
+		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	return abs, looked
+}
+
 // kubeProxyBinaries resolves sc's kube-proxy binaries (kubeProxy.binaries,
 // default bin/kube-proxy) and checks, before anything is created, that
 // each is kube-proxy (its --version and --help), that its version can run
@@ -72,9 +101,10 @@ func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) ([]kubeBinar
 		if field == "kubeProxy.binaries" {
 			f = fmt.Sprintf("%s[%d]", field, i)
 		}
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			return nil, bin, &InputError{Field: f, Msg: err.Error()}
+		abs, looked := ResolveKubeProxy(p)
+		if len(looked) > 0 {
+			return nil, bin, &InputError{Field: f, Msg: fmt.Sprintf("%s does not exist (looked for %s)", p, strings.Join(looked, ", ")),
+				Fix: "give the path of a kube-proxy binary, absolute or relative to this folder or to the checkout holding proxybench's bin/ (make kube builds bin/kube-proxy)"}
 		}
 		v, err := kubeproxy.Version(ctx, abs)
 		if err != nil {
