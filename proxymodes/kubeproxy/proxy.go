@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/proxybench/proxybench/measure"
@@ -46,12 +47,14 @@ func Version(ctx context.Context, bin string) (string, error) {
 	case st.Mode()&0o111 == 0:
 		return "", fmt.Errorf("%s is not executable (mode %s); fix: chmod +x %s, if it is a kube-proxy binary", bin, st.Mode().Perm(), bin)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "--version")
+	cmd := answerCommand(ctx, bin, "--version")
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
+	if cmd.ctx.Err() == context.DeadlineExceeded {
+		return "", fmt.Errorf("%s did not answer --version within %s; fix: give the path of a kube-proxy binary that runs here (does `%s --version` hang?)", bin, seconds(answerTimeout), bin)
+	}
+	cmd.cancel()
 	if err != nil {
 		said := ""
 		if l := firstLine(append(stderr.Bytes(), out...)); l != "nothing" {
@@ -63,11 +66,42 @@ func Version(ctx context.Context, bin string) (string, error) {
 	if m == nil {
 		return "", fmt.Errorf("%s is not kube-proxy: `%s --version` printed %s, not \"Kubernetes vX.Y.Z\"%s", bin, filepath.Base(bin), firstLine(out), fix)
 	}
-	help, _ := exec.CommandContext(ctx, bin, "--help").CombinedOutput()
+	hc := answerCommand(ctx, bin, "--help")
+	help, _ := hc.CombinedOutput()
+	if hc.ctx.Err() == context.DeadlineExceeded {
+		return "", fmt.Errorf("%s did not answer --help within %s; fix: give the path of a kube-proxy binary that runs here (does `%s --help` hang?)", bin, seconds(answerTimeout), bin)
+	}
+	hc.cancel()
 	if !bytes.Contains(help, []byte("kube-proxy")) {
 		return "", fmt.Errorf("%s is not kube-proxy: it reports %s, but its --help does not mention kube-proxy (another Kubernetes program?)%s", bin, m[1], fix)
 	}
 	return string(m[1]), nil
+}
+
+// answerTimeout bounds `kube-proxy --version` and `--help`, which answer
+// at once; a binary that hangs must not hang validate or run.
+var answerTimeout = 10 * time.Second
+
+// timedCommand is an exec.Cmd under its own deadline (answerTimeout):
+// at the deadline its whole process group is killed and, a second later,
+// its pipes are closed (WaitDelay), so a child that keeps them open (a
+// script's sleep) cannot hold Output either.
+type timedCommand struct {
+	*exec.Cmd
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// seconds writes d as "10 s".
+func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s" }
+
+func answerCommand(parent context.Context, bin string, args ...string) timedCommand {
+	ctx, cancel := context.WithTimeout(parent, answerTimeout)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	return timedCommand{cmd, ctx, cancel}
 }
 
 // firstLine quotes the first line of b, cut at 60 characters ("..."
