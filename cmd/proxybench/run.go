@@ -104,7 +104,8 @@ func newRunCmd() *cobra.Command {
 		Long: `run loads SCENARIO (a file, or the name of a scenario shipped in the binary),
 builds the testbed namespaces, and for each mode measures sync.full,
 lookup.latency per service position and fairness. It writes a JSON result
-and prints a Markdown summary on stdout; progress goes to stderr. The
+and prints on stdout the Markdown report that report --format md gives
+(findings and, for a sweep, capacity at the default budgets); progress goes to stderr. The
 testbed is removed at the end, on error and on SIGINT/SIGTERM; after a
 kill -9, run 'proxybench cleanup'. Needs root.`,
 		Example: `  proxybench run scenarios/10k-services.yaml
@@ -306,14 +307,15 @@ func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, err er
 
 // finish saves res (saveResult: atomic, with a fallback file named on
 // stderr when out cannot be written), prints the Markdown summary on
-// stdout in every case, and evaluates the gates. extra is printed after
+// stdout in every case (report --format md's, findings included, at the
+// default budgets), and evaluates the gates. extra is printed after
 // the result line (the sim's calibration).
 func finish(res *reports.Result, sc *scenarios.Scenario, out string, def bool, junit, extra string) error {
 	saved, werr := saveResult(res, out, def)
 	if werr != nil && saved != "" {
 		fmt.Fprintf(os.Stderr, "proxybench: %v\nproxybench: the result is saved at %s instead\n", werr, saved)
 	}
-	if err := reports.WriteMarkdown(os.Stdout, res); err != nil {
+	if err := reports.WriteReportMarkdown(os.Stdout, res, reports.DefaultBudgets); err != nil {
 		return &exitError{1, err}
 	}
 	if saved != "" {
@@ -396,7 +398,7 @@ func savePartial(res *reports.Result, out string, def bool, code int, msg string
 		done = append(done, label)
 	}
 	saved, werr := saveResult(res, out, def)
-	_ = reports.WriteMarkdown(os.Stdout, res)
+	_ = reports.WriteReportMarkdown(os.Stdout, res, reports.DefaultBudgets)
 	if saved == "" {
 		return &exitError{code, fmt.Errorf("%s; the partial result (%s) could not be saved: %v", msg, strings.Join(done, ", "), werr)}
 	}

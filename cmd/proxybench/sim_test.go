@@ -54,6 +54,15 @@ func TestRunSimWithoutRoot(t *testing.T) {
 	if after, _ := topology.Leftovers(); containsRun(after, runID) {
 		t.Fatalf("sim created namespaces: %v", after)
 	}
+	// run's summary is report --format md's: the findings included.
+	md, stderr, code := run(t, nil, "report", out, "--format", "md")
+	if code != 0 {
+		t.Fatalf("report --format md: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(md, "### findings") || !strings.Contains(stdout, md) {
+		t.Errorf("run's stdout summary is not report --format md's (findings: in report %v, in run %v)\nrun:\n%s\nreport:\n%s",
+			strings.Contains(md, "### findings"), strings.Contains(stdout, "### findings"), stdout, md)
+	}
 	// Every report format renders it.
 	for _, f := range []string{"md", "html", "csv", "junit", "gobench"} {
 		if _, stderr, code := run(t, nil, "report", out, "--format", f, "--output", filepath.Join(dir, "r."+f)); code != 0 {
