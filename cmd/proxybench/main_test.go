@@ -23,6 +23,10 @@ import (
 
 var bin string
 
+// fakeDir holds the stand-in programs of fakeKubeProxy, removed after the
+// tests (in /tmp, not t.TempDir: reachable by uid 65534).
+var fakeDir string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "proxybench-bin")
 	if err != nil {
@@ -33,8 +37,13 @@ func TestMain(m *testing.M) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		panic(string(out))
 	}
+	if fakeDir, err = os.MkdirTemp("", "pb-fake-kube-proxy"); err != nil {
+		panic(err)
+	}
+	_ = os.Chmod(fakeDir, 0o755)
 	code := m.Run()
 	os.RemoveAll(dir)
+	os.RemoveAll(fakeDir)
 	os.Exit(code)
 }
 
@@ -484,7 +493,7 @@ func notExecutable() string {
 }
 
 func fakeKubeProxy(version string) string {
-	dir, err := os.MkdirTemp("", "pb-fake-kube-proxy")
+	dir, err := os.MkdirTemp(fakeDir, "kube-proxy")
 	if err != nil {
 		panic(err)
 	}
