@@ -41,6 +41,7 @@ func TestImplementationRefused(t *testing.T) {
 		{"modes: [iptables]\nkubeProxy: {binaries: [/x]}\n", "no mode runs with kube-proxy"},
 		{"modes: [iptables]\nimplementation: [kube-proxy]\ntopology: {nodes: 2}\n", "topology.nodes: not yet"},
 		{"modes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy: {config: [1]}\n", "kubeProxy.config: want a mapping"},
+		{"modes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy: {config: null}\n", "kubeProxy.config: has no value (want a mapping); fix: write key: value lines"},
 	} {
 		_, err := testCatalog.Parse([]byte("services: {count: 10}\n"+c.yaml), "t.yaml")
 		if err == nil || !strings.Contains(err.Error(), c.want) {

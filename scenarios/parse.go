@@ -121,7 +121,10 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 		// must not silently become its default.
 		if t.Kind() != reflect.Struct && (t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct) && path != "" {
 			want, fix := describeType(t)
-			if t.Kind() == reflect.Slice {
+			switch {
+			case t == reflect.TypeFor[FreeForm]() || t.Kind() == reflect.Map:
+				want, fix = "a mapping", "write key: value lines"
+			case t.Kind() == reflect.Slice:
 				want, fix = "a list", "write a list such as [a, b]"
 			}
 			w.fail(path, n.Line, "has no value (want "+want+")", fix+", or remove the line to use the default")
