@@ -227,6 +227,14 @@ func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
 		sc.Kernel = f.kernel
 	}
 	if f.mode != "" {
+		// The flag is the culprit, not the scenario's modes line.
+		if !slices.Contains(modes.Names(), f.mode) {
+			return badInput(fmt.Errorf("--mode %q: unknown mode; fix: use one of %s", f.mode, strings.Join(modes.Names(), ", ")))
+		}
+		if slices.Contains(strings.Split(f.impl, ","), fidelity.KubeProxy) && !slices.Contains(scenarios.KubeProxyModes, f.mode) {
+			return badInput(fmt.Errorf("--mode %s: kube-proxy has no mode %s (it has %s); fix: --mode one of those, or --implementation builtin",
+				f.mode, f.mode, strings.Join(scenarios.KubeProxyModes, ", ")))
+		}
 		sc.Modes = []string{f.mode}
 	}
 	sc.Fallback = "" // dump shows the mode asked for, never a fallback

@@ -42,6 +42,8 @@ func TestDumpBadInput(t *testing.T) {
 		{"not root", []string{"--mode", "iptables"}, true, []string{"root", "fix:"}},
 		{"missing kube-proxy", []string{"--mode", "iptables", "--implementation", "kube-proxy", "--kube-proxy", "/nonexistent-pb/kube-proxy"}, false, []string{"/nonexistent-pb/kube-proxy", "--kube-proxy", "fix:"}},
 		{"not a kube-proxy", []string{"--mode", "iptables", "--implementation", "kube-proxy", "--kube-proxy", "/bin/true"}, false, []string{"--kube-proxy", "/bin/true", "fix:"}},
+		{"unknown mode", []string{"--mode", "foo"}, false, []string{`--mode "foo": unknown mode`, "fix: use one of"}},
+		{"mode kube-proxy lacks", []string{"--mode", "userspace", "--implementation", "kube-proxy"}, false, []string{"--mode userspace: kube-proxy has no mode userspace", "fix: --mode one of those, or --implementation builtin"}},
 		{"bad kernel", []string{"--mode", "iptables", "--kernel", "kvm"}, false, []string{"kvm", "uml"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
