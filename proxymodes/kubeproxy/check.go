@@ -146,7 +146,9 @@ func decodeLeaf(l leaf) (path, msg, fix string) {
 		want, example := describeField(l.path)
 		return path, fmt.Sprintf("want %s, got %s (kube-proxy would not start: %v)", want, describeValue(l.v), err), "write " + example
 	}
-	for _, s := range strict {
+	// The first strict error is reported (one field is checked at a time).
+	if len(strict) > 0 {
+		s := strict[0]
 		p := path
 		if fe, ok := s.(sjson.FieldError); ok && fe.FieldPath() != "" {
 			p = fe.FieldPath()
