@@ -1,5 +1,11 @@
 package measure
 
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
 // KubeProxy is what a result records about one kube-proxy row
 // (implementation kube-proxy): the binary and how it ran, the setup kept
 // apart from the figures, kube-proxy's own metrics and its resource use.
@@ -109,6 +115,49 @@ type SyncProgress struct {
 	WantIPVSIPs int `json:"wantIPVSIPs"`
 	// Err is why a reading failed (the counts it could not read are -1).
 	Err string `json:"err,omitempty"`
+}
+
+// Words says p in words, for the progress file, the unfinished-sync
+// message and the report: "10001 of 10001 virtual servers (30000 real
+// servers), 10001 of 10001 kube-ipvs0 addresses, ipset entries:
+// KUBE-CLUSTER-IP 2314 of 10001 entries, KUBE-IPVS-IPS 10001 of 10001
+// entries, other KUBE-* sets 3 (KUBE-LOOP-BACK 3)".
+func (p SyncProgress) Words() string {
+	if p.VirtualServers < 0 && p.Addresses < 0 && p.IPSets == nil {
+		if p.Err != "" {
+			return "state not read: " + p.Err
+		}
+		return "no progress counts for this mode"
+	}
+	var parts []string
+	if p.VirtualServers >= 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d virtual servers (%d real servers)", p.VirtualServers, p.WantVirtualServers, p.RealServers))
+	}
+	if p.Addresses >= 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d kube-ipvs0 addresses", p.Addresses, p.WantIPVSIPs))
+	}
+	if p.IPSets != nil {
+		s := fmt.Sprintf("ipset entries: KUBE-CLUSTER-IP %d of %d entries, KUBE-IPVS-IPS %d of %d entries",
+			p.IPSets["KUBE-CLUSTER-IP"], p.WantClusterIP, p.IPSets["KUBE-IPVS-IPS"], p.WantIPVSIPs)
+		var others []string
+		total := 0
+		for name, n := range p.IPSets {
+			if name != "KUBE-CLUSTER-IP" && name != "KUBE-IPVS-IPS" && n > 0 {
+				others = append(others, fmt.Sprintf("%s %d", name, n))
+				total += n
+			}
+		}
+		sort.Strings(others)
+		s += fmt.Sprintf(", other KUBE-* sets %d", total)
+		if len(others) > 0 {
+			s += " (" + strings.Join(others, ", ") + ")"
+		}
+		parts = append(parts, s)
+	}
+	if p.Err != "" {
+		parts = append(parts, "some counts not read: "+p.Err)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Metric is one kube-proxy histogram series: Count observations summing

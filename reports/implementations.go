@@ -194,7 +194,7 @@ func writeKubeProxyDetails(b *strings.Builder, r *Result) {
 		if ps := m.KubeProxy.Progress; len(ps) > 0 {
 			fmt.Fprintf(b, "\nFirst sync's progress, %s (read in the node namespace; time from the API objects created):\n\n", r.label(m))
 			for _, p := range ps {
-				fmt.Fprintf(b, "- +%s: %s\n", dur(time.Duration(p.AtNs)), progressWords(p))
+				fmt.Fprintf(b, "- +%s: %s\n", dur(time.Duration(p.AtNs)), p.Words())
 			}
 		}
 	}
@@ -257,41 +257,4 @@ func kubeProxySetupTable(r *Result) [][]string {
 			fam("IPv4"), fam("IPv6"), dur(time.Duration(kp.CPUNs)), dur(time.Duration(kp.ChildCPUNs)), mib(kp.PeakRSSBytes) + " / " + mib(kp.ChildPeakRSSBytes)})
 	}
 	return out
-}
-
-// progressWords says one reading of a kube-proxy first sync's progress.
-func progressWords(p measure.SyncProgress) string {
-	var parts []string
-	if p.VirtualServers >= 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d virtual servers (%d real servers)", p.VirtualServers, p.WantVirtualServers, p.RealServers))
-	}
-	if p.Addresses >= 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d kube-ipvs0 addresses", p.Addresses, p.WantIPVSIPs))
-	}
-	if p.IPSets != nil {
-		names := make([]string, 0, len(p.IPSets))
-		for n := range p.IPSets {
-			if p.IPSets[n] > 0 || n == "KUBE-CLUSTER-IP" || n == "KUBE-IPVS-IPS" {
-				names = append(names, n)
-			}
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			switch n {
-			case "KUBE-CLUSTER-IP":
-				parts = append(parts, fmt.Sprintf("%s %d of %d entries", n, p.IPSets[n], p.WantClusterIP))
-			case "KUBE-IPVS-IPS":
-				parts = append(parts, fmt.Sprintf("%s %d of %d entries", n, p.IPSets[n], p.WantIPVSIPs))
-			default:
-				parts = append(parts, fmt.Sprintf("%s %d", n, p.IPSets[n]))
-			}
-		}
-	}
-	if p.Err != "" {
-		parts = append(parts, "not read: "+p.Err)
-	}
-	if len(parts) == 0 {
-		return "nothing read"
-	}
-	return strings.Join(parts, ", ")
 }

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -128,37 +127,4 @@ func countIPSets(b []byte) map[string]int {
 		}
 	}
 	return out
-}
-
-// ProgressSummary says p in words: "10001 of 10001 virtual servers (30000
-// real servers), 10001 kube-ipvs0 addresses, KUBE-CLUSTER-IP 2314 of
-// 10001 entries (+ the other sets' entries)".
-func ProgressSummary(p measure.SyncProgress) string {
-	if p.VirtualServers < 0 && p.Addresses < 0 && p.IPSets == nil {
-		if p.Err != "" {
-			return "state not read: " + p.Err
-		}
-		return "no progress counts for this mode"
-	}
-	var parts []string
-	if p.VirtualServers >= 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d virtual servers (%d real servers)", p.VirtualServers, p.WantVirtualServers, p.RealServers))
-	}
-	if p.Addresses >= 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d kube-ipvs0 addresses", p.Addresses, p.WantIPVSIPs))
-	}
-	if p.IPSets != nil {
-		s := fmt.Sprintf("ipset entries: KUBE-CLUSTER-IP %d of %d, KUBE-IPVS-IPS %d of %d", p.IPSets["KUBE-CLUSTER-IP"], p.WantClusterIP, p.IPSets["KUBE-IPVS-IPS"], p.WantIPVSIPs)
-		others := 0
-		for name, n := range p.IPSets {
-			if name != "KUBE-CLUSTER-IP" && name != "KUBE-IPVS-IPS" {
-				others += n
-			}
-		}
-		parts = append(parts, s+fmt.Sprintf(", other KUBE-* sets %d", others))
-	}
-	if p.Err != "" {
-		parts = append(parts, "some counts not read: "+p.Err)
-	}
-	return strings.Join(parts, ", ")
 }

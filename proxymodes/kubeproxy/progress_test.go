@@ -75,13 +75,13 @@ func TestWantIPVS(t *testing.T) {
 func TestProgressSummaryAndRate(t *testing.T) {
 	p := measure.SyncProgress{VirtualServers: 10001, WantVirtualServers: 10001, RealServers: 30000, Addresses: 10001,
 		WantClusterIP: 10001, WantIPVSIPs: 10001, IPSets: map[string]int{"KUBE-CLUSTER-IP": 2314, "KUBE-IPVS-IPS": 10001, "KUBE-LOOP-BACK": 3}}
-	s := ProgressSummary(p)
+	s := p.Words()
 	for _, want := range []string{"10001 of 10001 virtual servers (30000 real servers)", "KUBE-CLUSTER-IP 2314 of 10001", "KUBE-IPVS-IPS 10001 of 10001", "other KUBE-* sets 3"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("ProgressSummary = %q, lacks %q", s, want)
 		}
 	}
-	if s := ProgressSummary(measure.SyncProgress{VirtualServers: -1, RealServers: -1, Addresses: -1}); !strings.Contains(s, "no progress counts") {
+	if s := (measure.SyncProgress{VirtualServers: -1, RealServers: -1, Addresses: -1}).Words(); !strings.Contains(s, "no progress counts") {
 		t.Errorf("a mode without counts: %q", s)
 	}
 	a := measure.SyncProgress{AtNs: int64(time.Minute), IPSets: map[string]int{"KUBE-CLUSTER-IP": 100, "KUBE-IPVS-IPS": 0}}

@@ -520,7 +520,7 @@ func (p *Proxier) unfinished(ctx context.Context, services []workload.Service, t
 	metrics, _ := p.scrapeSync(ctx)
 	p.record(t0, up, created, ost, probed, metrics, 0)
 	dataOK := p.spec.DataPlane != nil && derr == nil && !answered.IsZero()
-	summary := ProgressSummary(last)
+	summary := last.Words()
 	if r := ProgressRate(p.Progress()); r != "" {
 		summary += "; " + r
 	}
@@ -577,7 +577,7 @@ func (p *Proxier) watchProgress(ctx context.Context, created time.Time, want Wan
 			r.AtNs = int64(time.Since(created))
 			p.addProgress(r)
 			if f != nil {
-				fmt.Fprintf(f, "%s +%v: %s\n", time.Now().UTC().Format(time.RFC3339), time.Duration(r.AtNs).Round(time.Second), ProgressSummary(r))
+				fmt.Fprintf(f, "%s +%v: %s\n", time.Now().UTC().Format(time.RFC3339), time.Duration(r.AtNs).Round(time.Second), r.Words())
 			}
 		}
 	}()
