@@ -2,6 +2,7 @@ package measure
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -193,43 +194,36 @@ type KubeProxyProcess struct {
 // either; counts and sums added): the total of two kube-proxy processes,
 // each of whose counters starts at zero.
 func AddMetrics(a, b []Metric) []Metric {
-	out := append([]Metric(nil), a...)
-	for _, m := range b {
-		found := false
-		for i := range out {
-			if out[i].Name == m.Name && out[i].Family == m.Family {
-				out[i].Count += m.Count
-				out[i].Sum += m.Sum
-				found = true
-				break
-			}
-		}
-		if !found {
-			out = append(out, m)
-		}
-	}
-	return out
+	return mergeBy(a, b, func(x, y Metric) bool { return x.Name == y.Name && x.Family == y.Family },
+		func(into *Metric, m Metric) {
+			into.Count += m.Count
+			into.Sum += m.Sum
+		})
 }
 
 // AddPrograms returns the rule programs of a and b merged by command
 // (runs, CPU and wall time added, the largest peak RSS kept), in order of
 // first appearance.
 func AddPrograms(a, b []ProgramUse) []ProgramUse {
-	out := append([]ProgramUse(nil), a...)
-	for _, p := range b {
-		found := false
-		for i := range out {
-			if out[i].Command == p.Command {
-				out[i].Runs += p.Runs
-				out[i].CPUNs += p.CPUNs
-				out[i].WallNs += p.WallNs
-				out[i].PeakRSSBytes = max(out[i].PeakRSSBytes, p.PeakRSSBytes)
-				found = true
-				break
-			}
-		}
-		if !found {
-			out = append(out, p)
+	return mergeBy(a, b, func(x, y ProgramUse) bool { return x.Command == y.Command },
+		func(into *ProgramUse, p ProgramUse) {
+			into.Runs += p.Runs
+			into.CPUNs += p.CPUNs
+			into.WallNs += p.WallNs
+			into.PeakRSSBytes = max(into.PeakRSSBytes, p.PeakRSSBytes)
+		})
+}
+
+// mergeBy returns a copy of a with each element of b added (add) into the
+// first element that is the same (same), or appended when none is, so the
+// order is that of first appearance.
+func mergeBy[T any](a, b []T, same func(x, y T) bool, add func(into *T, x T)) []T {
+	out := append([]T(nil), a...)
+	for _, x := range b {
+		if i := slices.IndexFunc(out, func(o T) bool { return same(o, x) }); i >= 0 {
+			add(&out[i], x)
+		} else {
+			out = append(out, x)
 		}
 	}
 	return out
