@@ -101,24 +101,8 @@ func TestEightNodesIPVS(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(sc *scenarios.Scenario, fn func(tb *topology.Testbed, svcs []workload.Service)) {
-		svcs, err := workload.Services(sc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tb, err := topology.Build(ctx, topologySpec(sc, topology.NewRunID(), svcs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := tb.Teardown(); err != nil {
-				t.Error(err)
-			}
-		}()
-		echo, err := startEcho(tb, svcs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer echo.Close()
+		tb, svcs, teardown := echoTestbed(t, ctx, sc)
+		defer teardown()
 		for n, node := range tb.Nodes {
 			p, err := m.New(sc, node)
 			if err != nil {
@@ -181,4 +165,32 @@ func TestEightNodesIPVS(t *testing.T) {
 			}
 		}
 	})
+}
+
+// echoTestbed builds sc's testbed with its services and starts the echo
+// servers on their endpoints; teardown closes the echo servers and tears the
+// testbed down (an error of the teardown fails t).
+func echoTestbed(t *testing.T, ctx context.Context, sc *scenarios.Scenario) (tb *topology.Testbed, svcs []workload.Service, teardown func()) {
+	t.Helper()
+	svcs, err := workload.Services(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err = topology.Build(ctx, topologySpec(sc, topology.NewRunID(), svcs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo, err := startEcho(tb, svcs)
+	if err != nil {
+		if terr := tb.Teardown(); terr != nil {
+			t.Error(terr)
+		}
+		t.Fatal(err)
+	}
+	return tb, svcs, func() {
+		echo.Close()
+		if err := tb.Teardown(); err != nil {
+			t.Error(err)
+		}
+	}
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
-	"github.com/proxybench/proxybench/workload"
 )
 
 // dialEchoFromPort connects from the calling namespace's source port
@@ -86,24 +85,8 @@ func TestDataPlaneProbeLeavesNoUntranslatedEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svcs, err := workload.Services(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb, err := topology.Build(ctx, topologySpec(sc, topology.NewRunID(), svcs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := tb.Teardown(); err != nil {
-			t.Error(err)
-		}
-	}()
-	echo, err := startEcho(tb, svcs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
+	tb, svcs, teardown := echoTestbed(t, ctx, sc)
+	defer teardown()
 	// NAT hooks (null bindings for what no rule translates) and conntrack
 	// (a ct expression) active in the node, before any service rule.
 	if out, err := tb.Node.Run(ctx, []byte("table ip pbprobetest { chain pre { type nat hook prerouting priority -100; }; chain pbct { type filter hook forward priority 0; ct state invalid drop; }; }\n"), "nft", "-f", "-"); err != nil {
