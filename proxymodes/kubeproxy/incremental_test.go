@@ -51,14 +51,7 @@ func TestKernelProxierIncrementalRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if err := p.Cleanup(context.Background()); err != nil {
-			t.Error(err)
-		}
-		if left := topology.ChildProcesses(runID); len(left) > 0 {
-			t.Errorf("processes of run %s left: %v", runID, left)
-		}
-	}()
+	defer cleanupProxier(t, p, runID)
 	if _, err := p.Sync(ctx, svcs); err != nil {
 		t.Fatal(err)
 	}

@@ -66,14 +66,7 @@ func TestKernelProxierHaltResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if err := p.Cleanup(context.Background()); err != nil {
-			t.Error(err)
-		}
-		if left := topology.ChildProcesses(runID); len(left) > 0 {
-			t.Errorf("processes of run %s left: %v", runID, left)
-		}
-	}()
+	defer cleanupProxier(t, p, runID)
 	if _, err := p.Sync(ctx, svcs); err != nil {
 		t.Fatal(err)
 	}
@@ -158,4 +151,16 @@ func TestKernelProxierHaltResume(t *testing.T) {
 	t.Logf("%s (%s), %d services: cold start: kube-proxy's first sync seen done %v after its start (its metric: %v, ended %v after its start; CPU %v); restart over its rules: %v (metric %v, ended %v; CPU %v)",
 		mode, backend, n, st.Wall, st.Phases["kube-proxy.metric"], st.Phases["kube-proxy.syncEnd"], st.CPU,
 		rst.Wall, rst.Phases["kube-proxy.metric"], rst.Phases["kube-proxy.syncEnd"], rst.CPU)
+}
+
+// cleanupProxier removes p's rules, control plane and processes (its
+// error fails t), then fails t if any process of runID is left.
+func cleanupProxier(t *testing.T, p *kubeproxy.Proxier, runID string) {
+	t.Helper()
+	if err := p.Cleanup(context.Background()); err != nil {
+		t.Error(err)
+	}
+	if left := topology.ChildProcesses(runID); len(left) > 0 {
+		t.Errorf("processes of run %s left: %v", runID, left)
+	}
 }
