@@ -28,6 +28,7 @@ import (
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
+	"github.com/proxybench/proxybench/topology/controlplane"
 	"github.com/proxybench/proxybench/workload"
 	"github.com/proxybench/proxybench/workload/traffic"
 )
@@ -104,9 +105,27 @@ func (o *Options) defaults() {
 }
 
 // Preflight checks, before anything is created, that the scenario can run
-// here: root privileges, the network namespace directory, and each mode's
-// programs. Failures are *InputError.
+// here: root privileges, the network namespace directory, each mode's
+// programs, and the kube-proxy binaries a kube-proxy row runs (their
+// --version and --help, and a dry run of each mode's configuration).
+// Failures are *InputError.
 func Preflight(sc *scenarios.Scenario, o Options) error {
+	_, _, err := preflight(context.Background(), sc, o)
+	return err
+}
+
+// preflight is Preflight, returning the kube-proxy binaries it checked
+// and the control plane's binaries, so Run checks them once.
+func preflight(ctx context.Context, sc *scenarios.Scenario, o Options) ([]kubeBinary, controlplane.Binaries, error) {
+	if err := checkPrograms(sc, o); err != nil {
+		return nil, controlplane.Binaries{}, err
+	}
+	return kubeProxyBinaries(ctx, sc)
+}
+
+// checkPrograms is the part of Preflight before the kube-proxy binaries:
+// root, the traffic driver's protocols and each mode's programs.
+func checkPrograms(sc *scenarios.Scenario, o Options) error {
 	o.defaults()
 	if o.Geteuid() != 0 {
 		return &InputError{Msg: "proxybench run needs root: it creates network namespaces and programs their rules", Fix: "run it as root (sudo bin/proxybench run ...)"}
@@ -138,9 +157,6 @@ func Preflight(sc *scenarios.Scenario, o Options) error {
 			}
 		}
 	}
-	if _, _, err := kubeProxyBinaries(context.Background(), sc); err != nil {
-		return err
-	}
 	return nil
 }
 
@@ -159,7 +175,8 @@ func Preflight(sc *scenarios.Scenario, o Options) error {
 // measured yet.
 func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.Result, err error) {
 	o.defaults()
-	if err := Preflight(sc, o); err != nil {
+	kbs, kbin, err := preflight(ctx, sc, o)
+	if err != nil {
 		return nil, err
 	}
 	sizes := sc.Sizes()
@@ -192,10 +209,6 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 		}
 	}()
 	e := newEnv(tb)
-	kbs, kbin, err := kubeProxyBinaries(ctx, sc)
-	if err != nil {
-		return nil, err
-	}
 	undo, err := failurePhase(ctx, sc, e, perSize[len(perSize)-1])
 	if err != nil {
 		return nil, err
