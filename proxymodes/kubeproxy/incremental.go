@@ -20,10 +20,14 @@ type writeOp func(ctx context.Context) error
 // plan returns the services the API will hold and the writes that get it
 // there from p.last: a create per new service, an EndpointSlice update
 // per changed one, a delete (Service and EndpointSlice) per removed one.
-// It sends nothing.
-func (p *Proxier) plan(services []workload.Service) (map[string]workload.Service, []writeOp) {
-	cur := map[string]workload.Service{}
-	var ops []writeOp
+// triggers counts the writes whose EndpointSlice carries the
+// last-change-trigger-time annotation and a change kube-proxy's
+// EndpointSliceCache tracks (updates, and creates with endpoints): each
+// adds one observation to kubeproxy_network_programming_duration_seconds
+// in the sync that programs it (pkg/proxy/endpointschangetracker.go;
+// deletes drop the trigger time). It sends nothing.
+func (p *Proxier) plan(services []workload.Service) (cur map[string]workload.Service, ops []writeOp, triggers int) {
+	cur = map[string]workload.Service{}
 	c := p.cp.Client
 	for _, s := range services {
 		s := s
@@ -31,11 +35,15 @@ func (p *Proxier) plan(services []workload.Service) (map[string]workload.Service
 		old, ok := p.last[s.Name]
 		switch {
 		case !ok:
+			if len(s.Endpoints) > 0 {
+				triggers++
+			}
 			ops = append(ops, func(ctx context.Context) error {
 				_, err := apiobjects.Create(ctx, c, apiobjects.Spec{Services: []workload.Service{s}, Workers: 1, SessionAffinity: p.spec.SessionAffinity})
 				return err
 			})
 		case !sameService(old, s):
+			triggers++
 			ops = append(ops, func(ctx context.Context) error {
 				return apiobjects.UpdateSlice(ctx, c, s, time.Now())
 			})
@@ -52,7 +60,7 @@ func (p *Proxier) plan(services []workload.Service) (map[string]workload.Service
 			})
 		}
 	}
-	return cur, ops
+	return cur, ops, triggers
 }
 
 // writeTimes are the instants of an incremental Sync's writes: start,

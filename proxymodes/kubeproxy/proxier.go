@@ -133,26 +133,58 @@ func (p *Proxier) Info() map[string]string {
 
 const tsMetric = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
 
+// syncView is one scrape of kube-proxy's IPv4 sync state: the end of its
+// last sync (kubeproxy_sync_proxy_rules_last_timestamp_seconds, zero when
+// absent), its sync duration histogram, and how many network-programming
+// latencies it has observed (kubeproxy_network_programming_duration_seconds,
+// every series: 0 before the first, when the series does not exist yet).
+type syncView struct {
+	ts         time.Time
+	sync       Histogram
+	programmed uint64
+}
+
+func (p *Proxier) syncView(ctx context.Context) (syncView, error) {
+	m, err := p.kp.Scrape(ctx)
+	if err != nil {
+		return syncView{}, err
+	}
+	ts, h := lastSyncOf(m)
+	var n uint64
+	if f, ok := m[MetricProgramming]; ok {
+		for _, s := range f.GetMetric() {
+			n += s.GetHistogram().GetSampleCount()
+		}
+	}
+	return syncView{ts: ts, sync: h, programmed: n}, nil
+}
+
 // lastSync returns kube-proxy's IPv4 last-sync timestamp and sync histogram.
 func (p *Proxier) lastSync(ctx context.Context) (time.Time, Histogram, error) {
 	m, err := p.kp.Scrape(ctx)
 	if err != nil {
 		return time.Time{}, Histogram{}, err
 	}
+	ts, h := lastSyncOf(m)
+	return ts, h, nil
+}
+
+// lastSyncOf reads lastSync's two values from one scrape.
+func lastSyncOf(m Metrics) (time.Time, Histogram) {
 	h, _ := m.Histogram(MetricSync, "IPv4")
 	f, ok := m[tsMetric]
 	if !ok {
-		return time.Time{}, h, nil
+		return time.Time{}, h
 	}
 	for _, s := range f.GetMetric() {
 		for _, l := range s.GetLabel() {
 			if l.GetName() == "ip_family" && l.GetValue() == "IPv4" {
 				v := s.GetGauge().GetValue()
-				return time.Unix(0, int64(v*1e9)), h, nil
+				return time.Unix(0, int64(v*1e9)), h
 			}
 		}
 	}
-	return time.Time{}, h, nil
+	return time.Time{}, h
 }
 
 // changeState is kube-proxy's view of the changes it was sent: how many
@@ -227,7 +259,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	}
 	// Preparation, outside the figure: the scrapes before the writes and
 	// the list of writes. The figure starts when the first write is sent.
-	_, h0, err := p.lastSync(ctx)
+	v0, err := p.syncView(ctx)
 	if err != nil {
 		return proxymodes.SyncStats{}, err
 	}
@@ -235,7 +267,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	if err != nil {
 		return proxymodes.SyncStats{}, err
 	}
-	cur, ops := p.plan(services)
+	cur, ops, triggers := p.plan(services)
 	u0 := p.kp.Usage()
 	w, err := applyWrites(ctx, ops)
 	if err != nil {
@@ -246,21 +278,25 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	if writes == 0 {
 		return proxymodes.SyncStats{Kind: "incremental"}, nil
 	}
-	// Wait for a sync that started after the last write. A sync that ends
-	// after the writes may have begun before them (kube-proxy syncs IPv4
-	// and IPv6 in turn, and a sync in the guest takes seconds), and the
-	// sync the writes caused may already be over when the first scrape
-	// after them is taken (on the host it takes tens of ms), and it may
-	// start before the last API call returns. So: from the
-	// scrape taken before the writes (h0), each scrape that counts more
-	// syncs than the previous one bounds the start of the last of them:
-	// it is not before ts - (the histogram sum's growth), which must not
-	// be before the last write was sent; or, when the previous scrape was
-	// itself taken after the writes, two or more new syncs mean the last
-	// began after the first ended, after that scrape. Scrapes are 50 ms
-	// apart (each costs kube-proxy CPU, which the row reports).
+	// Done when the sync that programmed the writes has ended. With
+	// trigger-time writes that sync is known exactly: kube-proxy observes
+	// one network-programming latency per written trigger time after its
+	// rules are written, then ends the sync (the duration histogram is
+	// observed last), so: programming observations grew by triggers, and
+	// the sync histogram counts a sync more than at the last scrape that
+	// had not seen them all. A sync that merely began after the writes
+	// were sent is not enough: kube-proxy's informer may deliver the
+	// change after such a sync began (seconds later in a guest at 10k
+	// services, where one sync takes 90 s), and that sync then ends
+	// without it (measured: sync.incremental 91 s while the change took
+	// 179 s by kube-proxy's own programming metric, and the traffic after
+	// the sync back still reached the moved endpoint).
+	// Without trigger-time writes (deletes only), the timing rule below
+	// is a best effort: see its comment. Scrapes are 50 ms apart (each
+	// costs kube-proxy CPU, which the row reports).
 	deadline := time.Now().Add(10 * time.Minute)
-	hPrev, prevAt := h0, t0
+	hPrev, prevAt := v0.sync, t0
+	pw := newProgrammedWait(v0, triggers)
 	for {
 		select {
 		case <-ctx.Done():
@@ -268,35 +304,77 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 		case <-time.After(50 * time.Millisecond):
 		}
 		at := time.Now()
-		ts, h, err := p.lastSync(ctx)
+		v, err := p.syncView(ctx)
 		if err != nil {
 			return proxymodes.SyncStats{}, err
 		}
-		step := h.Sub(hPrev)
-		ok := step.Count > 0 && (!ts.Add(-time.Duration(step.Sum*float64(time.Second))).Before(sent) ||
-			(step.Count >= 2 && !prevAt.Before(written)))
-		if !ok && h.Count > h0.Count {
-			// A sync that began before the last write may still have taken
-			// it in (kube-proxy reads the pending changes a while into a
-			// sync): done when kube-proxy received every write, none is
-			// pending, and no sync was queued after the last one ended.
-			if c, err := p.changes(ctx); err == nil && c.ok && c0.ok {
-				ok = c.total >= c0.total+float64(writes) && c.pending == 0 && !c.synced.Before(c.queued) && c.synced.After(c0.synced)
+		var ok bool
+		if triggers > 0 {
+			ok = pw.done(v)
+		} else {
+			ok = timedSyncDone(v, hPrev, prevAt, sent, written)
+			if !ok && v.sync.Count > v0.sync.Count {
+				// A sync that began before the last write may still have
+				// taken it in (kube-proxy reads the pending changes a while
+				// into a sync): done when kube-proxy received every write,
+				// none is pending, and no sync was queued after the last
+				// one ended.
+				if c, err := p.changes(ctx); err == nil && c.ok && c0.ok {
+					ok = c.total >= c0.total+float64(writes) && c.pending == 0 && !c.synced.Before(c.queued) && c.synced.After(c0.synced)
+				}
 			}
 		}
 		if ok {
 			end := time.Now()
-			d := h.Sub(h0)
+			d := v.sync.Sub(v0.sync)
 			u := p.kp.Usage()
 			return incrementalStats(t0, written, end, time.Duration(d.Sum*float64(time.Second)), (u.CPU+u.ChildCPU)-(u0.CPU+u0.ChildCPU)), nil
 		}
-		if step.Count > 0 {
-			hPrev, prevAt = h, at // syncs begun before the writes; a later one counts
+		if v.sync.Count > hPrev.Count {
+			hPrev, prevAt = v.sync, at // syncs begun before the writes; a later one counts
 		}
 		if time.Now().After(deadline) {
-			return proxymodes.SyncStats{}, fmt.Errorf("kube-proxy did not finish a sync begun after the API writes within 10 min:\n%s", p.kp.LogTail(10))
+			return proxymodes.SyncStats{}, fmt.Errorf("kube-proxy did not finish a sync with the API writes within 10 min (network programming observations %d of %d):\n%s",
+				v.programmed-v0.programmed, triggers, p.kp.LogTail(10))
 		}
 	}
+}
+
+// programmedWait tells when the sync that programmed a set of
+// trigger-time writes has ended (see Sync): want programming observations
+// over the count before the writes, and then a sync counted beyond the
+// last scrape that was short of them.
+type programmedWait struct {
+	want         uint64 // programming observations to reach
+	unprogrammed uint64 // sync count at the last scrape short of want
+}
+
+// newProgrammedWait starts from v0, the scrape taken before the writes.
+func newProgrammedWait(v0 syncView, triggers int) *programmedWait {
+	return &programmedWait{want: v0.programmed + uint64(triggers), unprogrammed: v0.sync.Count}
+}
+
+// done takes the next scrape, in order, and reports whether it is done.
+func (w *programmedWait) done(v syncView) bool {
+	if v.programmed < w.want {
+		w.unprogrammed = v.sync.Count
+		return false
+	}
+	return v.sync.Count > w.unprogrammed
+}
+
+// timedSyncDone is the rule for writes without a trigger time: from the
+// scrape before (hPrev, taken at prevAt), each scrape v that counts more
+// syncs bounds the start of the last of them: it is not before v.ts -
+// (the histogram sum's growth), which must not be before the last write
+// was sent; or, when the previous scrape was itself taken after the
+// writes, two or more new syncs mean the last began after the first
+// ended, after that scrape. It cannot see a change the informer
+// delivered after such a sync began.
+func timedSyncDone(v syncView, hPrev Histogram, prevAt, sent, written time.Time) bool {
+	step := v.sync.Sub(hPrev)
+	return step.Count > 0 && (!v.ts.Add(-time.Duration(step.Sum*float64(time.Second))).Before(sent) ||
+		(step.Count >= 2 && !prevAt.Before(written)))
 }
 
 // waitIdle waits until minSyncPeriod has passed since kube-proxy's last
