@@ -116,7 +116,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			if err != nil {
 				return err
 			}
-			out, def, err := checkRun(sc, f)
+			out, def, checked, err := checkRun(sc, f)
 			if err != nil {
 				return err
 			}
@@ -165,7 +165,9 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 				if sc.Runs > 1 && !f.quiet {
 					fmt.Fprintf(os.Stderr, "run %d of %d (%s)\n", k+1, sc.Runs, id)
 				}
-				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet, stderr), ArtifactDir: artifactDir(out, id, k), Checkpoint: f.checkpoint}
+				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet, stderr), ArtifactDir: artifactDir(out, id, k), Checkpoint: f.checkpoint,
+					Checked: checked} // checked once, above
+
 				// Every kernel of the plan, one after the other (runner.Execute
 				// also marks fallen-back modes and records each kernel).
 				var r *reports.Result
@@ -269,11 +271,12 @@ func artifactDir(out, runID string, k int) string {
 // the scenario's own validation: the output and JUnit paths can be written
 // (checkOutput) and, for the real engine, the machine can run the
 // scenario (runner.Preflight: root, each mode's programs). validate calls
-// it too, so that validate and run agree. It returns the result path and
-// whether it is the default.
-func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, err error) {
+// it too, so that validate and run agree. It returns the result path,
+// whether it is the default, and Preflight's check of the kube-proxy rows
+// for runner.Options.Checked (nil for the sim engine).
+func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, checked *runner.Checked, err error) {
 	if sc.Engine != "sim" {
-		if err := runner.Preflight(sc, runner.Options{Geteuid: f.geteuid}); err != nil {
+		if checked, err = runner.Preflight(sc, runner.Options{Geteuid: f.geteuid}); err != nil {
 			// A binary given with --kube-proxy is named by the flag, not
 			// by the scenario field it overrides.
 			// A field the scenario file gives is named with its file and
@@ -290,19 +293,19 @@ func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, err er
 					err = fe
 				}
 			}
-			return "", false, badInput(err)
+			return "", false, nil, badInput(err)
 		}
 	}
 	out, def = resultPath(f.output, sc, sc.Engine)
 	if err := checkOutput("--output", out, def); err != nil {
-		return "", false, err
+		return "", false, nil, err
 	}
 	if f.junit != "" {
 		if err := checkOutput("--junit", f.junit, false); err != nil {
-			return "", false, err
+			return "", false, nil, err
 		}
 	}
-	return out, def, nil
+	return out, def, checked, nil
 }
 
 // finish saves res (saveResult: atomic, with a fallback file named on
@@ -465,7 +468,7 @@ a note. Exit 2 on any problem, as run.`,
 				f.geteuid = func() int { return 0 }
 				defer fmt.Fprintln(os.Stderr, "note: run needs root (the real engine creates network namespaces); the other checks passed")
 			}
-			if _, _, err := checkRun(sc, f); err != nil {
+			if _, _, _, err := checkRun(sc, f); err != nil {
 				return err
 			}
 			b, err := sc.YAML()
