@@ -107,7 +107,14 @@ lookup.latency per service position and fairness. It writes a JSON result
 and prints on stdout the Markdown report that report --format md gives
 (findings and, for a sweep, capacity at the default budgets); progress goes to stderr. The
 testbed is removed at the end, on error and on SIGINT/SIGTERM; after a
-kill -9, run 'proxybench cleanup'. Needs root.`,
+kill -9, run 'proxybench cleanup'. Needs root.
+
+kube-proxy rows (--implementation kube-proxy) take kube-proxy (unless
+--kube-proxy or kubeProxy.binaries name one), kube-apiserver and etcd from
+the first of these folders holding them all: $PROXYBENCH_KUBE_BIN when
+set; else the folder of this proxybench executable (a checkout's
+bin/proxybench finds the bin/ that make kube filled, from any folder);
+else ./bin. A user-mode-linux guest is given the folder found here.`,
 		Example: `  proxybench run scenarios/10k-services.yaml
   proxybench run 1k-services --modes none,iptables --services 2000 --seed 7 --output /tmp/r.json`,
 		Args: cobra.ExactArgs(1),
