@@ -15,9 +15,9 @@ import (
 // sync. Only the legacy back end takes the lock: iptables-nft takes none
 // and ignores -w. Source: k8s.io/kubernetes v1.37 pkg/util/iptables
 // (WaitString "-w", WaitSecondsValue "5"); the wait interval `-W 100000`
-// kube-proxy passed from 1.18 was dropped in 1.34 (kubernetes#131961:
-// iptables 1.8 ignores it, iptables-nft-restore warning "Ignoring
-// deprecated --wait-interval option.").
+// kube-proxy passed before (kubernetes#85771) was removed in 2025
+// (kubernetes#131961: iptables 1.8 ignores it, iptables-nft-restore
+// warning "Ignoring deprecated --wait-interval option.").
 var RestoreWait = []string{"-w", "5"}
 
 // RestoreArgs is RestoreWait followed by args, as a new slice.
