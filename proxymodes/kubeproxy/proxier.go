@@ -904,8 +904,11 @@ func (p *Proxier) stop() error {
 	if kp != nil {
 		if p.kp != nil {
 			why := "cleanup"
+			seen := p.exitErr != nil
 			if xerr := p.exited("cleanup", proxymodes.SyncStats{}, 0); xerr != nil {
-				errs = append(errs, xerr)
+				if !seen {
+					errs = append(errs, xerr) // news to the caller
+				}
 				why = "exited on its own (" + p.exitRec.Status + "), then cleanup"
 			}
 			errs = append(errs, p.retire(context.Background(), kp, why))
