@@ -758,7 +758,6 @@ func (p *Proxier) scrapeSync(ctx context.Context) ([]measure.Metric, error) {
 	return p.scrapeSyncOf(ctx, p.kp)
 }
 
-//
 // When kp has exited, its last scrape that answered stands in (what was
 // measured of it last; nil when none answered).
 func (p *Proxier) scrapeSyncOf(ctx context.Context, kp *Proxy) ([]measure.Metric, error) {
