@@ -758,8 +758,9 @@ func (p *Proxier) scrapeSync(ctx context.Context) ([]measure.Metric, error) {
 	return p.scrapeSyncOf(ctx, p.kp)
 }
 
-// When kp has exited, its last scrape that answered stands in (what was
-// measured of it last; nil when none answered).
+// scrapeSyncOf scrapes kp's sync histograms, both families. When kp has
+// exited, its last scrape that answered stands in (what was measured of
+// it last; an error when none answered).
 func (p *Proxier) scrapeSyncOf(ctx context.Context, kp *Proxy) ([]measure.Metric, error) {
 	m, err := kp.Scrape(ctx)
 	if err != nil {
