@@ -133,7 +133,7 @@ var GateFigures = map[string]FigureKind{
 	"sync.full.vsraw":     {false, false, "median over repetitions of a full sync's wall time over the time its raw tool took on the same bytes (iptables-restore; nft for nftables): 1 = no overhead beyond the tool"},
 	"cpu.perconn":         {true, false, "CPU time (user+sys, driver, echo server and proxy) per connection of the traffic phase"},
 	"cpu.vsnone":          {false, false, "cpu.perconn over mode none's in the same run, size and kernel (1 = no proxy cost)"},
-	"sync.incremental":    {true, false, "median wall time of an incremental sync (one endpoint moved; kube-proxy rows: the EndpointSlice written through the API until kube-proxy finished a sync started after it)"},
+	"sync.incremental":    {true, false, "median wall time of an incremental sync (one endpoint moved; kube-proxy rows: the EndpointSlice written through the API until kube-proxy finished the sync that programmed it)"},
 	"fairness.jain":       {false, false, "lowest Jain's index over the fixed-position services (1 = even)"},
 	"fairness.maxmin":     {false, false, "largest max/min endpoint share (0 when an endpoint starved)"},
 	"fairness.pvalue":     {false, false, "chi-square p-value of the pooled hits against the expected shares"},

@@ -73,8 +73,8 @@ type ProxierSpec struct {
 // starts the control plane, creates the Node, Services and EndpointSlices
 // and starts kube-proxy, and returns when kube-proxy's first sync is done
 // (/healthz); later Syncs write what changed to the API and return when
-// kube-proxy has finished a sync that began after the writes
-// (kubeproxy_sync_proxy_rules_last_timestamp_seconds).
+// kube-proxy has finished the sync that programmed them (its
+// network-programming observations for the writes, then that sync's end).
 type Proxier struct {
 	spec  ProxierSpec
 	runID string
