@@ -52,6 +52,7 @@ func TestKernelProxierFirstSyncNotDone(t *testing.T) {
 			st, err := p.Sync(ctx, svcs)
 			var fl *proxymodes.Failed
 			var u *proxymodes.Unfinished
+			t.Logf("Sync: %v; iptables-restore calls %d", err, testenv.ShimCalls(t, wrapper))
 			switch {
 			case action == testenv.ShimKill && !errors.As(err, &fl):
 				t.Fatalf("Sync: %v (%T), want a *proxymodes.Failed: kube-proxy was killed in its first sync", err, err)

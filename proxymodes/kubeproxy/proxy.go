@@ -623,6 +623,9 @@ func (p *Proxy) LastScrape() (Metrics, time.Time) {
 // for it: a scrape that failed because kube-proxy died can come before
 // its wait returns.
 func (p *Proxy) exitedWithin(d time.Duration) bool {
+	if done, _ := p.Proc.Exited(); done || d <= 0 {
+		return done // (a select with a 0 timer could pick either)
+	}
 	select {
 	case <-p.Proc.Done():
 		return true
