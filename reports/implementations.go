@@ -261,6 +261,22 @@ func exitWords(label string, e *measure.KubeProxyExit) string {
 	return s
 }
 
+// kubeProxyExitNotes says, per kube-proxy row whose kube-proxy exited,
+// how (exitWords) and its log's last line.
+func kubeProxyExitNotes(r *Result) []string {
+	var out []string
+	for _, m := range kubeProxyRows(r) {
+		if e := m.KubeProxy.Exit; e != nil {
+			n := exitWords(r.label(m), e)
+			if len(e.LogTail) > 0 {
+				n += " " + strings.TrimSpace(e.LogTail[len(e.LogTail)-1])
+			}
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // kubeProxyRows is the result's kube-proxy rows.
 func kubeProxyRows(r *Result) []ModeResult {
 	var rows []ModeResult

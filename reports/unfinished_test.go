@@ -95,6 +95,15 @@ func TestMarkdownFailedKubeProxyRow(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
+	var h bytes.Buffer
+	if err := WriteHTML(&h, r, DefaultBudgets); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"FAILED", "The kube-proxy of iptables (kube-proxy) exited on its own during its first sync", "kube-proxy exited before it (signal: killed)"} {
+		if !strings.Contains(h.String(), want) {
+			t.Errorf("HTML report lacks %q", want)
+		}
+	}
 	if strings.Contains(out, "iptables (kube-proxy): stopped early") {
 		t.Errorf("a failed row is shown as FAILED, not also as stopped early:\n%s", out)
 	}
