@@ -90,9 +90,10 @@ test-short:
 	$(GO) test -short -count=1 ./...
 
 ## test-guest-kube: kube-proxy's IPVS mode with its control plane in a user-mode-linux guest (root, make kernels, make kube):
-## ClusterIPs answer, the Proxier path of an ipvs (kube-proxy) row, cleanup after kill -9; about 5 min
+## ClusterIPs answer, the Proxier path of an ipvs (kube-proxy) row, cleanup after kill -9, a run's guest finding bin/; about 5 min
 test-guest-kube:
 	PROXYBENCH_SLOW=1 $(GO) test -count=1 -v -timeout 30m -run 'InGuest|GuestCleanupAfterKill' ./proxymodes/kubeproxy
+	PROXYBENCH_SLOW=1 $(GO) test -count=1 -v -timeout 10m -run 'KubeBinInGuest' ./cmd/proxybench
 
 ## bench: every benchmark: render at 1k/5k/10k, partial render at 10k, full syncs against the raw tool on the same bytes
 ## (iptables-restore, nft -f) as ratio-vs-raw, userspace listeners, sim at scale; then nftables at 10k (about 2 min an iteration)

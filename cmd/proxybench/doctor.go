@@ -28,7 +28,9 @@ user-mode-linux kernel it finds (built by make kernels under
 $PROXYBENCH_CACHE/kernels, and Debian's user-mode-linux package), with what
 each one's configuration supports, and boots each (about 2 s for a kernel
 make kernels built, 20 s for Debian's, which loads modules) to probe the
-same modes there, which is where --kernel uml:<version> runs them.`,
+same modes there, which is where --kernel uml:<version> runs them. It says
+which folder kube-proxy rows take kube-proxy, kube-apiserver and etcd from
+($PROXYBENCH_KUBE_BIN, else beside proxybench, else ./bin; see run --help).`,
 		Example: "  proxybench doctor\n  proxybench doctor --no-uml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -41,6 +43,12 @@ same modes there, which is where --kernel uml:<version> runs them.`,
 				return badInput(err)
 			}
 			printStatus(os.Stdout, where, st)
+			// Where kube-proxy rows would take their binaries from.
+			if dir, err := runner.FindKubeBin("kube-proxy", "kube-apiserver", "etcd"); err != nil {
+				fmt.Printf("\nkube-proxy rows: kube-proxy, kube-apiserver and etcd not found: %v (make kube builds them into bin/)\n", err)
+			} else {
+				fmt.Printf("\nkube-proxy rows: kube-proxy, kube-apiserver and etcd from %s\n", dir)
+			}
 			if uml.InGuest() {
 				return nil
 			}

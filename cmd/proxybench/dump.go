@@ -82,7 +82,7 @@ user-mode-linux guest, as run does (--kernel). Needs root.`,
 	}
 	cmd.Flags().StringVar(&f.mode, "mode", "", "the mode to dump: iptables, ipvs or nftables (required)")
 	cmd.Flags().StringVar(&f.impl, "implementation", fidelity.Builtin, "builtin (proxybench's own proxier), kube-proxy (the real kube-proxy with a control plane), or both as builtin,kube-proxy (as run --implementation): one reading after the other")
-	cmd.Flags().StringVar(&f.kubeProxy, "kube-proxy", "", "the kube-proxy binary for --implementation kube-proxy and --diff (default the scenario's first kubeProxy.binaries, else bin/kube-proxy beside proxybench, or $PROXYBENCH_KUBE_BIN/kube-proxy)")
+	cmd.Flags().StringVar(&f.kubeProxy, "kube-proxy", "", "the kube-proxy binary for --implementation kube-proxy and --diff (default the scenario's first kubeProxy.binaries, else kube-proxy in $PROXYBENCH_KUBE_BIN, else beside proxybench, else in ./bin)")
 	cmd.Flags().StringVar(&f.kernel, "kernel", "", "the kernel to run on instead of the scenario's (host, uml, uml:6.12, ...; default auto: the host when it can run the mode)")
 	cmd.Flags().BoolVar(&f.diff, "diff", false, "run builtin and kube-proxy and print their normalised difference (exit 1 when a difference is not documented)")
 	cmd.Flags().BoolVar(&f.normalise, "normalise", false, "print the reading normalised (one fact per line, as --diff compares it)")
@@ -90,7 +90,7 @@ user-mode-linux guest, as run does (--kernel). Needs root.`,
 	cmd.Flags().IntVar(&dumpServices, "services", 0, "number of services instead of the scenario's services.count")
 	cmd.Flags().StringVar(&f.json, "json", "", "write the readings as JSON to this file (- for stdout) instead of printing them")
 	_ = cmd.Flags().MarkHidden("json")
-	cmd.Flags().StringVar(&kubeBinFlag, "kube-bin", "", "the folder holding kube-apiserver and etcd (default $PROXYBENCH_KUBE_BIN, else bin/ beside proxybench)")
+	cmd.Flags().StringVar(&kubeBinFlag, "kube-bin", "", "the folder holding kube-apiserver and etcd (default $PROXYBENCH_KUBE_BIN, else beside proxybench, else ./bin)")
 	_ = cmd.Flags().MarkHidden("kube-bin")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
 	_ = cmd.Flags().MarkHidden("run-id")
@@ -105,47 +105,48 @@ var (
 )
 
 // kubeBinaries finds kube-proxy (flag, else the folder), kube-apiserver
-// and etcd in $PROXYBENCH_KUBE_BIN, else beside this executable (bin/),
-// else in ./bin. A missing one is bad input naming the fix.
+// and etcd in the folder --kube-bin names (a guest's), else the one
+// runner.FindKubeBin finds ($PROXYBENCH_KUBE_BIN, else beside
+// proxybench, else ./bin). A missing one is bad input naming the fix.
 func kubeBinaries(kubeProxyFlag string) (fidelity.KubeBinaries, error) {
+	var b fidelity.KubeBinaries
+	if kubeProxyFlag != "" {
+		// The binary named is checked first: its error names the flag.
+		if !isExecutableFile(kubeProxyFlag) {
+			return b, fmt.Errorf("%s is not an executable file; fix: --kube-proxy: pass a kube-proxy binary, or build bin/kube-proxy with make kube", kubeProxyFlag)
+		}
+		b.KubeProxy, _ = filepath.Abs(kubeProxyFlag)
+	}
+	names := []string{"kube-apiserver", "etcd"}
+	if kubeProxyFlag == "" {
+		names = append([]string{"kube-proxy"}, names...)
+	}
 	dir := kubeBinFlag
 	if dir == "" {
-		dir = os.Getenv("PROXYBENCH_KUBE_BIN")
-	}
-	if dir == "" {
-		dir = "bin"
-		if exe, err := os.Executable(); err == nil {
-			if _, err := os.Stat(filepath.Join(filepath.Dir(exe), "kube-apiserver")); err == nil {
-				dir = filepath.Dir(exe)
-			}
+		var err error
+		if dir, err = runner.FindKubeBin(names...); err != nil {
+			return b, fmt.Errorf("--implementation kube-proxy runs %s, and no folder looked in holds them: %v; fix: run make kube in the checkout (it builds them into its bin/, where its bin/proxybench finds them from any folder), or set %s to the folder holding them",
+				strings.Join(names, ", "), err, runner.KubeBinEnv)
 		}
 	}
-	b := fidelity.KubeBinaries{KubeProxy: filepath.Join(dir, "kube-proxy"), APIServer: filepath.Join(dir, "kube-apiserver"), Etcd: filepath.Join(dir, "etcd")}
-	if kubeProxyFlag != "" {
-		b.KubeProxy = kubeProxyFlag
+	for _, n := range names {
+		if p := filepath.Join(dir, n); !isExecutableFile(p) {
+			return b, fmt.Errorf("%s is not an executable file; fix: build bin/%s with make kube (or set %s to the folder holding it)", p, n, runner.KubeBinEnv)
+		}
 	}
-	for _, p := range []struct{ path, fix string }{
-		{b.KubeProxy, "--kube-proxy: pass a kube-proxy binary, or build bin/kube-proxy with make kube"},
-		{b.APIServer, "build bin/kube-apiserver with make kube (or set PROXYBENCH_KUBE_BIN to the folder holding it)"},
-		{b.Etcd, "build bin/etcd with make kube (or set PROXYBENCH_KUBE_BIN to the folder holding it)"},
-	} {
-		st, err := os.Stat(p.path)
-		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			return b, fmt.Errorf("%s is not an executable file; fix: %s", p.path, p.fix)
-		}
-		abs, err := filepath.Abs(p.path)
-		if err == nil {
-			switch p.path {
-			case b.KubeProxy:
-				b.KubeProxy = abs
-			case b.APIServer:
-				b.APIServer = abs
-			case b.Etcd:
-				b.Etcd = abs
-			}
-		}
+	dir, _ = filepath.Abs(dir)
+	b.APIServer, b.Etcd = filepath.Join(dir, "kube-apiserver"), filepath.Join(dir, "etcd")
+	if b.KubeProxy == "" {
+		b.KubeProxy = filepath.Join(dir, "kube-proxy")
 	}
 	return b, nil
+}
+
+// isExecutableFile says whether p (symlinks followed) is a file with an
+// execute bit.
+func isExecutableFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
 // checkDump validates dump's input before anything is created: the mode,

@@ -107,7 +107,14 @@ lookup.latency per service position and fairness. It writes a JSON result
 and prints on stdout the Markdown report that report --format md gives
 (findings and, for a sweep, capacity at the default budgets); progress goes to stderr. The
 testbed is removed at the end, on error and on SIGINT/SIGTERM; after a
-kill -9, run 'proxybench cleanup'. Needs root.`,
+kill -9, run 'proxybench cleanup'. Needs root.
+
+kube-proxy rows (--implementation kube-proxy) take kube-proxy (unless
+--kube-proxy or kubeProxy.binaries name one), kube-apiserver and etcd from
+the first of these folders holding them all: $PROXYBENCH_KUBE_BIN when
+set; else the folder of this proxybench executable (a checkout's
+bin/proxybench finds the bin/ that make kube filled, from any folder);
+else ./bin. A user-mode-linux guest is given the folder found here.`,
 		Example: `  proxybench run scenarios/10k-services.yaml
   proxybench run 1k-services --modes none,iptables --services 2000 --seed 7 --output /tmp/r.json`,
 		Args: cobra.ExactArgs(1),
@@ -116,7 +123,7 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 			if err != nil {
 				return err
 			}
-			out, def, err := checkRun(sc, f)
+			out, def, checked, err := checkRun(sc, f)
 			if err != nil {
 				return err
 			}
@@ -166,7 +173,9 @@ kill -9, run 'proxybench cleanup'. Needs root.`,
 				if sc.Runs > 1 && !f.quiet {
 					fmt.Fprintf(os.Stderr, "run %d of %d (%s)\n", k+1, sc.Runs, id)
 				}
-				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet, stderr), ArtifactDir: artifactDir(out, id, k), Checkpoint: f.checkpoint}
+				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet, stderr), ArtifactDir: artifactDir(out, id, k), Checkpoint: f.checkpoint,
+					Checked: checked} // checked once, above
+
 				// Every kernel of the plan, one after the other (runner.Execute
 				// also marks fallen-back modes and records each kernel).
 				var r *reports.Result
@@ -283,11 +292,12 @@ func artifactDir(out, runID string, k int) string {
 // the scenario's own validation: the output and JUnit paths can be written
 // (checkOutput) and, for the real engine, the machine can run the
 // scenario (runner.Preflight: root, each mode's programs). validate calls
-// it too, so that validate and run agree. It returns the result path and
-// whether it is the default.
-func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, err error) {
+// it too, so that validate and run agree. It returns the result path,
+// whether it is the default, and Preflight's check of the kube-proxy rows
+// for runner.Options.Checked (nil for the sim engine).
+func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, checked *runner.Checked, err error) {
 	if sc.Engine != "sim" {
-		if err := runner.Preflight(sc, runner.Options{Geteuid: f.geteuid}); err != nil {
+		if checked, err = runner.Preflight(sc, runner.Options{Geteuid: f.geteuid}); err != nil {
 			// A binary given with --kube-proxy is named by the flag, not
 			// by the scenario field it overrides.
 			// A field the scenario file gives is named with its file and
@@ -304,19 +314,19 @@ func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, err er
 					err = fe
 				}
 			}
-			return "", false, badInput(err)
+			return "", false, nil, badInput(err)
 		}
 	}
 	out, def = resultPath(f.output, sc, sc.Engine)
 	if err := checkOutput("--output", out, def); err != nil {
-		return "", false, err
+		return "", false, nil, err
 	}
 	if f.junit != "" {
 		if err := checkOutput("--junit", f.junit, false); err != nil {
-			return "", false, err
+			return "", false, nil, err
 		}
 	}
-	return out, def, nil
+	return out, def, checked, nil
 }
 
 // finish saves res (saveResult: atomic, with a fallback file named on
@@ -482,7 +492,7 @@ a note. Exit 2 on any problem, as run.`,
 				f.geteuid = func() int { return 0 }
 				defer fmt.Fprintln(os.Stderr, "note: run needs root (the real engine creates network namespaces); the other checks passed")
 			}
-			if _, _, err := checkRun(sc, f); err != nil {
+			if _, _, _, err := checkRun(sc, f); err != nil {
 				return err
 			}
 			b, err := sc.YAML()

@@ -4,6 +4,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -23,31 +24,122 @@ import (
 // kubeBinary is one kube-proxy binary of a run, with its version.
 type kubeBinary struct{ Path, Version string }
 
-// KubeBinDir is where the kube-proxy, kube-apiserver and etcd binaries
-// are looked for by default: $PROXYBENCH_KUBE_BIN when set (as the tests'
-// testenv.RequireKube), else bin/ beside proxybench's own binary
-// (bin/proxybench), else ./bin.
-func KubeBinDir() string {
-	if d := os.Getenv("PROXYBENCH_KUBE_BIN"); d != "" {
-		return d
+// KubeBinEnv names the environment variable that, when set, is the one
+// folder kube-proxy, kube-apiserver and etcd are looked for in
+// (KubeBinPlaces). The tests set it (testenv.RequireKube), and a run in
+// a user-mode-linux guest gets the absolute folder the host found.
+const KubeBinEnv = "PROXYBENCH_KUBE_BIN"
+
+// KubeBinPlace is a folder where kube-proxy, kube-apiserver and etcd are
+// looked for: Dir, absolute, and Why it is looked in ("beside
+// proxybench", for the error).
+type KubeBinPlace struct{ Dir, Why string }
+
+// KubeBinPlaces are the folders where the default kube-proxy,
+// kube-apiserver and etcd are looked for, in order: $PROXYBENCH_KUBE_BIN
+// alone when it is set; else the folder of the running proxybench
+// executable (os.Executable, symlinks resolved: a checkout's
+// bin/proxybench finds the bin/ that `make kube` filled, run from any
+// folder), then bin/ in the current folder (`go run ./cmd/proxybench`, or
+// a copy of proxybench kept elsewhere and run from the checkout). The
+// folders need not exist. FindKubeBin picks one.
+func KubeBinPlaces() []KubeBinPlace {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = ""
 	}
-	if exe, err := os.Executable(); err == nil {
-		d := filepath.Dir(exe)
-		if _, err := os.Stat(filepath.Join(d, "kube-proxy")); err == nil {
-			return d
+	cwd, err := os.Getwd()
+	if err != nil {
+		cwd = ""
+	}
+	return kubeBinPlaces(os.Getenv(KubeBinEnv), exe, cwd)
+}
+
+// kubeBinPlaces is KubeBinPlaces for environment value env, executable
+// exe and current folder cwd ("" when unknown).
+func kubeBinPlaces(env, exe, cwd string) []KubeBinPlace {
+	if env != "" {
+		if !filepath.IsAbs(env) && cwd != "" {
+			env = filepath.Join(cwd, env)
+		}
+		return []KubeBinPlace{{filepath.Clean(env), "$" + KubeBinEnv}}
+	}
+	var out []KubeBinPlace
+	if exe != "" {
+		if r, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = r
+		}
+		out = append(out, KubeBinPlace{filepath.Dir(exe), "beside proxybench"})
+	}
+	if cwd != "" {
+		if d := filepath.Join(cwd, "bin"); !slices.ContainsFunc(out, func(p KubeBinPlace) bool { return p.Dir == d }) {
+			out = append(out, KubeBinPlace{d, "bin/ of the current folder"})
 		}
 	}
-	return "bin"
+	return out
+}
+
+// FindKubeBin returns the first folder of KubeBinPlaces holding each of
+// names ("kube-apiserver", "etcd", ...) as an executable file, absolute.
+// When none does, the error says what each folder lacks, in one line:
+// "/opt/pb (beside proxybench) lacks etcd, kube-apiserver; /tmp/bin (bin/
+// of the current folder) does not exist".
+func FindKubeBin(names ...string) (string, error) {
+	return findKubeBin(KubeBinPlaces(), names)
+}
+
+func findKubeBin(places []KubeBinPlace, names []string) (string, error) {
+	var why []string
+	for _, p := range places {
+		if st, err := os.Stat(p.Dir); err != nil || !st.IsDir() {
+			why = append(why, fmt.Sprintf("%s (%s) does not exist", p.Dir, p.Why))
+			continue
+		}
+		var lacks []string
+		for _, n := range names {
+			if !isExecutable(filepath.Join(p.Dir, n)) {
+				lacks = append(lacks, n)
+			}
+		}
+		if len(lacks) == 0 {
+			return p.Dir, nil
+		}
+		why = append(why, fmt.Sprintf("%s (%s) lacks %s", p.Dir, p.Why, strings.Join(lacks, ", ")))
+	}
+	if len(why) == 0 {
+		return "", errors.New("no folder to look in (neither the executable's folder nor the current folder is known)")
+	}
+	return "", errors.New(strings.Join(why, "; "))
+}
+
+// isExecutable says whether p (symlinks followed) is a file with an
+// execute bit.
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}
+
+// kubeBinFix is the fix of a missing kube-proxy, kube-apiserver or etcd.
+const kubeBinFix = "run make kube in the checkout (it builds kube-proxy, kube-apiserver and etcd into its bin/, where its bin/proxybench finds them from any folder), or set " + KubeBinEnv + " to the folder holding them"
+
+// kubeBinNames are the programs sc's kube-proxy rows take from the
+// folder FindKubeBin finds: the control plane's, and kube-proxy when
+// kubeProxy.binaries names none.
+func kubeBinNames(sc *scenarios.Scenario) []string {
+	names := []string{"kube-apiserver", "etcd"}
+	if len(sc.KubeProxy.Binaries) == 0 {
+		names = append([]string{"kube-proxy"}, names...)
+	}
+	return names
 }
 
 // ResolveKubeProxy finds a kube-proxy binary named in kubeProxy.binaries
 // or --kube-proxy. An absolute path is taken as is. A relative one is
-// tried in the current folder first, then where the default
-// bin/kube-proxy is found (KubeBinDir): relative to the folder holding
-// that bin/ (the checkout, for "bin/kube-proxy-v1.36.3"), then its base
-// name inside KubeBinDir. The first existing one is returned; when none
-// exists path is p made absolute and looked lists every place tried, for
-// the error.
+// tried in the current folder first, then in each of KubeBinPlaces:
+// relative to the folder holding that bin/ (the checkout, for
+// "bin/kube-proxy-v1.36.3"), then its base name inside it. The first
+// existing one is returned; when none exists path is p made absolute and
+// looked lists every place tried, for the error.
 func ResolveKubeProxy(p string) (path string, looked []string) {
 	abs, err := filepath.Abs(p)
 	if err != nil {
@@ -56,8 +148,11 @@ func ResolveKubeProxy(p string) (path string, looked []string) {
 	if filepath.IsAbs(p) {
 		return p, nil
 	}
-	dir, _ := filepath.Abs(KubeBinDir())
-	for _, c := range []string{abs, filepath.Join(filepath.Dir(dir), p), filepath.Join(dir, filepath.Base(p))} {
+	cands := []string{abs}
+	for _, pl := range KubeBinPlaces() {
+		cands = append(cands, filepath.Join(filepath.Dir(pl.Dir), p), filepath.Join(pl.Dir, filepath.Base(p)))
+	}
+	for _, c := range cands {
 		if slices.Contains(looked, c) {
 			continue
 		}
@@ -69,33 +164,82 @@ func ResolveKubeProxy(p string) (path string, looked []string) {
 	return abs, looked
 }
 
-// kubeProxyBinaries resolves sc's kube-proxy binaries (kubeProxy.binaries,
-// default bin/kube-proxy) and checks, before anything is created, that
-// each is kube-proxy (its --version and --help), that its version can run
-// every mode sc gives it (kubeproxy.CheckModeVersion) and accepts the
-// configuration of each mode (kubeproxy.DryRun), that the scenario
-// sets no testbed-owned config field, and that the control plane's
-// binaries exist. Every failure is an *InputError.
-func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) ([]kubeBinary, controlplane.Binaries, error) {
-	dir := KubeBinDir()
-	bin := controlplane.Binaries{Etcd: filepath.Join(dir, "etcd"), APIServer: filepath.Join(dir, "kube-apiserver")}
-	if !sc.UsesKubeProxy() {
-		return nil, bin, nil
+// Checked is what Preflight found for a scenario's kube-proxy rows:
+// each kube-proxy binary with its version, checked in every mode it runs
+// (its --version and --help, kube-proxy's dry run of the mode's
+// configuration), and the control plane's binaries. Pass it to Run in
+// Options.Checked so that a run checks them once.
+type Checked struct {
+	// KubeBin is the folder kube-apiserver and etcd (and the default
+	// kube-proxy) were found in, absolute (FindKubeBin); "" when no row
+	// runs kube-proxy.
+	KubeBin     string
+	kubeProxies []kubeBinary
+	bin         controlplane.Binaries
+	// modes are the modes whose kube-proxy rows were checked; scenario is
+	// the rest of the scenario checked (its JSON without the modes).
+	modes    []string
+	scenario []byte
+}
+
+// scenarioKey is sc as JSON without its modes: what a Checked was made
+// for, modes apart (Execute runs a subset of them per kernel).
+func scenarioKey(sc *scenarios.Scenario) []byte {
+	s := *sc
+	s.Modes = nil
+	b, err := json.Marshal(&s)
+	if err != nil {
+		return nil
 	}
-	paths := sc.KubeProxy.Binaries
-	field := "kubeProxy.binaries"
-	if len(paths) == 0 {
-		paths = []string{filepath.Join(dir, "kube-proxy")}
-		field = "kube-proxy"
+	return b
+}
+
+// covers says whether c holds the check of sc's kube-proxy rows: made
+// for the same scenario, with every mode sc runs with kube-proxy checked.
+func (c *Checked) covers(sc *scenarios.Scenario) bool {
+	if c == nil || c.scenario == nil || string(c.scenario) != string(scenarioKey(sc)) {
+		return false
+	}
+	for _, m := range sc.Modes {
+		if sc.KubeProxyRuns(m) && !slices.Contains(c.modes, m) {
+			return false
+		}
+	}
+	return true
+}
+
+// kubeProxyBinaries resolves sc's kube-proxy binaries (kubeProxy.binaries,
+// default kube-proxy in the folder FindKubeBin finds) and checks, before
+// anything is created, that each is kube-proxy (its --version and
+// --help), that its version can run every mode sc gives it
+// (kubeproxy.CheckModeVersion) and accepts the configuration of each mode
+// (kubeproxy.DryRun), that the scenario sets no testbed-owned config
+// field, and that the control plane's binaries exist (FindKubeBin).
+// Every failure is an *InputError.
+func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) (*Checked, error) {
+	c := &Checked{modes: slices.Clone(sc.Modes), scenario: scenarioKey(sc)}
+	if !sc.UsesKubeProxy() {
+		return c, nil
 	}
 	for _, m := range sc.Modes {
 		if sc.KubeProxyRuns(m) {
 			if _, err := kubeproxy.PassFromScenario(sc, m); err != nil {
-				return nil, bin, &InputError{Field: "kubeProxy.config", Msg: err.Error()}
+				return nil, &InputError{Field: "kubeProxy.config", Msg: err.Error()}
 			}
 		}
 	}
-	var out []kubeBinary
+	paths := sc.KubeProxy.Binaries
+	field := "kubeProxy.binaries"
+	if len(paths) == 0 {
+		// The default kube-proxy comes from the control plane's folder.
+		dir, err := FindKubeBin(kubeBinNames(sc)...)
+		if err != nil {
+			return nil, &InputError{Field: "implementation", Msg: "kube-proxy rows run kube-proxy (kubeProxy.binaries names none) with a control plane (kube-apiserver, etcd), and no folder looked in holds all three: " + err.Error(),
+				Fix: kubeBinFix + ", or name a kube-proxy in kubeProxy.binaries (--kube-proxy)"}
+		}
+		paths = []string{filepath.Join(dir, "kube-proxy")}
+		field = "kube-proxy"
+	}
 	for i, p := range paths {
 		f := field
 		if field == "kubeProxy.binaries" {
@@ -103,40 +247,41 @@ func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) ([]kubeBinar
 		}
 		abs, looked := ResolveKubeProxy(p)
 		if len(looked) > 0 {
-			return nil, bin, &InputError{Field: f, Msg: fmt.Sprintf("%s does not exist (looked for %s)", p, strings.Join(looked, ", ")),
+			return nil, &InputError{Field: f, Msg: fmt.Sprintf("%s does not exist (looked for %s)", p, strings.Join(looked, ", ")),
 				Fix: "give the path of a kube-proxy binary, absolute or relative to this folder or to the checkout holding proxybench's bin/ (make kube builds bin/kube-proxy)"}
 		}
 		v, err := kubeproxy.Version(ctx, abs)
 		if err != nil {
-			return nil, bin, &InputError{Field: f, Msg: err.Error()}
+			return nil, &InputError{Field: f, Msg: err.Error()}
 		}
 		for _, m := range sc.Modes {
 			if !sc.KubeProxyRuns(m) {
 				continue
 			}
 			if err := kubeproxy.CheckModeVersion(m, v, sc.KubeProxy.Config); err != nil {
-				return nil, bin, &InputError{Field: f, Msg: fmt.Sprintf("%s (%s) cannot run mode %s: %v", p, v, m, err)}
+				return nil, &InputError{Field: f, Msg: fmt.Sprintf("%s (%s) cannot run mode %s: %v", p, v, m, err)}
 			}
 			// kube-proxy's own check of the configuration (feature
 			// gates, its validation), without starting it.
 			var ce *kubeproxy.ConfigError
 			if err := kubeproxy.DryRun(ctx, abs, m, sc); errors.As(err, &ce) {
-				return nil, bin, &InputError{Field: ce.Field, Msg: fmt.Sprintf("kube-proxy %s (%s) refuses it in mode %s: %s", v, p, m, ce.Reason), Fix: "correct or remove that kubeProxy.config field for this kube-proxy version (its --help lists the feature gates it knows)"}
+				return nil, &InputError{Field: ce.Field, Msg: fmt.Sprintf("kube-proxy %s (%s) refuses it in mode %s: %s", v, p, m, ce.Reason), Fix: "correct or remove that kubeProxy.config field for this kube-proxy version (its --help lists the feature gates it knows)"}
 			} else if err != nil {
-				return nil, bin, &InputError{Field: f, Msg: err.Error(), Fix: "check that " + p + " is a kube-proxy binary that runs on this machine"}
+				return nil, &InputError{Field: f, Msg: err.Error(), Fix: "check that " + p + " is a kube-proxy binary that runs on this machine"}
 			}
 		}
-		if j := slices.IndexFunc(out, func(k kubeBinary) bool { return k.Version == v }); j >= 0 {
-			return nil, bin, &InputError{Field: f, Msg: fmt.Sprintf("%s and %s both report %s, so their rows would have one name", out[j].Path, abs, v), Fix: "run binaries of different versions, or one of them"}
+		if j := slices.IndexFunc(c.kubeProxies, func(k kubeBinary) bool { return k.Version == v }); j >= 0 {
+			return nil, &InputError{Field: f, Msg: fmt.Sprintf("%s and %s both report %s, so their rows would have one name", c.kubeProxies[j].Path, abs, v), Fix: "run binaries of different versions, or one of them"}
 		}
-		out = append(out, kubeBinary{Path: abs, Version: v})
+		c.kubeProxies = append(c.kubeProxies, kubeBinary{Path: abs, Version: v})
 	}
-	for _, b := range []string{bin.Etcd, bin.APIServer} {
-		if st, err := os.Stat(b); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			return nil, bin, &InputError{Field: "implementation", Msg: "kube-proxy needs a control plane, and " + b + " is missing or not executable", Fix: "run make kube (builds kube-proxy, kube-apiserver and etcd into bin/)"}
-		}
+	dir, err := FindKubeBin(kubeBinNames(sc)...)
+	if err != nil {
+		return nil, &InputError{Field: "implementation", Msg: "kube-proxy needs a control plane, and no folder looked in holds kube-apiserver and etcd: " + err.Error(), Fix: kubeBinFix}
 	}
-	return out, bin, nil
+	c.KubeBin = dir
+	c.bin = controlplane.Binaries{Etcd: filepath.Join(dir, "etcd"), APIServer: filepath.Join(dir, "kube-apiserver")}
+	return c, nil
 }
 
 // rows returns the rows mode m runs as in sc: builtin (m itself) and, for

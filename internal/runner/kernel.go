@@ -452,13 +452,29 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	if err := os.WriteFile(filepath.Join(dir, "scenario.yaml"), y, 0o644); err != nil {
 		return nil, err
 	}
+	// The guest's working folder is its own (uml.GuestMount): it finds
+	// kube-apiserver, etcd and the default kube-proxy in the absolute
+	// folder found here, not from its own executable's folder or ./bin.
+	var env []string
+	if sc.UsesKubeProxy() {
+		dir := ""
+		if o.Checked != nil {
+			dir = o.Checked.KubeBin
+		}
+		if dir == "" {
+			dir, _ = FindKubeBin(kubeBinNames(sc)...)
+		}
+		if dir != "" {
+			env = append(env, KubeBinEnv+"="+dir)
+		}
+	}
 	o.Progress.Start(fmt.Sprintf("user-mode-linux guest %s (%s): %s, %d MiB, timeout %s", k.Name, k.Release, strings.Join(sc.Modes, ", "), sc.UML.MemoryMiB, sc.UML.Timeout.Duration), 1)
 	res, err := uml.Run(ctx, uml.Guest{
 		Kernel: k, MemoryMiB: sc.UML.MemoryMiB, Timeout: sc.UML.Timeout.Duration, Modules: GuestModules(sc),
 		Argv: []string{exe, "run", filepath.Join(uml.GuestMount, "scenario.yaml"), "--kernel", "host",
 			"--run-id", o.RunID, "--output", filepath.Join(uml.GuestMount, "result.json"),
 			"--checkpoint", filepath.Join(uml.GuestMount, "checkpoint.json")},
-		WorkDir: dir, Console: guestConsole(console, k.Name),
+		WorkDir: dir, Console: guestConsole(console, k.Name), Env: env,
 	})
 	o.Progress.Done()
 	// fromGuest marks a result read from the guest's folder as this
@@ -527,20 +543,19 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 // guest kernel name, for its kube-proxy rows and returns the rows it
 // skips (none: kube-proxy and its control plane run inside the guest as
 // on the host; proxymodes/kubeproxy's TestKernelIPVSInGuest). The guest
-// runs in its own work folder, so kubeProxy.binaries are made absolute
-// (the guest's root is the host's filesystem, so the host's paths hold
-// there), and it gets at least GuestKubeMemoryMiB of memory (etcd,
-// kube-apiserver and kube-proxy beside the run).
+// runs in its own work folder, so kubeProxy.binaries are resolved here
+// to absolute paths (ResolveKubeProxy: the guest's root is the host's
+// filesystem, so the host's paths hold there; RunInUML passes the folder
+// of the control plane's binaries), and it gets at least
+// GuestKubeMemoryMiB of memory (etcd, kube-apiserver and kube-proxy
+// beside the run).
 func GuestSkips(s *scenarios.Scenario, name string) []string {
 	if !s.UsesKubeProxy() {
 		return nil
 	}
 	bins := make([]string, len(s.KubeProxy.Binaries))
 	for i, b := range s.KubeProxy.Binaries {
-		if abs, err := filepath.Abs(b); err == nil {
-			b = abs
-		}
-		bins[i] = b
+		bins[i], _ = ResolveKubeProxy(b)
 	}
 	s.KubeProxy.Binaries = bins
 	s.UML.MemoryMiB = max(s.UML.MemoryMiB, GuestKubeMemoryMiB)

@@ -28,7 +28,6 @@ import (
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
-	"github.com/proxybench/proxybench/topology/controlplane"
 	"github.com/proxybench/proxybench/workload"
 	"github.com/proxybench/proxybench/workload/traffic"
 )
@@ -81,6 +80,12 @@ type Options struct {
 	// folder per row); empty: a temporary folder of the run
 	// (os.TempDir()/pb-<runid>-artifacts, removed by cleanup).
 	ArtifactDir string
+	// Checked is Preflight's check of the scenario's kube-proxy rows
+	// (the kube-proxy binaries' --version, --help and dry runs, the
+	// control plane's binaries): Run uses it instead of checking again
+	// when it was made for the same scenario and covers the modes Run
+	// runs; nil: Run checks.
+	Checked *Checked
 }
 
 func (o *Options) defaults() {
@@ -107,18 +112,23 @@ func (o *Options) defaults() {
 // Preflight checks, before anything is created, that the scenario can run
 // here: root privileges, the network namespace directory, each mode's
 // programs, and the kube-proxy binaries a kube-proxy row runs (their
-// --version and --help, and a dry run of each mode's configuration).
+// --version and --help, and a dry run of each mode's configuration) with
+// the control plane's (FindKubeBin). It returns what it checked of the
+// kube-proxy rows, for Options.Checked: Run then checks them no more.
 // Failures are *InputError.
-func Preflight(sc *scenarios.Scenario, o Options) error {
-	_, _, err := preflight(context.Background(), sc, o)
-	return err
+func Preflight(sc *scenarios.Scenario, o Options) (*Checked, error) {
+	o.Checked = nil
+	return preflight(context.Background(), sc, o)
 }
 
-// preflight is Preflight, returning the kube-proxy binaries it checked
-// and the control plane's binaries, so Run checks them once.
-func preflight(ctx context.Context, sc *scenarios.Scenario, o Options) ([]kubeBinary, controlplane.Binaries, error) {
+// preflight is Preflight, taking the kube-proxy rows' check from
+// o.Checked when it covers sc (Checked.covers), so Run checks them once.
+func preflight(ctx context.Context, sc *scenarios.Scenario, o Options) (*Checked, error) {
 	if err := checkPrograms(sc, o); err != nil {
-		return nil, controlplane.Binaries{}, err
+		return nil, err
+	}
+	if o.Checked.covers(sc) {
+		return o.Checked, nil
 	}
 	return kubeProxyBinaries(ctx, sc)
 }
@@ -175,7 +185,7 @@ func checkPrograms(sc *scenarios.Scenario, o Options) error {
 // measured yet.
 func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.Result, err error) {
 	o.defaults()
-	kbs, kbin, err := preflight(ctx, sc, o)
+	checked, err := preflight(ctx, sc, o)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +235,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			if err != nil {
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
-			for _, row := range rows(sc, m, kbs, kbin, o.ArtifactDir, dataPlaneProbe(e)) {
+			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e)) {
 				for _, vsc := range modeVariants(sc.AtSize(n), mode) {
 					mr, err := runMode(ctx, vsc, o, tb, e, perSize[i], row)
 					if err != nil {

@@ -62,7 +62,8 @@ func StartCluster(ctx context.Context, spec ClusterSpec) (c *Cluster, err error)
 	if len(spec.NodeIPs) != len(spec.Nodes) {
 		return nil, fmt.Errorf("kubeproxy: %d nodes but %d node IPs", len(spec.Nodes), len(spec.NodeIPs))
 	}
-	if _, err := Version(ctx, spec.KubeProxy); err != nil {
+	ver, err := Version(ctx, spec.KubeProxy)
+	if err != nil {
 		return nil, err
 	}
 	c = &Cluster{}
@@ -90,7 +91,7 @@ func StartCluster(ctx context.Context, spec ClusterSpec) (c *Cluster, err error)
 		if err = c.CP.WriteKubeconfig(i, kc); err != nil {
 			return c, err
 		}
-		p, err := Start(ctx, Spec{RunID: spec.RunID, Node: n, Binary: spec.KubeProxy, Dir: spec.Dir,
+		p, err := Start(ctx, Spec{RunID: spec.RunID, Node: n, Binary: spec.KubeProxy, Version: ver, Dir: spec.Dir,
 			Config: ConfigSpec{Mode: spec.Mode, Pass: spec.Pass, ClusterCIDR: spec.ClusterCIDR, NodeName: nodes[i].Name, NodeIP: spec.NodeIPs[i], Kubeconfig: kc}})
 		if err != nil {
 			return c, err

@@ -34,7 +34,11 @@ type ProxierSpec struct {
 	Avoid       []netip.Prefix
 	Pass        map[string]any
 	KubeProxy   string
-	Bin         controlplane.Binaries
+	// Version is KubeProxy's version when the caller has checked it
+	// already (Version's answer, e.g. runner's preflight); empty:
+	// NewProxier checks it (kube-proxy --version and --help).
+	Version string
+	Bin     controlplane.Binaries
 	// Dir keeps the config, kubeconfig and log.
 	Dir string
 	// Verbosity is kube-proxy's -v (0: 2).
@@ -108,8 +112,12 @@ func NewProxier(spec ProxierSpec) (*Proxier, error) {
 	if id == "" {
 		return nil, fmt.Errorf("kubeproxy: node namespace %q is not a testbed namespace", spec.Node.Name)
 	}
-	if _, err := Version(context.Background(), spec.KubeProxy); err != nil {
-		return nil, err
+	if spec.Version == "" {
+		v, err := Version(context.Background(), spec.KubeProxy)
+		if err != nil {
+			return nil, err
+		}
+		spec.Version = v // every start of it (Start) takes it from here
 	}
 	if _, _, err := Config(ConfigSpec{Mode: spec.Mode, Pass: spec.Pass}); err != nil {
 		return nil, err
@@ -483,7 +491,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err := p.cp.WriteKubeconfig(0, kc); err != nil {
 		return st, err
 	}
-	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Dir: p.spec.Dir, Verbosity: p.spec.Verbosity, IPTablesBackend: p.spec.IPTablesBackend,
+	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Version: p.spec.Version, Dir: p.spec.Dir, Verbosity: p.spec.Verbosity, IPTablesBackend: p.spec.IPTablesBackend,
 		Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc}})
 	if err != nil {
 		return st, err

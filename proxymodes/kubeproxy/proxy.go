@@ -130,7 +130,10 @@ type Spec struct {
 	// Node is the node namespace kube-proxy runs in.
 	Node   *topology.Netns
 	Binary string
-	Config ConfigSpec
+	// Version is Binary's version when the caller has checked it already
+	// (Version's answer); empty: Start checks it first.
+	Version string
+	Config  ConfigSpec
 	// Dir receives the node's config (<NodeName>.kube-proxy.yaml) and log
 	// (<NodeName>.kube-proxy.log), kept beside the result.
 	Dir string
@@ -209,9 +212,12 @@ type Proxy struct {
 // Start writes the node's config and starts kube-proxy in spec.Node. It
 // returns once the process runs; use WaitSynced to wait for its first sync.
 func Start(ctx context.Context, spec Spec) (*Proxy, error) {
-	ver, err := Version(ctx, spec.Binary)
-	if err != nil {
-		return nil, err
+	ver := spec.Version
+	if ver == "" {
+		var err error
+		if ver, err = Version(ctx, spec.Binary); err != nil {
+			return nil, err
+		}
 	}
 	cfg, owned, err := Config(spec.Config)
 	if err != nil {

@@ -23,7 +23,8 @@ import (
 // VariantSpec is one kube-proxy binary run as a row of a run.
 type VariantSpec struct {
 	// Binary is the kube-proxy program and Version what its --version
-	// said (Version checks it).
+	// said (Version checks it); the row's kube-proxy processes are started
+	// without asking it again.
 	Binary, Version string
 	// Label is the row's name: "nftables (kube-proxy)", or with the
 	// version when a run has several binaries (RowLabel).
@@ -81,7 +82,7 @@ func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 			backend = sc.IPTables.Backend // the same iptables back end as builtin
 		}
 		return NewProxier(ProxierSpec{Mode: base.Name, IPTablesBackend: backend, Node: ns, NodeIP: ip, ClusterCIDR: cluster, ServiceCIDR: svc,
-			Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix()}, Pass: pass, KubeProxy: v.Binary, Bin: v.Bin,
+			Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix()}, Pass: pass, KubeProxy: v.Binary, Version: v.Version, Bin: v.Bin,
 			Dir: v.Dir, Verbosity: sc.KubeProxy.Verbosity, Label: v.Label, DataPlane: v.DataPlane,
 			SessionAffinity: SessionAffinityOf(sc), FirstSyncTimeout: sc.KubeProxy.FirstSyncTimeout.Duration})
 	}
