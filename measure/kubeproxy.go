@@ -71,6 +71,11 @@ type KubeProxy struct {
 	// within the row's bound (kubeProxy.firstSyncTimeout): FirstSyncNs is
 	// then 0 and the row's later phases were not run.
 	Unfinished *Unfinished `json:"unfinished,omitempty"`
+	// FailedSyncs words each failed sync proxybench saw while it waited
+	// for one (kube-proxy counted a sync without moving its last-sync
+	// timestamp): which sync, its own duration, the IPv4 errors of its log
+	// and when kube-proxy next synced successfully. The row ends there.
+	FailedSyncs []string `json:"failedSyncs,omitempty"`
 	// Progress are readings of what kube-proxy had programmed in the node
 	// namespace while its first sync ran (IPVS mode: virtual servers,
 	// kube-ipvs0 addresses, ipset entries per set), about once a minute

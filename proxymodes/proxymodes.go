@@ -97,6 +97,24 @@ type Unfinished struct {
 
 func (u *Unfinished) Error() string { return u.Msg }
 
+// SyncFailed is the error of a Sync when the program it drives
+// (kube-proxy) reported the sync as failed: the sync ended without
+// programming the rules (kube-proxy counted it in its sync duration
+// histogram but did not move its last-sync timestamp), as when its
+// `iptables-restore -w 5` gave up on an xtables lock held elsewhere.
+// Stats holds what was measured by then (Kind; Wall from the first API
+// write, or the API objects for a first sync, to the failure seen;
+// Phases["kube-proxy"] the failed sync's own duration); Msg says why
+// (the program's log) and what the program did next. The runner keeps
+// the row with the syncs measured before it, marked partial with Msg,
+// runs none of the row's later phases, and the run goes on.
+type SyncFailed struct {
+	Stats SyncStats
+	Msg   string
+}
+
+func (e *SyncFailed) Error() string { return e.Msg }
+
 // Failed is the error of a Proxier whose program (kube-proxy) exited on
 // its own (crashed, was killed, was OOM-killed) while its row ran, from
 // Sync, Halt, Resume, Cleanup or Exiter.Exited. Stats holds what the Sync

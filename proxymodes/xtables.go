@@ -9,12 +9,16 @@ import (
 // RestoreWait are the arguments kube-proxy gives iptables-restore (and
 // iptables) so that the xtables lock (/run/xtables.lock, shared by every
 // network namespace of the machine, or $XTABLES_LOCKFILE) is waited for at
-// most 5 s, polled every 100000 µs, instead of forever: a lock held
-// elsewhere longer than that makes the tool exit non-zero ("Another app is
-// currently holding the xtables lock"), which the sync records as a failed
-// sync. Source: k8s.io/kubernetes pkg/util/iptables (WaitSecondsValue "5",
-// WaitIntervalUsecondsValue "100000", used for iptables-restore >= 1.6.2).
-var RestoreWait = []string{"-w", "5", "-W", "100000"}
+// most 5 s instead of forever: a lock held elsewhere longer than that
+// makes the tool exit 4 ("Another app is currently holding the xtables
+// lock. Stopped waiting after 5s."), which the sync records as a failed
+// sync. Only the legacy back end takes the lock: iptables-nft takes none
+// and ignores -w. Source: k8s.io/kubernetes v1.37 pkg/util/iptables
+// (WaitString "-w", WaitSecondsValue "5"); the wait interval `-W 100000`
+// kube-proxy passed before (kubernetes#85771) was removed in 2025
+// (kubernetes#131961: iptables 1.8 ignores it, iptables-nft-restore
+// warning "Ignoring deprecated --wait-interval option.").
+var RestoreWait = []string{"-w", "5"}
 
 // RestoreArgs is RestoreWait followed by args, as a new slice.
 func RestoreArgs(args ...string) []string {

@@ -401,12 +401,24 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 			// kube-proxy exited: the row is kept, failed (Run goes on).
 			return mr, err
 		}
+		var sf *proxymodes.SyncFailed
+		if errors.As(err, &sf) {
+			// kube-proxy's sync failed: the row is kept with the syncs
+			// before it and the failure's cause, the run goes on.
+			mr.Partial = err.Error()
+			return mr, nil
+		}
 		return nil, err
 	}
 	// From here on a failed phase returns mr with the phases finished
 	// before it (Run keeps them, marked partial).
 	if !m.Direct {
 		if mr.SyncIncremental, mr.SyncIncrementalSummary, err = syncIncrementalPhase(ctx, p, services, sc.Repetitions); err != nil {
+			var sf *proxymodes.SyncFailed
+			if errors.As(err, &sf) {
+				mr.Partial = err.Error()
+				return mr, nil
+			}
 			return mr, err
 		}
 	}

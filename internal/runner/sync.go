@@ -74,6 +74,12 @@ func syncFullPhase(ctx context.Context, sc *scenarios.Scenario, e *env, m proxym
 			}
 			return out, reports.Summarize(walls), err
 		}
+		var sf *proxymodes.SyncFailed
+		if errors.As(err, &sf) {
+			// A failed sync is no sync.full figure: the syncs before it
+			// are kept, the caller ends the row with its message.
+			return out, reports.Summarize(walls), err
+		}
 		if err != nil {
 			return nil, reports.Summary{}, fmt.Errorf("sync: %w", err)
 		}
@@ -86,19 +92,21 @@ func syncFullPhase(ctx context.Context, sc *scenarios.Scenario, e *env, m proxym
 
 // syncIncrementalPhase is sync.incremental: reps times, one endpoint
 // moves to a fresh pod IP (moveOneEndpoint) and p syncs, then syncs back
-// (the way back is not recorded). p must hold services.
+// (the way back is not recorded). p must hold services. On an error the
+// syncs measured before it are returned with it (a failed sync is no
+// figure: it is not among them).
 func syncIncrementalPhase(ctx context.Context, p proxymodes.Proxier, services []workload.Service, reps int) ([]proxymodes.SyncStats, reports.Summary, error) {
 	var out []proxymodes.SyncStats
 	var incs []int64
 	for rep := 0; rep < reps; rep++ {
 		st, err := p.Sync(ctx, moveOneEndpoint(services, rep))
 		if err != nil {
-			return nil, reports.Summary{}, fmt.Errorf("incremental sync: %w", err)
+			return out, reports.Summarize(incs), fmt.Errorf("incremental sync %d of %d: %w", rep+1, reps, err)
 		}
 		out = append(out, st)
 		incs = append(incs, int64(st.Wall))
 		if _, err := p.Sync(ctx, services); err != nil {
-			return nil, reports.Summary{}, fmt.Errorf("sync back after the incremental sync: %w", err)
+			return out, reports.Summarize(incs), fmt.Errorf("sync back after incremental sync %d of %d: %w", rep+1, reps, err)
 		}
 	}
 	return out, reports.Summarize(incs), nil

@@ -34,8 +34,8 @@ func TestSyncFake(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(k.Runs) != 1 || k.Runs[0].Name != "iptables-"+backend+"-restore" || strings.Join(k.Runs[0].Args, " ") != "-w 5 -W 100000 --noflush" {
-				t.Fatalf("runs = %+v, want one iptables-%s-restore -w 5 -W 100000 --noflush", k.Runs, backend)
+			if len(k.Runs) != 1 || k.Runs[0].Name != "iptables-"+backend+"-restore" || strings.Join(k.Runs[0].Args, " ") != "-w 5 --noflush" {
+				t.Fatalf("runs = %+v, want one iptables-%s-restore -w 5 --noflush", k.Runs, backend)
 			}
 			if len(*paths) != 1 || (*paths)[0] != "/usr/sbin/iptables-"+backend {
 				t.Errorf("go-iptables paths %q, want /usr/sbin/iptables-%s", *paths, backend)

@@ -167,7 +167,7 @@ func TestSyncFullFromEmpty(t *testing.T) {
 	runs := r.node.take()
 	if len(runs) != 3 || !strings.HasPrefix(runs[0], "ipset -exist restore\ncreate KUBE-CLUSTER-IP hash:ip,port") ||
 		!strings.Contains(runs[0], "add KUBE-CLUSTER-IP 198.18.0.1,udp:53\n") ||
-		!strings.HasPrefix(runs[1], binSave+" -t nat") || !strings.HasPrefix(runs[2], binRestore+" -w 5 -W 100000 --noflush\n*nat\n") ||
+		!strings.HasPrefix(runs[1], binSave+" -t nat") || !strings.HasPrefix(runs[2], binRestore+" -w 5 --noflush\n*nat\n") ||
 		strings.Count(runs[2], "\n-I ") != 3 {
 		t.Errorf("runs:\n%s", strings.Join(runs, "\n---\n"))
 	}

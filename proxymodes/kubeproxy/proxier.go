@@ -54,6 +54,9 @@ type ProxierSpec struct {
 	DataPlane func(ctx context.Context, services []workload.Service) (answered time.Time, probed int, err error)
 	// IPTablesBackend is kube-proxy's iptables back end (Spec.IPTablesBackend).
 	IPTablesBackend string
+	// XtablesLock is kube-proxy's xtables lock file (Spec.XtablesLock;
+	// "": /run/xtables.lock).
+	XtablesLock string
 	// SessionAffinity, when > 0, gives every Service sessionAffinity
 	// ClientIP with this timeout (the scenario's
 	// services.sessionAffinityTimeout when sessionAffinity is ClientIP).
@@ -285,6 +288,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	}
 	cur, ops, triggers := p.plan(services)
 	u0 := p.kp.Usage()
+	logFrom := p.kp.logSize()
 	w, err := applyWrites(ctx, ops)
 	if err != nil {
 		return proxymodes.SyncStats{}, err
@@ -313,6 +317,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	deadline := time.Now().Add(10 * time.Minute)
 	hPrev, prevAt := v0.sync, t0
 	pw := newProgrammedWait(v0, triggers)
+	last := v0 // the previous scrape, for a failed sync between two
 	for {
 		select {
 		case <-ctx.Done():
@@ -324,6 +329,20 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 		if err != nil {
 			return proxymodes.SyncStats{}, p.orExited(err, during)
 		}
+		if failedBetween(last, v) {
+			// A sync ended without success. kube-proxy retries it as a
+			// full sync after syncPeriod; the change's trigger time went
+			// with the failed sync (its endpoints change tracker was
+			// drained), so no programming observation will come for it.
+			if _, failed, err := p.stillFailed(ctx, last); err != nil {
+				return proxymodes.SyncStats{}, p.orExited(err, during)
+			} else if failed {
+				u := p.kp.Usage()
+				st := incrementalStats(t0, written, at, time.Duration(v.sync.Sub(last.sync).Sum*float64(time.Second)), (u.CPU+u.ChildCPU)-(u0.CPU+u0.ChildCPU))
+				return st, p.failedSync(ctx, "incremental sync", st.Phases["kube-proxy"], logFrom, at, last.ts, st)
+			}
+		}
+		last = v
 		var ok bool
 		if triggers > 0 {
 			ok = pw.done(v)
@@ -455,11 +474,13 @@ func sameService(a, b workload.Service) bool {
 // kube-proxy's first sync done, and Phases has the setup apart.
 func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 time.Time) (st proxymodes.SyncStats, err error) {
 	defer func() {
-		// An unfinished first sync and a kube-proxy that exited keep
-		// what there is for KubeProxyRecord; Cleanup stops the rest.
+		// An unfinished first sync, a failed one and a kube-proxy that
+		// exited keep what there is for KubeProxyRecord; Cleanup stops
+		// the rest.
 		var u *proxymodes.Unfinished
+		var sf *proxymodes.SyncFailed
 		var f *proxymodes.Failed
-		if err != nil && !errors.As(err, &u) && !errors.As(err, &f) {
+		if err != nil && !errors.As(err, &u) && !errors.As(err, &sf) && !errors.As(err, &f) {
 			_ = p.stop()
 		}
 	}()
@@ -492,7 +513,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		return st, err
 	}
 	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Version: p.spec.Version, Dir: p.spec.Dir, Verbosity: p.spec.Verbosity, IPTablesBackend: p.spec.IPTablesBackend,
-		Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc}})
+		XtablesLock: p.spec.XtablesLock, Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc}})
 	if err != nil {
 		return st, err
 	}
@@ -527,6 +548,15 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	}
 	herr := <-healthy
 	stopProgress()
+	var fsf *FirstSyncFailed
+	if errors.As(herr, &fsf) && ctx.Err() == nil {
+		metrics, _ := p.scrapeSync(ctx)
+		p.record(t0, up, created, ost, probed, metrics, 0)
+		u := p.kp.Usage()
+		st := proxymodes.SyncStats{Kind: "full", Wall: fsf.At.Sub(created), CPU: u.CPU + u.ChildCPU,
+			Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up), "kube-proxy.metric": fsf.Own}}
+		return st, p.failedSync(ctx, "first sync", fsf.Own, 0, fsf.At, time.Time{}, st)
+	}
 	if herr != nil && ctx.Err() == nil && !time.Now().Before(deadline) {
 		if exited, _ := p.kp.Proc.Exited(); !exited {
 			return p.unfinished(ctx, services, t0, up, created, ost, bound, want, answered, probed, derr)
@@ -871,6 +901,9 @@ func (p *Proxier) keepLog() error {
 // the legacy one, Debian's default nft tools would remove nothing).
 func (p *Proxier) cleanupRules(ctx context.Context, kp *Proxy) error {
 	args := []string{p.spec.KubeProxy, "--cleanup", "--config", kp.ConfigPath}
+	if kp.Spec.XtablesLock != "" {
+		args = append([]string{"XTABLES_LOCKFILE=" + kp.Spec.XtablesLock}, args...)
+	}
 	if kp.Path != "" {
 		args = append([]string{"PATH=" + kp.Path}, args...)
 	}
@@ -940,4 +973,30 @@ func (p *Proxier) TestbedObjects() []string {
 		return nil
 	}
 	return []string{p.cp.ServiceRange.Addr().Next().String(), p.cp.ServiceRange.String()}
+}
+
+// failedSync ends a Sync whose kube-proxy sync failed (seen at at; own is
+// its duration by kube-proxy's metric): it waits for kube-proxy's next
+// successful sync (its last-sync timestamp past before) for up to its
+// syncPeriod and 10 s more, and returns a *proxymodes.SyncFailed with st
+// and a message naming the cause (the IPv4 errors kube-proxy logged from
+// byte logFrom of its log on) and what kube-proxy did next; the message
+// also goes into the record (FailedSyncs) and Info["failedSync"].
+// kube-proxy keeps running until Cleanup.
+func (p *Proxier) failedSync(ctx context.Context, which string, own time.Duration, logFrom int, at, before time.Time, st proxymodes.SyncStats) error {
+	_, period := syncPeriods(readFile(p.kp.LogPath))
+	watch := 40 * time.Second
+	if period > 0 {
+		watch = period + 10*time.Second
+	}
+	recovered := p.waitRecovery(ctx, before, watch)
+	msg := failureMsg(which, own, failureCause(readFile(p.kp.LogPath), logFrom), at, recovered, watch, period) + "; the row's later phases were not run"
+	if p.rec != nil {
+		p.rec.FailedSyncs = append(p.rec.FailedSyncs, msg)
+	}
+	if p.info == nil {
+		p.info = map[string]string{}
+	}
+	p.info["failedSync"] = msg
+	return &proxymodes.SyncFailed{Stats: st, Msg: msg}
 }

@@ -146,6 +146,29 @@ type Spec struct {
 	// (BackendPath), as update-alternatives would on a node; "" leaves
 	// the PATH alone (Debian's default alternative is nft).
 	IPTablesBackend string
+	// XtablesLock, when set, is the xtables lock file of kube-proxy's
+	// iptables tools (environment XTABLES_LOCKFILE, also for `kube-proxy
+	// --cleanup`) instead of /run/xtables.lock, which is one file for
+	// every network namespace of the machine. Only the legacy back end
+	// takes the lock (iptables-legacy 1.8.9 here honours the variable;
+	// iptables-nft takes no lock at all, whatever its -w).
+	XtablesLock string
+}
+
+// env is kube-proxy's environment: nil (this process's) unless the spec
+// sets its PATH (path, from IPTablesBackend) or XtablesLock.
+func (s Spec) env(path string) []string {
+	if path == "" && s.XtablesLock == "" {
+		return nil
+	}
+	env := os.Environ()
+	if path != "" {
+		env = append(env, "PATH="+path)
+	}
+	if s.XtablesLock != "" {
+		env = append(env, "XTABLES_LOCKFILE="+s.XtablesLock)
+	}
+	return env
 }
 
 // iptablesTools are the programs kube-proxy runs by name for iptables
@@ -249,8 +272,8 @@ func Start(ctx context.Context, spec Spec) (*Proxy, error) {
 		if p.Path, err = BackendPath(spec.Dir, spec.IPTablesBackend); err != nil {
 			return nil, err
 		}
-		cmd.Env = append(os.Environ(), "PATH="+p.Path)
 	}
+	cmd.Env = spec.env(p.Path)
 	p.Started = time.Now()
 	if p.Proc, err = topology.StartProcess(spec.Node, spec.RunID, "kube-proxy "+spec.Config.NodeName, cmd); err != nil {
 		return nil, err
@@ -310,16 +333,20 @@ func (p *Proxy) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 }
 
 // WaitSynced waits until kube-proxy has finished its first IPv4 sync
-// (its kubeproxy_sync_proxy_rules_duration_seconds{ip_family="IPv4"}
-// counted one), or the process exits, or timeout passes; the error then
-// carries the tail of its log. It returns that sync's duration from the
-// metric. /healthz is no such signal: kube-proxy's ProxierHealthServer
-// answers 200 while the proxier starts up (pkg/proxy/healthcheck), before
-// any rule is programmed, so WaitHealthy returns before the first sync.
+// successfully (its kubeproxy_sync_proxy_rules_duration_seconds{ip_family="IPv4"}
+// counted one and kubeproxy_sync_proxy_rules_last_timestamp_seconds has
+// an IPv4 value, which kube-proxy sets only after a successful sync), or
+// that sync failed (counted without the timestamp: a *FirstSyncFailed),
+// or the process exits, or timeout passes; the error then carries the
+// tail of its log. It returns the sync's duration from the metric.
+// /healthz is no such signal: kube-proxy's ProxierHealthServer answers
+// 200 while the proxier starts up (pkg/proxy/healthcheck), before any
+// rule is programmed, so WaitHealthy returns before the first sync.
 func (p *Proxy) WaitSynced(ctx context.Context, timeout time.Duration) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
+	suspect := false // the previous scrape counted a sync without the timestamp
 	for {
 		if done, werr := p.Proc.Exited(); done {
 			return 0, fmt.Errorf("kube-proxy on %s exited (%v) before its first sync:\n%s", p.Spec.Config.NodeName, werr, p.LogTail(20))
@@ -328,7 +355,17 @@ func (p *Proxy) WaitSynced(ctx context.Context, timeout time.Duration) (time.Dur
 		if err == nil {
 			var h Histogram
 			if h, err = m.Histogram(MetricSync, "IPv4"); err == nil && h.Count > 0 {
-				return time.Duration(h.Sum / float64(h.Count) * float64(time.Second)), nil
+				mean := time.Duration(h.Sum / float64(h.Count) * float64(time.Second))
+				ts, _ := lastSyncOf(m)
+				switch {
+				case !ts.IsZero():
+					return mean, nil
+				case suspect:
+					// Two scrapes apart: not a scrape that read the
+					// timestamp just before a successful sync set it.
+					return 0, &FirstSyncFailed{Node: p.Spec.Config.NodeName, Own: mean, At: time.Now(), Cause: failureCause(readFile(p.LogPath), 0)}
+				}
+				suspect = true
 			}
 		}
 		if err != nil {
@@ -340,6 +377,28 @@ func (p *Proxy) WaitSynced(ctx context.Context, timeout time.Duration) (time.Dur
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// FirstSyncFailed is WaitSynced's error when kube-proxy's first IPv4 sync
+// ended without success (see failedBetween). kube-proxy v1.37 runs that
+// sync outside its BoundedFrequencyRunner (OnServiceSynced and
+// OnEndpointSlicesSynced call syncProxyRules directly), so the retry it
+// logs ("Sync failed" retryingTime=<syncPeriod>) is not scheduled in the
+// iptables and nftables modes: the next sync comes with the next Service
+// or EndpointSlice change, or after FullSyncPeriod (1 h). IPVS mode
+// resyncs every syncPeriod anyway.
+type FirstSyncFailed struct {
+	Node string
+	// Own is the failed sync's duration by kube-proxy's histogram.
+	Own time.Duration
+	// At is when the failure was seen.
+	At time.Time
+	// Cause is the IPv4 errors of kube-proxy's log (failureCause).
+	Cause string
+}
+
+func (e *FirstSyncFailed) Error() string {
+	return fmt.Sprintf("kube-proxy on %s: first sync failed after %v (its log: %s)", e.Node, e.Own.Round(time.Millisecond), e.Cause)
 }
 
 // minSyncRE matches kube-proxy's "<mode> sync params" log line (at -v=2
@@ -550,6 +609,15 @@ func (w *resourceWatch) programs() []measure.ProgramUse {
 		out = append(out, *w.progs[c])
 	}
 	return out
+}
+
+// logSize is the size of kube-proxy's log in bytes (0 when unreadable).
+func (p *Proxy) logSize() int {
+	fi, err := os.Stat(p.LogPath)
+	if err != nil {
+		return 0
+	}
+	return int(fi.Size())
 }
 
 func readFile(path string) []byte {

@@ -61,7 +61,7 @@ func NewFakeKernel() *FakeKernel {
 // Do runs fn (a fake namespace has nothing to enter).
 func (k *FakeKernel) Do(fn func() error) error { return fn() }
 
-// Run runs "<x>-restore -w 5 -W 100000 --noflush" (kube-proxy's
+// Run runs "<x>-restore -w 5 --noflush" (kube-proxy's
 // invocation; stdin applied, see Restore), "<x>-save" (Save's text) and
 // "<x> --version"; anything else is an error.
 func (k *FakeKernel) Run(_ context.Context, stdin []byte, name string, args ...string) ([]byte, error) {
@@ -69,8 +69,8 @@ func (k *FakeKernel) Run(_ context.Context, stdin []byte, name string, args ...s
 	switch {
 	case strings.HasSuffix(name, "-restore"):
 		// kube-proxy's invocation: wait at most 5 s for the xtables lock.
-		if strings.Join(args, " ") != "-w 5 -W 100000 --noflush" {
-			return nil, fmt.Errorf("fake: restore without -w 5 -W 100000 --noflush: %q", args)
+		if strings.Join(args, " ") != "-w 5 --noflush" {
+			return nil, fmt.Errorf("fake: restore without -w 5 --noflush: %q", args)
 		}
 		return nil, k.Restore(string(stdin))
 	case strings.HasSuffix(name, "-save"):
