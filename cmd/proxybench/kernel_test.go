@@ -88,17 +88,24 @@ func TestKernelFlagErrors(t *testing.T) {
 // TestKernelRunWithKubeProxy runs a small scenario with iptables and
 // nftables, each builtin and kube-proxy (issue 13), and checks the rows
 // side by side in the result and report, the kube-proxy rows' sync.full
-// read back from the node (checkReadBack), that no process of the run ever
-// sits in the root network namespace or listens there, and that after
-// the run no process or namespace of it is left and the root namespace's
-// rules, routes and sysctls are unchanged.
+// read back from the node (checkReadBack), their cold start and restart
+// (checkColdStart), that no process of the run ever sits in the root
+// network namespace or listens there, and that after the run no process
+// or namespace of it is left and the root namespace's rules, routes and
+// sysctls are unchanged.
+//
+// The sync-disruption phase is scenarios/cold-start-10k.yaml's, small,
+// on the same rows (once a test of its own, TestKernelRunColdStartWithKubeProxy:
+// one run saves two control planes and kube-proxy first syncs).
 func TestKernelRunWithKubeProxy(t *testing.T) {
-	testenv.RequireKernel(t, "iptables", "iptables-restore", "nft")
+	testenv.RequireKernel(t, "iptables", "iptables-legacy", "iptables-legacy-restore", "nft")
 	kb := testenv.RequireKube(t)
 	rootBefore := testenv.RootSnapshot(t)
 	runID := topology.NewRunID()
 	out := filepath.Join(t.TempDir(), "r.json")
-	body := "services: {count: 30}\nmodes: [none, iptables, nftables]\nimplementation: [builtin, kube-proxy]\nrepetitions: 1\ntraffic: {connections: 100, positions: [first, last]}\n"
+	body := "services: {count: 30}\nmodes: [none, iptables, nftables]\nimplementation: [builtin, kube-proxy]\nrepetitions: 1\n" +
+		"traffic: {connections: 100, positions: [first, last]}\n" +
+		"syncDisruption: {syncs: [cold, restart], services: 8, probes: 2, timeout: 250ms, settle: 20s}\n"
 	stdout := runWatched(t, runID, kb, "run", "--quiet", "--kernel", "host", "--run-id", runID, "--output", out, writeFile(t, body))
 	r, err := reports.Read(out)
 	if err != nil {
@@ -118,6 +125,9 @@ func TestKernelRunWithKubeProxy(t *testing.T) {
 			}
 			checkReadBack(t, m)
 		}
+		if m.Mode != "none" {
+			checkColdStart(t, m)
+		}
 		for _, p := range m.Lookup {
 			if p.Errors+p.Misses != 0 || p.Latency.Count != 100 {
 				t.Errorf("%s at %s: %d errors, %d misses, n %d", m.Mode, p.Position, p.Errors, p.Misses, p.Latency.Count)
@@ -130,6 +140,9 @@ func TestKernelRunWithKubeProxy(t *testing.T) {
 	if !strings.Contains(stdout, "### builtin vs kube-proxy, side by side") {
 		t.Errorf("report lacks the side-by-side table:\n%s", stdout)
 	}
+	if !strings.Contains(stdout, "kube-proxy's own: sync / end") {
+		t.Errorf("report lacks kube-proxy's own account in the sync table:\n%s", stdout)
+	}
 	if left := topology.ChildProcesses(runID); len(left) > 0 {
 		t.Errorf("processes of run %s left: %v", runID, left)
 	}
@@ -137,6 +150,51 @@ func TestKernelRunWithKubeProxy(t *testing.T) {
 		t.Errorf("run %s left namespaces: %v", runID, left)
 	}
 	testenv.CompareRoot(t, rootBefore, testenv.RootSnapshot(t))
+}
+
+// checkColdStart checks a row's sync-disruption windows (syncs: [cold,
+// restart], 8 services probed). The cold start really starts from a node
+// without rules (every baseline probe fails: builtin's Cleanup, or
+// kube-proxy --cleanup with kube-proxy's own back end), and every probed
+// service answers after the new proxier's start; the restart keeps
+// answering. A kube-proxy row's windows also hold kube-proxy's own
+// account of its first sync, and its record lists the two halted
+// processes.
+func checkColdStart(t *testing.T, m reports.ModeResult) {
+	t.Helper()
+	if len(m.SyncDisruption) != 2 {
+		t.Errorf("%s: windows %+v, want cold and restart", m.Mode, m.SyncDisruption)
+		return
+	}
+	cold, restart := m.SyncDisruption[0], m.SyncDisruption[1]
+	if cold.BeforeAttempts == 0 || cold.BeforeFailed != cold.BeforeAttempts {
+		t.Errorf("%s cold: %d of %d baseline probes failed, want all (the rules were removed)", m.Mode, cold.BeforeFailed, cold.BeforeAttempts)
+	}
+	if cold.Probed != 8 || cold.Answered != 8 || cold.StartNs < 0 || cold.FirstAnswerNs <= 0 || cold.LastAnswerNs < cold.FirstAnswerNs {
+		t.Errorf("%s cold: probed %d answered %d, start %d ns, first/last %d/%d ns; want 8 answering after a start inside the window",
+			m.Mode, cold.Probed, cold.Answered, cold.StartNs, cold.FirstAnswerNs, cold.LastAnswerNs)
+	}
+	if restart.Answered != 8 || restart.BeforeAttempts == 0 || restart.BeforeFailed == restart.BeforeAttempts {
+		t.Errorf("%s restart: answered %d, baseline %d of %d failed; want 8, and the baseline answering (the rules are there)",
+			m.Mode, restart.Answered, restart.BeforeFailed, restart.BeforeAttempts)
+	}
+	if m.Implementation != "kube-proxy" {
+		return
+	}
+	if cold.StartNs <= 0 {
+		t.Errorf("%s cold: kube-proxy started %d ns into the window, want after its start", m.Mode, cold.StartNs)
+	}
+	for _, w := range []struct {
+		name string
+		w    reports.SyncWindow
+	}{{"cold", cold}, {"restart", restart}} {
+		if w.w.ProxyMetricNs <= 0 || w.w.ProxySyncEndNs < w.w.ProxyMetricNs {
+			t.Errorf("%s %s: kube-proxy's own sync %d ns ending %d ns after its start; want a sync that ends after it began", m.Mode, w.name, w.w.ProxyMetricNs, w.w.ProxySyncEndNs)
+		}
+	}
+	if kp := m.KubeProxy; kp == nil || len(kp.Earlier) != 2 || !strings.HasPrefix(kp.Earlier[0].Why, "halt+cleanup") || kp.Earlier[1].Why != "halt" {
+		t.Errorf("%s: record's earlier processes %+v, want the cold start's halt+cleanup and the restart's halt", m.Mode, kp)
+	}
 }
 
 // checkReadBack checks a kube-proxy row's sync.full reports what
@@ -222,73 +280,6 @@ watch:
 		t.Error("no kube-proxy, kube-apiserver or etcd of the run was seen while it ran")
 	}
 	return stdout.String()
-}
-
-// TestKernelRunColdStartWithKubeProxy: scenarios/cold-start-10k.yaml's
-// phase, small, through run with kube-proxy rows (iptables on the legacy
-// back end, nftables). Per row: the cold start really starts from a node
-// without rules (every baseline probe fails: kube-proxy --cleanup used
-// kube-proxy's own back end), every probed service answers after the
-// new process's start, which the window records with kube-proxy's own
-// account of its first sync; the restart keeps answering; the record
-// lists the two halted processes. Root namespace safety as in
-// TestKernelRunWithKubeProxy.
-func TestKernelRunColdStartWithKubeProxy(t *testing.T) {
-	testenv.RequireKernel(t, "iptables-legacy", "iptables-legacy-restore", "nft")
-	kb := testenv.RequireKube(t)
-	rootBefore := testenv.RootSnapshot(t)
-	runID := topology.NewRunID()
-	out := filepath.Join(t.TempDir(), "r.json")
-	body := "services: {count: 20}\nmodes: [iptables, nftables]\nimplementation: [kube-proxy]\nrepetitions: 1\n" +
-		"traffic: {connections: 50, positions: [first]}\n" +
-		"syncDisruption: {syncs: [cold, restart], services: 8, probes: 2, timeout: 250ms, settle: 20s}\n"
-	stdout := runWatched(t, runID, kb, "run", "--quiet", "--kernel", "host", "--run-id", runID, "--output", out, writeFile(t, body))
-	r, err := reports.Read(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.Modes) != 2 {
-		t.Fatalf("%d rows, want iptables (kube-proxy) and nftables (kube-proxy)", len(r.Modes))
-	}
-	for _, m := range r.Modes {
-		if len(m.SyncDisruption) != 2 {
-			t.Errorf("%s: windows %+v, want cold and restart", m.Mode, m.SyncDisruption)
-			continue
-		}
-		cold, restart := m.SyncDisruption[0], m.SyncDisruption[1]
-		if cold.BeforeAttempts == 0 || cold.BeforeFailed != cold.BeforeAttempts {
-			t.Errorf("%s cold: %d of %d baseline probes failed, want all (kube-proxy --cleanup removed its rules)", m.Mode, cold.BeforeFailed, cold.BeforeAttempts)
-		}
-		if cold.Probed != 8 || cold.Answered != 8 || cold.StartNs <= 0 || cold.FirstAnswerNs <= 0 || cold.LastAnswerNs < cold.FirstAnswerNs {
-			t.Errorf("%s cold: probed %d answered %d, start %d ns, first/last %d/%d ns; want 8 answering after a start inside the window",
-				m.Mode, cold.Probed, cold.Answered, cold.StartNs, cold.FirstAnswerNs, cold.LastAnswerNs)
-		}
-		for _, w := range []struct {
-			name string
-			w    reports.SyncWindow
-		}{{"cold", cold}, {"restart", restart}} {
-			if w.w.ProxyMetricNs <= 0 || w.w.ProxySyncEndNs < w.w.ProxyMetricNs {
-				t.Errorf("%s %s: kube-proxy's own sync %d ns ending %d ns after its start; want a sync that ends after it began", m.Mode, w.name, w.w.ProxyMetricNs, w.w.ProxySyncEndNs)
-			}
-		}
-		if restart.Answered != 8 || restart.BeforeAttempts == 0 || restart.BeforeFailed == restart.BeforeAttempts {
-			t.Errorf("%s restart: answered %d, baseline %d of %d failed; want 8, and the baseline answering (the rules are there)",
-				m.Mode, restart.Answered, restart.BeforeFailed, restart.BeforeAttempts)
-		}
-		if kp := m.KubeProxy; kp == nil || len(kp.Earlier) != 2 || !strings.HasPrefix(kp.Earlier[0].Why, "halt+cleanup") || kp.Earlier[1].Why != "halt" {
-			t.Errorf("%s: record's earlier processes %+v, want the cold start's halt+cleanup and the restart's halt", m.Mode, kp)
-		}
-	}
-	if !strings.Contains(stdout, "kube-proxy's own: sync / end") {
-		t.Errorf("report lacks kube-proxy's own account in the sync table:\n%s", stdout)
-	}
-	if left := topology.ChildProcesses(runID); len(left) > 0 {
-		t.Errorf("processes of run %s left: %v", runID, left)
-	}
-	if left, _ := topology.Leftovers(); containsRun(left, runID) {
-		t.Errorf("run %s left namespaces: %v", runID, left)
-	}
-	testenv.CompareRoot(t, rootBefore, testenv.RootSnapshot(t))
 }
 
 // rootListeners returns the listening TCP sockets of the root network

@@ -21,7 +21,7 @@ repetitions: 1
 modes: `+modes+`
 services: {count: 200, endpoints: {count: 3}}
 traffic: {connections: 100, positions: [first]}
-churn: {rate: 20, duration: 4s, grace: 15s}
+churn: {rate: 40, duration: 2s, grace: 15s}
 iptables: {minSyncPeriod: 200ms}
 nftables: {minSyncPeriod: 200ms}
 ipvs: {minSyncPeriod: 200ms}
