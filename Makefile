@@ -84,9 +84,9 @@ test:
 	@f=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$f" ]; then echo "gofmt needed: $$f" >&2; exit 1; fi
 	$(GO) test -count=1 -p 1 -timeout 15m ./...
 
-## test-slow: the whole suite plus the slow kernel tests (PROXYBENCH_SLOW=1, root): the tests whose coverage the
-## default suite keeps more cheaply (TestKernelIPVSInGuest, TestKernelProxierReadBack, the fidelity test's IPVS case
-## without session affinity) and the guest kube-proxy tests of make test-guest-kube; about 25 min on a quiet 2-core machine
+## test-slow: make test plus the slow kernel tests (PROXYBENCH_SLOW=1, root; testenv.RequireSlow skips them otherwise):
+## those whose coverage the default suite keeps more cheaply (TestKernelIPVSInGuest, TestKernelProxierReadBack, the
+## fidelity test's IPVS case without session affinity) and the guest kube-proxy tests of make test-guest-kube
 test-slow:
 	$(GO) vet ./...
 	@f=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$f" ]; then echo "gofmt needed: $$f" >&2; exit 1; fi

@@ -8,6 +8,10 @@
 //     network namespaces, IPVS tests in a user-mode-linux guest when the
 //     host kernel lacks IP_VS.
 //
+// A third switch, PROXYBENCH_SLOW=1 (make test-slow, make bench-full),
+// adds the tests and benchmark cases that take minutes or repeat what a
+// cheaper default test covers (RequireSlow); make test stays under 10 min.
+//
 // A kernel test skips on a machine that cannot run it, except when
 // PROXYBENCH_REQUIRE_KERNEL=1 (set by .ci/run), where every skip through
 // this package is a failure (so is combining it with -short).
@@ -54,20 +58,21 @@ func RequireKernel(t testing.TB, binaries ...string) {
 	RequireTool(t, binaries...)
 }
 
-// SlowEnv is the variable that enables benchmark cases taking minutes per
-// iteration (make bench-full sets it).
+// SlowEnv is the variable that enables the slow tests (make test-slow)
+// and benchmark cases taking minutes per iteration (make bench-full).
 const SlowEnv = "PROXYBENCH_SLOW"
 
 // Slow reports whether PROXYBENCH_SLOW=1 is set.
 func Slow() bool { return os.Getenv(SlowEnv) == "1" }
 
-// RequireSlow skips a case that takes minutes per iteration unless
-// PROXYBENCH_SLOW=1. The skip is a choice, not a missing kernel, so it is
-// never a failure.
+// RequireSlow skips a slow test (one whose coverage the default suite
+// keeps more cheaply) or a benchmark case that takes minutes per
+// iteration unless PROXYBENCH_SLOW=1. The skip is a choice, not a missing
+// kernel, so it is never a failure.
 func RequireSlow(tb testing.TB, why string) {
 	tb.Helper()
 	if !Slow() {
-		tb.Skip(why + "; set " + SlowEnv + "=1 (make bench-full) to run it")
+		tb.Skip(why + "; set " + SlowEnv + "=1 (make test-slow, make bench-full) to run it")
 	}
 }
 
