@@ -81,6 +81,35 @@ type KubeProxy struct {
 	// kube-ipvs0 addresses, ipset entries per set), about once a minute
 	// and when the bound passed.
 	Progress []SyncProgress `json:"progress,omitempty"`
+	// Exit is set when the row's kube-proxy exited on its own (crashed,
+	// was killed, was OOM-killed) while the row ran: the row failed
+	// there (ModeResult.Failed), and every figure above is what was
+	// measured before (AtEnd: its last scrape that answered).
+	Exit *KubeProxyExit `json:"exit,omitempty"`
+}
+
+// KubeProxyExit says how and when a row's kube-proxy exited on its own.
+type KubeProxyExit struct {
+	// Status is the process's wait status as Go words it ("signal:
+	// killed", "exit status 255").
+	Status string `json:"status"`
+	// Code is its exit code, -1 when a signal ended it; Signal is then
+	// the signal's name ("SIGKILL": another process, or the kernel's OOM
+	// killer).
+	Code   int    `json:"code"`
+	Signal string `json:"signal,omitempty"`
+	// During says what the row was waiting for when the exit was seen
+	// ("its first sync", "a later sync", "after the row's phases").
+	During string `json:"during"`
+	// RanNs is from the process's start to the exit seen (at most a
+	// scrape's poll, 50-100 ms, or a phase later).
+	RanNs int64 `json:"ranNs"`
+	// LastScrapeNs is from the process's start to its last metrics scrape
+	// that answered, whose sync metrics the record keeps; 0 when none
+	// answered.
+	LastScrapeNs int64 `json:"lastScrapeNs"`
+	// LogTail is the end of its log (at most 20 lines).
+	LogTail []string `json:"logTail,omitempty"`
 }
 
 // Unfinished says that kube-proxy's first sync had not finished when its

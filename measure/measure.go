@@ -23,10 +23,17 @@ type SyncStats struct {
 	// or driver of the same process.
 	CPU time.Duration `json:"cpuNs"`
 	// Objects is the number of kernel objects programmed (iptables rules,
-	// nft elements, IPVS servers).
+	// nft elements, IPVS servers). For a kube-proxy row it is what was
+	// read back from the node namespace after the sync (ModeResult.Info
+	// "ruleset" names the tool and when), also when kube-proxy's first
+	// sync did not finish or kube-proxy exited: what it had programmed by
+	// then, never the service count asked for; 0 when nothing was read
+	// back (IPVS, or the read failed: Info "ruleset" says why), which the
+	// reports show as "-".
 	Objects int `json:"objects"`
 	// Bytes is the size of what was sent to the kernel or its tool
-	// (iptables-restore input).
+	// (iptables-restore input); for a kube-proxy row, read back as
+	// Objects (iptables only; 0, shown "-", otherwise).
 	Bytes int `json:"bytes"`
 	// Phases splits Wall by step (for example "render", "restore").
 	Phases map[string]time.Duration `json:"phasesNs,omitempty"`

@@ -114,3 +114,28 @@ type SyncFailed struct {
 }
 
 func (e *SyncFailed) Error() string { return e.Msg }
+
+// Failed is the error of a Proxier whose program (kube-proxy) exited on
+// its own (crashed, was killed, was OOM-killed) while its row ran, from
+// Sync, Halt, Resume, Cleanup or Exiter.Exited. Stats holds what the Sync
+// in progress had measured (a first Sync: its setup phases and CPU, the
+// objects read back, and Wall when every probed service had answered;
+// else zero); Msg says what exited, how and when. The runner keeps the
+// row with what was measured before, marked failed with Msg, runs none
+// of its later phases and goes on with the run's other rows; the run
+// then ends with an error (exit status 1), its result complete.
+type Failed struct {
+	Stats SyncStats
+	Msg   string
+}
+
+func (f *Failed) Error() string { return f.Msg }
+
+// Exiter is implemented by proxiers that drive a program of their own
+// (kube-proxy): Exited returns a *Failed once the program has exited on
+// its own, nil while it runs (or after Halt or Cleanup stopped it). The
+// runner asks at the end of each row, so an exit during a phase that
+// never calls the proxier (traffic) still fails the row.
+type Exiter interface {
+	Exited() error
+}

@@ -17,7 +17,10 @@ func FaultWarnings(r *Result) []string {
 		out = append(out, PartialNote(r))
 	}
 	for _, m := range r.Modes {
-		if m.Partial != "" {
+		switch {
+		case m.Failed != "":
+			out = append(out, fmt.Sprintf("%s: FAILED, its figures are what was measured before (%s)", r.label(m), m.Failed))
+		case m.Partial != "":
 			out = append(out, fmt.Sprintf("%s: stopped early, only its phases shown were finished (%s)", r.label(m), m.Partial))
 		}
 		for _, f := range m.Faults {
@@ -222,7 +225,10 @@ func PartialNote(r *Result) string {
 	var done []string
 	for _, m := range r.Modes {
 		l := r.label(m)
-		if m.Partial != "" {
+		switch {
+		case m.Failed != "":
+			l += " (failed)"
+		case m.Partial != "":
 			l += " (partly)"
 		}
 		done = append(done, l)

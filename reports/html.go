@@ -142,7 +142,7 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 		// The Markdown report's tables, from the same table data.
 		page.Sections = append(page.Sections,
 			htmlSection{ID: "implementations", Title: sideBySideTitle(r), Notes: []string{sideBySideIntro}, Table: sideBySideTable(r)},
-			htmlSection{ID: "kube-proxy", Title: "kube-proxy rows: setup and where the time went", Table: kubeProxySetupTable(r)})
+			htmlSection{ID: "kube-proxy", Title: "kube-proxy rows: setup and where the time went", Notes: kubeProxyExitNotes(r), Table: kubeProxySetupTable(r)})
 	}
 
 	page.Figures = htmlFigures(r)

@@ -163,6 +163,9 @@ func sideBySideTable(r *Result) [][]string {
 				if u := kp.Unfinished; u != nil {
 					kpFull = fmt.Sprintf("not finished after %s: %s", dur(time.Duration(u.BoundNs)), u.Summary)
 				}
+				if e := kp.Exit; e != nil && kp.FirstSyncNs == 0 && kp.Unfinished == nil {
+					kpFull = "kube-proxy exited before it: " + e.Status
+				}
 				kpPartial = meanMetric(measure.MetricDelta(kp.AfterFullSync, kp.AtEnd, kpSyncPartial, "IPv4"))
 				kpProg = meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpProgramming, "IPv4"))
 				cpu = fmt.Sprintf("%s + %s", dur(time.Duration(kp.CPUNs)), dur(time.Duration(kp.ChildCPUNs)))
@@ -190,6 +193,14 @@ func writeKubeProxyDetails(b *strings.Builder, r *Result) {
 	b.WriteString("\n### kube-proxy rows: setup and where the time went\n\n")
 	writeMarkdownTable(b, kubeProxySetupTable(r), "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
 	rows := kubeProxyRows(r)
+	for _, m := range rows {
+		if e := m.KubeProxy.Exit; e != nil {
+			fmt.Fprintf(b, "\n%s\n", exitWords(r.label(m), e))
+			if len(e.LogTail) > 0 {
+				b.WriteString("\n```\n" + strings.Join(e.LogTail[max(0, len(e.LogTail)-8):], "\n") + "\n```\n")
+			}
+		}
+	}
 	for _, m := range rows {
 		if ps := m.KubeProxy.Progress; len(ps) > 0 {
 			fmt.Fprintf(b, "\nFirst sync's progress, %s (read in the node namespace; time from the API objects created):\n\n", r.label(m))
@@ -227,6 +238,45 @@ func writeKubeProxyDetails(b *strings.Builder, r *Result) {
 	}
 }
 
+// exitWords says in a sentence how a row's kube-proxy exited (e): "The
+// kube-proxy of nftables (kube-proxy) exited on its own during a later
+// sync: signal: killed (SIGKILL: another process, or the kernel's OOM
+// killer), 8.123 s after its start; its last metrics scrape that
+// answered was 7.950 s after it. Its log ends:".
+func exitWords(label string, e *measure.KubeProxyExit) string {
+	how := e.Status
+	if e.Signal == "SIGKILL" {
+		how += " (SIGKILL: another process, or the kernel's OOM killer)"
+	}
+	s := fmt.Sprintf("The kube-proxy of %s exited on its own during %s: %s, %s after its start", label, e.During, how, dur(time.Duration(e.RanNs)))
+	if e.LastScrapeNs > 0 {
+		s += fmt.Sprintf("; its last metrics scrape that answered (the figures kept) was %s after it", dur(time.Duration(e.LastScrapeNs)))
+	} else {
+		s += "; no metrics scrape had answered"
+	}
+	s += "."
+	if len(e.LogTail) > 0 {
+		s += " Its log ends:"
+	}
+	return s
+}
+
+// kubeProxyExitNotes says, per kube-proxy row whose kube-proxy exited,
+// how (exitWords) and its log's last line.
+func kubeProxyExitNotes(r *Result) []string {
+	var out []string
+	for _, m := range kubeProxyRows(r) {
+		if e := m.KubeProxy.Exit; e != nil {
+			n := exitWords(r.label(m), e)
+			if len(e.LogTail) > 0 {
+				n += " " + strings.TrimSpace(e.LogTail[len(e.LogTail)-1])
+			}
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // kubeProxyRows is the result's kube-proxy rows.
 func kubeProxyRows(r *Result) []ModeResult {
 	var rows []ModeResult
@@ -249,8 +299,11 @@ func kubeProxySetupTable(r *Result) [][]string {
 			return meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpSyncFull, f)) + " / " + meanMetric(measure.MetricDelta(nil, kp.AtEnd, kpSyncPartial, f))
 		}
 		first := dur(time.Duration(kp.FirstSyncNs))
-		if kp.Unfinished != nil {
+		switch {
+		case kp.Unfinished != nil:
 			first = "not finished after " + dur(time.Duration(kp.Unfinished.BoundNs))
+		case kp.Exit != nil && kp.FirstSyncNs == 0:
+			first = "kube-proxy exited before it (" + kp.Exit.Status + ")"
 		}
 		out = append(out, []string{r.label(m), kp.Version,
 			dur(time.Duration(kp.ControlPlaneNs)), fmt.Sprintf("%d in %s", kp.APIObjects, dur(time.Duration(kp.APIObjectsNs))), first,

@@ -125,6 +125,11 @@ type ModeResult struct {
 	// (sync.full, then sync.incremental, traffic, fairness, churn in that
 	// order) were finished; the later ones are missing.
 	Partial string `json:"partial,omitempty"`
+	// Failed, when set, says that the row failed and why: its proxy
+	// program (kube-proxy) exited on its own, e.g. killed or crashed
+	// (KubeProxy.Exit says how). Its figures are what was measured before
+	// (Partial says which phases were cut); the run went on.
+	Failed string `json:"failed,omitempty"`
 	// Services is the service count this result was measured at (one
 	// ModeResult per mode and sweep size).
 	Services int `json:"services"`

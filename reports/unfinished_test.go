@@ -59,3 +59,64 @@ func TestMarkdownUnfinishedKubeProxyRow(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkdownFailedKubeProxyRow: a kube-proxy row whose kube-proxy was
+// killed is shown as FAILED with why, its setup table says its first
+// sync never came, and the details say how it exited with its log's
+// tail; a row killed after its first sync keeps that sync's figures.
+func TestMarkdownFailedKubeProxyRow(t *testing.T) {
+	exit := &measure.KubeProxyExit{Status: "signal: killed", Code: -1, Signal: "SIGKILL", During: "its first sync", RanNs: int64(760 * time.Millisecond),
+		LastScrapeNs: int64(650 * time.Millisecond), LogTail: []string{"I1201 Reloading service iptables data numServices=21"}}
+	before := &measure.KubeProxy{Version: "v1.37.2", ControlPlaneNs: int64(3 * time.Second), Exit: exit}
+	after := &measure.KubeProxy{Version: "v1.37.2", FirstSyncNs: int64(time.Second), Exit: &measure.KubeProxyExit{Status: "signal: killed", Code: -1, Signal: "SIGKILL", During: "a later sync"},
+		AfterFullSync: []measure.Metric{{Name: kpSyncFull, Family: "IPv4", Count: 1, Sum: 0.25}}}
+	r := &Result{Scenario: &scenarios.Scenario{Name: "f"}, Modes: []ModeResult{
+		{Mode: "iptables", Services: 20, SyncFullSummary: Summary{Count: 1, P50: int64(time.Second)}},
+		{Mode: "iptables (kube-proxy)", Implementation: "kube-proxy", BaseMode: "iptables", Services: 20, KubeProxy: before,
+			Partial: "kube-proxy exited on its own during its first sync", Failed: "mode iptables (kube-proxy) at 20 services: kube-proxy exited on its own during its first sync"},
+		{Mode: "nftables (kube-proxy)", Implementation: "kube-proxy", BaseMode: "nftables", Services: 20, KubeProxy: after,
+			SyncFull: []measure.SyncStats{{Kind: "full", Wall: 2 * time.Second}}, SyncFullSummary: Summary{Count: 1, P50: int64(2 * time.Second)},
+			Partial: "incremental sync: kube-proxy exited", Failed: "mode nftables (kube-proxy) at 20 services: incremental sync: kube-proxy exited on its own during a later sync"},
+	}}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"iptables (kube-proxy): FAILED, its figures are what was measured before (mode iptables (kube-proxy) at 20 services: kube-proxy exited",
+		"nftables (kube-proxy): FAILED",
+		"kube-proxy exited before it (signal: killed)",
+		"The kube-proxy of iptables (kube-proxy) exited on its own during its first sync: signal: killed (SIGKILL: another process, or the kernel's OOM killer)",
+		"I1201 Reloading service iptables data numServices=21",
+		"The kube-proxy of nftables (kube-proxy) exited on its own during a later sync",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	var h bytes.Buffer
+	if err := WriteHTML(&h, r, DefaultBudgets); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"FAILED", "The kube-proxy of iptables (kube-proxy) exited on its own during its first sync", "kube-proxy exited before it (signal: killed)"} {
+		if !strings.Contains(h.String(), want) {
+			t.Errorf("HTML report lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "iptables (kube-proxy): stopped early") {
+		t.Errorf("a failed row is shown as FAILED, not also as stopped early:\n%s", out)
+	}
+	seen := false
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "| nftables (kube-proxy) | kube-proxy") {
+			seen = true
+			if !strings.Contains(l, "0.250") {
+				t.Errorf("row killed after its first sync %q: want that sync's metric (0.250 s) kept", l)
+			}
+		}
+	}
+	if !seen {
+		t.Errorf("no side-by-side line for nftables (kube-proxy):\n%s", out)
+	}
+}

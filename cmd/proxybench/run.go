@@ -164,6 +164,7 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 			// whole run repeats, each on a fresh testbed with its own
 			// run ID, so drift between runs hits every mode alike.
 			var res *reports.Result
+			var failedRows []error // rows failed, the run went on (runner.RowsFailed)
 			for k := range max(sc.Runs, 1) {
 				id := runID
 				if k > 0 {
@@ -179,6 +180,10 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 				// also marks fallen-back modes and records each kernel).
 				var r *reports.Result
 				r, err = runner.Execute(ctx, sc, plan, opts, console)
+				if rf := (*runner.RowsFailed)(nil); errors.As(err, &rf) && r != nil {
+					// Kept, marked failed; the run is whole: go on.
+					failedRows, err = append(failedRows, rf.Errs...), nil
+				}
 				if err != nil && k > 0 && res != nil {
 					// The runs already made are kept: save them, then
 					// report the failure.
@@ -209,7 +214,16 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 				}
 				return savePartial(res, out, def, code, msg)
 			}
-			return finish(res, sc, out, def, f.junit, "")
+			ferr := finish(res, sc, out, def, f.junit, "")
+			if len(failedRows) > 0 {
+				// Exit 1, as when a row stops the run; the result is whole.
+				rf := &runner.RowsFailed{Errs: failedRows}
+				if ferr != nil {
+					return &exitError{1, fmt.Errorf("%v\nproxybench: %w", ferr, rf)}
+				}
+				return &exitError{1, rf}
+			}
+			return ferr
 		},
 	}
 	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes to run instead of the scenario's, e.g. none,iptables,nftables")
@@ -402,7 +416,10 @@ func savePartial(res *reports.Result, out string, def bool, code int, msg string
 	var done []string
 	for _, m := range res.Modes {
 		label := m.Mode
-		if m.Partial != "" {
+		switch {
+		case m.Failed != "":
+			label += " (failed)"
+		case m.Partial != "":
 			label += " (partly)"
 		}
 		done = append(done, label)

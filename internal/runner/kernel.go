@@ -263,6 +263,7 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, 
 	o.defaults()
 	var res *reports.Result
 	var skipped []string
+	var failed []error // rows failed, the run went on (RowsFailed)
 	for _, t := range plan.Targets {
 		s := *sc
 		s.Modes = t.Modes
@@ -282,6 +283,9 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, 
 			r, err = Run(ctx, &s, o)
 		} else {
 			r, err = RunInUML(ctx, &s, o, console, t.UML)
+		}
+		if rf := (*RowsFailed)(nil); errors.As(err, &rf) && r != nil {
+			failed, err = append(failed, rf.Errs...), nil // kept; the next kernel runs
 		}
 		if err != nil {
 			// Finished measurements are kept: the earlier kernels', and
@@ -346,6 +350,9 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, 
 		res.Machine.KernelWhere = strings.Join(plan.Names(), "+")
 	}
 	res.Machine.KernelWhy = plan.Why
+	if len(failed) > 0 {
+		return res, &RowsFailed{Errs: failed}
+	}
 	return res, nil
 }
 
@@ -509,6 +516,12 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	}
 	if r != nil {
 		fromGuest(r)
+	}
+	if res.ExitCode != 0 && r != nil && r.Partial == "" {
+		// A whole result with failed rows: the guest went on after them.
+		if errs := failedRows(r); len(errs) > 0 {
+			return r, &RowsFailed{Errs: errs}
+		}
 	}
 	if res.ExitCode != 0 {
 		err := fmt.Errorf("the run inside the user-mode-linux guest %s failed (exit %d); its console is above", k.Name, res.ExitCode)

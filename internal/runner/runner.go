@@ -228,6 +228,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			err = fmt.Errorf("failure injection: undo: %w", uerr)
 		}
 	}()
+	var failed []error // rows whose proxy program exited on its own
 	for i, n := range sizes {
 		for _, mode := range sc.Modes {
 			m, err := modes.Lookup(mode)
@@ -239,6 +240,17 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 					mr, err := runMode(ctx, vsc, o, tb, e, perSize[i], row)
 					if err != nil {
 						err = fmt.Errorf("mode %s at %d services: %w", rowLabel(row, vsc), n, err)
+						var fl *proxymodes.Failed
+						if errors.As(err, &fl) && mr != nil && ctx.Err() == nil {
+							// Its proxy program exited on its own: the row is
+							// kept, marked failed, and the run goes on.
+							mr.Services = n
+							mr.Failed = err.Error()
+							res.Modes = append(res.Modes, *mr)
+							failed = append(failed, err)
+							checkpoint(res, o.Checkpoint)
+							continue
+						}
 						// What was measured is kept: the modes before this one
 						// and this mode's finished phases (runMode returns them).
 						if mr != nil {
@@ -258,7 +270,40 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 		}
 	}
 	res.Finished = time.Now()
+	if len(failed) > 0 {
+		return res, &RowsFailed{Errs: failed}
+	}
 	return res, nil
+}
+
+// RowsFailed is the error of a run that went on after rows failed
+// because their proxy program exited on its own (proxymodes.Failed,
+// e.g. kube-proxy killed): the result holds every row, the failed ones
+// with what was measured before and marked (ModeResult.Failed). The CLI
+// saves it as a whole result and exits 1, as for a row that stopped
+// the run.
+type RowsFailed struct{ Errs []error }
+
+func (e *RowsFailed) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return fmt.Sprintf("%d row(s) failed (kept in the result, marked failed): %s", len(e.Errs), strings.Join(msgs, "; "))
+}
+
+func (e *RowsFailed) Unwrap() []error { return e.Errs }
+
+// failedRows returns the failures of r's rows marked failed, as errors
+// (a result read back from a guest).
+func failedRows(r *reports.Result) []error {
+	var out []error
+	for _, m := range r.Modes {
+		if m.Failed != "" {
+			out = append(out, errors.New(m.Failed))
+		}
+	}
+	return out
 }
 
 // rowLabel names a row in messages: modeLabel, or a variant's label.
@@ -307,13 +352,34 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		mr.Kernel = "uml"
 	}
 	var f faults
+	row := mr
 	defer func() {
+		// A proxy program that exited on its own (kube-proxy) fails the
+		// row, also when no phase noticed (it died during traffic); the
+		// row is kept with what was measured, even from a phase that
+		// returns no result of its own.
+		var fl *proxymodes.Failed
+		atEnd := false // seen after every phase ran
+		if x, ok := p.(proxymodes.Exiter); ok && !errors.As(err, &fl) {
+			if xerr := x.Exited(); xerr != nil {
+				atEnd = err == nil
+				err = errors.Join(xerr, err)
+			}
+		}
+		if errors.As(err, &fl) {
+			if mr == nil {
+				mr = row
+			}
+			if !atEnd && mr.Partial == "" {
+				mr.Partial = err.Error() // its later phases were not run
+			}
+		}
 		var sf *proxymodes.SyncFailed
-		if mr != nil && errors.As(err, &sf) && ctx.Err() == nil {
+		if mr != nil && !errors.As(err, &fl) && errors.As(err, &sf) && ctx.Err() == nil {
 			// kube-proxy reported a failed sync in one of the row's
-			// phases: the row is kept with the phases finished before,
-			// marked partial with the failure's cause, and the run goes
-			// on.
+			// phases (it still runs): the row is kept with the phases
+			// finished before, marked partial with the failure's cause,
+			// and the run goes on.
 			mr.Partial = err.Error()
 			err = nil
 		}
@@ -333,11 +399,16 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	}()
 	if mr.SyncFull, mr.SyncFullSummary, err = syncFullPhase(ctx, sc, e, m, p, services, o.Progress, &f); err != nil {
 		var u *proxymodes.Unfinished
-		if errors.As(err, &u) {
+		var fl *proxymodes.Failed
+		switch {
+		case errors.As(err, &u):
 			// kube-proxy's first sync outlasted its bound: the row is kept
 			// with what was measured and how far it got, the run goes on.
 			mr.Partial = u.Msg
 			return mr, nil
+		case errors.As(err, &fl):
+			// kube-proxy exited: the row is kept, failed (Run goes on).
+			return mr, err
 		}
 		var sf *proxymodes.SyncFailed
 		if errors.As(err, &sf) {

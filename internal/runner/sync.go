@@ -59,12 +59,18 @@ func syncFullPhase(ctx context.Context, sc *scenarios.Scenario, e *env, m proxym
 			st, err = p.Sync(ctx, services)
 		}
 		var u *proxymodes.Unfinished
-		if errors.As(err, &u) {
+		var fl *proxymodes.Failed
+		if errors.As(err, &u) || errors.As(err, &fl) {
 			// Kept: the data plane's time when every probed service
-			// answered; the caller ends the row there.
-			if u.Stats.Wall > 0 {
-				out = append(out, u.Stats)
-				walls = append(walls, int64(u.Stats.Wall))
+			// answered (an unfinished first sync, or kube-proxy exiting
+			// during or right after it); the caller ends the row there.
+			kept := fl != nil && fl.Stats.Wall > 0
+			if u != nil {
+				kept, fl = u.Stats.Wall > 0, &proxymodes.Failed{Stats: u.Stats}
+			}
+			if kept {
+				out = append(out, fl.Stats)
+				walls = append(walls, int64(fl.Stats.Wall))
 			}
 			return out, reports.Summarize(walls), err
 		}

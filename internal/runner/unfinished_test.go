@@ -4,6 +4,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,96 @@ func TestRunModeUnfinishedFirstSync(t *testing.T) {
 		}
 		if p.cleanups != 1 {
 			t.Errorf("%d cleanups, want the row cleaned up once", p.cleanups)
+		}
+	}
+}
+
+// exitingProxier's program exits on its own: at its failAt-th Sync (1:
+// the first, with the first Sync's stats), or, with failAt 0, unseen by
+// any Sync (during traffic), so only Exited tells.
+type exitingProxier struct {
+	*fakeProxier
+	failAt int
+	wall   time.Duration // the first Sync's data plane time when failAt is 1
+	exited bool
+}
+
+var errExit = &proxymodes.Failed{Msg: "kube-proxy exited on its own during a later sync: signal: killed"}
+
+func (p *exitingProxier) Sync(ctx context.Context, services []workload.Service) (proxymodes.SyncStats, error) {
+	if p.syncs+1 == p.failAt {
+		p.syncs++
+		p.exited = true
+		if p.failAt == 1 {
+			return proxymodes.SyncStats{}, &proxymodes.Failed{Stats: proxymodes.SyncStats{Kind: "full", Wall: p.wall}, Msg: "kube-proxy exited on its own during its first sync: signal: killed"}
+		}
+		return proxymodes.SyncStats{}, errExit
+	}
+	return p.fakeProxier.Sync(ctx, services)
+}
+
+func (p *exitingProxier) Exited() error {
+	if p.failAt == 0 && p.syncs > 0 {
+		p.exited = true // died after its syncs, in the traffic phase
+	}
+	if !p.exited {
+		return nil
+	}
+	if p.failAt == 1 {
+		return &proxymodes.Failed{Msg: "kube-proxy exited on its own during its first sync: signal: killed"}
+	}
+	return errExit
+}
+
+// TestRunModeProxyExited: a row whose proxy program (kube-proxy) exits
+// on its own is kept with what was measured before, and runMode returns
+// a *proxymodes.Failed (Run marks the row failed and goes on):
+//   - in its first Sync: the data plane's sync.full when it answered,
+//     none of the later phases, Partial set;
+//   - in sync.incremental: sync.full kept, no traffic, Partial set;
+//   - unseen by any Sync (during traffic): every phase kept, not
+//     Partial (nothing was cut), the failure found by Exited at the end.
+//
+// The row is cleaned up once every time.
+func TestRunModeProxyExited(t *testing.T) {
+	for _, c := range []struct {
+		name               string
+		failAt             int
+		wall               time.Duration
+		full, inc, lookups int
+		partial            bool
+	}{
+		{"first sync, data plane answered", 1, 2 * time.Second, 1, 0, 0, true},
+		{"first sync, data plane silent", 1, 0, 0, 0, 0, true},
+		{"incremental", 2, 0, 1, 0, 0, true},
+		{"traffic", 0, 0, 1, 3, 3, false},
+	} {
+		sc, svcs := phaseScenario(t, "", "")
+		p := &exitingProxier{fakeProxier: newFakeProxier(), failAt: c.failAt, wall: c.wall}
+		m := proxymodes.Mode{Name: "fake", SingleFullSync: true, New: func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) { return p, nil }}
+		e := newFakeEnv(p.fakeProxier)
+		tb := &topology.Testbed{Nodes: make([]*topology.Netns, 1), Clients: make([]*topology.Netns, 1), ClientNode: []int{0}}
+		mr, err := runMode(context.Background(), sc, Options{Progress: &recProgress{}}, tb, &e.env, svcs, m)
+		var fl *proxymodes.Failed
+		if !errors.As(err, &fl) {
+			t.Errorf("%s: runMode error %v, want a *proxymodes.Failed", c.name, err)
+			continue
+		}
+		if mr == nil {
+			t.Errorf("%s: row lost", c.name)
+			continue
+		}
+		if len(mr.SyncFull) != c.full || len(mr.SyncIncremental) != c.inc || len(mr.Lookup) != c.lookups {
+			t.Errorf("%s: sync.full %d, incremental %d, lookup %d; want %d, %d, %d", c.name, len(mr.SyncFull), len(mr.SyncIncremental), len(mr.Lookup), c.full, c.inc, c.lookups)
+		}
+		if c.wall > 0 && (len(mr.SyncFull) != 1 || mr.SyncFull[0].Wall != c.wall) {
+			t.Errorf("%s: sync.full %+v, want the data plane's %v kept", c.name, mr.SyncFull, c.wall)
+		}
+		if (mr.Partial != "") != c.partial || c.partial && !strings.Contains(mr.Partial, "exited on its own") {
+			t.Errorf("%s: partial %q, want partial %t, saying kube-proxy exited", c.name, mr.Partial, c.partial)
+		}
+		if p.cleanups != 1 {
+			t.Errorf("%s: %d cleanups, want 1", c.name, p.cleanups)
 		}
 	}
 }

@@ -103,6 +103,10 @@ type Proxier struct {
 	// minSync is kube-proxy's minSyncPeriod (read from its log at its
 	// first sync; 1 s, its default, when not found).
 	minSync time.Duration
+	// exitErr is the *proxymodes.Failed of a kube-proxy that exited on
+	// its own (exited), once seen, and exitRec its record.
+	exitErr error
+	exitRec *measure.KubeProxyExit
 }
 
 // NewProxier returns a Proxier; nothing starts before the first Sync.
@@ -258,6 +262,10 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	if p.kp == nil {
 		return p.first(ctx, services, time.Now())
 	}
+	const during = "a later sync"
+	if err := p.exited(during, proxymodes.SyncStats{}, 0); err != nil {
+		return proxymodes.SyncStats{}, err
+	}
 	// kube-proxy runs at most one sync per minSyncPeriod (its
 	// BoundedFrequencyRunner): a write right after its last sync (the
 	// runner's sync back after an incremental one) waits out the rest of
@@ -266,17 +274,17 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	// until minSyncPeriod has passed since its last sync ended (from its
 	// start would do; the end is the safe side).
 	if err := p.waitIdle(ctx); err != nil {
-		return proxymodes.SyncStats{}, err
+		return proxymodes.SyncStats{}, p.orExited(err, during)
 	}
 	// Preparation, outside the figure: the scrapes before the writes and
 	// the list of writes. The figure starts when the first write is sent.
 	v0, err := p.syncView(ctx)
 	if err != nil {
-		return proxymodes.SyncStats{}, err
+		return proxymodes.SyncStats{}, p.orExited(err, during)
 	}
 	c0, err := p.changes(ctx)
 	if err != nil {
-		return proxymodes.SyncStats{}, err
+		return proxymodes.SyncStats{}, p.orExited(err, during)
 	}
 	cur, ops, triggers := p.plan(services)
 	u0 := p.kp.Usage()
@@ -319,7 +327,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 		at := time.Now()
 		v, err := p.syncView(ctx)
 		if err != nil {
-			return proxymodes.SyncStats{}, err
+			return proxymodes.SyncStats{}, p.orExited(err, during)
 		}
 		if failedBetween(last, v) {
 			// A sync ended without success. kube-proxy retries it as a
@@ -327,7 +335,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 			// with the failed sync (its endpoints change tracker was
 			// drained), so no programming observation will come for it.
 			if _, failed, err := p.stillFailed(ctx, last); err != nil {
-				return proxymodes.SyncStats{}, err
+				return proxymodes.SyncStats{}, p.orExited(err, during)
 			} else if failed {
 				u := p.kp.Usage()
 				st := incrementalStats(t0, written, at, time.Duration(v.sync.Sub(last.sync).Sum*float64(time.Second)), (u.CPU+u.ChildCPU)-(u0.CPU+u0.ChildCPU))
@@ -361,8 +369,8 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 			hPrev, prevAt = v.sync, at // syncs begun before the writes; a later one counts
 		}
 		if time.Now().After(deadline) {
-			return proxymodes.SyncStats{}, fmt.Errorf("kube-proxy did not finish a sync with the API writes within 10 min (network programming observations %d of %d):\n%s",
-				v.programmed-v0.programmed, triggers, p.kp.LogTail(10))
+			return proxymodes.SyncStats{}, p.orExited(fmt.Errorf("kube-proxy did not finish a sync with the API writes within 10 min (network programming observations %d of %d):\n%s",
+				v.programmed-v0.programmed, triggers, p.kp.LogTail(10)), during)
 		}
 	}
 }
@@ -466,9 +474,13 @@ func sameService(a, b workload.Service) bool {
 // kube-proxy's first sync done, and Phases has the setup apart.
 func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 time.Time) (st proxymodes.SyncStats, err error) {
 	defer func() {
+		// An unfinished first sync, a failed one and a kube-proxy that
+		// exited keep what there is for KubeProxyRecord; Cleanup stops
+		// the rest.
 		var u *proxymodes.Unfinished
-		var f *proxymodes.SyncFailed
-		if err != nil && !errors.As(err, &u) && !errors.As(err, &f) {
+		var sf *proxymodes.SyncFailed
+		var f *proxymodes.Failed
+		if err != nil && !errors.As(err, &u) && !errors.As(err, &sf) && !errors.As(err, &f) {
 			_ = p.stop()
 		}
 	}()
@@ -550,6 +562,13 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 			return p.unfinished(ctx, services, t0, up, created, ost, bound, want, answered, probed, derr)
 		}
 	}
+	if (herr != nil || derr != nil) && ctx.Err() == nil && p.kp.exitedWithin(exitWait) {
+		var firstSync time.Duration // its first sync, when it was seen done before the exit
+		if herr == nil {
+			firstSync = syncedAt.Sub(created)
+		}
+		return p.exitedInFirst(ctx, t0, up, created, ost, answered, probed, derr, firstSync)
+	}
 	if herr != nil {
 		return st, herr
 	}
@@ -589,18 +608,18 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		p.info["iptablesBackend"] = p.spec.IPTablesBackend
 	}
 	p.info["backend"] = p.backend()
+	st = proxymodes.SyncStats{Kind: "full", Wall: done.Sub(created), CPU: u.CPU + u.ChildCPU,
+		Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up),
+			"kube-proxy.firstSync": syncedAt.Sub(created), "kube-proxy.metric": time.Duration(fsum * float64(time.Second))}}
 	// What kube-proxy installed, read back (after the timed sync): the
 	// objects and bytes builtin reports for what it sent.
-	ruleset, rerr := p.readBack(ctx)
-	switch {
-	case rerr != nil:
-		p.info["ruleset"] = "not read: " + rerr.Error()
-	case ruleset.Tool != "":
-		p.info["ruleset"] = fmt.Sprintf("%d objects, %d bytes (%s)", ruleset.Objects, ruleset.Bytes, ruleset.Tool)
+	p.readBackStats(ctx, &st, "")
+	// Its sync was measured; if kube-proxy exited meanwhile, the row
+	// keeps this sync.full and ends here.
+	if err := p.exited("its first sync's read-back, after the sync was measured", st, 0); err != nil {
+		return st, err
 	}
-	return proxymodes.SyncStats{Kind: "full", Wall: done.Sub(created), CPU: u.CPU + u.ChildCPU, Objects: ruleset.Objects, Bytes: ruleset.Bytes,
-		Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up),
-			"kube-proxy.firstSync": syncedAt.Sub(created), "kube-proxy.metric": time.Duration(fsum * float64(time.Second))}}, nil
+	return st, nil
 }
 
 // record sets p.rec and p.info from the first Sync's setup.
@@ -609,7 +628,7 @@ func (p *Proxier) record(t0, up, created time.Time, ost apiobjects.Stats, probed
 	if p.rec == nil {
 		p.rec = &measure.KubeProxy{Version: p.kp.Version, Binary: p.spec.KubeProxy, Config: p.kp.ConfigPath, Log: p.kp.LogPath,
 			Flags: p.kp.Args, Owned: p.kp.Owned, ControlPlaneNs: int64(up.Sub(t0)), APIObjectsNs: int64(created.Sub(up)),
-			APIObjects: ost.Services + ost.EndpointSlices, FirstSyncNs: int64(firstSync), Probed: probed, AfterFullSync: metrics}
+			APIObjects: ost.Services + ost.EndpointSlices, FirstSyncNs: int64(firstSync), Probed: probed, AfterFullSync: metrics, Exit: p.exitRec}
 	}
 	if p.info == nil {
 		p.info = map[string]string{"version": p.kp.Version, "config": p.kp.ConfigPath, "log": p.kp.LogPath,
@@ -651,12 +670,37 @@ func (p *Proxier) unfinished(ctx context.Context, services []workload.Service, t
 	msg := fmt.Sprintf("kube-proxy's first sync not finished after %v (kubeProxy.firstSyncTimeout): %s; %s; the row's later phases were not run", bound, summary, dp)
 	p.info["firstSync"] = msg
 	u := p.kp.Usage()
-	st := proxymodes.SyncStats{Kind: "full", CPU: u.CPU + u.ChildCPU, Objects: len(services),
+	st := proxymodes.SyncStats{Kind: "full", CPU: u.CPU + u.ChildCPU,
 		Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up)}}
 	if dataOK {
 		st.Wall = answered.Sub(created)
 	}
+	// Objects: what kube-proxy had installed when the bound passed, read
+	// back, never the services it was asked for (0, shown "-", for IPVS,
+	// whose progress readings say how far it got).
+	p.readBackStats(ctx, &st, fmt.Sprintf(" when kubeProxy.firstSyncTimeout (%v) passed, its first sync not finished", bound))
 	return st, &proxymodes.Unfinished{Stats: st, Msg: msg}
+}
+
+// exitedInFirst ends a first Sync during which kube-proxy exited on its
+// own, before the data plane answered (firstSync: its first sync by its
+// metric when that was seen, else 0): it records what was measured (the
+// setup, the progress readings, the metrics of its last scrape that
+// answered, its resource use, the objects it had installed, read back)
+// and returns a *proxymodes.Failed saying how it exited. Stats.Wall is
+// the data plane's time when every probed service had answered.
+func (p *Proxier) exitedInFirst(ctx context.Context, t0, up, created time.Time, ost apiobjects.Stats, answered time.Time, probed int, derr error, firstSync time.Duration) (proxymodes.SyncStats, error) {
+	metrics, _ := p.scrapeSync(ctx) // the last scrape that answered
+	p.record(t0, up, created, ost, probed, metrics, firstSync)
+	p.rec.Progress = p.Progress()
+	u := p.kp.Usage()
+	st := proxymodes.SyncStats{Kind: "full", CPU: u.CPU + u.ChildCPU,
+		Phases: map[string]time.Duration{"setup.controlPlane": up.Sub(t0), "setup.api": created.Sub(up)}}
+	if p.spec.DataPlane != nil && derr == nil && !answered.IsZero() {
+		st.Wall = answered.Sub(created)
+	}
+	p.readBackStats(ctx, &st, " after kube-proxy exited during its first sync")
+	return st, p.exited("its first sync", st, 0)
 }
 
 // watchProgress reads the first sync's progress (IPVS mode only) every
@@ -752,10 +796,18 @@ func (p *Proxier) scrapeSync(ctx context.Context) ([]measure.Metric, error) {
 	return p.scrapeSyncOf(ctx, p.kp)
 }
 
+// scrapeSyncOf scrapes kp's sync histograms, both families. When kp has
+// exited, its last scrape that answered stands in (what was measured of
+// it last; an error when none answered).
 func (p *Proxier) scrapeSyncOf(ctx context.Context, kp *Proxy) ([]measure.Metric, error) {
 	m, err := kp.Scrape(ctx)
 	if err != nil {
-		return nil, err
+		if done, _ := kp.Proc.Exited(); !done {
+			return nil, err
+		}
+		if m, _ = kp.LastScrape(); m == nil {
+			return nil, err
+		}
 	}
 	var out []measure.Metric
 	for _, name := range syncMetrics {
@@ -892,7 +944,15 @@ func (p *Proxier) stop() error {
 	}
 	if kp != nil {
 		if p.kp != nil {
-			errs = append(errs, p.retire(context.Background(), kp, "cleanup"))
+			why := "cleanup"
+			seen := p.exitErr != nil
+			if xerr := p.exited("cleanup", proxymodes.SyncStats{}, 0); xerr != nil {
+				if !seen {
+					errs = append(errs, xerr) // news to the caller
+				}
+				why = "exited on its own (" + p.exitRec.Status + "), then cleanup"
+			}
+			errs = append(errs, p.retire(context.Background(), kp, why))
 		}
 		errs = append(errs, p.cleanupRules(context.Background(), kp))
 		p.kp, p.halted = nil, nil

@@ -226,6 +226,10 @@ type Proxy struct {
 	Started time.Time
 	res     *resourceWatch
 	http    *http.Client
+	// last is the last scrape that answered, and when (LastScrape).
+	lastMu sync.Mutex
+	last   Metrics
+	lastAt time.Time
 }
 
 // Start writes the node's config and starts kube-proxy in spec.Node. It
@@ -670,7 +674,38 @@ func (p *Proxy) Scrape(ctx context.Context) (Metrics, error) {
 	if code != http.StatusOK {
 		return nil, fmt.Errorf("kube-proxy on %s: scrape metrics: HTTP %d", p.Spec.Config.NodeName, code)
 	}
-	return ParseMetrics(body)
+	m, err := ParseMetrics(body)
+	if err == nil {
+		p.lastMu.Lock()
+		p.last, p.lastAt = m, time.Now()
+		p.lastMu.Unlock()
+	}
+	return m, err
+}
+
+// LastScrape returns the last scrape of kube-proxy's metrics that
+// answered (Scrape's, whoever called it) and when it answered; nil and
+// the zero time before the first. After kube-proxy exited it is what
+// was measured of it last.
+func (p *Proxy) LastScrape() (Metrics, time.Time) {
+	p.lastMu.Lock()
+	defer p.lastMu.Unlock()
+	return p.last, p.lastAt
+}
+
+// exitedWithin reports whether the process has exited, waiting up to d
+// for it: a scrape that failed because kube-proxy died can come before
+// its wait returns.
+func (p *Proxy) exitedWithin(d time.Duration) bool {
+	if done, _ := p.Proc.Exited(); done || d <= 0 {
+		return done // (a select with a 0 timer could pick either)
+	}
+	select {
+	case <-p.Proc.Done():
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 // syncLineRE matches kube-proxy's log lines about its syncs and their

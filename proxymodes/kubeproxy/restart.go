@@ -23,6 +23,9 @@ func (p *Proxier) Halt(ctx context.Context, cleanup bool) error {
 	if p.kp == nil {
 		return errors.New("kubeproxy: Halt with no kube-proxy running (before the first Sync, or halted already)")
 	}
+	if err := p.exited("the wait before a halt", proxymodes.SyncStats{}, 0); err != nil {
+		return err
+	}
 	old := p.kp
 	p.kp, p.halted = nil, old
 	why := "halt"
@@ -73,7 +76,7 @@ func (p *Proxier) Resume(ctx context.Context) (proxymodes.SyncStats, error) {
 	}
 	metric, err := kp.WaitSynced(ctx, bound)
 	if err != nil {
-		return proxymodes.SyncStats{}, err
+		return proxymodes.SyncStats{}, p.orExited(err, "its first sync after a restart")
 	}
 	done := time.Now()
 	st := proxymodes.SyncStats{Kind: "full", Start: kp.Started, Wall: done.Sub(kp.Started),
