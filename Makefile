@@ -17,7 +17,7 @@ STATICCHECK := bin/staticcheck
 KUBE_VERSION ?= v1.37.2
 KUBE_TARGETS ?= kube-proxy kube-apiserver
 
-.PHONY: setup deps build tools kube kernels kernels-ci test test-short test-guest-kube bench bench-full bench-sim aa lint clean
+.PHONY: setup deps build tools kube kernels kernels-ci test test-short test-slow test-guest-kube bench bench-full bench-sim aa lint clean
 
 ## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench, install the pinned linter,
 ## build the Kubernetes binaries (make kube) and the guest kernel CI uses (make kernels-ci)
@@ -83,6 +83,14 @@ test:
 	$(GO) vet ./...
 	@f=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$f" ]; then echo "gofmt needed: $$f" >&2; exit 1; fi
 	$(GO) test -count=1 -p 1 -timeout 15m ./...
+
+## test-slow: the whole suite plus the slow kernel tests (PROXYBENCH_SLOW=1, root): the tests whose coverage the
+## default suite keeps more cheaply (TestKernelIPVSInGuest, TestKernelProxierReadBack, the fidelity test's IPVS case
+## without session affinity) and the guest kube-proxy tests of make test-guest-kube; about 25 min on a quiet 2-core machine
+test-slow:
+	$(GO) vet ./...
+	@f=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$f" ]; then echo "gofmt needed: $$f" >&2; exit 1; fi
+	PROXYBENCH_SLOW=1 $(GO) test -count=1 -p 1 -timeout 90m ./...
 
 ## test-short: the loop tier (go test -short): runs as any user, needs no root, touches no kernel state, boots no guest;
 ## kernel and guest tests skip (internal/testenv)

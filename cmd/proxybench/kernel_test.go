@@ -87,7 +87,8 @@ func TestKernelFlagErrors(t *testing.T) {
 
 // TestKernelRunWithKubeProxy runs a small scenario with iptables and
 // nftables, each builtin and kube-proxy (issue 13), and checks the rows
-// side by side in the result and report, that no process of the run ever
+// side by side in the result and report, the kube-proxy rows' sync.full
+// read back from the node (checkReadBack), that no process of the run ever
 // sits in the root network namespace or listens there, and that after
 // the run no process or namespace of it is left and the root namespace's
 // rules, routes and sysctls are unchanged.
@@ -115,6 +116,7 @@ func TestKernelRunWithKubeProxy(t *testing.T) {
 			if _, err := os.Stat(kp.Log); err != nil || !strings.HasPrefix(kp.Log, strings.TrimSuffix(out, ".json")+"/") {
 				t.Errorf("%s: log %s not kept beside the result %s: %v", m.Mode, kp.Log, out, err)
 			}
+			checkReadBack(t, m)
 		}
 		for _, p := range m.Lookup {
 			if p.Errors+p.Misses != 0 || p.Latency.Count != 100 {
@@ -135,6 +137,41 @@ func TestKernelRunWithKubeProxy(t *testing.T) {
 		t.Errorf("run %s left namespaces: %v", runID, left)
 	}
 	testenv.CompareRoot(t, rootBefore, testenv.RootSnapshot(t))
+}
+
+// checkReadBack checks a kube-proxy row's sync.full reports what
+// kube-proxy installed, read back from the node (as builtin rows count
+// theirs), not the service count: at least a service and an endpoint
+// rule or element per service; bytes for iptables (its saved KUBE-
+// lines), none for nftables (not seen); and the back end it ran with,
+// named with the tool that read it (iptables: legacy, as a run's
+// kube-proxy rows default to). TestKernelProxierReadBack (slow) checks
+// the same on the Proxier alone.
+func checkReadBack(t *testing.T, m reports.ModeResult) {
+	t.Helper()
+	st := m.SyncFull[0]
+	if st.Objects < 2*m.Services {
+		t.Errorf("%s: sync.full objects %d for %d services, want kube-proxy's rules read back (>= %d); ruleset %q",
+			m.Mode, st.Objects, m.Services, 2*m.Services, m.Info["ruleset"])
+	}
+	var backend, tool string
+	switch m.BaseMode {
+	case "iptables":
+		backend, tool = "legacy", "iptables-legacy-save"
+		if st.Bytes < 50*st.Objects {
+			t.Errorf("%s: %d bytes for %d rules, want the saved KUBE- lines' size", m.Mode, st.Bytes, st.Objects)
+		}
+	case "nftables":
+		backend, tool = "knftables", "nft -j list table ip kube-proxy"
+		if st.Bytes != 0 {
+			t.Errorf("%s: %d bytes, want 0 (not seen)", m.Mode, st.Bytes)
+		}
+	default:
+		t.Errorf("%s: base mode %q", m.Mode, m.BaseMode)
+	}
+	if m.Info["backend"] != backend || !strings.Contains(m.Info["ruleset"], tool) {
+		t.Errorf("%s: info backend %q ruleset %q, want %q read with %s", m.Mode, m.Info["backend"], m.Info["ruleset"], backend, tool)
+	}
 }
 
 // runWatched runs this binary with args (a run of runID with kube-proxy

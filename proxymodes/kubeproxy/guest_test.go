@@ -77,14 +77,22 @@ func firstAnswer(ctx context.Context, client *topology.Netns, s workload.Service
 // time went: control plane ready, objects created, kube-proxy's first
 // sync by its metric and seen from the data plane (first and last
 // service answering).
+//
+// PROXYBENCH_SLOW=1 (make test-slow, make test-guest-kube): its guest
+// control plane costs about 30 s. The default suite keeps what it checks
+// first, every ClusterIP answering from an endpoint through kube-proxy's
+// IPVS rules, in TestKernelGuestCleanupAfterKill (whose guest run gets
+// ready only then), and the ruleset compared with builtin's in
+// TestKernelFidelity/ipvs.
 func TestKernelIPVSInGuest(t *testing.T) {
 	testenv.RequireKernel(t, "iptables-save", "ipset", "ipvsadm")
 	testenv.RequireKube(t)
+	testenv.RequireSlow(t, "a control plane and kube-proxy in a guest (TestKernelGuestCleanupAfterKill checks the ClusterIPs answer in the default suite)")
 	n := guestServices(t)
 	// etcd, kube-apiserver, kube-proxy and the test: 3 GiB; 1k services
 	// take minutes in the guest (syscalls ~25x the host's).
 	o := testenv.UMLOptions{MemoryMiB: 3072, Timeout: 10*time.Minute + time.Duration(n)*600*time.Millisecond,
-		Env: []string{guestServicesEnv + "=" + strconv.Itoa(n)}}
+		Env: []string{guestServicesEnv + "=" + strconv.Itoa(n), testenv.SlowEnv + "=1"}}
 	if testenv.InUMLWith(t, o, false, ipvs.KernelModules("")...) {
 		return
 	}
@@ -284,7 +292,11 @@ func guestProcs(id string) []string {
 // (topology.Cleanup and uml.CleanupOrphans, as `proxybench cleanup`
 // calls them) leaves the guest alone while the run lives, and afterwards
 // no guest process (and so nothing that ran inside it) and no folder of
-// the run remains on the host.
+// the run remains on the host. The guest's run gets ready only once every
+// ClusterIP answers from one of its endpoints through kube-proxy's IPVS
+// virtual servers (TestKernelHelperRun): the default suite's check of
+// kube-proxy's IPVS data plane (TestKernelIPVSInGuest, slow, also reads
+// the ruleset back and logs the timings).
 func TestKernelGuestCleanupAfterKill(t *testing.T) {
 	testenv.RequireKernel(t, "ipset", "ipvsadm")
 	testenv.RequireKube(t)

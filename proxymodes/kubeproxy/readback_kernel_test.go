@@ -20,8 +20,13 @@ import (
 // endpoint rule or element each), bytes for iptables (its saved KUBE-
 // lines), none for nftables; and the back end it ran with. The old
 // Proxier reported the service count, 0 bytes and no back end.
+//
+// PROXYBENCH_SLOW=1 (make test-slow): a control plane per mode. The
+// default suite checks the same figures on the kube-proxy rows of a run
+// (cmd/proxybench TestKernelRunWithKubeProxy).
 func TestKernelProxierReadBack(t *testing.T) {
 	bins := testenv.RequireKube(t)
+	testenv.RequireSlow(t, "a control plane per mode (TestKernelRunWithKubeProxy checks the read-back figures in the default suite)")
 	for _, tc := range []struct{ mode, backend, tool string }{
 		{"iptables", "legacy", "iptables-legacy-save"},
 		{"nftables", "knftables", "nft -j list table ip kube-proxy"},
