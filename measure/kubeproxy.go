@@ -98,8 +98,11 @@ type KubeProxyExit struct {
 	// killer).
 	Code   int    `json:"code"`
 	Signal string `json:"signal,omitempty"`
-	// During says what the row was waiting for when the exit was seen
-	// ("its first sync", "a later sync", "after the row's phases").
+	// During says what the row was doing when the exit was seen: "its
+	// first sync", "a later sync", "its first sync after a restart",
+	// "the wait before a halt", "cleanup", or "the row's phases (seen at
+	// their end)" when no step that talks to kube-proxy saw it (it died
+	// during traffic). The row's Failed names the phase.
 	During string `json:"during"`
 	// RanNs is from the process's start to the exit seen (at most a
 	// scrape's poll, 50-100 ms, or a phase later).

@@ -32,9 +32,9 @@ func TestKernelRunKeepsKilledKubeProxyRow(t *testing.T) {
 	t0 := time.Now()
 	stdout, stderr, code := run(t, []string{"PROXYBENCH_KUBE_BIN=" + filepath.Dir(kb.KubeProxy)},
 		"run", "--quiet", "--kernel", "host", "--run-id", runID, "--kube-proxy", wrapper, "--output", out, writeFile(t, body))
-	t.Logf("run took %v", time.Since(t0).Round(time.Millisecond))
+	t.Logf("run took %v; stderr:\n%s", time.Since(t0).Round(time.Millisecond), stderr)
 	if code != 1 || !strings.Contains(stderr, "1 row(s) failed") || !strings.Contains(stderr, "mode iptables (kube-proxy) at 20 services") ||
-		!strings.Contains(stderr, "signal: killed") {
+		!strings.Contains(stderr, "signal: killed") || !strings.Contains(stderr, "the result, every row in it, is saved at "+out) {
 		t.Fatalf("exit %d, want 1 saying the kube-proxy row failed and how; stderr:\n%s\nstdout:\n%s", code, stderr, stdout)
 	}
 	if n := testenv.ShimCalls(t, wrapper); n != 2 {

@@ -221,7 +221,7 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 				if ferr != nil {
 					return &exitError{1, fmt.Errorf("%v\nproxybench: %w", ferr, rf)}
 				}
-				return &exitError{1, rf}
+				return &exitError{1, fmt.Errorf("%w\nproxybench: the result, every row in it, is saved at %s; 'proxybench report %s' renders it", rf, out, out)}
 			}
 			return ferr
 		},

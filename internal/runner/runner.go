@@ -374,6 +374,15 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 				mr.Partial = err.Error() // its later phases were not run
 			}
 		}
+		var sf *proxymodes.SyncFailed
+		if mr != nil && !errors.As(err, &fl) && errors.As(err, &sf) && ctx.Err() == nil {
+			// kube-proxy reported a failed sync in one of the row's
+			// phases (it still runs): the row is kept with the phases
+			// finished before, marked partial with the failure's cause,
+			// and the run goes on.
+			mr.Partial = err.Error()
+			err = nil
+		}
 		if r, ok := p.(kubeProxyRecorder); ok && mr != nil {
 			mr.KubeProxy = r.KubeProxyRecord(context.WithoutCancel(ctx))
 			mr.Info = p.Info()
@@ -403,10 +412,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 		}
 		var sf *proxymodes.SyncFailed
 		if errors.As(err, &sf) {
-			// kube-proxy's sync failed: the row is kept with the syncs
-			// before it and the failure's cause, the run goes on.
-			mr.Partial = err.Error()
-			return mr, nil
+			return mr, err // the row is kept with the failure's cause (the deferred func)
 		}
 		return nil, err
 	}
@@ -414,12 +420,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	// before it (Run keeps them, marked partial).
 	if !m.Direct {
 		if mr.SyncIncremental, mr.SyncIncrementalSummary, err = syncIncrementalPhase(ctx, p, services, sc.Repetitions); err != nil {
-			var sf *proxymodes.SyncFailed
-			if errors.As(err, &sf) {
-				mr.Partial = err.Error()
-				return mr, nil
-			}
-			return mr, err
+			return mr, err // a *proxymodes.SyncFailed keeps the row (the deferred func)
 		}
 	}
 	// Every other node runs its own proxier over the same services.

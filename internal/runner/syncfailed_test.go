@@ -41,14 +41,15 @@ func (p *failingProxier) Sync(ctx context.Context, services []workload.Service) 
 func TestRunModeSyncFailed(t *testing.T) {
 	// Syncs: 1 the first (full), then per repetition the incremental one
 	// and the sync back: 2, 3; 4, 5; 6, 7.
+	// With two nodes, sync 8 is the second node's first (startNodes).
 	for _, tc := range []struct {
-		failAt, incKept int
-	}{{1, 0}, {2, 0}, {4, 1}, {5, 2}} {
+		failAt, incKept, nodes int
+	}{{1, 0, 1}, {2, 0, 1}, {4, 1, 1}, {5, 2, 1}, {8, 3, 2}} {
 		sc, svcs := phaseScenario(t, "", "")
 		p := &failingProxier{fakeProxier: newFakeProxier(), failAt: tc.failAt}
 		m := proxymodes.Mode{Name: "fake", SingleFullSync: true, New: func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) { return p, nil }}
 		e := newFakeEnv(p.fakeProxier)
-		tb := &topology.Testbed{Nodes: make([]*topology.Netns, 1), Clients: make([]*topology.Netns, 1), ClientNode: []int{0}}
+		tb := &topology.Testbed{Nodes: make([]*topology.Netns, tc.nodes), Clients: make([]*topology.Netns, 1), ClientNode: []int{0}}
 		mr, err := runMode(context.Background(), sc, Options{Progress: &recProgress{}}, tb, &e.env, svcs, m)
 		if err != nil {
 			t.Fatalf("sync %d failed: runMode failed (%v); a failed kube-proxy sync must keep the row and let the run go on", tc.failAt, err)
@@ -73,8 +74,8 @@ func TestRunModeSyncFailed(t *testing.T) {
 		if len(mr.Lookup) != 0 {
 			t.Errorf("sync %d failed: the traffic phase ran after the failure", tc.failAt)
 		}
-		if p.cleanups != 1 {
-			t.Errorf("sync %d failed: %d cleanups, want the row cleaned up once", tc.failAt, p.cleanups)
+		if p.cleanups != tc.nodes {
+			t.Errorf("sync %d failed: %d cleanups, want the row cleaned up once per node (%d)", tc.failAt, p.cleanups, tc.nodes)
 		}
 	}
 }

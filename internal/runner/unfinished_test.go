@@ -5,11 +5,13 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
@@ -23,7 +25,7 @@ type unfinishedProxier struct {
 }
 
 func (p *unfinishedProxier) Sync(ctx context.Context, services []workload.Service) (proxymodes.SyncStats, error) {
-	st := proxymodes.SyncStats{Kind: "full", Wall: p.wall, Objects: len(services)}
+	st := proxymodes.SyncStats{Kind: "full", Wall: p.wall} // objects: none read back (IPVS)
 	return st, &proxymodes.Unfinished{Stats: st, Msg: "kube-proxy's first sync not finished after 40m0s: 10 of 11 virtual servers"}
 }
 
@@ -147,5 +149,26 @@ func TestRunModeProxyExited(t *testing.T) {
 		if p.cleanups != 1 {
 			t.Errorf("%s: %d cleanups, want 1", c.name, p.cleanups)
 		}
+	}
+}
+
+// TestRowsFailed: the run's error after failed rows names each and
+// still unwraps to their *proxymodes.Failed; a guest's result gives its
+// failed rows back (failedRows), none for a result without.
+func TestRowsFailed(t *testing.T) {
+	err := error(&RowsFailed{Errs: []error{fmt.Errorf("mode a at 5 services: %w", errExit), errors.New("mode b at 5 services: x")}})
+	var fl *proxymodes.Failed
+	if !errors.As(err, &fl) || fl != errExit {
+		t.Errorf("errors.As(%v) found %v, want the row's *proxymodes.Failed", err, fl)
+	}
+	if s := err.Error(); !strings.HasPrefix(s, "2 row(s) failed") || !strings.Contains(s, "mode a at 5 services: kube-proxy exited") || !strings.Contains(s, "mode b") {
+		t.Errorf("message %q", s)
+	}
+	r := &reports.Result{Modes: []reports.ModeResult{{Mode: "none"}, {Mode: "iptables (kube-proxy)", Failed: "mode iptables (kube-proxy) at 5 services: kube-proxy exited"}}}
+	if got := failedRows(r); len(got) != 1 || got[0].Error() != r.Modes[1].Failed {
+		t.Errorf("failedRows: %v, want the one failed row", got)
+	}
+	if got := failedRows(&reports.Result{Modes: []reports.ModeResult{{Mode: "none"}}}); got != nil {
+		t.Errorf("failedRows of a result without failures: %v", got)
 	}
 }

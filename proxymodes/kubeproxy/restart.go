@@ -57,7 +57,8 @@ func (p *Proxier) Halt(ctx context.Context, cleanup bool) error {
 // "kube-proxy.syncEnd" from Start to the sync's end by kube-proxy's own
 // kubeproxy_sync_proxy_rules_last_timestamp_seconds. Objects and Bytes
 // are the ruleset read back after that sync (as sync.full's), 0 when not
-// read (IPVS).
+// read (IPVS). A first sync that failed (FirstSyncFailed) returns a
+// *proxymodes.SyncFailed, as the first Sync's does (failedSync).
 func (p *Proxier) Resume(ctx context.Context) (proxymodes.SyncStats, error) {
 	if p.halted == nil || p.kp != nil {
 		return proxymodes.SyncStats{}, errors.New("kubeproxy: Resume without a Halt")
@@ -75,6 +76,13 @@ func (p *Proxier) Resume(ctx context.Context) (proxymodes.SyncStats, error) {
 		bound = DefaultFirstSyncTimeout
 	}
 	metric, err := kp.WaitSynced(ctx, bound)
+	var fsf *FirstSyncFailed
+	if errors.As(err, &fsf) && ctx.Err() == nil {
+		u := kp.Usage()
+		st := proxymodes.SyncStats{Kind: "full", Start: kp.Started, Wall: fsf.At.Sub(kp.Started), CPU: u.CPU + u.ChildCPU,
+			Phases: map[string]time.Duration{"kube-proxy.metric": fsf.Own}}
+		return st, p.failedSync(ctx, "first sync after the restart", fsf.Own, 0, fsf.At, time.Time{}, st)
+	}
 	if err != nil {
 		return proxymodes.SyncStats{}, p.orExited(err, "its first sync after a restart")
 	}

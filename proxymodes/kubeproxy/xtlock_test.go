@@ -23,10 +23,11 @@ import (
 
 // holdLock takes the xtables lock file path (flock, as iptables-legacy
 // does), once kube-proxy's log at logPath holds after (from its start;
-// "" at once), and releases it once the log shows an IPv4 "Sync failed"
+// "" at once; with old set, only in a log file other than old, a new
+// process's), and releases it once the log shows an IPv4 "Sync failed"
 // line past byte offset from, or after max; it returns a channel closed
 // at the release, and when the lock was taken and released.
-func holdLock(t *testing.T, path, logPath, after string, from int, max time.Duration) (<-chan struct{}, *time.Time, *time.Time) {
+func holdLock(t *testing.T, path, logPath, after string, old os.FileInfo, from int, max time.Duration) (<-chan struct{}, *time.Time, *time.Time) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -48,6 +49,9 @@ func holdLock(t *testing.T, path, logPath, after string, from int, max time.Dura
 		defer f.Close()
 		end := time.Now().Add(max)
 		for ; after != "" && time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if fi, err := os.Stat(logPath); err != nil || (old != nil && os.SameFile(old, fi)) {
+				continue
+			}
 			if b, _ := os.ReadFile(logPath); strings.Contains(string(b), after) {
 				lock()
 				*taken = time.Now()
@@ -80,10 +84,11 @@ func holdLock(t *testing.T, path, logPath, after string, from int, max time.Dura
 //     *proxymodes.SyncFailed naming the lock, with kube-proxy's own
 //     duration of the failed sync (>= 5 s), and kube-proxy's retry (a
 //     full sync, after syncPeriod) is seen.
-//   - first (PROXYBENCH_SLOW=1): the lock is held while kube-proxy starts;
+//   - first and restart (PROXYBENCH_SLOW=1): the lock is held while kube-proxy starts;
 //     its first sync fails in `iptables -w 5 -N`, the first Sync returns
 //     a *proxymodes.SyncFailed at once instead of reading the failed sync
-//     as done and waiting for the data plane, and no successful sync
+//     as done and waiting for the data plane (Resume after a Halt
+//     likewise), and no successful sync
 //     follows within syncPeriod + 10 s (kube-proxy runs its first sync
 //     outside its retrying runner).
 func TestKernelProxierXtablesLock(t *testing.T) {
@@ -140,7 +145,7 @@ func TestKernelProxierXtablesLock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		released, _, at := holdLock(t, lock, logPath, "", int(fi.Size()), 30*time.Second)
+		released, _, at := holdLock(t, lock, logPath, "", nil, int(fi.Size()), 30*time.Second)
 		t0 := time.Now()
 		st, err := p.Sync(ctx, moved)
 		ret := time.Since(t0)
@@ -185,7 +190,7 @@ func TestKernelProxierXtablesLock(t *testing.T) {
 		// is not available on this host". Its first sync begins when its
 		// informers have synced, after that line.
 		t0 := time.Now()
-		released, taken, at := holdLock(t, lock, logPath, `sync params" ipFamily="IPv6"`, 0, 2*time.Minute)
+		released, taken, at := holdLock(t, lock, logPath, `sync params" ipFamily="IPv6"`, nil, 0, 2*time.Minute)
 		st, err := p.Sync(ctx, svcs)
 		ret := time.Since(t0)
 		<-released
@@ -204,5 +209,36 @@ func TestKernelProxierXtablesLock(t *testing.T) {
 		}
 		t.Logf("first Sync returned after %v (lock taken %v and released %v after it began); %s", ret.Round(time.Millisecond),
 			taken.Sub(t0).Round(time.Millisecond), at.Sub(t0).Round(time.Millisecond), sf.Msg)
+	})
+
+	// restart (PROXYBENCH_SLOW=1): the first sync of a kube-proxy
+	// restarted over its own rules (Halt, Resume: the sync-disruption
+	// phase's restart) fails the same way, and Resume says so.
+	t.Run("restart", func(t *testing.T) {
+		testenv.RequireSlow(t, "a failed first sync is watched for syncPeriod + 10 s after it")
+		ctx := context.Background()
+		p, lock, logPath, svcs := start(t)
+		if _, err := p.Sync(ctx, svcs); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Halt(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		old, err := os.Stat(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		released, taken, _ := holdLock(t, lock, logPath, `sync params" ipFamily="IPv6"`, old, 0, 2*time.Minute)
+		st, err := p.Resume(ctx)
+		<-released
+		if err == nil {
+			t.Fatalf("Resume succeeded (%+v): kube-proxy's first sync began before the test took the lock %v after Resume began", st, taken.Sub(t0))
+		}
+		var sf *proxymodes.SyncFailed
+		if !errors.As(err, &sf) || !strings.Contains(sf.Msg, "first sync after the restart failed") || !strings.Contains(sf.Msg, "holding the xtables lock") {
+			t.Fatalf("Resume with the xtables lock held: %+v, %v; want a *proxymodes.SyncFailed naming the restart's first sync and the lock", st, err)
+		}
+		t.Logf("Resume: %s", sf.Msg)
 	})
 }
