@@ -27,11 +27,36 @@ import (
 
 // failedBetween reports whether a sync ended between scrapes a and b (in
 // order) without succeeding: the histogram counts more syncs and the
-// last-sync timestamp did not move. One scrape reads the two series at
-// slightly different moments, so a caller confirms with another scrape
-// (stillFailed).
+// last-sync timestamp did not move. a must be the first scrape that
+// showed its sync count (not merely the scrape before b): a successful
+// sync sets the timestamp first and is counted last (the deferred
+// Observe, after its healthz update, health-check and conntrack
+// housekeeping), so a scrape in between shows the new timestamp with the
+// old count, and the next one the new count with that same timestamp,
+// which against the scrape just before looks like a failure (seen: the
+// sync.incremental of TestKernelProxierIncrementalRecord failing after
+// kube-proxy logged every sync complete). One scrape reads the two series
+// at slightly different moments, so a caller confirms with another
+// scrape (stillFailed).
 func failedBetween(a, b syncView) bool {
 	return b.sync.Count > a.sync.Count && b.ts.Equal(a.ts)
+}
+
+// failWatch follows the scrapes of a wait for kube-proxy's syncs and
+// judges each against the first scrape that showed the current sync count
+// (failedBetween's a).
+type failWatch struct{ base syncView }
+
+// see reports whether scrape v shows a failed sync since the base, and
+// returns the base it was judged against (for the failed sync's duration
+// and stillFailed); v becomes the base when its sync count differs.
+func (w *failWatch) see(v syncView) (failed bool, base syncView) {
+	base = w.base
+	failed = failedBetween(base, v)
+	if v.sync.Count != w.base.sync.Count {
+		w.base = v
+	}
+	return failed, base
 }
 
 // stillFailed re-scrapes after a short pause and reports whether the

@@ -89,6 +89,35 @@ func TestFailedBetween(t *testing.T) {
 	}
 }
 
+// TestFailWatchSuccessCountedLast: kube-proxy sets the last-sync
+// timestamp before it counts the sync, so a scrape can show the new
+// timestamp with the old count and the next one the new count with that
+// timestamp: a success, not a failure. A sync counted with the timestamp
+// of the first scrape at the old count failed.
+func TestFailWatchSuccessCountedLast(t *testing.T) {
+	t0, t1 := time.Unix(1000, 0), time.Unix(1001, 0)
+	view := func(n uint64, ts time.Time) syncView {
+		return syncView{ts: ts, sync: Histogram{Count: n, Sum: float64(n)}}
+	}
+	for _, tc := range []struct {
+		name    string
+		scrapes []syncView
+		want    []bool
+	}{
+		{"success seen between timestamp and count", []syncView{view(4, t0), view(4, t1), view(5, t1)}, []bool{false, false}},
+		{"success", []syncView{view(4, t0), view(4, t0), view(5, t1)}, []bool{false, false}},
+		{"failure", []syncView{view(4, t0), view(4, t0), view(5, t0)}, []bool{false, true}},
+		{"success, then a failure", []syncView{view(4, t0), view(4, t1), view(5, t1), view(5, t1), view(6, t1)}, []bool{false, false, false, true}},
+	} {
+		fw := failWatch{base: tc.scrapes[0]}
+		for i, v := range tc.scrapes[1:] {
+			if got, _ := fw.see(v); got != tc.want[i] {
+				t.Errorf("%s: scrape %d %+v judged failed=%v, want %v", tc.name, i+1, v, got, tc.want[i])
+			}
+		}
+	}
+}
+
 func TestFailureMsg(t *testing.T) {
 	at := time.Unix(2000, 0)
 	got := failureMsg("incremental sync", 5012*time.Millisecond, "lock held", at, at.Add(30*time.Second), 40*time.Second, 30*time.Second)

@@ -317,7 +317,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	deadline := time.Now().Add(10 * time.Minute)
 	hPrev, prevAt := v0.sync, t0
 	pw := newProgrammedWait(v0, triggers)
-	last := v0 // the previous scrape, for a failed sync between two
+	fw := failWatch{base: v0}
 	for {
 		select {
 		case <-ctx.Done():
@@ -329,20 +329,19 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 		if err != nil {
 			return proxymodes.SyncStats{}, p.orExited(err, during)
 		}
-		if failedBetween(last, v) {
+		if failed, base := fw.see(v); failed {
 			// A sync ended without success. kube-proxy retries it as a
 			// full sync after syncPeriod; the change's trigger time went
 			// with the failed sync (its endpoints change tracker was
 			// drained), so no programming observation will come for it.
-			if _, failed, err := p.stillFailed(ctx, last); err != nil {
+			if _, failed, err := p.stillFailed(ctx, base); err != nil {
 				return proxymodes.SyncStats{}, p.orExited(err, during)
 			} else if failed {
 				u := p.kp.Usage()
-				st := incrementalStats(t0, written, at, time.Duration(v.sync.Sub(last.sync).Sum*float64(time.Second)), (u.CPU+u.ChildCPU)-(u0.CPU+u0.ChildCPU))
-				return st, p.failedSync(ctx, "incremental sync", st.Phases["kube-proxy"], logFrom, at, last.ts, st)
+				st := incrementalStats(t0, written, at, time.Duration(v.sync.Sub(base.sync).Sum*float64(time.Second)), (u.CPU+u.ChildCPU)-(u0.CPU+u0.ChildCPU))
+				return st, p.failedSync(ctx, "incremental sync", st.Phases["kube-proxy"], logFrom, at, base.ts, st)
 			}
 		}
-		last = v
 		var ok bool
 		if triggers > 0 {
 			ok = pw.done(v)
