@@ -147,6 +147,7 @@ func writeChurnMarkdown(b *strings.Builder, r *Result) {
 	}
 	if any {
 		b.WriteString("\n### sync.incremental: one endpoint changed, at N services\n\n")
+		b.WriteString("Builtin rows: the Sync call to its rules in the kernel. kube-proxy rows: from the EndpointSlice update request sent (its API round trip included) until kube-proxy finished the sync that programmed it.\n\n")
 		b.WriteString("| mode | n | wall p50 | wall max | vs sync.full p50 | objects | bytes |\n|---|--:|--:|--:|--:|--:|--:|\n")
 		for _, m := range r.Modes {
 			s := m.SyncIncrementalSummary

@@ -59,8 +59,11 @@ func CheckConfig(sc *scenarios.Scenario) []*scenarios.FieldError {
 	cfg := map[string]any(sc.KubeProxy.Config)
 	for _, f := range Owned {
 		if has(cfg, strings.Split(f, ".")) {
-			add(prefix+f, "is set by the testbed (it ties kube-proxy to the fake node, its API server and listeners, or keeps it from writing a global sysctl; docs/kube-proxy.md, \"Testbed-owned kube-proxy fields\")",
-				"remove it from kubeProxy.config; the result lists the value the testbed set")
+			fix := "remove it from kubeProxy.config; the result lists the value the testbed set"
+			if f == "clusterCIDR" {
+				fix += " (to change it, set network.clusterCIDR: the testbed passes that to kube-proxy)"
+			}
+			add(prefix+f, "is set by the testbed (it ties kube-proxy to the fake node, its API server and listeners, or keeps it from writing a global sysctl; docs/kube-proxy.md, \"Testbed-owned kube-proxy fields\")", fix)
 		}
 	}
 	decoded := true

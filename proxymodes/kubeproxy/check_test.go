@@ -29,7 +29,7 @@ func TestCheckConfigRefuses(t *testing.T) {
 		{"string for an integer", "    iptables: {masqueradeBit: x}\n", "kubeProxy.config.iptables.masqueradeBit", 6, "want an integer"},
 		{"nested list", "    ipvs: {excludeCIDRs: [[10.0.0.0/8]]}\n", "kubeProxy.config.ipvs.excludeCIDRs", 6, "want a list of strings, got a list holding a list"},
 		{"scalar for a block", "    ipvs: 5\n", "kubeProxy.config.ipvs", 6, "want a mapping of fields"},
-		{"owned field", "    clusterCIDR: 10.0.0.0/8\n", "kubeProxy.config.clusterCIDR", 6, "set by the testbed"},
+		{"owned field", "    clusterCIDR: 10.0.0.0/8\n", "kubeProxy.config.clusterCIDR", 6, "set network.clusterCIDR"},
 		{"owned nested field", "    conntrack:\n      tcpBeLiberal: true\n      maxPerCore: 0\n", "kubeProxy.config.conntrack.maxPerCore", 8, "set by the testbed"},
 		{"owned bind address", "    bindAddress: 0.0.0.0\n", "kubeProxy.config.bindAddress", 6, "set by the testbed"},
 		{"owned hostname", "    hostnameOverride: n\n", "kubeProxy.config.hostnameOverride", 6, "set by the testbed"},
