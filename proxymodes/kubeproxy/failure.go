@@ -84,8 +84,8 @@ func (p *Proxier) waitRecovery(ctx context.Context, since time.Time, bound time.
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	for {
-		if ts, _, err := p.lastSync(ctx); err == nil && ts.After(since) {
-			return ts
+		if v, err := p.syncView(ctx); err == nil && v.ts.After(since) {
+			return v.ts
 		}
 		select {
 		case <-ctx.Done():

@@ -174,17 +174,8 @@ func (p *Proxier) syncView(ctx context.Context) (syncView, error) {
 	return syncView{ts: ts, sync: h, programmed: n}, nil
 }
 
-// lastSync returns kube-proxy's IPv4 last-sync timestamp and sync histogram.
-func (p *Proxier) lastSync(ctx context.Context) (time.Time, Histogram, error) {
-	m, err := p.kp.Scrape(ctx)
-	if err != nil {
-		return time.Time{}, Histogram{}, err
-	}
-	ts, h := lastSyncOf(m)
-	return ts, h, nil
-}
-
-// lastSyncOf reads lastSync's two values from one scrape.
+// lastSyncOf reads kube-proxy's IPv4 last-sync timestamp (zero when
+// absent) and sync histogram from one scrape.
 func lastSyncOf(m Metrics) (time.Time, Histogram) {
 	h, _ := m.Histogram(MetricSync, "IPv4")
 	f, ok := m[tsMetric]
@@ -414,10 +405,11 @@ func timedSyncDone(v syncView, hPrev Histogram, prevAt, sent, written time.Time)
 // waitIdle waits until minSyncPeriod has passed since kube-proxy's last
 // IPv4 sync ended (kubeproxy_sync_proxy_rules_last_timestamp_seconds).
 func (p *Proxier) waitIdle(ctx context.Context) error {
-	ts, _, err := p.lastSync(ctx)
+	v, err := p.syncView(ctx)
 	if err != nil {
 		return err
 	}
+	ts := v.ts
 	if ts.IsZero() {
 		return nil
 	}

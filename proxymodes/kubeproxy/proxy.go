@@ -401,22 +401,11 @@ func (e *FirstSyncFailed) Error() string {
 	return fmt.Sprintf("kube-proxy on %s: first sync failed after %v (its log: %s)", e.Node, e.Own.Round(time.Millisecond), e.Cause)
 }
 
-// minSyncRE matches kube-proxy's "<mode> sync params" log line (at -v=2
-// and above; pkg/proxy/{iptables,nftables,ipvs}/proxier.go) for IPv4.
-var minSyncRE = regexp.MustCompile(`sync params" ipFamily="IPv4" minSyncPeriod="([^"]+)"`)
-
 // MinSyncPeriod is the minSyncPeriod kube-proxy logged at its start
-// (0 when the line is not in its log).
+// (syncPeriods; 0 when the line is not in its log).
 func (p *Proxy) MinSyncPeriod() time.Duration {
-	m := minSyncRE.FindSubmatch(readFile(p.LogPath))
-	if m == nil {
-		return 0
-	}
-	d, err := time.ParseDuration(string(m[1]))
-	if err != nil {
-		return 0
-	}
-	return d
+	minSync, _ := syncPeriods(readFile(p.LogPath))
+	return minSync
 }
 
 // LogTail returns the last n lines of kube-proxy's log.

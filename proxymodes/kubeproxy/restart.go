@@ -89,8 +89,8 @@ func (p *Proxier) Resume(ctx context.Context) (proxymodes.SyncStats, error) {
 	done := time.Now()
 	st := proxymodes.SyncStats{Kind: "full", Start: kp.Started, Wall: done.Sub(kp.Started),
 		Phases: map[string]time.Duration{"kube-proxy.metric": metric}}
-	if ts, _, err := p.lastSync(ctx); err == nil && !ts.IsZero() {
-		st.Phases["kube-proxy.syncEnd"] = ts.Sub(kp.Started)
+	if v, err := p.syncView(ctx); err == nil && !v.ts.IsZero() {
+		st.Phases["kube-proxy.syncEnd"] = v.ts.Sub(kp.Started)
 	}
 	u := kp.Usage()
 	st.CPU = u.CPU + u.ChildCPU
