@@ -60,17 +60,20 @@ func syncFullPhase(ctx context.Context, sc *scenarios.Scenario, e *env, m proxym
 		}
 		var u *proxymodes.Unfinished
 		var fl *proxymodes.Failed
-		if errors.As(err, &u) || errors.As(err, &fl) {
+		var kept proxymodes.SyncStats
+		switch {
+		case errors.As(err, &u):
+			kept = u.Stats
+		case errors.As(err, &fl):
+			kept = fl.Stats
+		}
+		if u != nil || fl != nil {
 			// Kept: the data plane's time when every probed service
 			// answered (an unfinished first sync, or kube-proxy exiting
 			// during or right after it); the caller ends the row there.
-			kept := fl != nil && fl.Stats.Wall > 0
-			if u != nil {
-				kept, fl = u.Stats.Wall > 0, &proxymodes.Failed{Stats: u.Stats}
-			}
-			if kept {
-				out = append(out, fl.Stats)
-				walls = append(walls, int64(fl.Stats.Wall))
+			if kept.Wall > 0 {
+				out = append(out, kept)
+				walls = append(walls, int64(kept.Wall))
 			}
 			return out, reports.Summarize(walls), err
 		}
