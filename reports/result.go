@@ -48,6 +48,10 @@ type Result struct {
 	// whole measurement repeated, so compare can judge each figure
 	// across runs (Runs splits them).
 	MoreRuns []Run `json:"moreRuns,omitempty"`
+	// Sections are the phases' report sections (Section): rows of
+	// row-scoped phases merged per phase, and run-scoped phases (a mode
+	// switch spans two rows) whole. Every format renders them.
+	Sections []Section `json:"sections,omitempty"`
 }
 
 // Machine identifies where a run happened; compare refuses to mix machines.

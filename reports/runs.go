@@ -11,6 +11,8 @@ type Run struct {
 	Started  time.Time    `json:"started"`
 	Finished time.Time    `json:"finished"`
 	Modes    []ModeResult `json:"modes"`
+	// Sections are this run's phase sections (Result.Sections).
+	Sections []Section `json:"sections,omitempty"`
 }
 
 // Runs splits r into its runs: r itself (run 1, Result.Modes) followed
@@ -27,7 +29,7 @@ func (r *Result) Runs() []*Result {
 	for _, x := range r.MoreRuns {
 		c := *r
 		c.MoreRuns = nil
-		c.Started, c.Finished, c.Modes = x.Started, x.Finished, x.Modes
+		c.Started, c.Finished, c.Modes, c.Sections = x.Started, x.Finished, x.Modes, x.Sections
 		if x.RunID != "" {
 			c.RunID = x.RunID
 		}
