@@ -19,6 +19,10 @@ import (
 // imports no mode (docs/architecture.md, "Layers").
 type Catalog struct {
 	Modes []string
+	// Phases are the build's phases (internal/runner.Phases' rules):
+	// validate checks what each phase a scenario wants needs (TCP first
+	// ports, runs with kube-proxy, its own Check). Nil: not checked.
+	Phases []PhaseRule
 	// Protocols lists, per mode name, the ServicePort protocols the mode
 	// proxies (proxymodes.Mode.Protocols); a ServicePort of another
 	// protocol is refused at its protocol field. Nil: not checked.
@@ -646,32 +650,15 @@ func (c *checker) traffic() {
 		c.add("traffic.udp.sourcePorts", "is set without traffic.udp.sourcePort", "set sourcePort (the first port), or remove sourcePorts for kernel-chosen ports")
 	}
 	c.tcpOnly()
+	c.phaseChecks()
 }
 
-// tcpOnly refuses UDP ServicePorts where a phase connects over TCP to
-// each service's first port (churn probes, sync-disruption probes,
-// conn-reuse) or holds TCP connections on every port (longLived).
+// tcpOnly refuses UDP ServicePorts where traffic holds TCP connections
+// on every port (longLived) or down endpoints are reached over TCP only;
+// the phases whose probes connect over TCP say so in their rule
+// (PhaseRule.TCP, checked by phaseChecks).
 func (c *checker) tcpOnly() {
 	s := c.s
-	ports := s.Services.PortList()
-	if len(ports) == 0 {
-		return
-	}
-	field := "services.protocol"
-	if len(s.Services.Ports) > 0 {
-		field = "services.ports[0].protocol"
-	}
-	if ports[0].Protocol != "TCP" {
-		for _, ph := range []struct {
-			on   bool
-			name string
-		}{{s.Churn.Rate > 0, "churn"}, {s.SyncDisruption != nil, "syncDisruption"}, {s.ConnReuse != nil, "connReuse"}} {
-			if ph.on {
-				c.add(field, fmt.Sprintf("%s probes connect over TCP to each service's first port, which is %s", ph.name, ports[0].Protocol),
-					"list a TCP port first in services.ports, or remove "+ph.name)
-			}
-		}
-	}
 	if s.Traffic.LongLived.Connections > 0 && slices.Contains(s.Services.Protocols(), "UDP") {
 		c.add("traffic.longLived", "holds TCP connections on every ServicePort, and UDP ports have none to hold", "remove traffic.longLived, or use TCP ports only")
 	}
@@ -1295,17 +1282,6 @@ func (c *checker) implementation() {
 	}
 	if len(s.Sweep.Services) > 0 {
 		notYet("sweep.services", "a size sweep (each size would start its own control plane)")
-	}
-	if s.Churn.Rate > 0 {
-		notYet("churn", "the churn phase drives the proxier's sync loop directly; kube-proxy runs its own (sync.incremental goes through the API)")
-	}
-	for _, b := range []struct {
-		field string
-		set   bool
-	}{{"transitions", s.Transitions != nil}, {"lifecycle", s.Lifecycle != nil}, {"connReuse", s.ConnReuse != nil}} {
-		if b.set {
-			notYet(b.field, "this phase restarts or reconfigures the proxier directly")
-		}
 	}
 	if s.Failure.SyncErrors.Set() {
 		notYet("failure.syncErrors", "sync errors are injected into proxybench's own rule programs")
