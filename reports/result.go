@@ -97,6 +97,12 @@ type KernelRun struct {
 	InitNs  int64 `json:"initNs,omitempty"`
 	BootNs  int64 `json:"bootNs,omitempty"`
 	GuestNs int64 `json:"guestNs,omitempty"`
+	// Bridge is, for a guest kernel of a run that also ran on the host,
+	// the row that ran on both to measure the guest against the host
+	// (GuestFactors); Baseline the row of the guest's own baseline (mode
+	// none). "" when not run.
+	Bridge   string `json:"bridge,omitempty"`
+	Baseline string `json:"baseline,omitempty"`
 }
 
 // ModeResult holds one proxy mode's figures.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/internal/uml"
+	"github.com/proxybench/proxybench/proxymodes/iptables"
 	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
@@ -28,6 +29,11 @@ type Target struct {
 	// UML is the guest kernel; nil for the host.
 	UML   *uml.Kernel
 	Modes []string
+	// Bridge and Baseline, for a guest target of a run that also runs
+	// on the host, are the modes that run on both: Bridge (BridgeMode by
+	// default) gives the guest's factor against the host, Baseline (mode
+	// none) is the guest's own baseline. Recorded in reports.KernelRun.
+	Bridge, Baseline string
 }
 
 // Plan is where a run's modes execute: one target per kernel, run one
@@ -103,10 +109,11 @@ func guestKernels() []*uml.Kernel {
 // PlanKernels resolves sc.Kernel into a Plan. A list (host, uml, uml:6.12,
 // uml:6.1, uml:debian, a kernel path) runs every mode on each kernel; a
 // kernel that cannot run one is an *InputError naming the kernel, the
-// mode, the missing options and the fix. auto picks the host when it runs
-// every mode, else ONE user-mode-linux kernel that runs every mode, and
-// only when none does, a split (the modes the host can run there, the rest
-// plus the none and iptables baselines in the best guest kernel). Inside a
+// mode, the missing options and the fix; with the host listed, each guest
+// target's Bridge and Baseline are set. auto runs the user's kernel
+// first: every mode the host can run on the host, and only the others in
+// the best guest kernel that runs them, with the baseline none and the
+// bridge mode (iptables) beside them (autoPlan). Inside a
 // guest it is always the host. With `fallback: iptables`, on the host an
 // ipvs mode the kernel lacks is replaced by iptables and FellBack records
 // it. Host probes run in a throwaway namespace and leave nothing behind.
@@ -150,6 +157,13 @@ func PlanKernels(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 		}
 		plan.Targets = append(plan.Targets, Target{Name: k.Name, UML: k, Modes: sc.Modes})
 	}
+	if i := slices.IndexFunc(plan.Targets, func(t Target) bool { return t.UML == nil }); i >= 0 {
+		for j := range plan.Targets {
+			if t := &plan.Targets[j]; t.UML != nil {
+				t.Baseline, t.Bridge = bridgeOf(sc, t.UML, plan.Targets[i].Modes)
+			}
+		}
+	}
 	return plan, nil
 }
 
@@ -191,67 +205,161 @@ func planHost(ctx context.Context, sc *scenarios.Scenario) (Target, map[string]s
 	return Target{Name: "host", Modes: slices.Compact(modes)}, fb, nil
 }
 
+// BridgeMode is the mode auto runs on the host and in the guest alike when
+// a run splits between them: the same rules measured on both kernels give
+// the guest's factor against the host (reports.GuestFactors). iptables
+// programs thousands of rules with one restore and walks them linearly,
+// so its full sync and its rule walk both carry the guest's cost.
+var BridgeMode = iptables.Mode.Name
+
+// planAuto runs every mode the host kernel can run on the host and only
+// the others in a guest (see autoPlan).
 func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 	st, err := ProbeHost(ctx, sc, sc.Modes)
 	if err != nil {
 		return Plan{}, err
 	}
-	var missing, hostModes []string
+	return autoPlan(sc, st, guestKernels())
+}
+
+// autoPlan is auto's choice from the host's probe st and the guest
+// kernels, best first: the user's kernel first. Every mode the host can
+// run runs there; when some cannot, those run in the first usable guest
+// kernel that runs them all, with the baseline (mode none) and the bridge
+// (BridgeMode when the host ran it, else the first mode with rules the
+// host ran that the guest runs too), so the guest has its own baseline and
+// the report its factor against the host. When the host runs no mode with
+// rules, there is nothing to bridge: one guest kernel that runs every
+// mode, else the split as it is. One guest for every mode stays
+// `--kernel uml`.
+func autoPlan(sc *scenarios.Scenario, st []ModeStatus, guests []*uml.Kernel) (Plan, error) {
+	var missing, hostModes, guestOnly []string
 	for _, s := range st {
 		if s.Available {
 			hostModes = append(hostModes, s.Mode)
 		} else {
 			missing = append(missing, s.Mode+": "+s.Reason)
+			guestOnly = append(guestOnly, s.Mode)
 		}
 	}
 	if len(missing) == 0 {
 		return Plan{Targets: []Target{{Name: "host", Modes: sc.Modes}}, Why: "auto: the host kernel supports every requested mode"}, nil
 	}
-	guests := guestKernels()
 	if len(guests) == 0 {
 		_, err := uml.Default()
-		return Plan{}, &InputError{Field: "kernel", Msg: "auto: the host kernel cannot run " + strings.Join(missing, "; ") + ", and " + err.Error()}
-	}
-	var whyNot []string
-	for _, k := range guests {
-		if uml.Usable(k) != nil {
-			continue
+		msg := "no user-mode-linux kernel is installed"
+		if err != nil {
+			msg = err.Error()
 		}
-		var lacks []string
-		for _, m := range sc.Modes {
+		return Plan{}, &InputError{Field: "kernel", Msg: "auto: the host kernel cannot run " + strings.Join(missing, "; ") + ", and " + msg}
+	}
+	lacks := func(k *uml.Kernel, ms []string) []string {
+		var out []string
+		for _, m := range ms {
 			if why := GuestUnsupported(sc, k, m); why != "" {
-				lacks = append(lacks, m+": "+why)
+				out = append(out, m+": "+why)
 			}
 		}
-		if len(lacks) == 0 {
-			return Plan{Targets: []Target{{Name: k.Name, UML: k, Modes: sc.Modes}},
-				Why: fmt.Sprintf("auto: the host kernel lacks %s, so every mode runs in one user-mode-linux kernel, %s (%s); its figures compare with each other only, not with host runs", strings.Join(missing, "; "), k.Name, k.Release)}, nil
-		}
-		whyNot = append(whyNot, strings.Join(lacks, "; "))
+		return out
 	}
-	// No single kernel runs every mode: split between the host and the best
-	// guest kernel, each group with the baselines that make it comparable.
+	var usable []*uml.Kernel
+	for _, k := range guests {
+		if uml.Usable(k) == nil {
+			usable = append(usable, k)
+		}
+	}
+	if !slices.ContainsFunc(hostModes, func(m string) bool { return !isBaseline(m) }) {
+		// The host runs no mode with rules: nothing to bridge.
+		for _, k := range usable {
+			if len(lacks(k, sc.Modes)) == 0 {
+				return Plan{Targets: []Target{{Name: k.Name, UML: k, Modes: sc.Modes}},
+					Why: fmt.Sprintf("auto: the host kernel lacks %s and runs no mode with rules, so every mode runs in one user-mode-linux kernel, %s (%s); its figures compare with each other only, not with host runs", strings.Join(missing, "; "), k.Name, k.Release)}, nil
+			}
+		}
+	}
+	var whyNot []string
+	for _, k := range usable {
+		if l := lacks(k, guestOnly); len(l) > 0 {
+			whyNot = append(whyNot, strings.Join(l, "; "))
+			continue
+		}
+		guest := slices.Clone(guestOnly)
+		baseline, bridge := bridgeOf(sc, k, hostModes)
+		for _, m := range []string{baseline, bridge} {
+			if m != "" {
+				guest = append(guest, m)
+			}
+		}
+		slices.SortStableFunc(guest, func(a, b string) int { return slices.Index(sc.Modes, a) - slices.Index(sc.Modes, b) })
+		why := fmt.Sprintf("auto: the host kernel lacks %s, so %s run on the host and %s in the user-mode-linux kernel %s (%s)",
+			strings.Join(missing, "; "), strings.Join(hostModes, ", "), strings.Join(guestOnly, ", "), k.Name, k.Release)
+		var with []string
+		if baseline != "" {
+			with = append(with, baseline+" (its own baseline)")
+		}
+		if bridge != "" {
+			with = append(with, bridge+" (the bridge: run on both kernels, it gives the guest's factor against the host)")
+		}
+		if len(with) > 0 {
+			why += " with " + strings.Join(with, " and ")
+		}
+		why += "; compare modes within one kernel only; --kernel uml runs every mode in one guest"
+		if bridge == "" {
+			why += "; no bridge, so no guest factor: " + k.Name + " runs none of the host's modes with rules"
+		}
+		if len(whyNot) > 0 {
+			why += "; kernels passed over: " + strings.Join(whyNot, " | ")
+		}
+		return Plan{Targets: []Target{{Name: "host", Modes: hostModes}, {Name: k.Name, UML: k, Modes: guest, Bridge: bridge, Baseline: baseline}}, Why: why}, nil
+	}
+	// No guest kernel runs the modes the host cannot: name the first of
+	// them with the best guest's reason.
 	k := guests[0]
-	var guest []string
-	for _, s := range st {
-		why := GuestUnsupported(sc, k, s.Mode)
-		switch {
-		case !s.Available && why != "":
-			return Plan{}, &InputError{Field: "modes", Msg: "no kernel here can run " + s.Mode + ": host: " + s.Reason + "; " + why,
+	for _, m := range guestOnly {
+		if why := GuestUnsupported(sc, k, m); why != "" {
+			return Plan{}, &InputError{Field: "modes", Msg: "no kernel here can run " + m + ": host: " + reasonOf(st, m) + "; " + why,
 				Fix: "build a guest kernel with every mode (make kernels), or drop the mode"}
-		case !s.Available:
-			guest = append(guest, s.Mode)
 		}
 	}
-	for _, b := range []string{"none", "iptables"} {
-		if slices.Contains(sc.Modes, b) && !slices.Contains(guest, b) && GuestUnsupported(sc, k, b) == "" {
-			guest = append([]string{b}, guest...)
+	return Plan{}, &InputError{Field: "kernel", Msg: "auto: the host kernel cannot run " + strings.Join(missing, "; ") + ", and no user-mode-linux kernel here is usable (" + uml.Usable(k).Error() + ")",
+		Fix: "run make setup"}
+}
+
+// bridgeOf picks, of the modes the host runs, what guest kernel k runs
+// beside its own modes: the baseline (mode none) and the bridge
+// (BridgeMode, else the first mode with rules); "" when k cannot run one.
+func bridgeOf(sc *scenarios.Scenario, k *uml.Kernel, hostModes []string) (baseline, bridge string) {
+	for _, m := range hostModes {
+		if isBaseline(m) && baseline == "" && GuestUnsupported(sc, k, m) == "" {
+			baseline = m
 		}
 	}
-	slices.SortStableFunc(guest, func(a, b string) int { return slices.Index(sc.Modes, a) - slices.Index(sc.Modes, b) })
-	return Plan{Targets: []Target{{Name: "host", Modes: hostModes}, {Name: k.Name, UML: k, Modes: guest}},
-		Why: fmt.Sprintf("auto: the host cannot run %s, and no user-mode-linux kernel here runs every mode (%s); so %s run on the host and %s in %s; compare modes within one kernel only (make kernels builds uml:6.12, which runs every mode)",
-			strings.Join(missing, "; "), strings.Join(whyNot, " | "), strings.Join(hostModes, ", "), strings.Join(guest, ", "), k.Name)}, nil
+	if slices.Contains(hostModes, BridgeMode) && GuestUnsupported(sc, k, BridgeMode) == "" {
+		return baseline, BridgeMode
+	}
+	for _, m := range hostModes {
+		if !isBaseline(m) && GuestUnsupported(sc, k, m) == "" {
+			return baseline, m
+		}
+	}
+	return baseline, ""
+}
+
+// isBaseline reports whether mode is a baseline (its Mode dials the
+// endpoints directly: mode none).
+func isBaseline(mode string) bool {
+	m, err := modes.Lookup(mode)
+	return err == nil && m.Direct
+}
+
+// reasonOf is st's reason for mode.
+func reasonOf(st []ModeStatus, mode string) string {
+	for _, s := range st {
+		if s.Mode == mode {
+			return s.Reason
+		}
+	}
+	return ""
 }
 
 // Execute runs plan: each target's modes on its kernel, one target after
@@ -313,7 +421,7 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, 
 			res.Finished = time.Now()
 			return res, err
 		}
-		kr := reports.KernelRun{Name: t.Name, Release: r.Machine.Kernel, Where: "host", Modes: t.Modes, CPUs: r.Machine.CPUs}
+		kr := reports.KernelRun{Name: t.Name, Release: r.Machine.Kernel, Where: "host", Modes: t.Modes, CPUs: r.Machine.CPUs, Bridge: t.Bridge, Baseline: t.Baseline}
 		if t.UML != nil {
 			kr.Where, kr.Source = "uml", t.UML.Source
 			kr.InitNs, kr.BootNs, kr.GuestNs = r.Machine.GuestInitNs, r.Machine.GuestBootNs, r.Machine.GuestElapsedNs
