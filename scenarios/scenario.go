@@ -46,9 +46,11 @@ type Scenario struct {
 	// KubeProxy configures implementation kube-proxy (KubeProxySpec).
 	KubeProxy KubeProxySpec `yaml:"kubeProxy,omitempty" json:"kubeProxy,omitempty"`
 
-	// Kernel picks where the modes run: auto (default: the host when its
-	// kernel supports every requested mode, else one user-mode-linux
-	// kernel that runs them all, else a split), or a comma-separated list
+	// Kernel picks where the modes run: auto (default: every mode the
+	// host kernel supports on the host, the others in a user-mode-linux
+	// kernel with none and a bridge mode the host ran too, iptables by
+	// default, so the report gives the guest's factor against the host),
+	// or a comma-separated list
 	// of kernels the whole scenario runs on, each reported on its own:
 	// host, uml (the default guest kernel: the one make kernels built from
 	// linux-source-6.12 when present, else Debian's), uml:6.12, uml:6.1

@@ -231,7 +231,7 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 	cmd.Flags().StringVar(&f.output, "output", "", "result JSON path (default results/<scenario>-<timestamp>.json)")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed instead of the scenario's")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
-	cmd.Flags().StringVar(&f.kernel, "kernel", "", "kernels to run on instead of the scenario's (default auto: the host if it can run every mode, else one user-mode-linux kernel that runs them all, else a split); or a comma-separated list run one after the other, each reported on its own: host, uml (default guest kernel), uml:6.12, uml:6.1 (make kernels), uml:debian, or a path to a user-mode-linux kernel binary")
+	cmd.Flags().StringVar(&f.kernel, "kernel", "", "kernels to run on instead of the scenario's (default auto: every mode the host kernel can run on the host, the others in a user-mode-linux kernel beside none and iptables, which give the guest's factor against the host); or a comma-separated list run one after the other, each reported on its own: host, uml (default guest kernel), uml:6.12, uml:6.1 (make kernels), uml:debian, or a path to a user-mode-linux kernel binary")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
 	_ = cmd.Flags().MarkHidden("run-id")
 	cmd.Flags().StringVar(&f.checkpoint, "checkpoint", "", "rewrite the result so far to this file after every finished mode (a guest run's host folder)")
