@@ -37,7 +37,9 @@ func FaultWarnings(r *Result) []string {
 // modes whose lookup is a linear walk), the overhead over mode none at
 // the last service, the median full sync with its object count, and
 // whether the spread over endpoints is consistent with even shares
-// (pooled chi-square p ≥ 0.01).
+// (SpreadVerdict: each fixed position's χ² test, pooled over the run's
+// repetitions, judged with Holm's correction over every row and position
+// of the run at SpreadAlpha).
 func Findings(r *Result) []string {
 	sizes := Sizes(r)
 	if len(sizes) == 0 {
@@ -52,6 +54,7 @@ func Findings(r *Result) []string {
 	}
 	gfs := GuestFactors(r)
 	out := guestFindings(r, gfs)
+	spread := SpreadFamily(r) // every row and position, Holm-corrected
 	for _, m := range r.Modes {
 		if modeSize(r, m) != top {
 			continue
@@ -113,14 +116,7 @@ func Findings(r *Result) []string {
 			}
 		}
 		if f := m.Fairness; f.Services > 0 {
-			verdict := "consistent with even shares"
-			if f.PValue < 0.01 {
-				verdict = "uneven"
-			}
-			if f.Starved > 0 {
-				verdict = fmt.Sprintf("uneven, %d endpoints starved", f.Starved)
-			}
-			parts = append(parts, fmt.Sprintf("endpoint spread %s (min Jain %.4f, χ² p = %.2g)", verdict, f.MinJain, f.PValue))
+			parts = append(parts, SpreadVerdict(spread, r.label(m), f))
 		}
 		// The churn tables' summaries: pooled over every node in the sim,
 		// one per minSyncPeriod of a sweep.

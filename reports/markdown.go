@@ -140,11 +140,28 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 	}
 
 	b.WriteString("\n### fairness: connections per endpoint at the fixed positions\n\n")
-	b.WriteString("| mode | services | samples | min Jain | max max/min | starved | χ² | dof | p-value |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fam := SpreadFamily(r)
+	if len(fam) > 0 {
+		pooled := ""
+		if fam[0].Runs > 1 {
+			pooled = " pooled over the run's repetitions (run --count)"
+		}
+		fmt.Fprintf(b, "`p-value` pools the row's positions (run 1); `min p (Holm)` is the row's smallest per-position χ² p-value%s after Holm's step-down correction (Holm 1979) over the run's %s: below %g a position is uneven, with at most a %g chance that any row is called uneven by chance.\n\n",
+			pooled, spreadFamilyText(fam), SpreadAlpha, SpreadAlpha)
+	}
+	b.WriteString("| mode | services | samples | min Jain | max max/min | starved | χ² | dof | p-value | min p (Holm) |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, m := range r.Modes {
 		f := m.Fairness
-		fmt.Fprintf(b, "| %s | %d | %d | %.4f | %.3f | %d | %.2f | %d | %.3g |\n", r.label(m), f.Services, f.Samples, f.MinJain, f.MaxMaxMin, f.Starved, f.ChiSquare, f.DoF, f.PValue)
+		holm := "-"
+		if cs := spreadOf(fam, r.label(m)); len(cs) > 0 {
+			low := cs[0].Adjusted
+			for _, c := range cs {
+				low = min(low, c.Adjusted)
+			}
+			holm = fmt.Sprintf("%.3g", low)
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %.4f | %.3f | %d | %.2f | %d | %.3g | %s |\n", r.label(m), f.Services, f.Samples, f.MinJain, f.MaxMaxMin, f.Starved, f.ChiSquare, f.DoF, f.PValue, holm)
 	}
 	writeFairnessMarkdown(b, r)
 	writeCostMarkdown(b, r)
