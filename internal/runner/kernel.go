@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/internal/uml"
-	"github.com/proxybench/proxybench/proxymodes/iptables"
+	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
@@ -207,10 +207,19 @@ func planHost(ctx context.Context, sc *scenarios.Scenario) (Target, map[string]s
 
 // BridgeMode is the mode auto runs on the host and in the guest alike when
 // a run splits between them: the same rules measured on both kernels give
-// the guest's factor against the host (reports.GuestFactors). iptables
-// programs thousands of rules with one restore and walks them linearly,
-// so its full sync and its rule walk both carry the guest's cost.
-var BridgeMode = iptables.Mode.Name
+// the guest's factor against the host (reports.GuestFactors). It is the
+// first builtin mode of proxymodes/modes.All with rules whose lookup walks
+// a list (Sim.Lookup linear): iptables, which programs thousands of rules
+// with one restore and walks them in order, so its full sync and its rule
+// walk both carry the guest's cost.
+var BridgeMode = func() string {
+	for _, m := range modes.All {
+		if !m.Direct && m.Implementation == "" && m.Sim.Lookup == proxymodes.LookupLinear {
+			return m.Name
+		}
+	}
+	return ""
+}()
 
 // planAuto runs every mode the host kernel can run on the host and only
 // the others in a guest (see autoPlan).
