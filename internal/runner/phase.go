@@ -175,6 +175,11 @@ const (
 	Stop
 )
 
+// FateOf is fate for the runner's callers: what Execute's error means
+// for the run (Keep: the result is whole; Failed: whole, rows marked
+// failed, exit 1; Stop: the result, when not nil, is partial).
+func FateOf(ctx context.Context, err error) Fate { return fate(ctx, err) }
+
 func (f Fate) String() string {
 	return [...]string{"keep", "partial", "failed", "stop"}[f]
 }
@@ -182,10 +187,16 @@ func (f Fate) String() string {
 // fate maps a row's error to the row's and the run's fate: the one place
 // that reads the error kinds of proxymodes (Unfinished, SyncFailed,
 // Failed). A cancelled run (ctx done) stops, whatever the error says,
-// but for a program that exited on its own.
+// but for a program that exited on its own. The error of a whole run
+// (Run, RunInUML, Execute) maps the same way: nil is Keep, a *RowsFailed
+// (rows failed, the run went on; its result is whole) Failed, any other
+// Stop (its result, when there is one, is partial).
 func fate(ctx context.Context, err error) Fate {
 	if err == nil {
 		return Keep
+	}
+	if rf := (*RowsFailed)(nil); errors.As(err, &rf) {
+		return Failed
 	}
 	var fl *proxymodes.Failed
 	if errors.As(err, &fl) {

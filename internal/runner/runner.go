@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
@@ -87,18 +86,16 @@ type Options struct {
 	// runs; nil: Run checks.
 	Checked *Checked
 	// Where is where this run executes (WhereHost, WhereGuest): every row
-	// records it as its kernel, and modes and phases are told it. Empty:
-	// the host, or the guest when this process runs inside one (the
-	// guest's run sets it).
+	// records it as its kernel, and modes and phases are told it (the
+	// kube-proxy rows' control plane takes the guest's timeouts). Empty:
+	// the host; the guest's entry (GuestPlan, `proxybench guest-run`)
+	// sets WhereGuest.
 	Where Where
 }
 
 func (o *Options) defaults() {
 	if o.Where == "" {
 		o.Where = WhereHost
-		if uml.InGuest() {
-			o.Where = WhereGuest
-		}
 	}
 	if o.RunID == "" {
 		o.RunID = topology.NewRunID()
@@ -246,7 +243,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			if err != nil {
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
-			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e)) {
+			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e), o.Where) {
 				for _, vsc := range modeVariants(sc.AtSize(n), mode) {
 					mr, secs, err := runRow(ctx, Phases, vsc, o, tb, e, perSize[i], row)
 					if mr != nil {
@@ -313,6 +310,24 @@ func (e *RowsFailed) Error() string {
 }
 
 func (e *RowsFailed) Unwrap() []error { return e.Errs }
+
+// joinRowsFailed joins the errors of runs (or kernels) that went on after
+// rows failed, each a *RowsFailed, into one *RowsFailed holding every
+// row's error; nil when there is none.
+func joinRowsFailed(errs []error) error {
+	var all []error
+	for _, err := range errs {
+		if rf := (*RowsFailed)(nil); errors.As(err, &rf) {
+			all = append(all, rf.Errs...)
+		} else if err != nil {
+			all = append(all, err)
+		}
+	}
+	if len(all) == 0 {
+		return nil
+	}
+	return &RowsFailed{Errs: all}
+}
 
 // failedRows returns the failures of r's rows marked failed, as errors
 // (a result read back from a guest).

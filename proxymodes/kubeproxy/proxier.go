@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/topology"
@@ -73,6 +72,11 @@ type ProxierSpec struct {
 	// IPVS mode (0: a minute, at most a tenth of FirstSyncTimeout, at
 	// least 5 s); each reading starts one `ipset list -t`.
 	ProgressEvery time.Duration
+	// Guest says the node runs inside a user-mode-linux guest (the
+	// runner's Options.Where): syscalls cost ~25x the host's there, so
+	// the control plane gets 8 min to start, and each resident page is a
+	// host mapping (controlplane.Spec.LowMemory).
+	Guest bool
 }
 
 // Proxier drives the real kube-proxy through the API, behind the same
@@ -479,10 +483,8 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		return st, err
 	}
 	cps := controlplane.Spec{RunID: p.runID, Nodes: []*topology.Netns{p.spec.Node}, Avoid: p.spec.Avoid, Bin: p.spec.Bin}
-	if uml.InGuest() {
-		// Syscalls cost ~25x the host's in a user-mode-linux guest.
+	if p.spec.Guest {
 		cps.StartTimeout = 8 * time.Minute
-		// Each resident page is a host mapping there (controlplane.Spec.LowMemory).
 		cps.LowMemory = true
 	}
 	p.cp, err = controlplane.Start(ctx, cps)
