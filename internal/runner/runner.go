@@ -411,10 +411,11 @@ func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Optio
 		}
 	}
 	// A proxy program that exited on its own (kube-proxy) fails the row,
-	// also when no phase noticed (it died during traffic).
+	// also when no phase noticed (it died during traffic); not asked again
+	// when the row's error already is that exit (fate Failed, whether or
+	// not the run was cancelled).
 	atEnd := false
-	var fl *proxymodes.Failed
-	if x, ok := p.(proxymodes.Exiter); ok && !errors.As(err, &fl) {
+	if x, ok := p.(proxymodes.Exiter); ok && fate(context.WithoutCancel(ctx), err) != Failed {
 		if xerr := x.Exited(); xerr != nil {
 			atEnd = err == nil
 			err = errors.Join(xerr, err)
