@@ -563,9 +563,9 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	}
 	r, rerr := reports.Read(filepath.Join(dir, "result.json"))
 	if rerr != nil {
-		err := fmt.Errorf("the run inside the user-mode-linux guest %s failed (exit %d), no result: %v; its console is above", k.Name, res.ExitCode, rerr)
-		if res.ExitCode == 0 {
-			err = fmt.Errorf("guest result: %w", rerr)
+		err := fmt.Errorf("guest result: %w", rerr)
+		if res.ExitCode != 0 {
+			err = fmt.Errorf("the run inside the user-mode-linux guest %s failed (exit %d) without writing its result; its console is above", k.Name, res.ExitCode)
 		}
 		if cp := checkpoint(); cp != nil {
 			return cp, err
