@@ -91,7 +91,7 @@ func TestGuestPlanRoundTrip(t *testing.T) {
 type fakeTargets struct {
 	calls []Options
 	runs  []string // run IDs in order of first use
-	fail  func(run int, t Target) error
+	fail  func(run int, t Target, r *reports.Result) error
 }
 
 func (f *fakeTargets) run(ctx context.Context, sc *scenarios.Scenario, o Options, console io.Writer, t Target) (*reports.Result, error) {
@@ -109,7 +109,7 @@ func (f *fakeTargets) run(ctx context.Context, sc *scenarios.Scenario, o Options
 	}
 	r.Sections = []reports.Section{sec}
 	if f.fail != nil {
-		if err := f.fail(k, t); err != nil {
+		if err := f.fail(k, t, r); err != nil {
 			return r, err
 		}
 	}
@@ -186,20 +186,24 @@ func TestExecuteBuildsMoreRuns(t *testing.T) {
 func TestExecuteFates(t *testing.T) {
 	sc := &scenarios.Scenario{Modes: []string{"none", "iptables", "ipvs"}, Runs: 2}
 	ctx := context.Background()
-	rowsFailed := func(run int, t Target) error {
+	rowsFailed := func(run int, t Target, r *reports.Result) error {
 		if t.UML != nil {
-			return &RowsFailed{Errs: []error{fmt.Errorf("mode ipvs (kube-proxy) in run %d: exited", run+1)}}
+			// As Run does: the row kept, marked failed, the run goes on.
+			err := fmt.Errorf("mode ipvs in run %d: exited", run+1)
+			r.Modes[1].Failed = err.Error()
+			return &RowsFailed{Errs: []error{err}}
 		}
 		return nil
 	}
 	f := &fakeTargets{fail: rowsFailed}
 	res, err := execute(ctx, sc, splitPlan(), Options{}, nil, f.fn())
 	var rf *RowsFailed
-	if FateOf(ctx, err) != Failed || !errors.As(err, &rf) || len(rf.Errs) != 2 || res == nil || res.Partial != "" || len(res.MoreRuns) != 1 || len(res.Modes) != 4 {
+	if FateOf(ctx, err) != Failed || !errors.As(err, &rf) || len(rf.Errs) != 2 || res == nil || res.Partial != "" || len(res.MoreRuns) != 1 || len(res.Modes) != 4 ||
+		!strings.Contains(err.Error(), "mode ipvs in run 1: exited; mode ipvs in run 2: exited") || res.Modes[3].Failed == "" || res.Modes[3].Kernel != "uml:6.12" {
 		t.Errorf("rows failed in both runs: err %v (fate %s), result partial %q, %d more runs; want a whole result of 2 runs and both rows' errors", err, FateOf(ctx, err), res.Partial, len(res.MoreRuns))
 	}
 
-	f = &fakeTargets{fail: func(run int, t Target) error {
+	f = &fakeTargets{fail: func(run int, t Target, _ *reports.Result) error {
 		if t.UML != nil && run == 0 {
 			return errors.New("guest crashed")
 		}
@@ -211,7 +215,7 @@ func TestExecuteFates(t *testing.T) {
 		t.Errorf("a kernel stopped: err %v, partial %q, %d rows, %d runs", err, res.Partial, len(res.Modes), len(f.runs))
 	}
 
-	f = &fakeTargets{fail: func(run int, t Target) error {
+	f = &fakeTargets{fail: func(run int, _ Target, _ *reports.Result) error {
 		if run == 1 {
 			return errors.New("testbed broke")
 		}

@@ -288,7 +288,7 @@ func execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, 
 	n := max(sc.Runs, 1)
 	artifacts := o.ArtifactDir
 	var res *reports.Result
-	var failed []error // runs whose rows failed (each a *RowsFailed); they went on
+	var failed []error // the rows that failed in every run; the runs went on
 	for k := range n {
 		ko := o
 		if k > 0 {
@@ -301,9 +301,9 @@ func execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, 
 		if n > 1 && console != nil {
 			fmt.Fprintf(console, "run %d of %d (%s)\n", k+1, n, ko.RunID)
 		}
-		r, rowsErr, err := executeRun(ctx, sc, plan, ko, console, run)
-		if rowsErr != nil {
-			failed = append(failed, rowsErr)
+		r, err := executeRun(ctx, sc, plan, ko, console, run)
+		if fate(ctx, err) == Failed {
+			failed, err = append(failed, failedRows(r)...), nil // kept, marked failed; the next run runs
 		}
 		if err != nil {
 			if k == 0 || res == nil {
@@ -322,21 +322,25 @@ func execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, 
 		res.MoreRuns = append(res.MoreRuns, reports.Run{RunID: r.RunID, Started: r.Started, Finished: r.Finished, Modes: r.Modes, Sections: r.Sections})
 		res.Finished = r.Finished
 	}
-	return res, joinRowsFailed(failed)
+	if len(failed) > 0 {
+		return res, &RowsFailed{Errs: failed}
+	}
+	return res, nil
 }
 
 // executeRun runs every target of plan once and merges their results.
-// rowsErr is the *RowsFailed of the targets whose rows failed (they went
-// on); err the error that stopped the run, with the result so far
-// marked partial.
-func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, console io.Writer, run targetFunc) (res *reports.Result, rowsErr, err error) {
-	var failed []error
+// The error is a *RowsFailed when rows failed and every target ran (the
+// result is whole, the failed rows marked), else the error that stopped
+// the run, with the result so far marked partial.
+func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, console io.Writer, run targetFunc) (*reports.Result, error) {
+	var res *reports.Result
+	rowsFailed := false
 	for _, t := range plan.Targets {
 		s := *sc
 		s.Modes = t.Modes
 		r, err := run(ctx, &s, o, console, t)
-		if err != nil && r != nil && fate(ctx, err) == Failed {
-			failed, err = append(failed, err), nil // kept; the next kernel runs
+		if r != nil && fate(ctx, err) == Failed {
+			rowsFailed, err = true, nil // kept, marked failed; the next kernel runs
 		}
 		if r != nil {
 			for i := range r.Modes {
@@ -368,7 +372,7 @@ func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Option
 			// Finished measurements are kept: the earlier kernels', and
 			// what this kernel's run saved before it stopped.
 			if res == nil {
-				return nil, joinRowsFailed(failed), err
+				return nil, err
 			}
 			res.Scenario = sc
 			res.Machine.KernelWhy = plan.Why
@@ -379,7 +383,7 @@ func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Option
 			}
 			res.Partial = stopText(ctx, why)
 			res.Finished = time.Now()
-			return res, joinRowsFailed(failed), err
+			return res, err
 		}
 		kr := reports.KernelRun{Name: t.Name, Release: r.Machine.Kernel, Where: "host", Modes: t.Modes, CPUs: r.Machine.CPUs}
 		if t.UML != nil {
@@ -389,14 +393,17 @@ func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Option
 		res.Kernels = append(res.Kernels, kr)
 	}
 	if res == nil {
-		return nil, nil, errors.New("no kernel to run on")
+		return nil, errors.New("no kernel to run on")
 	}
 	res.Scenario = sc
 	if len(plan.Targets) > 1 {
 		res.Machine.KernelWhere = strings.Join(plan.Names(), "+")
 	}
 	res.Machine.KernelWhy = plan.Why
-	return res, joinRowsFailed(failed), nil
+	if rowsFailed {
+		return res, &RowsFailed{Errs: failedRows(res)}
+	}
+	return res, nil
 }
 
 // stopText is a stopped run's Result.Partial: why, after the cause of

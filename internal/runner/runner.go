@@ -311,26 +311,9 @@ func (e *RowsFailed) Error() string {
 
 func (e *RowsFailed) Unwrap() []error { return e.Errs }
 
-// joinRowsFailed joins the errors of runs (or kernels) that went on after
-// rows failed, each a *RowsFailed, into one *RowsFailed holding every
-// row's error; nil when there is none.
-func joinRowsFailed(errs []error) error {
-	var all []error
-	for _, err := range errs {
-		if rf := (*RowsFailed)(nil); errors.As(err, &rf) {
-			all = append(all, rf.Errs...)
-		} else if err != nil {
-			all = append(all, err)
-		}
-	}
-	if len(all) == 0 {
-		return nil
-	}
-	return &RowsFailed{Errs: all}
-}
-
-// failedRows returns the failures of r's rows marked failed, as errors
-// (a result read back from a guest).
+// failedRows returns the failures of r's rows marked failed, as errors:
+// a *RowsFailed's from a result (a guest's, or Execute's over several
+// kernels and runs).
 func failedRows(r *reports.Result) []error {
 	var out []error
 	for _, m := range r.Modes {
