@@ -105,7 +105,7 @@ func limitText(n int, unbounded, extrapolated bool) string {
 // user-mode-linux guest of a split run is written "mode@uml". Then one
 // row per numeric cell of r.AllSections (csvSectionRecords): mode the
 // section row's name, figure "<phase>.<figure>", value in its column's
-// unit.
+// unit (durations in ns).
 func WriteCSV(w io.Writer, r *Result) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"mode", "services", "position", "figure", "value", "unit", "n"})
@@ -256,7 +256,7 @@ func WriteJUnitGates(w io.Writer, r *Result, gates []GateResult) error {
 // benchstat group by mode, position or size (-col /mode). Then one line
 // per numeric cell of r.AllSections (writeGoBenchSections):
 //
-//	BenchmarkSection/phase=syncDisruption/row=iptables,_full_(cold_start)/figure=sync.wall 	1	0.503 s
+//	BenchmarkSection/phase=syncDisruption/row=iptables,_full_(cold_start)/figure=sync.wall 	1	503000000 ns
 func WriteGoBench(w io.Writer, r *Result) error {
 	var b strings.Builder
 	b.WriteString("goos: linux\n")

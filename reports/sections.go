@@ -297,13 +297,15 @@ func sectionValues(secs []Section) []sectionValue {
 
 // csvSectionRecords are the CSV records of r's sections, in WriteCSV's
 // columns: mode is the section row's name (Section.RowNames), figure
-// "<phase>.<figure>", value and unit the cell's (its column's unit);
-// services, position and n are empty. Text-only cells are not written.
+// "<phase>.<figure>", value in its column's unit but durations in ns (as
+// every duration of the CSV); services, position and n are empty.
+// Text-only cells are not written.
 func csvSectionRecords(r *Result) [][]string {
 	var out [][]string
 	for _, v := range sectionValues(r.AllSections()) {
+		val, unit := inNs(v.Value, v.Unit)
 		out = append(out, []string{v.Row, "", "", v.Phase + "." + v.Figure,
-			strconv.FormatFloat(v.Value, 'g', -1, 64), v.Unit, ""})
+			strconv.FormatFloat(val, 'g', -1, 64), unit, ""})
 	}
 	return out
 }
@@ -342,38 +344,52 @@ func junitSectionCases(r *Result) []junitCase {
 var benchPart = strings.NewReplacer(" (uml)", "@uml", "/", "-", " ", "_", "=", "-", "\t", "_", "\n", "_")
 
 // writeGoBenchSections writes one Go benchmark line per numeric section
-// cell, its value with its column's unit ("value" when the column has
-// none):
+// cell (NaN and infinities left out), its value in its column's unit
+// ("value" when the column has none) but durations in ns, as the other
+// lines' ns/op and p99-ns:
 //
-//	BenchmarkSection/phase=syncDisruption/row=iptables,_full_(cold_start)/figure=sync.wall 	1	0.503 s
+//	BenchmarkSection/phase=syncDisruption/row=iptables,_full_(cold_start)/figure=sync.wall 	1	503000000 ns
 func writeGoBenchSections(b *strings.Builder, r *Result) {
 	for _, v := range sectionValues(r.AllSections()) {
 		if math.IsNaN(v.Value) || math.IsInf(v.Value, 0) {
 			continue
 		}
-		unit := benchPart.Replace(v.Unit)
+		val, unit := inNs(v.Value, v.Unit)
+		unit = benchPart.Replace(unit)
 		if unit == "" {
 			unit = "value"
 		}
 		fmt.Fprintf(b, "BenchmarkSection/phase=%s/row=%s/figure=%s \t1\t%s %s\n", benchPart.Replace(v.Phase),
-			benchPart.Replace(v.Row), benchPart.Replace(v.Figure), strconv.FormatFloat(v.Value, 'g', -1, 64), unit)
+			benchPart.Replace(v.Row), benchPart.Replace(v.Figure), strconv.FormatFloat(val, 'f', -1, 64), unit)
 	}
 }
 
-// secondsPer is the seconds in one unit of a duration unit (0: not a
-// duration).
-func secondsPer(unit string) float64 {
+// perSecond is how many of a duration unit make a second (0: unit is not
+// a duration).
+func perSecond(unit string) float64 {
 	switch unit {
 	case "s":
 		return 1
 	case "ms":
-		return 1e-3
+		return 1e3
 	case "µs", "us":
-		return 1e-6
+		return 1e6
 	case "ns":
-		return 1e-9
+		return 1e9
 	}
 	return 0
+}
+
+// inNs converts a cell's value to ns when its unit is a duration (whole
+// ns, as the result's raw samples), the convention of WriteCSV and
+// WriteGoBench; other units pass unchanged.
+func inNs(v float64, unit string) (float64, string) {
+	switch k := perSecond(unit); {
+	case k == 0, unit == "ns":
+		return v, unit
+	default:
+		return math.Round(v * (1e9 / k)), "ns"
+	}
 }
 
 // metricName turns a phase or figure name into a metric name part:
@@ -421,18 +437,18 @@ func openMetricsSectionFamilies(r *Result) []*dto.MetricFamily {
 	var order []string
 	for _, v := range sectionValues(r.AllSections()) {
 		name := "proxybench_section_" + metricName(v.Phase) + "_" + metricName(v.Figure)
-		val := v.Value
-		if k := secondsPer(v.Unit); k > 0 {
+		val, unit := v.Value, v.Unit
+		if k := perSecond(v.Unit); k > 0 {
 			name += "_seconds"
-			val *= k
+			val, unit = val/k, "seconds"
 		} else if v.Unit == "bytes" {
 			name += "_bytes"
 		}
 		f, ok := fams[name]
 		if !ok {
 			help := fmt.Sprintf("%s (phase %s): %s", v.Title, v.Phase, v.Column)
-			if v.Unit != "" {
-				help += ", " + v.Unit
+			if unit != "" {
+				help += " (" + unit + ")"
 			}
 			f = &dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: dto.MetricType_GAUGE.Enum()}
 			fams[name] = f
