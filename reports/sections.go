@@ -42,8 +42,8 @@ func (r *Result) AllSections() []Section {
 		if have[b.phase] {
 			continue
 		}
-		for _, m := range r.Modes {
-			if sec, ok := b.build(r.label(m), m); ok {
+		for i := range r.Modes {
+			for _, sec := range b.report(r.label(r.Modes[i]), &r.Modes[i]) {
 				out = mergeSection(out, sec)
 			}
 		}
@@ -51,25 +51,57 @@ func (r *Result) AllSections() []Section {
 	return out
 }
 
-// typedSections build the sections of the phases whose figures a
-// ModeResult keeps in typed fields, in the Markdown report's order; ok is
-// false when m has none of the phase's figures.
+// typedSections are the phases whose figures a ModeResult keeps in typed
+// fields, with their Report, in the Markdown report's order.
 var typedSections = []struct {
-	phase string
-	build func(label string, m ModeResult) (Section, bool)
+	phase  string
+	report func(label string, mr *ModeResult) []Section
 }{
-	{PhaseTransitions, func(l string, m ModeResult) (Section, bool) {
-		return TransitionsSection(l, m.Transitions, m.DNS), len(m.Transitions) > 0
-	}},
-	{PhaseSyncDisruption, func(l string, m ModeResult) (Section, bool) {
-		return SyncDisruptionSection(l, m.SyncDisruption), len(m.SyncDisruption) > 0
-	}},
-	{PhaseLifecycle, func(l string, m ModeResult) (Section, bool) {
-		return LifecycleSection(l, m.Lifecycle), len(m.Lifecycle) > 0
-	}},
-	{PhaseConnReuse, func(l string, m ModeResult) (Section, bool) {
-		return ConnReuseSection(l, m.ConnReuse), len(m.ConnReuse) > 0
-	}},
+	{PhaseTransitions, TransitionsReport},
+	{PhaseSyncDisruption, SyncDisruptionReport},
+	{PhaseLifecycle, LifecycleReport},
+	{PhaseConnReuse, ConnReuseReport},
+}
+
+// SyncDisruptionReport is the sync-disruption phase's sections of one
+// row, in the shape of internal/runner's Phase.Report: label is the
+// row's label, mr its result; SyncDisruptionSection of mr.SyncDisruption,
+// none when mr has no window.
+func SyncDisruptionReport(label string, mr *ModeResult) []Section {
+	if len(mr.SyncDisruption) == 0 {
+		return nil
+	}
+	return []Section{SyncDisruptionSection(label, mr.SyncDisruption)}
+}
+
+// LifecycleReport is the lifecycle phase's sections of one row (as
+// SyncDisruptionReport): LifecycleSection of mr.Lifecycle, none when mr
+// has no change.
+func LifecycleReport(label string, mr *ModeResult) []Section {
+	if len(mr.Lifecycle) == 0 {
+		return nil
+	}
+	return []Section{LifecycleSection(label, mr.Lifecycle)}
+}
+
+// ConnReuseReport is the conn-reuse phase's sections of one row (as
+// SyncDisruptionReport): ConnReuseSection of mr.ConnReuse, none when mr
+// has no pass.
+func ConnReuseReport(label string, mr *ModeResult) []Section {
+	if len(mr.ConnReuse) == 0 {
+		return nil
+	}
+	return []Section{ConnReuseSection(label, mr.ConnReuse)}
+}
+
+// TransitionsReport is the transitions phase's sections of one row (as
+// SyncDisruptionReport): TransitionsSection of mr.Transitions with the
+// DNS check mr.DNS, none when mr has no transition.
+func TransitionsReport(label string, mr *ModeResult) []Section {
+	if len(mr.Transitions) == 0 {
+		return nil
+	}
+	return []Section{TransitionsSection(label, mr.Transitions, mr.DNS)}
 }
 
 // RowNames names every row of s, each name unique within s: the row's

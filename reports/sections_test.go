@@ -466,6 +466,16 @@ func TestAllSectionsFromTypedFields(t *testing.T) {
 	if n != 1 {
 		t.Errorf("%d syncDisruption sections, want the one in Sections", n)
 	}
+	empty := &ModeResult{Mode: "none"}
+	for name, report := range map[string]func(string, *ModeResult) []Section{"syncDisruption": SyncDisruptionReport,
+		"lifecycle": LifecycleReport, "connReuse": ConnReuseReport, "transitions": TransitionsReport} {
+		if got := report("none", empty); got != nil {
+			t.Errorf("%s: a row without its figures has sections %+v", name, got)
+		}
+		if got := report("iptables", &r.Modes[0]); len(got) != 1 || got[0].Phase != name || got[0].Rows[0].Row != "iptables" {
+			t.Errorf("%s: sections %+v", name, got)
+		}
+	}
 }
 
 // TestTypedPhasesEveryFormat: each of the four phases of a result saved
