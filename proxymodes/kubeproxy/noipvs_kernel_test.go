@@ -3,7 +3,6 @@ package kubeproxy_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,18 +58,14 @@ func TestKernelIPVSModeWithoutIPVS(t *testing.T) {
 					said = append(said, l)
 				}
 			}
-			var rules []byte
-			b.tb.Node.Do(func() error {
-				rules, _ = exec.Command("iptables-save").Output()
-				return nil
-			})
+			rules, _ := b.tb.Node.Run(ctx, nil, "iptables-save")
 			kubeChains := strings.Count(string(rules), "\n:KUBE-")
 			svcRules := strings.Count(string(rules), "-A KUBE-SERVICES")
 			dummy := false
-			if links, err := b.tb.Node.Links(); err == nil {
-				for _, l := range links {
-					dummy = dummy || l == "kube-ipvs0"
-				}
+			if h, err := b.tb.Node.Netlink(); err == nil {
+				_, lerr := h.LinkByName("kube-ipvs0")
+				dummy = lerr == nil
+				h.Close()
 			}
 			answers := everyAnswers(b.tb, services(3), 5*time.Second) == nil
 			outcome := "runs"
@@ -87,6 +82,13 @@ func TestKernelIPVSModeWithoutIPVS(t *testing.T) {
 			}
 			if outcome == "runs" && answers {
 				t.Errorf("kube-proxy %s in mode ipvs answers ClusterIPs on a kernel without IP_VS, yet did not log a fallback", b.kp.Version)
+			}
+			if exited {
+				_, werr := b.kp.Proc.Exited()
+				t.Logf("  exit: %v", werr)
+				if !strings.Contains(strings.Join(said, "\n"), "IPVS") {
+					t.Errorf("kube-proxy %s exited without a log line naming IPVS:\n%s", b.kp.Version, b.kp.LogTail(10))
+				}
 			}
 		})
 	}
