@@ -13,6 +13,7 @@ import (
 
 	goipt "github.com/coreos/go-iptables/iptables"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/conntrack"
 	"github.com/proxybench/proxybench/workload"
@@ -106,8 +107,8 @@ var _ proxymodes.Proxier = (*Proxier)(nil)
 // Mode returns "iptables".
 func (p *Proxier) Mode() string { return "iptables" }
 
-// binary names the back end's iptables tool (proxymodes.IPTablesBinary).
-func (p *Proxier) binary(tool string) string { return proxymodes.IPTablesBinary(p.cfg.Backend, tool) }
+// binary names the back end's iptables tool (xtables.Binary).
+func (p *Proxier) binary(tool string) string { return xtables.Binary(p.cfg.Backend, tool) }
 
 // Info returns {"backend": "legacy"|"nft", "iptables": "<iptables
 // --version output>"}.
@@ -244,7 +245,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	st.Phases["ensure"] = time.Since(t)
 
 	t = time.Now()
-	_, err = p.ns.Run(ctx, rs.Data, p.binary("restore"), proxymodes.RestoreArgs("--noflush")...)
+	_, err = p.ns.Run(ctx, rs.Data, p.binary("restore"), xtables.RestoreArgs("--noflush")...)
 	st.Phases["restore"] = time.Since(t)
 	if err == nil && !p.cfg.NoConntrackCleanup {
 		conntrack.AfterSync(p.ns, services).Into(&st)
@@ -324,7 +325,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	}
 	data := cleanupInput(out)
 	if data != nil {
-		if _, err := p.ns.Run(ctx, data, p.binary("restore"), proxymodes.RestoreArgs("--noflush")...); err != nil {
+		if _, err := p.ns.Run(ctx, data, p.binary("restore"), xtables.RestoreArgs("--noflush")...); err != nil {
 			return fmt.Errorf("iptables: cleanup: %w", err)
 		}
 	}
