@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -74,8 +75,9 @@ type Proxier struct {
 	cfg Config
 	ns  Namespace
 
-	// newCmd opens the iptables command of a back end (go-iptables).
-	newCmd func(path string) (iptablesCmd, error)
+	// newCmd opens the iptables command of a back end (go-iptables) by
+	// its name (openIPTables: looked up on PATH).
+	newCmd func(name string) (iptablesCmd, error)
 
 	mu      sync.Mutex
 	cmd     iptablesCmd
@@ -84,6 +86,15 @@ type Proxier struct {
 	// applied holds each port's fingerprint as of the last successful
 	// Sync; nil forces the next Sync to be full.
 	applied map[string]uint64
+}
+
+// ResolveTools drops the go-iptables handle, so the next Sync looks the
+// iptables tool up on PATH again (proxymodes.ToolResolver); iptables-restore
+// is looked up at every Sync.
+func (p *Proxier) ResolveTools() {
+	p.mu.Lock()
+	p.cmd = nil
+	p.mu.Unlock()
 }
 
 // ForceFullSync makes the next Sync rewrite every chain (kube-proxy forces
@@ -97,12 +108,26 @@ func (p *Proxier) ForceFullSync() {
 // New returns a Proxier for cfg that programs ns. Nothing runs until Sync;
 // an invalid cfg makes Sync fail.
 func New(cfg Config, ns Namespace) *Proxier {
-	return &Proxier{cfg: cfg, ns: ns, newCmd: func(path string) (iptablesCmd, error) {
-		return goipt.New(goipt.Path(path), goipt.Timeout(5)) // kube-proxy: -w 5
-	}}
+	return &Proxier{cfg: cfg, ns: ns, newCmd: openIPTables}
 }
 
-var _ proxymodes.Proxier = (*Proxier)(nil)
+// openIPTables opens go-iptables on the iptables tool name as found on
+// PATH (exec.LookPath): kube-proxy runs its iptables tools by name through
+// PATH too (k8s.io/utils/exec), so a wrapper put first on PATH, as
+// failure.syncErrors does, is the program that runs, as it is for
+// iptables-restore (run by name, Namespace.Run).
+func openIPTables(name string) (iptablesCmd, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return nil, err
+	}
+	return goipt.New(goipt.Path(path), goipt.Timeout(5)) // kube-proxy: -w 5
+}
+
+var (
+	_ proxymodes.Proxier      = (*Proxier)(nil)
+	_ proxymodes.ToolResolver = (*Proxier)(nil)
+)
 
 // Mode returns "iptables".
 func (p *Proxier) Mode() string { return "iptables" }
@@ -127,7 +152,7 @@ func (p *Proxier) command() (iptablesCmd, error) {
 	if p.cmd != nil {
 		return p.cmd, nil
 	}
-	c, err := p.newCmd("/usr/sbin/" + p.binary(""))
+	c, err := p.newCmd(p.binary(""))
 	if err != nil {
 		return nil, fmt.Errorf("iptables: open %q: %w", p.binary(""), err)
 	}

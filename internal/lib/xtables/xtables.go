@@ -7,7 +7,9 @@ package xtables
 
 // Binary names an iptables tool of a back end: for backend "legacy",
 // tool "restore" gives "iptables-legacy-restore" and tool ""
-// "iptables-legacy".
+// "iptables-legacy". Callers run it by this name, looked up on PATH as
+// kube-proxy does, never by a fixed folder, so the failure.syncErrors
+// wrappers put first on PATH are what runs.
 func Binary(backend, tool string) string {
 	name := "iptables-" + backend
 	if tool != "" {
