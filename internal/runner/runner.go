@@ -236,7 +236,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
 			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e)) {
-				for _, vsc := range modeVariants(sc.AtSize(n), mode) {
+				for _, vsc := range modeVariants(sc.AtSize(n), m) {
 					mr, err := runMode(ctx, vsc, o, tb, e, perSize[i], row)
 					if err != nil {
 						err = fmt.Errorf("mode %s at %d services: %w", rowLabel(row, vsc), n, err)
@@ -311,7 +311,7 @@ func rowLabel(m proxymodes.Mode, sc *scenarios.Scenario) string {
 	if m.Base != "" {
 		return m.Name
 	}
-	return modeLabel(m.Name, sc)
+	return modeLabel(m, sc)
 }
 
 // buildPhase builds the testbed for the largest service set (the last of
