@@ -259,9 +259,9 @@ type SimModel struct {
 type SimEstimate struct {
 	Note string
 	// LookupOverheadNs is the connect time the mode adds over mode none's,
-	// in ns. With LookupAsSameModel, a calibrated mode of the same
-	// Lookup model (ipvs: nftables', both one hash lookup plus conntrack
-	// and NAT) gives it instead when the calibration has one.
+	// in ns. With LookupAsSameModel, the overhead of another mode of the
+	// same Lookup model that the calibration has (ipvs: nftables', both
+	// one hash lookup plus conntrack and NAT) replaces it.
 	LookupOverheadNs  float64
 	LookupAsSameModel bool
 	// FullNs + FullPerObjectNs per object is a full sync's wall time (a
