@@ -344,7 +344,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topolog
 	if err != nil {
 		return nil, err
 	}
-	mr = &reports.ModeResult{Mode: m.Name, Info: p.Info(), Kernel: "host"}
+	mr = &reports.ModeResult{Mode: m.Name, Info: p.Info(), Kernel: "host", Traits: m.Traits}
 	if m.Base != "" {
 		mr.Implementation, mr.BaseMode = m.Implementation, m.Base
 	}
