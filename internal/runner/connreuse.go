@@ -26,8 +26,9 @@ import (
 // ephemeral range narrowed to connReuse.ports ports and tcp_tw_reuse=1,
 // each closed by the client with FIN (TIME_WAIT on the client); a connect
 // finding every port in TIME_WAIT younger than tcp_tw_reuse's 1 s waits
-// for one to age (so the rate is about ports per second). The ipvs
-// mode runs one pass per connReuse.reuseModes value of
+// for one to age (so the rate is about ports per second). A mode whose
+// connections go through IPVS (Mode.VSSysctls: ipvs, also as a
+// kube-proxy row) runs one pass per connReuse.reuseModes value of
 // net.ipv4.vs.conn_reuse_mode, which overrides node.sysctls' for the pass
 // (every node namespace); the pass also applies node.sysctls' other IPVS
 // keys (expire_nodest_conn, expire_quiescent_template: ip_vs may have
@@ -52,7 +53,7 @@ func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 		}
 	}()
 	modes := []int{-1}
-	if m.Name == "ipvs" {
+	if m.VSSysctls {
 		modes = cr.ReuseModes
 	}
 	svc := services[0]

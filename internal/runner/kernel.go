@@ -77,7 +77,7 @@ func GuestUnsupported(sc *scenarios.Scenario, k *uml.Kernel, mode string) string
 	why := k.Name + " lacks " + strings.Join(missing, ", ")
 	if slices.Contains(missing, "CONFIG_NF_TABLES_IPV4") {
 		why += " (no nf_tables ip family)"
-		if mode != "nftables" {
+		if m, err := modes.Lookup(mode); err == nil && m.UsesIPTables {
 			why += "; use iptables.backend: legacy"
 		}
 	}
@@ -154,7 +154,8 @@ func PlanKernels(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 }
 
 // planHost is the host target: every mode must run on this kernel, or,
-// under `fallback: iptables`, ipvs falls back to iptables.
+// under `fallback: <mode>`, a mode that falls back to that one
+// (Mode.FallsBackTo: ipvs to iptables) is replaced by it.
 func planHost(ctx context.Context, sc *scenarios.Scenario) (Target, map[string]string, error) {
 	st, err := ProbeHost(ctx, sc, sc.Modes)
 	if err != nil {
@@ -169,7 +170,7 @@ func planHost(ctx context.Context, sc *scenarios.Scenario) (Target, map[string]s
 	if len(missing) == 0 {
 		return Target{Name: "host", Modes: sc.Modes}, nil, nil
 	}
-	if sc.Fallback != "iptables" {
+	if sc.Fallback == "" {
 		return Target{}, nil, &InputError{Field: "modes", Msg: "the host kernel cannot run " + strings.Join(missing, "; "),
 			Fix: "run with --kernel uml (a user-mode-linux kernel; make kernels builds one with every mode), or drop the mode"}
 	}
@@ -179,16 +180,38 @@ func planHost(ctx context.Context, sc *scenarios.Scenario) (Target, map[string]s
 		switch {
 		case s.Available:
 			modes = append(modes, s.Mode)
-		case s.Mode == "ipvs":
-			fb["ipvs"] = "iptables"
-			if !slices.Contains(sc.Modes, "iptables") {
-				modes = append(modes, "iptables")
+		case fallsBackTo(s.Mode) == sc.Fallback:
+			fb[s.Mode] = sc.Fallback
+			if !slices.Contains(sc.Modes, sc.Fallback) {
+				modes = append(modes, sc.Fallback)
 			}
 		default:
 			return Target{}, nil, &InputError{Field: "modes", Msg: "the host kernel cannot run " + s.Mode + ": " + s.Reason, Fix: "run with --kernel uml, or drop the mode"}
 		}
 	}
 	return Target{Name: "host", Modes: slices.Compact(modes)}, fb, nil
+}
+
+// fallsBackTo is the mode that replaces mode under a scenario's fallback
+// (Mode.FallsBackTo), "" for none or a name no mode has.
+func fallsBackTo(mode string) string {
+	m, err := modes.Lookup(mode)
+	if err != nil {
+		return ""
+	}
+	return m.FallsBackTo
+}
+
+// splitBaselines are the modes a split plan's guest group runs too when
+// the scenario has them (Mode.SplitBaseline), in modes.All's order.
+func splitBaselines() []string {
+	var out []string
+	for _, m := range modes.All {
+		if m.SplitBaseline {
+			out = append(out, m.Name)
+		}
+	}
+	return out
 }
 
 func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
@@ -243,7 +266,7 @@ func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 			guest = append(guest, s.Mode)
 		}
 	}
-	for _, b := range []string{"none", "iptables"} {
+	for _, b := range splitBaselines() {
 		if slices.Contains(sc.Modes, b) && !slices.Contains(guest, b) && GuestUnsupported(sc, k, b) == "" {
 			guest = append([]string{b}, guest...)
 		}
