@@ -180,6 +180,15 @@ func planHost(ctx context.Context, sc *scenarios.Scenario) (Target, map[string]s
 		switch {
 		case s.Available:
 			modes = append(modes, s.Mode)
+		case fallsBackTo(s.Mode) == sc.Fallback && sc.KubeProxyRuns(s.Mode):
+			// kube-proxy itself no longer falls back (kubernetes PR#111806,
+			// v1.26): with mode ipvs on a kernel without IP_VS, v1.36.3 and
+			// v1.37.2 exit with status 1, "can't use the IPVS proxier: ipvs
+			// not supported", programming nothing
+			// (TestKernelIPVSModeWithoutIPVS). A row that ran as the
+			// fallback would report what kube-proxy does not do.
+			return Target{}, nil, &InputError{Field: "fallback", Msg: fmt.Sprintf("the host kernel cannot run %s (%s), and kube-proxy does not fall back since v1.26 (kubernetes PR#111806): it exits with \"can't use the IPVS proxier\"", s.Mode, s.Reason),
+				Fix: "run the kube-proxy row in a guest (--kernel uml), or keep fallback for builtin only (kubeProxy.modes without " + s.Mode + ")"}
 		case fallsBackTo(s.Mode) == sc.Fallback:
 			fb[s.Mode] = sc.Fallback
 			if !slices.Contains(sc.Modes, sc.Fallback) {
