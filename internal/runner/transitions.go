@@ -208,7 +208,7 @@ func transitionsPhase(ctx context.Context, r *Row) (out []reports.Transition, dn
 		return out, nil, err
 	}
 	if _, err := p.Sync(ctx, services); err != nil {
-		return out, nil, fmt.Errorf("sync after transitions: %w", err)
+		return out, dnsCheck, fmt.Errorf("sync after transitions: %w", err)
 	}
 	if ferr := e.flush(0); ferr != nil {
 		f.add("conntrack flush of node0 after the transitions failed: %v", ferr)
