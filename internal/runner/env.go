@@ -47,8 +47,9 @@ type env struct {
 	// namespace w mod the client count (an nspool.Workers); its error
 	// says a worker could not enter its namespace.
 	probes func(n int) (workerPool, error)
-	// dial makes one probe connection from a probe worker: where it
-	// landed and when it started (traffic.DialEcho).
+	// dial makes one probe connection from the calling thread (a probe
+	// worker, or inClient: the transitions' DNS check): where it landed
+	// and when it started (traffic.DialEcho).
 	dial func(dst netip.Addr, port uint16, timeout time.Duration) (landed netip.AddrPort, start time.Time, err error)
 	// down makes endpoints ips unreachable in the backend host until
 	// undo (traffic.DownEndpoints).
