@@ -278,7 +278,7 @@ func (c *fakeUDP) Close() error {
 }
 
 func transitionsScenario(t *testing.T) (*scenarios.Scenario, []workload.Service) {
-	return phaseScenario(t, "", "transitions: {sourcePort: 5300, interval: 5ms, timeout: 20ms, observe: 100ms, withoutCleanup: true}\n")
+	return phaseScenario(t, "", "transitions: {sourcePort: 5300, interval: 5ms, timeout: 50ms, observe: 400ms, withoutCleanup: true}\n")
 }
 
 // transitionSteps are one variant's steps with proxier x: per transition
