@@ -136,11 +136,9 @@ func without(l map[string]string, drop ...string) map[string]string {
 // alert (label set), or one "inactive" outcome when it was never active.
 func alertOutcomes(r Rule, alerts, forState, expr []Series, w Window) []reports.AlertOutcome {
 	type acc struct {
-		labels           map[string]string
-		pending, firing  []time.Time
-		activeAt         *time.Time
-		lastFiring       time.Time
-		firstFiringIndex int
+		labels          map[string]string
+		pending, firing []time.Time
+		activeAt        *time.Time
 	}
 	byKey := map[string]*acc{}
 	var order []string

@@ -69,6 +69,9 @@ type ProxierSpec struct {
 	// kube-proxy got (ReadProgress) and keeps kube-proxy running for
 	// KubeProxyRecord; Cleanup stops it.
 	FirstSyncTimeout time.Duration
+	// Monitor, when set, runs a Prometheus server beside the control
+	// plane that scrapes this kube-proxy (monitor.go).
+	Monitor *Monitor
 	// ProgressEvery is how often the first sync's progress is read in
 	// IPVS mode (0: a minute, at most a tenth of FirstSyncTimeout, at
 	// least 5 s); each reading starts one `ipset list -t`.
@@ -107,6 +110,8 @@ type Proxier struct {
 	// its own (exited), once seen, and exitRec its record.
 	exitErr error
 	exitRec *measure.KubeProxyExit
+	// prom is the Prometheus of the current control plane (Monitor).
+	prom promState
 }
 
 // NewProxier returns a Proxier; nothing starts before the first Sync.
@@ -489,6 +494,11 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err != nil {
 		return st, err
 	}
+	// Prometheus, when the row is monitored, starts with the control
+	// plane; it scrapes kube-proxy from kube-proxy's start on (below).
+	if err := p.startPrometheus(ctx); err != nil {
+		return st, err
+	}
 	up := time.Now()
 	node := apiobjects.Node{Name: NodeName(0), InternalIP: p.spec.NodeIP}
 	ost, err := apiobjects.Create(ctx, p.cp.Client, apiobjects.Spec{ServiceCIDR: p.spec.ServiceCIDR, Nodes: []apiobjects.Node{node}, Services: services, SessionAffinity: p.spec.SessionAffinity})
@@ -504,8 +514,12 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		return st, err
 	}
 	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Version: p.spec.Version, Dir: p.spec.Dir, Verbosity: p.spec.Verbosity, IPTablesBackend: p.spec.IPTablesBackend,
-		XtablesLock: p.spec.XtablesLock, Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc}})
+		XtablesLock: p.spec.XtablesLock, Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc,
+			MetricsAnyAddress: p.spec.Monitor != nil}})
 	if err != nil {
+		return st, err
+	}
+	if err := p.scrapeWithPrometheus(); err != nil {
 		return st, err
 	}
 	// Its first sync (by its metric; /healthz answers 200 while kube-proxy
@@ -948,6 +962,7 @@ func (p *Proxier) stop() error {
 		errs = append(errs, p.cleanupRules(context.Background(), kp))
 		p.kp, p.halted = nil, nil
 	}
+	errs = append(errs, p.stopPrometheus())
 	errs = append(errs, p.cp.Stop())
 	p.cp = nil
 	return errors.Join(errs...)
