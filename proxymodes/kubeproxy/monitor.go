@@ -99,4 +99,3 @@ func (p *Proxier) Prometheus() (srv *monitoring.Server, first time.Time, restart
 func (p *Proxier) PrometheusCPU() time.Duration {
 	return p.prom.cpu + p.prom.srv.CPU()
 }
-
