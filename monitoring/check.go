@@ -89,7 +89,8 @@ func parsePromtool(out, name, file string) []*RuleError {
 		yamlHead = ""
 		if m := posRE.FindStringSubmatch(rest); m != nil {
 			n, _ := strconv.Atoi(m[1])
-			errs = append(errs, &RuleError{File: file, Line: n, Msg: m[3]})
+			col, _ := strconv.Atoi(m[2])
+			errs = append(errs, &RuleError{File: file, Line: n, Col: col, Msg: m[3]})
 			continue
 		}
 		if strings.HasSuffix(rest, "errors:") {

@@ -89,12 +89,15 @@ func (s *RuleSet) Records() []Rule {
 // RuleError is a rule file Prometheus refuses: File and Line (0 when
 // promtool names none) and Prometheus's own message.
 type RuleError struct {
-	File string
-	Line int
-	Msg  string
+	File      string
+	Line, Col int
+	Msg       string
 }
 
 func (e *RuleError) Error() string {
+	if e.Line > 0 && e.Col > 0 {
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+	}
 	if e.Line > 0 {
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
 	}
@@ -112,10 +115,11 @@ func Read(path string) (*RuleSet, error) {
 	if err != nil {
 		return nil, &RuleError{File: path, Msg: err.Error()}
 	}
-	return parse(path, data)
+	return Parse(path, data)
 }
 
-func parse(path string, data []byte) (*RuleSet, error) {
+// Parse is Read of data, the content of path.
+func Parse(path string, data []byte) (*RuleSet, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, &RuleError{File: path, Line: yamlLine(err), Msg: err.Error()}

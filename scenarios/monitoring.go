@@ -31,6 +31,10 @@ type MonitoringSpec struct {
 // (monitoring.prometheus, or alerts).
 func (s *Scenario) Monitored() bool { return s.Monitoring.Prometheus || s.Alerts != "" }
 
+// SetMonitoringDefaults fills monitoring's defaults when it is on (after
+// a command-line override turned it on: run --alerts).
+func (s *Scenario) SetMonitoringDefaults() { s.monitoringDefaults() }
+
 // monitoringDefaults fills monitoring's defaults when it is on.
 func (s *Scenario) monitoringDefaults() {
 	if !s.Monitored() {

@@ -176,6 +176,11 @@ type Checked struct {
 	KubeBin     string
 	kubeProxies []kubeBinary
 	bin         controlplane.Binaries
+	// alerts are the scenario's rules (monitoring, alerts:), checked by
+	// promtool; Warnings what the CLI prints before the run (a metric
+	// name a rule reads that no row exports).
+	alerts   *alertRules
+	Warnings []string
 	// modes are the modes whose kube-proxy rows were checked; scenario is
 	// the rest of the scenario checked (its JSON without the modes).
 	modes    []string
@@ -290,7 +295,7 @@ func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) (*Checked, e
 // when there are several binaries. dataPlane is each variant's sync.full
 // probe; dir the folder beside the result that keeps their logs.
 func rows(sc *scenarios.Scenario, m proxymodes.Mode, kbs []kubeBinary, bin controlplane.Binaries, dir string,
-	dataPlane func(ctx context.Context, services []workload.Service) (time.Time, int, error)) []proxymodes.Mode {
+	dataPlane func(ctx context.Context, services []workload.Service) (time.Time, int, error), mon *kubeproxy.Monitor) []proxymodes.Mode {
 	var out []proxymodes.Mode
 	for _, impl := range sc.Implementations(m.Name) {
 		if impl == scenarios.ImplBuiltin {
@@ -300,7 +305,7 @@ func rows(sc *scenarios.Scenario, m proxymodes.Mode, kbs []kubeBinary, bin contr
 		for _, kb := range kbs {
 			label := kubeproxy.RowLabel(m.Name, kb.Version, len(kbs) > 1)
 			out = append(out, kubeproxy.Variant(m, kubeproxy.VariantSpec{Binary: kb.Path, Version: kb.Version, Label: label,
-				Dir: filepath.Join(dir, rowDir(label)), Bin: bin, DataPlane: dataPlane}))
+				Dir: filepath.Join(dir, rowDir(label)), Bin: bin, DataPlane: dataPlane, Monitor: mon}))
 		}
 	}
 	return out

@@ -38,6 +38,12 @@ type Phase struct {
 	// The runner calls it after Run, also after a failed Run, so a
 	// partial row's figures show too.
 	Report func(label string, mr *reports.ModeResult) []reports.Section
+	// Final: the phase runs after the row's other phases, also when one
+	// of them stopped the row (an evaluation over what the row did, such
+	// as the alerts phase's read-back of the row's Prometheus), before
+	// the row's cleanups; not when the run was cancelled. Its error
+	// becomes the row's when the row had none.
+	Final bool
 	// Core: the phase's figures are the result's core tables (sync.full,
 	// sync.incremental, lookup, fairness, churn), which every format
 	// renders from ModeResult's own fields, not a Section.
@@ -59,6 +65,7 @@ var Phases = []Phase{
 	connReusePhaseV,
 	lifecyclePhaseV,
 	transitionsPhaseV,
+	alertsPhaseV,
 }
 
 // PhaseRules are the rules of Phases, for scenarios.Catalog.Phases and
