@@ -20,6 +20,23 @@ type Window struct {
 	Step       time.Duration
 }
 
+// WaitScraped waits until Prometheus has scraped every target once
+// (each has an up sample), or ctx ends: Prometheus applies a new target
+// up to 5 s after its configuration is reloaded (its discovery manager's
+// update period), so a row shorter than that may have no scrape yet.
+func WaitScraped(ctx context.Context, c *Client, targets int, since time.Time, step time.Duration) {
+	for ctx.Err() == nil {
+		up, err := c.QueryRange(ctx, "up", since, time.Now(), step)
+		if err == nil && len(up) >= targets {
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
 // Evaluate reads back from Prometheus (c) what the rules of rs (as the
 // server ran them) did over w: every alert's pending and firing times
 // (ALERTS, ALERTS_FOR_STATE) and its expression's value when it fired,
@@ -109,7 +126,7 @@ func targets(up []Series) []reports.MonitoredTarget {
 func alertKey(l map[string]string) string {
 	keys := make([]string, 0, len(l))
 	for k := range l {
-		if k != "alertname" && k != "alertstate" {
+		if k != "alertname" && k != "alertstate" && k != "__name__" {
 			keys = append(keys, k)
 		}
 	}
@@ -146,7 +163,7 @@ func alertOutcomes(r Rule, alerts, forState, expr []Series, w Window) []reports.
 		k := alertKey(l)
 		a, ok := byKey[k]
 		if !ok {
-			a = &acc{labels: without(l, "alertname", "alertstate")}
+			a = &acc{labels: without(l, "alertname", "alertstate", "__name__")}
 			byKey[k] = a
 			order = append(order, k)
 		}

@@ -61,8 +61,13 @@ func alertsPhase(ctx context.Context, r *Row) error {
 	} else {
 		m.RulesLoaded = filepath.Join(srv.Spec.Dir, "rules.yaml")
 	}
-	// One more evaluation after the row's last phase, so its end is in.
+	// A scrape of every target at least (a row shorter than Prometheus's
+	// target discovery may have none yet), then one more evaluation after
+	// the row's last phase, so its end is in.
 	step := sc.Monitoring.Interval.Duration
+	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second+2*step)
+	monitoring.WaitScraped(wctx, srv.Client, len(srv.Spec.Targets), first, step)
+	wcancel()
 	select {
 	case <-ctx.Done():
 		return nil
