@@ -48,6 +48,14 @@ func Check(ctx context.Context, promtool string, s *RuleSet) error {
 		return fmt.Errorf("%s check rules: %w", promtool, err)
 	}
 	errs := parsePromtool(string(out), name, s.Path)
+	for _, e := range errs {
+		if e.Col > 0 {
+			e.Col += s.indent // a PrometheusRule's groups were moved left
+		}
+		if e.Line == 0 {
+			e.Line = lineOfQuoted(s.groups, e.Msg)
+		}
+	}
 	if len(errs) == 0 {
 		return &RuleError{File: s.Path, Msg: fmt.Sprintf("promtool check rules failed (%v): %s", err, strings.TrimSpace(string(out)))}
 	}
@@ -56,6 +64,25 @@ func Check(ctx context.Context, promtool string, s *RuleSet) error {
 		joined[i] = e
 	}
 	return errors.Join(joined...)
+}
+
+var quotedRE = regexp.MustCompile(`"([^"]+)"`)
+
+// lineOfQuoted is the first line of text holding the last quoted value of
+// msg ("not a valid duration string: \"5 minutes\"": the for: that has
+// it), 0 when none: promtool names no line for such a value.
+func lineOfQuoted(text []byte, msg string) int {
+	m := quotedRE.FindAllStringSubmatch(msg, -1)
+	if len(m) == 0 {
+		return 0
+	}
+	v := m[len(m)-1][1]
+	for i, l := range strings.Split(string(text), "\n") {
+		if strings.Contains(l, v) {
+			return i + 1
+		}
+	}
+	return 0
 }
 
 // posRE is promtool's "FILE: LINE:COL: message" (a rule's problem).
@@ -105,7 +132,9 @@ func parsePromtool(out, name, file string) []*RuleError {
 // promqlWords are PromQL's keywords, aggregation modifiers and literals:
 // an identifier among them is not a metric name.
 var promqlWords = []string{"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
-	"offset", "bool", "inf", "nan", "start", "end", "atan2"}
+	"offset", "bool", "inf", "nan", "start", "end", "atan2",
+	// Aggregations, which may be followed by by/without before "(".
+	"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk", "quantile"}
 
 // MetricNames returns the metric names expr selects, in order of first
 // appearance: each identifier outside string literals, label matchers

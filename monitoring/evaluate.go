@@ -47,6 +47,12 @@ func WaitScraped(ctx context.Context, c *Client, targets int, since time.Time, s
 // error and the rest is still filled.
 func Evaluate(ctx context.Context, c *Client, rs *RuleSet, w Window, m *reports.Monitoring) error {
 	var errs []error
+	if m.Started.IsZero() {
+		m.Started = w.Start
+	}
+	if m.Ended.IsZero() {
+		m.Ended = w.End
+	}
 	if v, err := c.Version(ctx); err == nil {
 		m.Prometheus = v
 	} else {

@@ -32,9 +32,10 @@ type RuleSet struct {
 	// Groups are the rule groups in file order.
 	Groups []Group
 	// groups is the decoded text of the groups (line-preserving: a
-	// PrometheusRule's spec.groups moved to column 0, every other line
-	// blanked), what promtool checks.
+	// PrometheusRule's spec.groups moved to column 0 by indent columns,
+	// every other line blanked), what promtool checks.
 	groups []byte
+	indent int
 }
 
 // Group is one rule group.
@@ -143,7 +144,7 @@ func Parse(path string, data []byte) (*RuleSet, error) {
 			return nil, &RuleError{File: path, Line: spec.Line, Msg: "PrometheusRule without spec.groups"}
 		}
 		var err error
-		if s.groups, err = extractGroups(data, spec); err != nil {
+		if s.groups, s.indent, err = extractGroups(data, spec); err != nil {
 			return nil, &RuleError{File: path, Line: spec.Line, Msg: err.Error()}
 		}
 	}
@@ -172,7 +173,7 @@ func Parse(path string, data []byte) (*RuleSet, error) {
 // extractGroups returns data with a PrometheusRule's spec.groups moved
 // to column 0 and every other line blank, so a rule file checker's line
 // numbers are the PrometheusRule's own.
-func extractGroups(data []byte, spec *yaml.Node) ([]byte, error) {
+func extractGroups(data []byte, spec *yaml.Node) ([]byte, int, error) {
 	var key *yaml.Node
 	for i := 0; i+1 < len(spec.Content); i += 2 {
 		if spec.Content[i].Value == "groups" {
@@ -180,7 +181,7 @@ func extractGroups(data []byte, spec *yaml.Node) ([]byte, error) {
 		}
 	}
 	if key == nil || spec.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("spec.groups: want a mapping key")
+		return nil, 0, fmt.Errorf("spec.groups: want a mapping key")
 	}
 	lines := strings.Split(string(data), "\n")
 	indent := key.Column - 1
@@ -208,7 +209,7 @@ func extractGroups(data []byte, spec *yaml.Node) ([]byte, error) {
 			out[i] = ""
 		}
 	}
-	return []byte(strings.Join(out, "\n")), nil
+	return []byte(strings.Join(out, "\n")), indent, nil
 }
 
 // lookup is the value of key in mapping m, or nil.
