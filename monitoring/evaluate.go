@@ -241,7 +241,7 @@ func alertOutcomes(r Rule, alerts, forState, expr []Series, w Window) []reports.
 			at = o.PendingAt
 		}
 		for _, s := range expr {
-			if alertKey(s.Labels) != want {
+			if alertKey(without(s.Labels, keysOf(r.Labels)...)) != want {
 				continue
 			}
 			for _, x := range s.Samples {

@@ -31,6 +31,9 @@ type Monitoring struct {
 	Started  time.Time `json:"started"`
 	Ended    time.Time `json:"ended"`
 	Restarts int       `json:"restarts,omitempty"`
+	// CPUSeconds is the CPU time of the row's Prometheus servers (user +
+	// system), beside kube-proxy's own in the row's record.
+	CPUSeconds float64 `json:"cpuSeconds,omitempty"`
 	// Targets are the scraped kube-proxies.
 	Targets []MonitoredTarget `json:"targets,omitempty"`
 	// Alerts has one entry per alerting rule and label set it was active
@@ -161,7 +164,7 @@ func MonitoringSection(label string, m *Monitoring) []Section {
 	if m.TimeScale != 1 && m.TimeScale != 0 {
 		run += fmt.Sprintf(" with for: and range windows ×%g", m.TimeScale)
 	}
-	run += fmt.Sprintf(", ran %.0f s", m.Ended.Sub(m.Started).Seconds())
+	run += fmt.Sprintf(", ran %.0f s (%.1f s CPU)", m.Ended.Sub(m.Started).Seconds(), m.CPUSeconds)
 	for _, t := range m.Targets {
 		run += fmt.Sprintf("; %s %s: %d of %d scrapes up", t.Job, t.Instance, t.Up, t.Scrapes)
 	}

@@ -81,10 +81,7 @@ func alertsPhase(ctx context.Context, r *Row) error {
 		m.Error = err.Error()
 		r.Faults.add("alerts: reading Prometheus back: %v", err)
 	}
-	if r.Result.Info == nil {
-		r.Result.Info = map[string]string{}
-	}
-	r.Result.Info["prometheusCpu"] = ph.PrometheusCPU().Round(time.Millisecond).String()
+	m.CPUSeconds = ph.PrometheusCPU().Seconds()
 	return nil
 }
 
