@@ -28,7 +28,7 @@ type monitoredProxier struct {
 }
 
 func (p monitoredProxier) Prometheus() (*monitoring.Server, time.Time, int) { return p.srv, p.t0, 0 }
-func (p monitoredProxier) PrometheusCPU() time.Duration                  { return time.Second }
+func (p monitoredProxier) PrometheusCPU() time.Duration                     { return time.Second }
 
 // TestAlertsPhaseIsFinal: the alerts phase reads the row's Prometheus
 // back after the row's other phases, also when one of them stopped the
