@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -228,22 +227,4 @@ func (s *Server) CPU() time.Duration {
 		return 0
 	}
 	return s.Proc.CPU()
-}
-
-// SetTargets replaces the scrape targets and has the server reload its
-// configuration (SIGHUP; Prometheus applies it at once, without a
-// restart).
-func (s *Server) SetTargets(targets []Target) error {
-	s.Spec.Targets = targets
-	cfg, err := Config(s.Spec)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(s.Spec.Dir, "prometheus.yml"), cfg, 0o644); err != nil {
-		return err
-	}
-	if err := s.Proc.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		return fmt.Errorf("prometheus: reload: %w", err)
-	}
-	return nil
 }

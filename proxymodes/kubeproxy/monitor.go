@@ -41,19 +41,25 @@ type promState struct {
 }
 
 // startPrometheus starts the row's Prometheus in the control plane's
-// namespace, with no target yet (scrapeWithPrometheus adds kube-proxy).
-func (p *Proxier) startPrometheus(ctx context.Context) error {
+// namespace, scraping kube-proxy's metrics endpoint over the node's link
+// (the node's address on it, as the control-plane namespace reaches it),
+// and returns how long its start took.
+func (p *Proxier) startPrometheus(ctx context.Context) (time.Duration, error) {
 	m := p.spec.Monitor
 	if m == nil {
-		return nil
+		return 0, nil
 	}
+	t0 := time.Now()
 	dir := m.Dir
 	if dir == "" {
 		dir = filepath.Join(p.spec.Dir, "prometheus")
 	}
-	srv, err := monitoring.Start(ctx, monitoring.ServerSpec{RunID: p.runID, NS: p.cp.NS, Binary: m.Binary, Dir: dir, Interval: m.Interval, Job: "kube-proxy", Rules: m.Rules})
+	addr := net.JoinHostPort(p.cp.NodeAddr(0).String(), strconv.Itoa(MetricsPort))
+	target := monitoring.Target{Addr: addr, Labels: map[string]string{"node": p.spec.Node.Name, "row": p.Mode()}}
+	srv, err := monitoring.Start(ctx, monitoring.ServerSpec{RunID: p.runID, NS: p.cp.NS, Binary: m.Binary, Dir: dir, Interval: m.Interval,
+		Job: "kube-proxy", Targets: []monitoring.Target{target}, Rules: m.Rules})
 	if err != nil {
-		return fmt.Errorf("kubeproxy: %w", err)
+		return 0, fmt.Errorf("kubeproxy: %w", err)
 	}
 	if p.prom.first.IsZero() {
 		p.prom.first = srv.Started
@@ -61,18 +67,7 @@ func (p *Proxier) startPrometheus(ctx context.Context) error {
 		p.prom.restarts++
 	}
 	p.prom.srv = srv
-	return nil
-}
-
-// scrapeWithPrometheus points the row's Prometheus at kube-proxy's
-// metrics endpoint over the node's link (the node's address on it, as
-// the control-plane namespace reaches it).
-func (p *Proxier) scrapeWithPrometheus() error {
-	if p.prom.srv == nil {
-		return nil
-	}
-	addr := net.JoinHostPort(p.cp.NodeAddr(0).String(), strconv.Itoa(MetricsPort))
-	return p.prom.srv.SetTargets([]monitoring.Target{{Addr: addr, Labels: map[string]string{"node": p.spec.Node.Name, "row": p.Mode()}}})
+	return time.Since(t0), nil
 }
 
 // stopPrometheus stops the running server (its TSDB stays in its folder).

@@ -494,16 +494,21 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err != nil {
 		return st, err
 	}
-	// Prometheus, when the row is monitored, starts with the control
-	// plane; it scrapes kube-proxy from kube-proxy's start on (below).
-	if err := p.startPrometheus(ctx); err != nil {
-		return st, err
-	}
 	up := time.Now()
 	node := apiobjects.Node{Name: NodeName(0), InternalIP: p.spec.NodeIP}
 	ost, err := apiobjects.Create(ctx, p.cp.Client, apiobjects.Spec{ServiceCIDR: p.spec.ServiceCIDR, Nodes: []apiobjects.Node{node}, Services: services, SessionAffinity: p.spec.SessionAffinity})
 	if err != nil {
 		return st, err
+	}
+	// Prometheus, when the row is monitored, starts now, kube-proxy its
+	// target from the start: a Prometheus up during the API objects'
+	// creation would count those minutes as kube-proxy absent (the
+	// seeds' KubeProxyDown). Its start-up is setup: it is counted in
+	// setup.controlPlane (up moves by it), not in sync.full.
+	if d, err := p.startPrometheus(ctx); err != nil {
+		return st, err
+	} else {
+		up = up.Add(d)
 	}
 	created := time.Now()
 	if err := p.keepLog(); err != nil {
@@ -517,9 +522,6 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		XtablesLock: p.spec.XtablesLock, Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc,
 			MetricsAnyAddress: p.spec.Monitor != nil}})
 	if err != nil {
-		return st, err
-	}
-	if err := p.scrapeWithPrometheus(); err != nil {
 		return st, err
 	}
 	// Its first sync (by its metric; /healthz answers 200 while kube-proxy
