@@ -34,6 +34,9 @@ type Monitoring struct {
 	// CPUSeconds is the CPU time of the row's Prometheus servers (user +
 	// system), beside kube-proxy's own in the row's record.
 	CPUSeconds float64 `json:"cpuSeconds,omitempty"`
+	// HoldSeconds is monitoring.hold: how long the row stayed up after
+	// its last phase before the read-back.
+	HoldSeconds float64 `json:"holdSeconds,omitempty"`
 	// Targets are the scraped kube-proxies.
 	Targets []MonitoredTarget `json:"targets,omitempty"`
 	// Alerts has one entry per alerting rule and label set it was active
@@ -165,6 +168,9 @@ func MonitoringSection(label string, m *Monitoring) []Section {
 		run += fmt.Sprintf(" with for: and range windows ×%g", m.TimeScale)
 	}
 	run += fmt.Sprintf(", ran %.0f s (%.1f s CPU)", m.Ended.Sub(m.Started).Seconds(), m.CPUSeconds)
+	if m.HoldSeconds > 0 {
+		run += fmt.Sprintf(", of which %.0f s held after the row's last phase (monitoring.hold)", m.HoldSeconds)
+	}
 	for _, t := range m.Targets {
 		run += fmt.Sprintf("; %s %s: %d of %d scrapes up", t.Job, t.Instance, t.Up, t.Scrapes)
 	}

@@ -96,6 +96,7 @@ var numericFields = []struct {
 	{"nftables.minSyncPeriod", "services: {count: 10}\nnftables:\n  minSyncPeriod: @\n", "zf"},
 	{"monitoring.interval", "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nmonitoring:\n  prometheus: true\n  interval: @\n", "f"},
 	{"monitoring.timeScale", "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nmonitoring:\n  prometheus: true\n  timeScale: @\n", "f"},
+	{"monitoring.hold", "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nmonitoring:\n  prometheus: true\n  hold: @\n", "zf"},
 	{"uml.memoryMiB", "services: {count: 10}\numl:\n  memoryMiB: @\n", ""},
 	{"uml.timeout", "services: {count: 10}\numl:\n  timeout: @\n", "f"},
 	{"gates[0].services", "services: {count: 10}\ngates:\n  - figure: fairness.jain\n    op: \">\"\n    value: 0.9\n    services: @\n", ""},

@@ -25,6 +25,13 @@ type MonitoringSpec struct {
 	// (default 1: the rules as written, and a row shorter than an alert's
 	// for: can only show it pending). 0.01 to 10.
 	TimeScale float64 `yaml:"timeScale,omitempty" json:"timeScale,omitempty"`
+	// Hold keeps each monitored kube-proxy row running this long after
+	// its last phase, before Prometheus is read back (default 0; at most
+	// 1h): kube-proxy goes on with its periodic syncs (syncPeriod) and
+	// Prometheus on scraping and evaluating, so an alert's for: can pass
+	// in a row shorter than it (a 10k kube-proxy row lives under a
+	// minute after kube-proxy's start).
+	Hold Duration `yaml:"hold,omitempty" json:"hold,omitempty"`
 }
 
 // Monitored reports whether kube-proxy rows run Prometheus
@@ -59,6 +66,9 @@ func CheckMonitoring(s *Scenario) []*FieldError {
 	var out []*FieldError
 	if d := s.Monitoring.Interval.Duration; d < time.Second || d > 5*time.Minute {
 		out = append(out, &FieldError{Field: "monitoring.interval", Msg: fmt.Sprintf("%v: want 1s to 5m", d), Fix: "write interval: 5s"})
+	}
+	if d := s.Monitoring.Hold.Duration; d < 0 || d > time.Hour {
+		out = append(out, &FieldError{Field: "monitoring.hold", Msg: fmt.Sprintf("%v: want 0 to 1h", d), Fix: "write hold: 2m (or leave it out: no hold)"})
 	}
 	if f := s.Monitoring.TimeScale; f < 0.01 || f > 10 {
 		out = append(out, &FieldError{Field: "monitoring.timeScale", Msg: fmt.Sprintf("%v: want 0.01 to 10", f), Fix: "write timeScale: 0.1 (for: 5m becomes 30s) or leave it out (1: the rules as written)"})

@@ -61,6 +61,21 @@ func alertsPhase(ctx context.Context, r *Row) error {
 	} else {
 		m.RulesLoaded = filepath.Join(srv.Spec.Dir, "rules.yaml")
 	}
+	// monitoring.hold: the row stays up (kube-proxy syncing every
+	// syncPeriod, Prometheus evaluating) so for: can pass.
+	if hold := sc.Monitoring.Hold.Duration; hold > 0 {
+		prog := r.Progress()
+		prog.Start(fmt.Sprintf("%s: monitoring.hold, kube-proxy and Prometheus running %v", r.Mode.Name, hold), 1)
+		select {
+		case <-ctx.Done():
+		case <-time.After(hold):
+		}
+		prog.Done()
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+	m.HoldSeconds = sc.Monitoring.Hold.Seconds()
 	// A scrape of every target at least (a row shorter than Prometheus's
 	// target discovery may have none yet), then one more evaluation after
 	// the row's last phase, so its end is in.
