@@ -227,7 +227,10 @@ func alertOutcomes(r Rule, alerts, forState, expr []Series, w Window) []reports.
 		if fired := first(a.firing); fired != nil {
 			o.State, o.FiredAt = "firing", fired
 			o.FiringSeconds = float64(len(a.firing)) * w.Step.Seconds()
-			last := slices.MaxFunc(a.firing, func(a, b time.Time) int { return a.Compare(b) })
+		}
+		// Inactive again before the row ended (firing or only pending).
+		if all := append(slices.Clone(a.pending), a.firing...); len(all) > 0 {
+			last := slices.MaxFunc(all, func(a, b time.Time) int { return a.Compare(b) })
 			if last.Before(w.End.Add(-2 * w.Step)) {
 				t := last.Add(w.Step)
 				o.ResolvedAt = &t

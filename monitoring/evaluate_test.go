@@ -18,7 +18,8 @@ import (
 // fakeAPI answers Prometheus 2.42's /api/v1 as a server that ran the
 // seeds' rules for 60 s from t0 at a 5 s interval: KubeProxyHighSyncLatency
 // active at +10 s, firing +20..+40 s (resolved), its expression 0.5 then
-// 0.7; KubeProxyDown and ServiceEndpointsDown never active; the 0.99 and
+// 0.7; KubeProxyDown pending at +0 and +5 s only (before the first
+// scrape), ServiceEndpointsDown never active; the 0.99 and
 // 0.50 network programming quantiles recorded (0.50 with a NaN), the 0.90
 // one never. failing names paths that answer with an API error.
 func fakeAPI(t *testing.T, t0 time.Time, failing ...string) *httptest.Server {
@@ -61,7 +62,10 @@ func fakeAPI(t *testing.T, t0 time.Time, failing ...string) *httptest.Server {
 			case q == "ALERTS":
 				fmt.Fprint(w, matrix(
 					`{"metric":`+high+`,"__name__":"ALERTS","alertstate":"pending"},"values":`+vals(10, 1, 15, 1)+`}`,
-					`{"metric":`+high+`,"__name__":"ALERTS","alertstate":"firing"},"values":`+vals(20, 1, 25, 1, 30, 1, 35, 1, 40, 1)+`}`))
+					`{"metric":`+high+`,"__name__":"ALERTS","alertstate":"firing"},"values":`+vals(20, 1, 25, 1, 30, 1, 35, 1, 40, 1)+`}`,
+					`{"metric":{"alertname":"KubeProxyDown","severity":"critical","__name__":"ALERTS","alertstate":"pending"},"values":`+vals(0, 1, 5, 1)+`}`))
+			case q == `absent(up{job="kube-proxy"} == 1)`:
+				fmt.Fprint(w, matrix(`{"metric":{},"values":`+vals(0, 1, 5, 1)+`}`))
 			case q == "ALERTS_FOR_STATE":
 				fmt.Fprint(w, matrix(`{"metric":`+high+`,"__name__":"ALERTS_FOR_STATE"},"values":`+vals(10, ts(8), 15, ts(8), 20, ts(8))+`}`))
 			case strings.HasPrefix(q, "histogram_quantile(0.99, sum(rate(kubeproxy_sync_proxy_rules_duration_seconds_bucket"):
@@ -139,8 +143,11 @@ func TestEvaluate(t *testing.T) {
 	case h.Labels["job"] != "kube-proxy" || h.Labels["severity"] != "warning" || h.Labels["__name__"] != "" || h.Labels["alertstate"] != "":
 		t.Errorf("labels %v", h.Labels)
 	}
-	if d := byName["KubeProxyDown"]; d.State != "inactive" || d.FiredAt != nil || d.For != "15m" {
-		t.Errorf("KubeProxyDown %+v, want inactive with for 15m", d)
+	if d := byName["KubeProxyDown"]; d.State != "pending" || d.FiredAt != nil || d.ResolvedAt == nil || !d.ResolvedAt.Equal(at(10)) || d.For != "15m" || d.Value == nil || *d.Value != 1 {
+		t.Errorf("KubeProxyDown %+v, want pending at +0 s, inactive again from +10 s, never fired, value 1, for 15m", d)
+	}
+	if e := byName["ServiceEndpointsDown"]; e.State != "inactive" || e.PendingAt != nil {
+		t.Errorf("ServiceEndpointsDown %+v, want inactive", e)
 	}
 	recs := map[string]reports.RecordOutcome{}
 	for _, r := range m.Records {

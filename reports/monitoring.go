@@ -80,8 +80,9 @@ type AlertOutcome struct {
 	// for: never passed) or "inactive" (never active).
 	State string `json:"state"`
 	// PendingAt is when it became active (ALERTS_FOR_STATE), FiredAt its
-	// first firing evaluation, ResolvedAt when it stopped firing before
-	// the row ended (nil: firing at the end, or never fired).
+	// first firing evaluation, ResolvedAt when it was inactive again
+	// before the row ended (after firing, or pending only; nil: active at
+	// the end, or never active).
 	PendingAt  *time.Time `json:"pendingAt,omitempty"`
 	FiredAt    *time.Time `json:"firedAt,omitempty"`
 	ResolvedAt *time.Time `json:"resolvedAt,omitempty"`
@@ -146,8 +147,10 @@ func MonitoringSection(label string, m *Monitoring) []Section {
 			detail += fmt.Sprintf("; fired %.0f s, resolved at %.0f s", a.FiringSeconds, a.ResolvedAt.Sub(m.Started).Seconds())
 		case a.State == "firing":
 			detail += fmt.Sprintf("; firing at the end (%.0f s)", a.FiringSeconds)
+		case a.State == "pending" && a.ResolvedAt != nil && a.PendingAt != nil:
+			detail += fmt.Sprintf("; pending %.0f s, inactive again from %.0f s: its for: did not pass", a.ResolvedAt.Sub(*a.PendingAt).Seconds(), a.ResolvedAt.Sub(m.Started).Seconds())
 		case a.State == "pending":
-			detail += "; its for: did not pass while the row ran"
+			detail += "; pending at the end: its for: did not pass while the row ran"
 		default:
 			detail += "; never active"
 		}
