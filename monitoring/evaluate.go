@@ -243,6 +243,11 @@ func alertOutcomes(r Rule, alerts, forState, expr []Series, w Window) []reports.
 		if at == nil {
 			at = o.PendingAt
 		}
+		// The value is the sample nearest to when it fired (became
+		// active): the range query's grid is the rules' interval, not
+		// their evaluation instants, so the sample at that instant may be
+		// just past the expression's end.
+		var nearest time.Duration = -1
 		for _, s := range expr {
 			if alertKey(without(s.Labels, keysOf(r.Labels)...)) != want {
 				continue
@@ -255,9 +260,16 @@ func alertOutcomes(r Rule, alerts, forState, expr []Series, w Window) []reports.
 					v := x.V
 					o.Peak = &v
 				}
-				if at != nil && o.Value == nil && !x.T.Before(at.Add(-w.Step/2)) {
+				if at == nil {
+					continue
+				}
+				d := x.T.Sub(*at)
+				if d < 0 {
+					d = -d
+				}
+				if nearest < 0 || d < nearest {
 					v := x.V
-					o.Value = &v
+					o.Value, nearest = &v, d
 				}
 			}
 		}

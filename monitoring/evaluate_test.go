@@ -212,3 +212,19 @@ func deref(v *float64) any {
 	}
 	return *v
 }
+
+// TestAlertValueNearest: the value of an alert whose expression has no
+// sample at or after its first firing evaluation (the range query's grid
+// is not the rule's instants) is the sample nearest to it.
+func TestAlertValueNearest(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0).UTC()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	r := Rule{Alert: "A", Expr: "x > 1", Labels: map[string]string{"severity": "warning"}}
+	pending := Series{Labels: map[string]string{"alertname": "A", "severity": "warning", "job": "kube-proxy", "alertstate": "pending"}, Samples: []Sample{{at(5), 1}, {at(10), 1}}}
+	firing := Series{Labels: map[string]string{"alertname": "A", "severity": "warning", "job": "kube-proxy", "alertstate": "firing"}, Samples: []Sample{{at(20), 1}}}
+	expr := Series{Labels: map[string]string{"job": "kube-proxy"}, Samples: []Sample{{at(5), 2}, {at(10), 3}, {at(15), 2.5}}}
+	got := alertOutcomes(r, []Series{pending, firing}, nil, []Series{expr}, Window{Start: t0, End: at(60), Step: 5 * time.Second})
+	if len(got) != 1 || got[0].Value == nil || *got[0].Value != 2.5 || *got[0].Peak != 3 || got[0].State != "firing" || !got[0].ResolvedAt.Equal(at(25)) {
+		t.Fatalf("outcome %+v (value %v), want firing, value 2.5 (the sample nearest +20 s), peak 3, inactive from +25 s", got, deref(got[0].Value))
+	}
+}
