@@ -272,7 +272,7 @@ func TestAlertsWarning(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("validate exit %d: %s", code, stderr)
 	}
-	want := "warning: alerts: scenarios/alerts/seeds.yaml:33: ServiceEndpointsDown reads kube_endpoint_address_available, which no row exports"
+	want := "warning: alerts: scenarios/alerts/seeds.yaml:36: ServiceEndpointsDown reads kube_endpoint_address_available, which no row exports"
 	if !strings.Contains(stderr, want) || strings.Count(stderr, "warning:") != 1 {
 		t.Errorf("stderr %q, want one warning: %q", stderr, want)
 	}
