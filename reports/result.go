@@ -119,6 +119,9 @@ type ModeResult struct {
 	// KubeProxy records a kube-proxy row: version, config, flags, log,
 	// setup, kube-proxy's own sync metrics and its resource use.
 	KubeProxy *measure.KubeProxy `json:"kubeProxy,omitempty"`
+	// Monitoring is what the row's Prometheus saw and its rules gave
+	// (scenario block monitoring, alerts:; kube-proxy rows).
+	Monitoring *Monitoring `json:"monitoring,omitempty"`
 	// Kernel is where this mode ran: "host", or a guest kernel's name
 	// (KernelRun.Name; "uml" in results before kernels had names);
 	// figures compare only between modes of one kernel.

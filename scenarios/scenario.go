@@ -111,6 +111,17 @@ type Scenario struct {
 	IPVS     IPVSSpec     `yaml:"ipvs" json:"ipvs"`
 	NFTables NFTablesSpec `yaml:"nftables" json:"nftables"`
 	UML      UMLSpec      `yaml:"uml" json:"uml"`
+	// Monitoring runs a real Prometheus server beside each kube-proxy row
+	// (MonitoringSpec); Alerts is a rule file it evaluates.
+	Monitoring MonitoringSpec `yaml:"monitoring,omitempty" json:"monitoring,omitempty"`
+	// Alerts names a Prometheus rule file or a PrometheusRule object
+	// (its spec.groups) that each kube-proxy row's Prometheus evaluates
+	// (run --alerts overrides it; alerts/seeds.yaml ships the seeds'
+	// rules, embedded): the report says per row which alerts fired, when
+	// and at what value, and what the recording rules gave. It turns
+	// monitoring.prometheus on. A file Prometheus's promtool refuses is
+	// bad input (exit 2, its file, line and promtool's message).
+	Alerts string `yaml:"alerts,omitempty" json:"alerts,omitempty"`
 	// Gates are pass/fail checks `run` evaluates after measuring (exit 1
 	// when one fails); see Gate.
 	Gates []Gate `yaml:"gates,omitempty" json:"gates,omitempty"`

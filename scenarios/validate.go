@@ -216,6 +216,7 @@ func (s *Scenario) SetDefaults() {
 			sd.Syncs = []string{"restart", "incremental"}
 		}
 	}
+	s.monitoringDefaults()
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
 		dur("transitions.interval", &tr.Interval, 20*time.Millisecond)
@@ -315,6 +316,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).sweepSchedulers,
 		(*checker).gates,
 		(*checker).nodeSysctls,
+		(*checker).monitoring,
 	} {
 		check(c)
 	}

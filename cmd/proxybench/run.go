@@ -38,6 +38,10 @@ type runFlags struct {
 	// and kubeProxy.binaries (comma-separated).
 	implementation string
 	kubeProxy      string
+	// alerts and alertsScale override the scenario's alerts and
+	// monitoring.timeScale.
+	alerts      string
+	alertsScale float64
 	// geteuid replaces os.Geteuid in Preflight (nil: os.Geteuid).
 	geteuid func() int
 }
@@ -87,6 +91,16 @@ func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scena
 			return nil, badInput(fmt.Errorf("--kube-proxy %s: no mode runs with kube-proxy; fix: add --implementation builtin,kube-proxy (or implementation: [builtin, kube-proxy] in the scenario)", f.kubeProxy))
 		}
 	}
+	if cmd.Flags().Lookup("alerts") != nil && cmd.Flags().Changed("alerts") {
+		if f.alerts == "" {
+			return nil, badInput(fmt.Errorf("--alerts \"\": empty; fix: give a Prometheus rule file or PrometheusRule, e.g. --alerts scenarios/alerts/seeds.yaml"))
+		}
+		sc.Alerts = f.alerts
+	}
+	if cmd.Flags().Lookup("alerts-time-scale") != nil && cmd.Flags().Changed("alerts-time-scale") {
+		sc.Monitoring.TimeScale = f.alertsScale
+	}
+	sc.SetMonitoringDefaults()
 	if err := sc.ValidateWith(runner.Catalog()); err != nil {
 		return nil, badInput(fmt.Errorf("after command-line overrides: %w", err))
 	}
@@ -124,6 +138,7 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 			if err != nil {
 				return err
 			}
+			printWarnings(checked)
 			if sc.Engine == "sim" {
 				// No root, namespaces or kernel: the sim engine (sim.go).
 				if sc.Runs > 1 {
@@ -202,6 +217,8 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 // validate).
 func addImplementationFlags(cmd *cobra.Command, f *runFlags) {
 	cmd.Flags().StringVar(&f.implementation, "implementation", "", "who programs the rules, instead of the scenario's implementation: builtin, kube-proxy, or builtin,kube-proxy (one row each, e.g. nftables and nftables (kube-proxy))")
+	cmd.Flags().StringVar(&f.alerts, "alerts", "", "a Prometheus rule file or PrometheusRule (instead of the scenario's alerts:) that a Prometheus beside each kube-proxy row evaluates; scenarios/alerts/seeds.yaml (or seeds) ships the seeds' rules")
+	cmd.Flags().Float64Var(&f.alertsScale, "alerts-time-scale", 0, "multiply every alert's for: and every range window of the rules by this (instead of monitoring.timeScale; default 1), e.g. 0.2 makes for: 5m 1m for a short row")
 	cmd.Flags().StringVar(&f.kubeProxy, "kube-proxy", "", "kube-proxy binaries to run instead of the scenario's kubeProxy.binaries (default bin/kube-proxy), comma-separated; several give one row each, named with the version: nftables (kube-proxy v1.36.3)")
 }
 
@@ -258,6 +275,10 @@ func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, checke
 			case f.kubeProxy != "" && strings.HasPrefix(ie.Field, "kubeProxy.binaries"):
 				e := *ie
 				e.Field = "--kube-proxy"
+				err = &e
+			case f.alerts != "" && ie.Field == "alerts":
+				e := *ie
+				e.Field = "--alerts"
 				err = &e
 			case ie.Field != "":
 				if fe := sc.At(ie.Field, ie.Msg, ie.Fix); fe.Line > 0 {
@@ -442,9 +463,11 @@ a note. Exit 2 on any problem, as run.`,
 				f.geteuid = func() int { return 0 }
 				defer fmt.Fprintln(os.Stderr, "note: run needs root (the real engine creates network namespaces); the other checks passed")
 			}
-			if _, _, _, err := checkRun(sc, f); err != nil {
+			_, _, checked, err := checkRun(sc, f)
+			if err != nil {
 				return err
 			}
+			printWarnings(checked)
 			b, err := sc.YAML()
 			if err != nil {
 				return &exitError{1, err}
@@ -533,5 +556,16 @@ func newVersionCmd() *cobra.Command {
 		Run: func(cmd *cobra.Command, args []string) {
 			fmt.Printf("proxybench %s (result schema %d)\n", version, reports.SchemaVersion)
 		},
+	}
+}
+
+// printWarnings prints the checks' warnings (a metric name an alert
+// reads that no row exports) on stderr, before anything is built.
+func printWarnings(c *runner.Checked) {
+	if c == nil {
+		return
+	}
+	for _, w := range c.Warnings {
+		fmt.Fprintln(os.Stderr, "warning: alerts: "+w)
 	}
 }

@@ -42,6 +42,12 @@ type Phase struct {
 	// typed figures (its field on reports.Result), after RunAll, also
 	// after a failed one.
 	ReportRun func(res *reports.Result) []reports.Section
+	// Final: the phase runs after the row's other phases, also when one
+	// of them stopped the row (an evaluation over what the row did, such
+	// as the alerts phase's read-back of the row's Prometheus), before
+	// the row's cleanups; not when the run was cancelled. Its error
+	// becomes the row's when the row had none.
+	Final bool
 	// Core: the phase's figures are the result's core tables (sync.full,
 	// sync.incremental, lookup, fairness, churn), which every format
 	// renders from ModeResult's own fields, not a Section.
@@ -63,6 +69,7 @@ var Phases = []Phase{
 	connReusePhaseV,
 	lifecyclePhaseV,
 	transitionsPhaseV,
+	alertsPhaseV,
 }
 
 // PhaseRules are the rules of Phases, for scenarios.Catalog.Phases and

@@ -138,7 +138,20 @@ func preflight(ctx context.Context, sc *scenarios.Scenario, o Options) (*Checked
 	if o.Checked.covers(sc) {
 		return o.Checked, nil
 	}
-	return kubeProxyBinaries(ctx, sc)
+	o.defaults()
+	ar, err := loadAlerts(ctx, sc, o)
+	if err != nil {
+		return nil, err
+	}
+	c, err := kubeProxyBinaries(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	c.alerts = ar
+	if ar != nil {
+		c.Warnings = ar.Warnings
+	}
+	return c, nil
 }
 
 // checkPrograms is the part of Preflight before the kube-proxy binaries:
@@ -243,7 +256,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			if err != nil {
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
-			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e), o.Where) {
+			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e), o.Where, monitor(sc, checked.alerts)) {
 				for _, vsc := range modeVariants(sc.AtSize(n), m) {
 					mr, secs, err := runRow(ctx, Phases, vsc, o, tb, e, perSize[i], row)
 					if mr != nil {
@@ -380,12 +393,21 @@ func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Optio
 	r := &Row{Sc: sc, O: o, Testbed: tb, Env: e, Mode: m, Proxier: p, Proxiers: []proxymodes.Proxier{p}, Services: services, Result: mr, Faults: &f}
 	ran := []Phase{}
 	for _, ph := range phases {
-		if !ph.applies(sc, m) {
+		if !ph.applies(sc, m) || ph.Final {
 			continue
 		}
 		ran = append(ran, ph)
 		if err = ph.Run(ctx, r); err != nil {
 			break
+		}
+	}
+	for _, ph := range phases {
+		if !ph.applies(sc, m) || !ph.Final || ctx.Err() != nil {
+			continue
+		}
+		ran = append(ran, ph)
+		if ferr := ph.Run(ctx, r); ferr != nil && err == nil {
+			err = ferr
 		}
 	}
 	for i := len(r.cleanups) - 1; i >= 0; i-- {
