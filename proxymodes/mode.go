@@ -3,11 +3,13 @@ package proxymodes
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
@@ -85,6 +87,42 @@ type Mode struct {
 	// Direct makes the traffic driver dial endpoints directly instead of
 	// ClusterIPs (mode none, the baseline).
 	Direct bool
+	// UsesIPTables: the mode programs iptables rules (iptables; ipvs's
+	// nat rules beside its virtual servers; userspace's portals), so its
+	// KernelOptions follow the scenario's iptables.backend
+	// (IPTablesKernelOptionsFor: a kernel without nf_tables' ip family
+	// runs it with backend legacy), and its kube-proxy variant gets that
+	// back end's iptables on its PATH.
+	UsesIPTables bool
+	// VSSysctls: the mode's connections go through the kernel's IP
+	// Virtual Server, so the net.ipv4.vs.* sysctls govern them
+	// (conn_reuse_mode, expire_nodest_conn, expire_quiescent_template:
+	// the kernel's Documentation/networking/ipvs-sysctl.rst); the
+	// connReuse phase runs one pass per connReuse.reuseModes value.
+	VSSysctls bool
+	// FallsBackTo names the mode that replaces this one on a kernel that
+	// cannot run it, under the scenario's `fallback: <that mode>`
+	// (kube-proxy's downgrade from ipvs to iptables when IP_VS is
+	// missing; reports.ModeResult.FellBackFrom records it). "": the run
+	// fails on such a kernel instead.
+	FallsBackTo string
+	// SplitBaseline: when kernel auto splits a run between the host and
+	// a guest kernel (the host runs the modes it can, the guest the
+	// others), the guest's group runs this mode too if the host ran it
+	// and the guest can, so each kernel's rows have it to compare with:
+	// none (the vsnone figures) and iptables (kube-proxy's default mode,
+	// the bridge that gives the guest's factor against the host:
+	// runner.BridgeMode).
+	SplitBaseline bool
+	// ReadBack lists, in order, the commands that read back inside a
+	// node namespace what the mode installs beyond iptables rules and
+	// nft tables (dump and proxymodes/fidelity read those for every
+	// mode): ipvs's ipvsadm -Sn, ipset save and kube-ipvs0's addresses.
+	ReadBack []ReadCommand
+	// Traits is what the reports need to know of the mode beyond its
+	// figures (the rule list a lookup walks, what sync objects count);
+	// every row records it (reports.ModeResult.Traits).
+	Traits measure.ModeTraits
 	// Probe checks, in a throwaway namespace, that the kernel has what the
 	// mode needs; it returns whether it does and why (for doctor).
 	Probe func(ctx context.Context, node Node) (ok bool, why string)
@@ -97,6 +135,22 @@ func (m Mode) BaseName() string {
 		return m.Base
 	}
 	return m.Name
+}
+
+// HasScheduler reports whether m's endpoint choice is a scheduler the
+// scenario names (Sim.Choice ChoiceScheduler: IPVS, the ipvs block's
+// scheduler and schedulerFlags): sweep.schedulers runs m once per value
+// (Scenario.IPVS.Scheduler set to it), and its rows, messages and
+// fairness verdicts name the scheduler.
+func (m Mode) HasScheduler() bool { return m.Sim.Choice == ChoiceScheduler }
+
+// ReadCommand is one command of Mode.ReadBack: Name and Args as run in
+// the node namespace; an Optional one may fail (a device the mode has
+// not created yet), and its reading is then left out.
+type ReadCommand struct {
+	Name     string
+	Args     []string
+	Optional bool
 }
 
 // ImplementationName is "builtin" or the variant's implementation.
@@ -190,6 +244,36 @@ const (
 // does not know.
 type SimModel struct {
 	Lookup, Choice string
+	// PartialRewritesWalk: an incremental sync rewrites the walked list
+	// whole besides the changed service's chains (iptables: a partial
+	// sync of pkg/proxy/iptables writes KUBE-SERVICES, one rule per
+	// service plus the nodeports jump, every time); the calibration
+	// takes those size+1 rules off a measured incremental sync's objects
+	// for the objects one change adds (sim.ModeCost.ObjectsPerChange).
+	PartialRewritesWalk bool
+	// Estimate is the mode's cost model when a calibration did not
+	// measure it (sim.EstimateMissing); nil: the sim needs the mode
+	// calibrated (a direct mode needs no costs).
+	Estimate *SimEstimate
+}
+
+// SimEstimate is the sim's cost model of a mode a calibration did not
+// measure (sim.ModeCost with Measured false), from what is known of the
+// mode's proxier elsewhere; Note says so in every sim result.
+type SimEstimate struct {
+	Note string
+	// LookupOverheadNs is the connect time the mode adds over mode none's,
+	// in ns. With LookupAsSameModel, the overhead of another mode of the
+	// same Lookup model that the calibration has (ipvs: nftables', both
+	// one hash lookup plus conntrack and NAT) replaces it.
+	LookupOverheadNs  float64
+	LookupAsSameModel bool
+	// FullNs + FullPerObjectNs per object is a full sync's wall time (a
+	// linear fit), IncrementalNs an incremental sync's fixed part.
+	FullNs, FullPerObjectNs, IncrementalNs float64
+	// PerChangedObjectNs, ObjectsPerChange, CPUPerWall and SyncCV are
+	// sim.ModeCost's.
+	PerChangedObjectNs, ObjectsPerChange, CPUPerWall, SyncCV float64
 }
 
 // CPUTime returns user+system CPU time consumed so far by this process and
@@ -203,17 +287,6 @@ func CPUTime() time.Duration {
 	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
 }
 
-// IPTablesBinary names an iptables tool of a back end: for backend
-// "legacy", tool "restore" gives "iptables-legacy-restore" and tool ""
-// "iptables-legacy". Used by every mode that programs iptables.
-func IPTablesBinary(backend, tool string) string {
-	name := "iptables-" + backend
-	if tool != "" {
-		name += "-" + tool
-	}
-	return name
-}
-
 // ProbeIPTablesBackends loads rules (iptables-restore input, applied with
 // --noflush) with each iptables back end in node, legacy then nft, and
 // returns the back ends that took them and, for the others, "backend:
@@ -221,7 +294,7 @@ func IPTablesBinary(backend, tool string) string {
 // (iptables, userspace) use it in their Probe.
 func ProbeIPTablesBackends(ctx context.Context, node Node, rules string) (ok, bad []string) {
 	for _, be := range []string{"legacy", "nft"} {
-		if _, err := node.Run(ctx, []byte(rules), IPTablesBinary(be, "restore"), "--noflush"); err != nil {
+		if _, err := node.Run(ctx, []byte(rules), xtables.Binary(be, "restore"), "--noflush"); err != nil {
 			msg, _, _ := strings.Cut(err.Error(), "\n")
 			bad = append(bad, be+": "+msg)
 			continue
@@ -229,6 +302,30 @@ func ProbeIPTablesBackends(ctx context.Context, node Node, rules string) (ok, ba
 		ok = append(ok, be)
 	}
 	return ok, bad
+}
+
+// iptablesBackends returns sc's iptables back end, or both when sc is nil
+// (any setting).
+func iptablesBackends(sc *scenarios.Scenario) []string {
+	if sc == nil {
+		return []string{"legacy", "nft"}
+	}
+	return []string{sc.IPTables.Backend}
+}
+
+// IPTablesKernelOptionsFor is xtables.KernelOptions of sc's back end, or
+// of both back ends when sc is nil, without repeats: a Mode.KernelOptions
+// for the modes that program iptables.
+func IPTablesKernelOptionsFor(sc *scenarios.Scenario) []string {
+	var out []string
+	for _, b := range iptablesBackends(sc) {
+		for _, o := range xtables.KernelOptions(b) {
+			if !slices.Contains(out, o) {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
 }
 
 // NewFrom builds a Mode.New from a mode's scenario-to-config function and

@@ -23,7 +23,9 @@ func dur(d time.Duration) string { return fmt.Sprintf("%.3f s", d.Seconds()) }
 
 // WriteMarkdown writes the run's summary tables: sync.full per mode,
 // lookup.latency per mode and position (with the ratio of each p50 to mode
-// none at the same position), and fairness per mode.
+// none at the same position), fairness per mode, the phases' tables, and
+// every section of r.AllSections not left to a bespoke writer
+// (bespokeMarkdown).
 func WriteMarkdown(w io.Writer, r *Result) error {
 	var b strings.Builder
 	sc := r.Scenario
@@ -62,8 +64,40 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	} else {
 		writeMarkdownBody(&b, r)
 	}
+	// Once for the whole result: a row-scoped section's rows name their
+	// kernel in their label, and a run-scoped one may span kernels.
+	writeSectionsMarkdown(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// bespokeMarkdown are the phases whose Markdown has its own, richer
+// writer over the typed ModeResult fields (writeMarkdownBody calls it),
+// each with whether a row holds that writer's data. writeSectionsMarkdown
+// leaves a section of these phases to its writer when some row of the
+// result has the data, and renders it generically otherwise (a result
+// whose phase kept only its Section). Every other format, and every other
+// phase, renders sections generically: a new phase needs no entry here.
+var bespokeMarkdown = map[string]func(m ModeResult) bool{
+	PhaseTransitions:    func(m ModeResult) bool { return len(m.Transitions) > 0 },
+	PhaseSyncDisruption: func(m ModeResult) bool { return len(m.SyncDisruption) > 0 },
+	PhaseLifecycle:      func(m ModeResult) bool { return len(m.Lifecycle) > 0 },
+	PhaseConnReuse:      func(m ModeResult) bool { return len(m.ConnReuse) > 0 },
+}
+
+// bespokeMarkdownShows reports whether phase's bespoke Markdown writer
+// shows r's data of it (bespokeMarkdown).
+func bespokeMarkdownShows(r *Result, phase string) bool {
+	has := bespokeMarkdown[phase]
+	if has == nil {
+		return false
+	}
+	for _, m := range r.Modes {
+		if has(m) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeMarkdownBody writes the tables of one kernel's modes.
@@ -90,7 +124,7 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	base := map[string]int64{} // "size/position" -> none's p50
 	for _, m := range r.Modes {
-		if m.Mode == "none" {
+		if m.isBaseline() {
 			for _, p := range m.Lookup {
 				base[baseKey(m, p.Position)] = p.Latency.P50
 			}
@@ -197,7 +231,7 @@ func writeKernelsMarkdown(b *strings.Builder, r *Result) {
 	}
 	base := map[string]int64{}
 	for _, m := range r.Modes {
-		if m.Mode == "none" {
+		if m.isBaseline() {
 			for _, p := range m.Lookup {
 				base[baseKey(m, p.Position)] = p.Latency.P50
 			}
@@ -256,13 +290,6 @@ func guestFactorCells(g GuestFactor) string {
 		f(g.Sync, "not measured on both"), f(g.Walk, "the host's lookup is flat"), possessive(orDash(g.Baseline)), f(g.Connect, "no baseline on both"))
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // label names a ModeResult in tables: the mode, with its size in a sweep.
 func (r *Result) label(m ModeResult) string {
 	if r.Scenario != nil && len(r.Scenario.Sweep.Services) > 0 {
@@ -278,7 +305,7 @@ func (r *Result) label(m ModeResult) string {
 func baselineWarnings(r *Result, base map[string]int64) []string {
 	var out []string
 	for _, m := range r.Modes {
-		if m.Mode == "none" {
+		if m.isBaseline() {
 			continue
 		}
 		for _, p := range m.Lookup {

@@ -113,6 +113,17 @@ type Scenario struct {
 	IPVS     IPVSSpec     `yaml:"ipvs" json:"ipvs"`
 	NFTables NFTablesSpec `yaml:"nftables" json:"nftables"`
 	UML      UMLSpec      `yaml:"uml" json:"uml"`
+	// Monitoring runs a real Prometheus server beside each kube-proxy row
+	// (MonitoringSpec); Alerts is a rule file it evaluates.
+	Monitoring MonitoringSpec `yaml:"monitoring,omitempty" json:"monitoring,omitempty"`
+	// Alerts names a Prometheus rule file or a PrometheusRule object
+	// (its spec.groups) that each kube-proxy row's Prometheus evaluates
+	// (run --alerts overrides it; alerts/seeds.yaml ships the seeds'
+	// rules, embedded): the report says per row which alerts fired, when
+	// and at what value, and what the recording rules gave. It turns
+	// monitoring.prometheus on. A file Prometheus's promtool refuses is
+	// bad input (exit 2, its file, line and promtool's message).
+	Alerts string `yaml:"alerts,omitempty" json:"alerts,omitempty"`
 	// Gates are pass/fail checks `run` evaluates after measuring (exit 1
 	// when one fails); see Gate.
 	Gates []Gate `yaml:"gates,omitempty" json:"gates,omitempty"`
@@ -727,8 +738,18 @@ const (
 )
 
 // KubeProxyModes are the modes kube-proxy has (its --proxy-mode values on
-// Linux); userspace was removed in v1.26, none is no proxy at all.
+// Linux); userspace was removed in v1.26, none is no proxy at all. It is
+// the one list of them: validation, proxymodes/kubeproxy's
+// configuration, dump and proxymodes/fidelity read it, and
+// proxymodes/modes tests that each is a mode of the build.
 var KubeProxyModes = []string{"iptables", "ipvs", "nftables"}
+
+// BaselineMode names the baseline mode (proxymodes/none, whose Mode
+// takes its name from here: no rules, traffic dials the pods directly):
+// the vsnone figures divide by its figures, the reports compare every
+// row with its row of the same kernel and size, and a scenario that runs
+// only kube-proxy still runs it as builtin.
+const BaselineMode = "none"
 
 // KubeProxySpec configures implementation kube-proxy.
 type KubeProxySpec struct {

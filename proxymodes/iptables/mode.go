@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/scenarios"
@@ -33,7 +34,12 @@ var Mode = proxymodes.Mode{
 	Protocols: []string{"TCP", "UDP", "SCTP"},
 	New:       proxymodes.NewFrom(ConfigFromScenario, New),
 	Render:    proxymodes.RenderFrom(ConfigFromScenario, Rendering),
-	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic},
+	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic, PartialRewritesWalk: true},
+	// One KUBE-SERVICES rule per ServicePort, walked in render order;
+	// SyncStats.Objects counts the restore input's "-A" lines.
+	Traits:        measure.ModeTraits{Walk: chainServices, Objects: "rules", IPTablesBackend: true},
+	UsesIPTables:  true,
+	SplitBaseline: true,
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.IPTables.MinSyncPeriod.Duration, sc.IPTables.SyncPeriod.Duration
 	},
@@ -43,7 +49,7 @@ var Mode = proxymodes.Mode{
 	},
 	Binaries: func(sc *scenarios.Scenario) []string {
 		b := sc.IPTables.Backend
-		return []string{proxymodes.IPTablesBinary(b, ""), proxymodes.IPTablesBinary(b, "restore"), proxymodes.IPTablesBinary(b, "save")}
+		return []string{xtables.Binary(b, ""), xtables.Binary(b, "restore"), xtables.Binary(b, "save")}
 	},
 	KernelOptions: proxymodes.IPTablesKernelOptionsFor,
 	Probe:         Probe,

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/proxybench/proxybench/scenarios"
 )
 
 // Owned lists the KubeProxyConfiguration fields the testbed sets itself
@@ -62,10 +64,13 @@ type ConfigSpec struct {
 	NodeIP netip.Addr
 	// Kubeconfig is the path of the node's kubeconfig.
 	Kubeconfig string
+	// MetricsAnyAddress binds the metrics endpoint to 0.0.0.0 of the node
+	// namespace instead of 127.0.0.1 (a row monitored by Prometheus: its
+	// server, in the control plane's namespace, scrapes kube-proxy over
+	// the node's link, as a cluster's Prometheus scrapes
+	// metricsBindAddress 0.0.0.0:10249).
+	MetricsAnyAddress bool
 }
-
-// Modes are the kube-proxy modes the testbed runs.
-var Modes = []string{"iptables", "ipvs", "nftables"}
 
 // CheckPass returns an error naming the first Owned field pass sets (the
 // fix: remove it, the testbed sets it), or a mode kube-proxy lacks.
@@ -122,8 +127,8 @@ func Config(spec ConfigSpec) ([]byte, map[string]string, error) {
 	if err := CheckPass(spec.Pass); err != nil {
 		return nil, nil, err
 	}
-	if !contains(Modes, spec.Mode) {
-		return nil, nil, fmt.Errorf("kube-proxy mode %q: want one of %s", spec.Mode, strings.Join(Modes, ", "))
+	if !contains(scenarios.KubeProxyModes, spec.Mode) {
+		return nil, nil, fmt.Errorf("kube-proxy mode %q: want one of %s", spec.Mode, strings.Join(scenarios.KubeProxyModes, ", "))
 	}
 	owned := map[string]any{
 		"apiVersion":                      "kubeproxy.config.k8s.io/v1alpha1",
@@ -141,6 +146,9 @@ func Config(spec ConfigSpec) ([]byte, map[string]string, error) {
 		"conntrack.tcpCloseWaitTimeout":   "0s",
 		"conntrack.udpTimeout":            "0s",
 		"conntrack.udpStreamTimeout":      "0s",
+	}
+	if spec.MetricsAnyAddress {
+		owned["metricsBindAddress"] = fmt.Sprintf("0.0.0.0:%d", MetricsPort)
 	}
 	cfg := deepCopy(spec.Pass)
 	if cfg == nil {

@@ -36,6 +36,11 @@ type VariantSpec struct {
 	Bin controlplane.Binaries
 	// DataPlane is ProxierSpec.DataPlane (nil: sync.full ends at /healthz).
 	DataPlane func(ctx context.Context, services []workload.Service) (time.Time, int, error)
+	// Guest is ProxierSpec.Guest: the row runs inside a user-mode-linux
+	// guest (the runner says so from Options.Where).
+	Guest bool
+	// Monitor is ProxierSpec.Monitor (nil: no Prometheus).
+	Monitor *Monitor
 }
 
 // RowLabel names the kube-proxy row of mode: "nftables (kube-proxy)", or
@@ -53,8 +58,10 @@ func RowLabel(mode, version string, withVersion bool) string {
 // returns a *Proxier (control plane, API objects and kube-proxy in the
 // node namespace); it has no Render (the sim models builtin only), its
 // full sync is measured once (SingleFullSync), and the rest (sync periods,
-// fairness promise, kernel modules and probes) is base's, since it
-// programs the same kind of rules.
+// fairness promise, kernel modules, probes and traits) is base's, since
+// it programs the same kind of rules, except that a list a lookup walks
+// is in no fixed order (Traits.Unordered: pkg/proxy/iptables writes
+// KUBE-SERVICES in its service map's iteration order).
 func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 	m := base
 	m.Name = v.Label
@@ -62,6 +69,7 @@ func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 	m.Implementation = scenarios.ImplKubeProxy
 	m.SingleFullSync = true
 	m.Render = nil
+	m.Traits.Unordered = base.Traits.Walk != ""
 	m.Binaries = func(*scenarios.Scenario) []string { return ModeBinaries[base.Name] }
 	m.New = func(sc *scenarios.Scenario, node proxymodes.Node) (proxymodes.Proxier, error) {
 		ns, ok := node.(*topology.Netns)
@@ -78,13 +86,13 @@ func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 			return nil, err
 		}
 		backend := ""
-		if base.Name != "nftables" {
+		if base.UsesIPTables {
 			backend = sc.IPTables.Backend // the same iptables back end as builtin
 		}
 		return NewProxier(ProxierSpec{Mode: base.Name, IPTablesBackend: backend, Node: ns, NodeIP: ip, ClusterCIDR: cluster, ServiceCIDR: svc,
 			Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix()}, Pass: pass, KubeProxy: v.Binary, Version: v.Version, Bin: v.Bin,
 			Dir: v.Dir, Verbosity: sc.KubeProxy.Verbosity, Label: v.Label, DataPlane: v.DataPlane,
-			SessionAffinity: SessionAffinityOf(sc), FirstSyncTimeout: sc.KubeProxy.FirstSyncTimeout.Duration})
+			SessionAffinity: SessionAffinityOf(sc), FirstSyncTimeout: sc.KubeProxy.FirstSyncTimeout.Duration, Guest: v.Guest, Monitor: v.Monitor})
 	}
 	return m
 }
