@@ -570,3 +570,41 @@ func fakeKubeProxy(version string) string {
 	_ = os.Chmod(dir, 0o755)
 	return p
 }
+
+// TestValidateAsRun: validate refuses what run refuses before anything is
+// built: a phase the sim does not model, and (as root, where the kernel
+// choice is made) a kube-proxy ipvs row under fallback on a host without
+// IP_VS; exit 2 naming the field.
+func TestValidateAsRun(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		args       []string
+		root       bool
+		want       []string
+	}{
+		{"sim lifecycle", "engine: sim\nservices: {count: 10}\nlifecycle: {}\n", nil, false, []string{":3:", "lifecycle", "does not model", "engine: real"}},
+		{"fallback kube-proxy", "services: {count: 10}\nmodes: [none, ipvs]\nfallback: iptables\nimplementation: [builtin, kube-proxy]\n", []string{"--kernel", "host"}, true, []string{"fallback", "111806"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.root {
+				testenv.RequireRoot(t)
+				if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
+					t.Skip("this host kernel has IP_VS")
+				}
+				testenv.RequireKube(t)
+			}
+			for _, verb := range []string{"validate", "run"} {
+				_, stderr, code := run(t, nil, append([]string{verb, writeFile(t, c.yaml)}, c.args...)...)
+				if code != 2 {
+					t.Errorf("%s: exit %d, want 2; stderr %q", verb, code, stderr)
+				}
+				for _, w := range c.want {
+					if !strings.Contains(stderr, w) {
+						t.Errorf("%s: stderr %q does not mention %q", verb, stderr, w)
+					}
+				}
+			}
+		})
+	}
+}

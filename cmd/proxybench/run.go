@@ -18,6 +18,7 @@ import (
 	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/sim"
 	"github.com/proxybench/proxybench/topology"
 )
 
@@ -263,6 +264,12 @@ func artifactDir(out string) string {
 // whether it is the default, and Preflight's check of the kube-proxy rows
 // for runner.Options.Checked (nil for the sim engine).
 func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, checked *runner.Checked, err error) {
+	if sc.Engine == "sim" {
+		// The sim refuses a phase it does not model (validate as run).
+		if err := scenarios.RefuseUnmodelled(sc, runner.PhaseRules(), sim.Modelled, "sim"); err != nil {
+			return "", false, nil, badInput(err)
+		}
+	}
 	if sc.Engine != "sim" {
 		if checked, err = runner.Preflight(sc, runner.Options{Geteuid: f.geteuid}); err != nil {
 			// A binary given with --kube-proxy is named by the flag, not
@@ -447,8 +454,10 @@ func newValidateCmd() *cobra.Command {
 		Long: `validate does every check run does before it creates anything: the scenario
 (each field parses exactly or is refused with file:line, field and fix), the
 command-line overrides, the --output and --junit paths (their folder must
-exist and be writable: a temporary file is created and removed there) and,
-for the real engine, each mode's programs. Run's root check is reported as
+exist and be writable: a temporary file is created and removed there), for
+the sim the phases it models, and, for the real engine, each mode's
+programs and (as root) the kernel choice: which kernel runs which mode, the
+host's probes made in a throwaway namespace. Run's root check is reported as
 a note. Exit 2 on any problem, as run.`,
 		Example: `  proxybench validate scenarios/10k-services.yaml
   proxybench validate my.yaml --services 20000`,
@@ -466,6 +475,18 @@ a note. Exit 2 on any problem, as run.`,
 			_, _, checked, err := checkRun(sc, f)
 			if err != nil {
 				return err
+			}
+			if sc.Engine != "sim" && os.Geteuid() == 0 {
+				// Where the modes would run, as run decides it (the host's
+				// probes run in a throwaway namespace and leave nothing).
+				plan, err := runner.PlanKernels(cmd.Context(), sc)
+				if err != nil {
+					if runner.IsInput(err) {
+						return badInput(err)
+					}
+					return &exitError{1, err}
+				}
+				defer fmt.Fprintf(os.Stderr, "kernel: %s (%s)\n", strings.Join(plan.Names(), ", "), plan.Why)
 			}
 			printWarnings(checked)
 			b, err := sc.YAML()

@@ -26,9 +26,6 @@ func runSim(cmd *cobra.Command, sc *scenarios.Scenario, out string, def bool, ca
 	if cal.Default && !quiet {
 		fmt.Fprintf(os.Stderr, "sim: using the DEFAULT calibration shipped in the binary (measured on %s, kernel %s); run 'proxybench calibrate' for this machine\n", cal.Machine, cal.Kernel)
 	}
-	if err := scenarios.RefuseUnmodelled(sc, runner.PhaseRules(), sim.Modelled, "sim"); err != nil {
-		return badInput(err)
-	}
 	for _, m := range sc.Modes {
 		md, err := modes.Lookup(m)
 		if err != nil {

@@ -130,7 +130,7 @@ func PlanKernels(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 			}
 			if len(fb) > 0 {
 				plan.FellBack = fb
-				plan.Why += "; fallback: ipvs is missing on the host, so it ran there as iptables (kube-proxy's downgrade)"
+				plan.Why += "; fallback: ipvs is missing on the host, so it ran there as iptables (kube-proxy's downgrade before v1.26; v1.26+ exits instead, kubernetes PR#111806)"
 			}
 			plan.Targets = append(plan.Targets, t)
 			continue

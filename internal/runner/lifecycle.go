@@ -74,10 +74,11 @@ func lifecyclePhase(ctx context.Context, r *Row) (out []reports.LifecycleChange,
 		return nil, err
 	}
 	defer stop()
-	dial := func() (fd int, landed netip.Addr, start time.Time, err error) {
-		fd, ap, start, err := e.open(web.ClusterIP, 80, time.Second)
+	dialFor := func(timeout time.Duration) (fd int, landed netip.Addr, start time.Time, err error) {
+		fd, ap, start, err := e.open(web.ClusterIP, 80, timeout)
 		return fd, ap.Addr(), start, err
 	}
+	dial := func() (int, netip.Addr, time.Time, error) { return dialFor(time.Second) }
 	with := func(eps []workload.Endpoint) []workload.Service {
 		w := web
 		w.Endpoints = eps
@@ -132,7 +133,14 @@ func lifecyclePhase(ctx context.Context, r *Row) (out []reports.LifecycleChange,
 				}
 				refilled = true
 			}
-			fd, ep, start, err := dial()
+			// A connect that fails waits up to 1 s; before the refill it
+			// waits no longer than until the refill is due, so a short
+			// observe window still sees the refilled endpoint.
+			timeout := time.Second
+			if !refilled {
+				timeout = min(timeout, max(lc.Observe.Duration/2-time.Since(t0), 10*time.Millisecond))
+			}
+			fd, ep, start, err := dialFor(timeout)
 			rc.New++
 			if err != nil {
 				rc.NewFailed++
