@@ -204,6 +204,7 @@ func (s *Scenario) SetDefaults() {
 			sd.Syncs = []string{"restart", "incremental"}
 		}
 	}
+	s.setModeSwitchDefaults()
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
 		dur("transitions.interval", &tr.Interval, 20*time.Millisecond)
