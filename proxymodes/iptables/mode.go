@@ -45,8 +45,11 @@ var Mode = proxymodes.Mode{
 		b := sc.IPTables.Backend
 		return []string{proxymodes.IPTablesBinary(b, ""), proxymodes.IPTablesBinary(b, "restore"), proxymodes.IPTablesBinary(b, "save")}
 	},
-	KernelOptions: proxymodes.IPTablesKernelOptionsFor,
-	Probe:         Probe,
+	KernelOptions:    proxymodes.IPTablesKernelOptionsFor,
+	Probe:            Probe,
+	CleanupLeftovers: cleanupLeftovers,
+	CleansAtStart:    []string{"nftables"},
+	Owns:             owns,
 }
 
 // ConfigFromScenario maps a validated scenario to a Config: the iptables
