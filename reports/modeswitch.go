@@ -18,9 +18,9 @@ type ModeSwitch struct {
 	From string `json:"from"`
 	To   string `json:"to"`
 	// Implementation is "builtin" or "kube-proxy"; Version kube-proxy's.
-	Implementation string `json:"implementation"`
-	Version        string `json:"version,omitempty"`
-	Kernel         string `json:"kernel,omitempty"`
+	Implementation string    `json:"implementation"`
+	Version        string    `json:"version,omitempty"`
+	Kernel         string    `json:"kernel,omitempty"`
 	Start          time.Time `json:"start"`
 	// Services are the probed services, each with its outage.
 	Services []SwitchService `json:"services"`

@@ -332,7 +332,6 @@ func Groups(inv Inventory) []Group {
 	return out
 }
 
-
 // Chains is an Owner of iptables chains, and of the jumps into them: the
 // chains named per table (byTable["nat"]), and those starting with one
 // of prefixes in any table. Other kinds are not claimed.
