@@ -97,7 +97,6 @@ func TestParseErrors(t *testing.T) {
 		{"udp source ports fewer than workers", "services:\n  count: 1\ntraffic:\n  concurrency: 4\n  udp:\n    sourcePort: 5300\n", "traffic.udp.sourcePorts", 5, "cannot serve 4 workers"},
 		{"udp source ports without first", "services:\n  count: 1\ntraffic:\n  udp:\n    sourcePorts: 4\n", "traffic.udp.sourcePorts", 5, "without traffic.udp.sourcePort"},
 		{"udp source port range overflows", "services:\n  count: 1\ntraffic:\n  concurrency: 1\n  udp:\n    sourcePort: 65535\n    sourcePorts: 2\n", "traffic.udp.sourcePorts", 7, "use 1..1"},
-		{"udp first port with churn", "services:\n  count: 1\n  ports:\n  - {name: dns, port: 53, protocol: UDP}\n  - {name: dns-tcp, port: 53}\nchurn: {rate: 5}\n", "services.ports[0].protocol", 4, "list a TCP port first"},
 		{"udp ports with longLived", "services:\n  count: 1\n  protocol: UDP\ntraffic:\n  longLived: {connections: 2}\n", "traffic.longLived", 5, "UDP ports have none to hold"},
 
 		// endpoints distributions

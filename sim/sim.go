@@ -52,7 +52,12 @@ type Options struct {
 	// renders each scenario mode with its Mode.Render and models its data
 	// plane after its Mode.Sim. Required; the sim imports no mode itself,
 	// so it links no kernel library.
-	Modes   []proxymodes.Mode
+	Modes []proxymodes.Mode
+	// Phases is the build's phase list's rules (internal/runner's
+	// PhaseRules): Run refuses a scenario that wants a phase the sim does
+	// not model (Modelled) instead of ignoring its block. Nil: not
+	// checked.
+	Phases  []scenarios.PhaseRule
 	RunID   string // empty: "sim-" + a number from the clock
 	Version string
 	// Calibration to use; nil loads sc.Sim.Calibration (empty: the
@@ -68,6 +73,9 @@ type Options struct {
 // control-plane simulation over Sim.Nodes nodes. Errors: an unknown mode,
 // a calibration that cannot be read or lacks a mode, a render failure.
 func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Result, error) {
+	if err := scenarios.RefuseUnmodelled(sc, o.Phases, Modelled, "sim"); err != nil {
+		return nil, err
+	}
 	byName := map[string]proxymodes.Mode{}
 	for _, m := range o.Modes {
 		byName[m.Name] = m
@@ -128,6 +136,12 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Resul
 	res.Finished = time.Now()
 	return res, nil
 }
+
+// Modelled are the phases the sim models (scenarios.PhaseRule names):
+// full and incremental syncs, lookup traffic, and churn over Sim.Nodes
+// nodes. Every other phase a scenario wants is refused (Run's error, a
+// *scenarios.FieldError naming the phase's field).
+var Modelled = []string{"sync.full", "sync.incremental", "traffic", "churn"}
 
 // model is one mode's rendered state at one size.
 type model struct {

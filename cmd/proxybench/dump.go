@@ -217,7 +217,7 @@ func checkDump(cmd *cobra.Command, sc *scenarios.Scenario, f *dumpFlags) (fideli
 }
 
 func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
-	sc, err := modes.Catalog().Load(arg)
+	sc, err := runner.Catalog().Load(arg)
 	if err != nil {
 		return badInput(err)
 	}
@@ -251,7 +251,7 @@ func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
 	} else if f.impl != "" {
 		sc.Implementation = strings.Split(f.impl, ",")
 	}
-	if err := sc.ValidateWith(modes.Catalog()); err != nil {
+	if err := sc.ValidateWith(runner.Catalog()); err != nil {
 		return badInput(fmt.Errorf("after command-line overrides: %w", err))
 	}
 	kb, err := checkDump(cmd, sc, f)

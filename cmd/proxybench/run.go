@@ -16,7 +16,6 @@ import (
 
 	"github.com/proxybench/proxybench/internal/runner"
 	"github.com/proxybench/proxybench/internal/uml"
-	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -48,7 +47,7 @@ type runFlags struct {
 // loadScenario loads a scenario and applies run's overrides, then validates
 // again. Every failure is bad input.
 func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scenario, error) {
-	sc, err := modes.Catalog().Load(arg)
+	sc, err := runner.Catalog().Load(arg)
 	if err != nil {
 		return nil, badInput(err)
 	}
@@ -90,7 +89,7 @@ func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scena
 			return nil, badInput(fmt.Errorf("--kube-proxy %s: no mode runs with kube-proxy; fix: add --implementation builtin,kube-proxy (or implementation: [builtin, kube-proxy] in the scenario)", f.kubeProxy))
 		}
 	}
-	if err := sc.ValidateWith(modes.Catalog()); err != nil {
+	if err := sc.ValidateWith(runner.Catalog()); err != nil {
 		return nil, badInput(fmt.Errorf("after command-line overrides: %w", err))
 	}
 	return sc, nil

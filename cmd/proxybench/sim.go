@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/proxybench/proxybench/internal/runner"
 	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/sim"
@@ -25,6 +26,9 @@ func runSim(cmd *cobra.Command, sc *scenarios.Scenario, out string, def bool, ca
 	if cal.Default && !quiet {
 		fmt.Fprintf(os.Stderr, "sim: using the DEFAULT calibration shipped in the binary (measured on %s, kernel %s); run 'proxybench calibrate' for this machine\n", cal.Machine, cal.Kernel)
 	}
+	if err := scenarios.RefuseUnmodelled(sc, runner.PhaseRules(), sim.Modelled, "sim"); err != nil {
+		return badInput(err)
+	}
 	for _, m := range sc.Modes {
 		md, err := modes.Lookup(m)
 		if err != nil {
@@ -34,7 +38,7 @@ func runSim(cmd *cobra.Command, sc *scenarios.Scenario, out string, def bool, ca
 			return badInput(err)
 		}
 	}
-	opts := sim.Options{Version: version, Calibration: cal, Modes: modes.All}
+	opts := sim.Options{Version: version, Calibration: cal, Modes: modes.All, Phases: runner.PhaseRules()}
 	if !quiet {
 		opts.Progress = func(s string) { fmt.Fprintln(os.Stderr, s) }
 	}
@@ -89,7 +93,7 @@ p50 and p99 per position, and the fairness index, per mode.`,
 			if err != nil {
 				return badInput(err)
 			}
-			base, err := modes.Catalog().Load(args[0])
+			base, err := runner.Catalog().Load(args[0])
 			if err != nil {
 				return badInput(err)
 			}
@@ -121,7 +125,7 @@ p50 and p99 per position, and the fairness index, per mode.`,
 				}
 				sc := *real.Scenario
 				sc.Sweep.Services = nil
-				sr, err := sim.Run(cmd.Context(), &sc, sim.Options{Version: version, Calibration: cal, Modes: modes.All})
+				sr, err := sim.Run(cmd.Context(), &sc, sim.Options{Version: version, Calibration: cal, Modes: modes.All, Phases: runner.PhaseRules()})
 				if err != nil {
 					return &exitError{1, err}
 				}

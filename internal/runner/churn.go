@@ -299,3 +299,32 @@ func summarizeChurn(res *reports.ChurnResult, obs []*observe.Observation, start 
 		res.SyncBuckets[k] = reports.BucketCounts(v, reports.SyncBucketBounds())
 	}
 }
+
+// churnPhaseV is the churn phase (churn.rate > 0) as a Phase: one churn
+// run per minSyncPeriod value of the mode (a sweep of periods), each
+// after a sync back to services.
+var churnPhaseV = Phase{
+	PhaseRule: scenarios.PhaseRule{Name: "churn", Field: "churn", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
+		Wants:            func(s *scenarios.Scenario) bool { return s.Churn.Rate > 0 },
+		NotWithKubeProxy: "the churn phase drives the proxier's sync loop directly; kube-proxy runs its own (sync.incremental goes through the API)"},
+	Core: true,
+	Run: func(ctx context.Context, r *Row) error {
+		values, period, err := r.Mode.ChurnSyncPeriods(r.Sc)
+		if err != nil {
+			return err
+		}
+		for _, ms := range values {
+			if _, err := r.Proxier.Sync(ctx, r.Services); err != nil {
+				return fmt.Errorf("sync before churn: %w", err)
+			}
+			cr, err := churnPhase(ctx, r.Sc, r.Env, r.Proxier, r.Services, ms, period, r.Progress())
+			if cr != nil {
+				r.Result.Churn = append(r.Result.Churn, *cr)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	},
+}

@@ -200,3 +200,16 @@ func lifecyclePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 	}
 	return out, nil
 }
+
+// lifecyclePhaseV is the lifecycle phase as a Phase.
+var lifecyclePhaseV = Phase{
+	PhaseRule: scenarios.PhaseRule{Name: "lifecycle", Field: "lifecycle", Scope: scenarios.ScopeRow, Rules: true,
+		Wants:            func(s *scenarios.Scenario) bool { return s.Lifecycle != nil },
+		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
+	Run: func(ctx context.Context, r *Row) (err error) {
+		if r.Result.Lifecycle, err = lifecyclePhase(ctx, r.Sc, r.Env, r.Testbed, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults); err != nil {
+			return fmt.Errorf("lifecycle: %w", err)
+		}
+		return nil
+	},
+}

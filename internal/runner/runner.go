@@ -86,9 +86,20 @@ type Options struct {
 	// when it was made for the same scenario and covers the modes Run
 	// runs; nil: Run checks.
 	Checked *Checked
+	// Where is where this run executes (WhereHost, WhereGuest): every row
+	// records it as its kernel, and modes and phases are told it. Empty:
+	// the host, or the guest when this process runs inside one (the
+	// guest's run sets it).
+	Where Where
 }
 
 func (o *Options) defaults() {
+	if o.Where == "" {
+		o.Where = WhereHost
+		if uml.InGuest() {
+			o.Where = WhereGuest
+		}
+	}
 	if o.RunID == "" {
 		o.RunID = topology.NewRunID()
 	}
@@ -237,37 +248,46 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			}
 			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e)) {
 				for _, vsc := range modeVariants(sc.AtSize(n), mode) {
-					mr, err := runMode(ctx, vsc, o, tb, e, perSize[i], row)
-					if err != nil {
-						err = fmt.Errorf("mode %s at %d services: %w", rowLabel(row, vsc), n, err)
-						var fl *proxymodes.Failed
-						if errors.As(err, &fl) && mr != nil && ctx.Err() == nil {
-							// Its proxy program exited on its own: the row is
-							// kept, marked failed, and the run goes on.
-							mr.Services = n
-							mr.Failed = err.Error()
-							res.Modes = append(res.Modes, *mr)
-							failed = append(failed, err)
-							checkpoint(res, o.Checkpoint)
-							continue
-						}
-						// What was measured is kept: the modes before this one
-						// and this mode's finished phases (runMode returns them).
-						if mr != nil {
-							mr.Services = n
-							mr.Partial = err.Error()
-							res.Modes = append(res.Modes, *mr)
-						}
-						res.Finished = time.Now()
-						res.Partial = err.Error()
-						return res, err
+					mr, secs, err := runRow(ctx, Phases, vsc, o, tb, e, perSize[i], row)
+					if mr != nil {
+						mr.Services = n
 					}
-					mr.Services = n
-					res.Modes = append(res.Modes, *mr)
-					checkpoint(res, o.Checkpoint)
+					for _, sec := range secs {
+						res.MergeSection(sec)
+					}
+					switch fate(ctx, err) {
+					case Keep, Partial:
+						res.Modes = append(res.Modes, *mr)
+						checkpoint(res, o.Checkpoint)
+						continue
+					case Failed:
+						// Its proxy program exited on its own: the row is
+						// kept, marked failed, and the run goes on.
+						err = fmt.Errorf("mode %s at %d services: %w", rowLabel(row, vsc), n, err)
+						mr.Failed = err.Error()
+						res.Modes = append(res.Modes, *mr)
+						failed = append(failed, err)
+						checkpoint(res, o.Checkpoint)
+						continue
+					}
+					// Stop: what was measured is kept (the rows before this
+					// one and this row's finished phases), the run stops.
+					err = fmt.Errorf("mode %s at %d services: %w", rowLabel(row, vsc), n, err)
+					if mr != nil {
+						mr.Partial = err.Error()
+						res.Modes = append(res.Modes, *mr)
+					}
+					res.Finished = time.Now()
+					res.Partial = err.Error()
+					return res, err
 				}
 			}
 		}
+	}
+	if err := runScoped(ctx, sc, o, tb, e, perSize[len(perSize)-1], res, checked); err != nil {
+		res.Finished = time.Now()
+		res.Partial = err.Error()
+		return res, err
 	}
 	res.Finished = time.Now()
 	if len(failed) > 0 {
@@ -334,181 +354,84 @@ func buildPhase(ctx context.Context, sc *scenarios.Scenario, o Options, perSize 
 	return tb, echo, nil
 }
 
-// runMode runs one mode's phases on the testbed in order: sync.full,
-// sync.incremental, the other nodes' proxiers, traffic, fairness and
-// churn (the last three as sc asks), then cleans up the mode and flushes
-// the node's conntrack table. Faults that do not stop a phase but may
-// make a figure invalid are in the result's Faults.
-func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topology.Testbed, e *env, services []workload.Service, m proxymodes.Mode) (mr *reports.ModeResult, err error) {
+// runMode runs one row: its mode's proxier on node0 and, in order, each
+// of phases that applies to the row (Phase.applies), then the row's
+// deferred cleanups, the proxy's record and cleanup and a flush of the
+// node's conntrack table. It always returns the row (nil only when the
+// proxier could not be made) with what its phases measured, its faults
+// and kube-proxy record, and the sections of its phases; the error is
+// the phase's that stopped the row, or the program's exit seen after
+// the last phase (fate decides what becomes of both).
+func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topology.Testbed, e *env, services []workload.Service, m proxymodes.Mode) (*reports.ModeResult, error) {
+	mr, _, err := runRow(ctx, Phases, sc, o, tb, e, services, m)
+	return mr, err
+}
+
+// runRow is runMode over the phase list phases (tests inject failing
+// phases), also returning the row's sections.
+func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Options, tb *topology.Testbed, e *env, services []workload.Service, m proxymodes.Mode) (_ *reports.ModeResult, _ []reports.Section, err error) {
 	p, err := m.New(sc, tb.Node)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	mr = &reports.ModeResult{Mode: m.Name, Info: p.Info(), Kernel: "host"}
+	mr := &reports.ModeResult{Mode: m.Name, Info: p.Info(), Kernel: string(o.Where)}
 	if m.Base != "" {
 		mr.Implementation, mr.BaseMode = m.Implementation, m.Base
 	}
-	if uml.InGuest() {
-		mr.Kernel = "uml"
-	}
 	var f faults
-	row := mr
-	defer func() {
-		// A proxy program that exited on its own (kube-proxy) fails the
-		// row, also when no phase noticed (it died during traffic); the
-		// row is kept with what was measured, even from a phase that
-		// returns no result of its own.
-		var fl *proxymodes.Failed
-		atEnd := false // seen after every phase ran
-		if x, ok := p.(proxymodes.Exiter); ok && !errors.As(err, &fl) {
-			if xerr := x.Exited(); xerr != nil {
-				atEnd = err == nil
-				err = errors.Join(xerr, err)
-			}
+	r := &Row{Sc: sc, O: o, Testbed: tb, Env: e, Mode: m, Proxier: p, Proxiers: []proxymodes.Proxier{p}, Services: services, Result: mr, Faults: &f}
+	ran := []Phase{}
+	for _, ph := range phases {
+		if !ph.applies(sc, m) {
+			continue
 		}
-		if errors.As(err, &fl) {
-			if mr == nil {
-				mr = row
-			}
-			if !atEnd && mr.Partial == "" {
-				mr.Partial = err.Error() // its later phases were not run
-			}
-		}
-		var sf *proxymodes.SyncFailed
-		if mr != nil && !errors.As(err, &fl) && errors.As(err, &sf) && ctx.Err() == nil {
-			// kube-proxy reported a failed sync in one of the row's
-			// phases (it still runs): the row is kept with the phases
-			// finished before, marked partial with the failure's cause,
-			// and the run goes on.
-			mr.Partial = err.Error()
-			err = nil
-		}
-		if r, ok := p.(kubeProxyRecorder); ok && mr != nil {
-			mr.KubeProxy = r.KubeProxyRecord(context.WithoutCancel(ctx))
-			mr.Info = p.Info()
-		}
-		if cerr := p.Cleanup(context.WithoutCancel(ctx)); cerr != nil && err == nil {
-			err = fmt.Errorf("cleanup: %w", cerr)
-		}
-		if ferr := e.flush(0); ferr != nil {
-			f.add("conntrack flush of node0 after the mode failed (the next mode may follow its NAT entries): %v", ferr)
-		}
-		if mr != nil {
-			mr.Faults = f
-		}
-	}()
-	if mr.SyncFull, mr.SyncFullSummary, err = syncFullPhase(ctx, sc, e, m, p, services, o.Progress, &f); err != nil {
-		var u *proxymodes.Unfinished
-		var fl *proxymodes.Failed
-		switch {
-		case errors.As(err, &u):
-			// kube-proxy's first sync outlasted its bound: the row is kept
-			// with what was measured and how far it got, the run goes on.
-			mr.Partial = u.Msg
-			return mr, nil
-		case errors.As(err, &fl):
-			// kube-proxy exited: the row is kept, failed (Run goes on).
-			return mr, err
-		}
-		var sf *proxymodes.SyncFailed
-		if errors.As(err, &sf) {
-			return mr, err // the row is kept with the failure's cause (the deferred func)
-		}
-		return nil, err
-	}
-	// From here on a failed phase returns mr with the phases finished
-	// before it (Run keeps them, marked partial).
-	if !m.Direct {
-		if mr.SyncIncremental, mr.SyncIncrementalSummary, err = syncIncrementalPhase(ctx, p, services, sc.Repetitions); err != nil {
-			return mr, err // a *proxymodes.SyncFailed keeps the row (the deferred func)
+		ran = append(ran, ph)
+		if err = ph.Run(ctx, r); err != nil {
+			break
 		}
 	}
-	// Every other node runs its own proxier over the same services.
-	nodeProxiers := []proxymodes.Proxier{p}
-	if !m.Direct && len(tb.Nodes) > 1 {
-		extra, serr := startNodes(ctx, m, sc, tb, services)
-		defer func() {
-			if cerr := stopNodes(ctx, e, extra, &f); cerr != nil && err == nil {
-				err = cerr
-			}
-		}()
-		if serr != nil {
-			return mr, serr
-		}
-		nodeProxiers = append(nodeProxiers, extra...)
-	}
-
-	cpu0 := proxymodes.CPUTime()
-	readICMP := e.icmp
-	if readICMP == nil {
-		readICMP = func() (reports.ICMPCounters, error) { return reports.ICMPCounters{}, errNoCounters }
-	}
-	icmp0, icmpErr := readICMP()
-	to, err := trafficPhase(ctx, sc, e, tb.Clients, services, m.Direct, m.Name, o.Progress)
-	if err != nil {
-		return mr, err
-	}
-	mr.Lookup, mr.Fairness, mr.Ports, mr.TrafficConns = to.lookup, to.fair, to.ports, to.conns
-	if icmp1, err1 := readICMP(); errors.Is(icmpErr, errNoCounters) {
-		// a testbed without counters (unit tests' fakes)
-	} else if icmpErr == nil && err1 == nil {
-		mr.ICMP = &reports.ICMPCounters{
-			DestUnreachSent: icmp1.DestUnreachSent - icmp0.DestUnreachSent, RateLimitedHost: icmp1.RateLimitedHost - icmp0.RateLimitedHost,
-			RateLimitedGlobal: icmp1.RateLimitedGlobal - icmp0.RateLimitedGlobal, LockDropped: icmp1.LockDropped - icmp0.LockDropped,
-			SynRetrans: icmp1.SynRetrans - icmp0.SynRetrans,
-		}
-	} else {
-		f.add("ICMP counters not read: %v", errors.Join(icmpErr, err1))
-	}
-	mr.TrafficCPUNs = int64(proxymodes.CPUTime() - cpu0)
-	if u, ok := p.(proxymodes.Usager); ok {
-		_, mr.ProxyRSSBytes = u.Usage()
-	}
-	if sc.Traffic.PerService > 0 && !m.Direct {
-		if mr.FairnessRun, err = fairnessPhase(ctx, sc, e, tb, nodeProxiers, services, m, o.Progress, &f); err != nil {
-			return mr, fmt.Errorf("fairness: %w", err)
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		if cerr := r.cleanups[i](); cerr != nil && err == nil {
+			err = cerr
 		}
 	}
-	if sc.Churn.Rate > 0 && !m.Direct {
-		values, period, err := m.ChurnSyncPeriods(sc)
-		if err != nil {
-			return mr, err
-		}
-		for _, ms := range values {
-			if _, err := p.Sync(ctx, services); err != nil {
-				return mr, fmt.Errorf("sync before churn: %w", err)
-			}
-			cr, err := churnPhase(ctx, sc, e, p, services, ms, period, o.Progress)
-			if cr != nil {
-				mr.Churn = append(mr.Churn, *cr)
-			}
-			if err != nil {
-				return mr, err
-			}
+	// A proxy program that exited on its own (kube-proxy) fails the row,
+	// also when no phase noticed (it died during traffic).
+	atEnd := false
+	var fl *proxymodes.Failed
+	if x, ok := p.(proxymodes.Exiter); ok && !errors.As(err, &fl) {
+		if xerr := x.Exited(); xerr != nil {
+			atEnd = err == nil
+			err = errors.Join(xerr, err)
 		}
 	}
-	if sc.SyncDisruption != nil && !m.Direct {
-		if mr.SyncDisruption, err = syncDisruptionPhase(ctx, sc, e, tb, m, p, services, o.Progress); err != nil {
-			// The windows measured before the failure are kept.
-			return mr, fmt.Errorf("sync disruption: %w", err)
+	switch fate(ctx, err) {
+	case Partial:
+		mr.Partial = partialText(err)
+		err = nil // kept as data: the run goes on without error
+	case Failed:
+		if !atEnd {
+			mr.Partial = err.Error() // its later phases were not run
 		}
 	}
-	if sc.ConnReuse != nil && !m.Direct {
-		if mr.ConnReuse, err = connReusePhase(ctx, sc, e, tb, m, services, o.Progress); err != nil {
-			return nil, fmt.Errorf("conn reuse: %w", err)
+	if rec, ok := p.(kubeProxyRecorder); ok {
+		mr.KubeProxy = rec.KubeProxyRecord(context.WithoutCancel(ctx))
+		mr.Info = p.Info()
+	}
+	if cerr := p.Cleanup(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+		err = fmt.Errorf("cleanup: %w", cerr)
+	}
+	if ferr := e.flush(0); ferr != nil {
+		f.add("conntrack flush of node0 after the mode failed (the next mode may follow its NAT entries): %v", ferr)
+	}
+	mr.Faults = f
+	label := rowLabel(m, sc)
+	for _, ph := range ran {
+		if ph.Report != nil {
+			r.AddSection(ph.Report(label, mr)...)
 		}
 	}
-	if sc.Lifecycle != nil && !m.Direct {
-		if mr.Lifecycle, err = lifecyclePhase(ctx, sc, e, tb, m, p, services, o.Progress, &f); err != nil {
-			return nil, fmt.Errorf("lifecycle: %w", err)
-		}
-	}
-	if sc.Transitions != nil && !m.Direct {
-		if mr.Transitions, mr.DNS, err = transitionsPhase(ctx, sc, e, tb, m, p, services, o.Progress, &f); err != nil {
-			return nil, fmt.Errorf("transitions: %w", err)
-		}
-	}
-	return mr, nil
+	return mr, r.Sections, err
 }
 
 // kubeProxyRecorder is a proxier that runs the real kube-proxy

@@ -136,3 +136,25 @@ func moveOneEndpoint(services []workload.Service, rep int) []workload.Service {
 	out[i].Endpoints = eps
 	return out
 }
+
+// syncFullPhaseV is sync.full as a Phase (syncFullPhase). A first sync
+// that kube-proxy did not finish, or reported failed, keeps what it
+// measured (fate: Partial).
+var syncFullPhaseV = Phase{
+	PhaseRule: scenarios.PhaseRule{Name: "sync.full", Field: "repetitions", Scope: scenarios.ScopeRow},
+	Core:      true,
+	Run: func(ctx context.Context, r *Row) (err error) {
+		r.Result.SyncFull, r.Result.SyncFullSummary, err = syncFullPhase(ctx, r.Sc, r.Env, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults)
+		return err
+	},
+}
+
+// syncIncrementalPhaseV is sync.incremental as a Phase.
+var syncIncrementalPhaseV = Phase{
+	PhaseRule: scenarios.PhaseRule{Name: "sync.incremental", Field: "repetitions", Scope: scenarios.ScopeRow, Rules: true},
+	Core:      true,
+	Run: func(ctx context.Context, r *Row) (err error) {
+		r.Result.SyncIncremental, r.Result.SyncIncrementalSummary, err = syncIncrementalPhase(ctx, r.Proxier, r.Services, r.Sc.Repetitions)
+		return err
+	},
+}

@@ -341,3 +341,16 @@ func syncDisruptionPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb
 	}
 	return out, nil
 }
+
+// syncDisruptionPhaseV is the sync-disruption phase as a Phase: the
+// windows measured before a failure are kept.
+var syncDisruptionPhaseV = Phase{
+	PhaseRule: scenarios.PhaseRule{Name: "syncDisruption", Field: "syncDisruption", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
+		Wants: func(s *scenarios.Scenario) bool { return s.SyncDisruption != nil }},
+	Run: func(ctx context.Context, r *Row) (err error) {
+		if r.Result.SyncDisruption, err = syncDisruptionPhase(ctx, r.Sc, r.Env, r.Testbed, r.Mode, r.Proxier, r.Services, r.Progress()); err != nil {
+			return fmt.Errorf("sync disruption: %w", err)
+		}
+		return nil
+	},
+}

@@ -5,6 +5,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,11 @@ func TestRunModeSyncFailed(t *testing.T) {
 	for _, tc := range []struct {
 		failAt, incKept, nodes int
 	}{{1, 0, 1}, {2, 0, 1}, {4, 1, 1}, {5, 2, 1}, {8, 3, 2}} {
-		sc, svcs := phaseScenario(t, "", "")
+		extra := ""
+		if tc.nodes > 1 {
+			extra = fmt.Sprintf("topology: {nodes: %d}\n", tc.nodes)
+		}
+		sc, svcs := phaseScenario(t, "", extra)
 		p := &failingProxier{fakeProxier: newFakeProxier(), failAt: tc.failAt}
 		m := proxymodes.Mode{Name: "fake", SingleFullSync: true, New: func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) { return p, nil }}
 		e := newFakeEnv(p.fakeProxier)

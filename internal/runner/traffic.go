@@ -4,11 +4,13 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"time"
 
+	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -266,4 +268,42 @@ func flatIndex(flat []workload.Target, t workload.Target) int {
 		}
 	}
 	return -1
+}
+
+// trafficPhaseV is the traffic phase as a Phase: lookup latency per
+// position (trafficPhase), the ICMP counters over it, the CPU it took
+// and the proxy's memory after it.
+var trafficPhaseV = Phase{
+	PhaseRule: scenarios.PhaseRule{Name: "traffic", Field: "traffic", Scope: scenarios.ScopeRow},
+	Core:      true,
+	Run: func(ctx context.Context, r *Row) error {
+		mr := r.Result
+		cpu0 := proxymodes.CPUTime()
+		readICMP := r.Env.icmp
+		if readICMP == nil {
+			readICMP = func() (reports.ICMPCounters, error) { return reports.ICMPCounters{}, errNoCounters }
+		}
+		icmp0, icmpErr := readICMP()
+		to, err := trafficPhase(ctx, r.Sc, r.Env, r.Testbed.Clients, r.Services, r.Mode.Direct, r.Mode.Name, r.Progress())
+		if err != nil {
+			return err
+		}
+		mr.Lookup, mr.Fairness, mr.Ports, mr.TrafficConns = to.lookup, to.fair, to.ports, to.conns
+		if icmp1, err1 := readICMP(); errors.Is(icmpErr, errNoCounters) {
+			// a testbed without counters (unit tests' fakes)
+		} else if icmpErr == nil && err1 == nil {
+			mr.ICMP = &reports.ICMPCounters{
+				DestUnreachSent: icmp1.DestUnreachSent - icmp0.DestUnreachSent, RateLimitedHost: icmp1.RateLimitedHost - icmp0.RateLimitedHost,
+				RateLimitedGlobal: icmp1.RateLimitedGlobal - icmp0.RateLimitedGlobal, LockDropped: icmp1.LockDropped - icmp0.LockDropped,
+				SynRetrans: icmp1.SynRetrans - icmp0.SynRetrans,
+			}
+		} else {
+			r.Faults.add("ICMP counters not read: %v", errors.Join(icmpErr, err1))
+		}
+		mr.TrafficCPUNs = int64(proxymodes.CPUTime() - cpu0)
+		if u, ok := r.Proxier.(proxymodes.Usager); ok {
+			_, mr.ProxyRSSBytes = u.Usage()
+		}
+		return nil
+	},
 }

@@ -342,3 +342,17 @@ func runTransition(ctx context.Context, e *env, tb *topology.Testbed, p proxymod
 	tally(&t, s.close(), t0, live)
 	return t, nil
 }
+
+// transitionsPhaseV is the transitions phase (and its DNS check) as a
+// Phase.
+var transitionsPhaseV = Phase{
+	PhaseRule: scenarios.PhaseRule{Name: "transitions", Field: "transitions", Scope: scenarios.ScopeRow, Rules: true,
+		Wants:            func(s *scenarios.Scenario) bool { return s.Transitions != nil },
+		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
+	Run: func(ctx context.Context, r *Row) (err error) {
+		if r.Result.Transitions, r.Result.DNS, err = transitionsPhase(ctx, r.Sc, r.Env, r.Testbed, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults); err != nil {
+			return fmt.Errorf("transitions: %w", err)
+		}
+		return nil
+	},
+}
