@@ -28,6 +28,9 @@ type Target struct {
 	// UML is the guest kernel; nil for the host.
 	UML   *uml.Kernel
 	Modes []string
+	// ModeSwitch, when set, replaces the scenario's modeSwitch on this
+	// target: the switches that run on its kernel (planModeSwitch).
+	ModeSwitch *scenarios.ModeSwitchSpec
 }
 
 // Plan is where a run's modes execute: one target per kernel, run one
@@ -208,6 +211,11 @@ func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 		return Plan{Targets: []Target{{Name: "host", Modes: sc.Modes}}, Why: "auto: the host kernel supports every requested mode"}, nil
 	}
 	guests := guestKernels()
+	if sc.ModeSwitch != nil {
+		if p, ok := planModeSwitch(sc, st, guests); ok {
+			return p, nil
+		}
+	}
 	if len(guests) == 0 {
 		_, err := uml.Default()
 		return Plan{}, &InputError{Field: "kernel", Msg: "auto: the host kernel cannot run " + strings.Join(missing, "; ") + ", and " + err.Error()}
@@ -267,6 +275,9 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, 
 	for _, t := range plan.Targets {
 		s := *sc
 		s.Modes = t.Modes
+		if t.ModeSwitch != nil {
+			s.ModeSwitch = t.ModeSwitch
+		}
 		if t.UML != nil {
 			if why := GuestSkips(&s, t.Name); len(why) > 0 {
 				skipped = append(skipped, why...)
@@ -299,6 +310,7 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, 
 				} else {
 					res.Modes = append(res.Modes, r.Modes...)
 				}
+				mergeModeSwitch(res, r, t.Name)
 			}
 			if res == nil {
 				return nil, err
@@ -339,6 +351,7 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, 
 				res.Machine.GuestBootNs = r.Machine.GuestBootNs
 			}
 		}
+		mergeModeSwitch(res, r, t.Name)
 		res.Kernels = append(res.Kernels, kr)
 	}
 	if res == nil {

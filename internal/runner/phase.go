@@ -59,6 +59,7 @@ var Phases = []Phase{
 	connReusePhaseV,
 	lifecyclePhaseV,
 	transitionsPhaseV,
+	modeSwitchPhase,
 }
 
 // PhaseRules are the rules of Phases, for scenarios.Catalog.Phases and
