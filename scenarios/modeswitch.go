@@ -17,8 +17,8 @@ import (
 // phase spans two rows (the from and the to mode) and runs once per run.
 type ModeSwitchSpec struct {
 	// Pairs are the switches, in order: from one of iptables, ipvs,
-	// nftables (and userspace, builtin only) to another. Each mode must be
-	// in modes.
+	// nftables (and userspace, builtin only) to another. A pair runs when
+	// both its modes are in modes, on the kernel that runs them.
 	Pairs []ModeSwitchPair `yaml:"pairs" json:"pairs"`
 	// Services is how many services the probes cycle over, spread over
 	// the service list, first and last included (default 8).
@@ -78,9 +78,11 @@ func (s *Scenario) setModeSwitchDefaults() {
 
 // ModeSwitchProblems checks the modeSwitch block (the phase's Check,
 // through Catalog.Phases): each pair names two different modes of
-// ModeSwitchModes that are in modes, no pair twice; userspace only with
-// implementation builtin; services, established and the durations in
-// range; one node (the switch is on one node).
+// ModeSwitchModes, no pair twice, and at least one pair has both its
+// modes in modes (a pair with a mode left out, e.g. by run --modes, is
+// skipped and says so; one with userspace runs builtin only, as its row
+// does); services, established
+// and the durations in range; one node (the switch is on one node).
 func ModeSwitchProblems(s *Scenario) []*FieldError {
 	ms := s.ModeSwitch
 	if ms == nil {
@@ -102,10 +104,6 @@ func ModeSwitchProblems(s *Scenario) []*FieldError {
 					fix = fmt.Sprintf("did you mean %q?", n)
 				}
 				add(field, fmt.Sprintf("%q is not a mode a node switches between", side.mode), fix)
-			case !slices.Contains(s.Modes, side.mode):
-				add(field, fmt.Sprintf("mode %s is not in modes", side.mode), fmt.Sprintf("add %s to modes (the switch runs where its modes run), or drop the pair", side.mode))
-			case side.mode == "userspace" && s.UsesKubeProxy():
-				add(field, "kube-proxy has no userspace mode (removed in v1.26), and implementation includes kube-proxy", "run the userspace pairs in a scenario with implementation: [builtin], or drop the pair")
 			}
 		}
 		if p.From == p.To && p.From != "" {
@@ -114,6 +112,9 @@ func ModeSwitchProblems(s *Scenario) []*FieldError {
 		if j := slices.Index(ms.Pairs, p); j < i {
 			add(f, fmt.Sprintf("%s is listed twice (also modeSwitch.pairs[%d])", p, j), "remove the duplicate")
 		}
+	}
+	if len(ms.Pairs) > 0 && !slices.ContainsFunc(ms.Pairs, func(p ModeSwitchPair) bool { return slices.Contains(s.Modes, p.From) && slices.Contains(s.Modes, p.To) }) {
+		add("modeSwitch.pairs", fmt.Sprintf("no pair has both its modes in modes (%s): none would run", strings.Join(s.Modes, ", ")), "add the pairs' modes to modes (a pair runs where both its modes run; one with a mode left out is skipped)")
 	}
 	if ms.Services < 1 || ms.Services > 1000 {
 		add("modeSwitch.services", fmt.Sprintf("%d is out of range", ms.Services), "use 1..1000")

@@ -31,6 +31,9 @@ func planModeSwitch(sc *scenarios.Scenario, st []ModeStatus, guests []*uml.Kerne
 	}
 	var onHost, inGuest []scenarios.ModeSwitchPair
 	for _, p := range sc.ModeSwitch.Pairs {
+		if !slices.Contains(sc.Modes, p.From) || !slices.Contains(sc.Modes, p.To) {
+			continue // skipped by the phase, on every kernel
+		}
 		if host[p.From] && host[p.To] {
 			onHost = append(onHost, p)
 		} else {
