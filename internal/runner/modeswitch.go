@@ -547,14 +547,24 @@ func (b *builtinSwitch) resume(ctx context.Context, services []workload.Service)
 	return total, err
 }
 
+// cleanup removes both proxiers' rules. One mode's Cleanup can fail on
+// the other's rules (the iptables mode deletes every KUBE-* chain, and
+// the userspace mode's portal chains are still jumped to until its own
+// Cleanup ran): a second pass then succeeds.
 func (b *builtinSwitch) cleanup(ctx context.Context) error {
-	var errs []error
-	for _, p := range []proxymodes.Proxier{b.q, b.p} {
-		if p != nil {
-			errs = append(errs, p.Cleanup(ctx))
+	var err error
+	for pass := 0; pass < 2; pass++ {
+		var errs []error
+		for _, p := range []proxymodes.Proxier{b.p, b.q} {
+			if p != nil {
+				errs = append(errs, p.Cleanup(ctx))
+			}
+		}
+		if err = errors.Join(errs...); err == nil {
+			return nil
 		}
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 // kubeModeSwitcher is what a kube-proxy switch needs of a
