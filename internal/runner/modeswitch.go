@@ -180,6 +180,18 @@ func measureSwitch(ctx context.Context, in switchInput, pair scenarios.ModeSwitc
 		return fail("probes", err)
 	}
 	defer pool.Close()
+	// The held connections first: the probe loop keeps every worker of
+	// the pool busy until it stops.
+	held, herr := openHeld(in, pool, targets, ms.Established)
+	defer func() {
+		for _, h := range held {
+			in.sw.close(h.fd)
+		}
+	}()
+	if herr != nil {
+		out.Notes = append(out.Notes, fmt.Sprintf("established connections: %d of %d opened through the old rules (%v)", len(held), ms.Established, herr))
+	}
+	out.Established = len(held)
 	pr := newProber(targets)
 	var (
 		mu   sync.Mutex
@@ -216,16 +228,6 @@ func measureSwitch(ctx context.Context, in switchInput, pair scenarios.ModeSwitc
 		return append([]probeRec(nil), recs...)
 	}
 	defer stopProbes()
-	held, herr := openHeld(in, pool, targets, ms.Established)
-	defer func() {
-		for _, h := range held {
-			in.sw.close(h.fd)
-		}
-	}()
-	if herr != nil {
-		out.Notes = append(out.Notes, fmt.Sprintf("established connections: %d of %d opened through the old rules (%v)", len(held), ms.Established, herr))
-	}
-	out.Established = len(held)
 	time.Sleep(time.Second) // baseline: every service answers through the old rules
 
 	t0 := time.Now()
@@ -246,8 +248,10 @@ func measureSwitch(ctx context.Context, in switchInput, pair scenarios.ModeSwitc
 		forgetFailed(in, targets, &out)
 		settle(pr, synced, ms.Settle.Duration)
 	}
-	time.Sleep(ms.Timeout.Duration) // let connections started in the window finish
+	// The window ends here; the connections started in it finish before
+	// anything else changes the node (the recovery step).
 	switchEnd := time.Now()
+	time.Sleep(ms.Timeout.Duration)
 	// The held connections, after the switch.
 	for _, h := range held {
 		if cerr := in.sw.carries(h.fd, ms.Timeout.Duration); cerr != nil {
@@ -296,8 +300,8 @@ func measureSwitch(ctx context.Context, in switchInput, pair scenarios.ModeSwitc
 		forgetFailed(in, targets, &out)
 		settle(pr, resumed, ms.Settle.Duration)
 	}
-	time.Sleep(ms.Timeout.Duration)
 	recEnd := time.Now()
+	time.Sleep(ms.Timeout.Duration)
 	all := stopProbes()
 	out.Window = switchWindow(all, t0, switchEnd, ms.Slow.Duration)
 	out.Services = outages(in.services, targets, all, t0, switchEnd)
