@@ -165,6 +165,16 @@ func measureSwitch(ctx context.Context, in switchInput, pair scenarios.ModeSwitc
 	if err := in.env.flush(0); err != nil {
 		return fail("conntrack flush before the switch", err)
 	}
+	// What the node holds before the from mode starts (an earlier row's
+	// kube-proxy leaves KUBE-FIREWALL, which nothing removes) is nobody's
+	// leftover here: it is left out of every reading below.
+	base, err := in.sw.read(ctx)
+	if err != nil {
+		return fail("read the node's rules before the switch", err)
+	}
+	if len(base) > 0 {
+		out.Notes = append(out.Notes, "on the node before the "+pair.From+" mode started, left out of the readings: "+reports.LeftoverText(groups(base)))
+	}
 	if err := sw.start(ctx, in.services); err != nil {
 		return fail("the "+pair.From+" mode's first sync", err)
 	}
@@ -172,6 +182,7 @@ func measureSwitch(ctx context.Context, in switchInput, pair scenarios.ModeSwitc
 	if err != nil {
 		return fail("read the node's rules before the switch", err)
 	}
+	before = before.Without(base)
 	out.Before = groups(before)
 
 	targets := probeTargets(in.services, ms.Services)
@@ -292,7 +303,7 @@ func measureSwitch(ctx context.Context, in switchInput, pair scenarios.ModeSwitc
 	if rerr != nil {
 		out.Notes = append(out.Notes, "read the node's rules after the cleanup: "+rerr.Error())
 	}
-	out.AfterCleanup = groups(cleaned)
+	out.AfterCleanup = groups(cleaned.Without(base))
 	first, err := sw.resume(ctx, in.services)
 	resumed := time.Now()
 	if err == nil {

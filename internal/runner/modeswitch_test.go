@@ -154,12 +154,14 @@ func TestMeasureSwitchOnFakes(t *testing.T) {
 		read: func(context.Context) (leftovers.Inventory, error) {
 			reads++
 			switch reads {
-			case 1:
-				return old, nil
-			case 2: // after the switch: the old chains and the new table
+			case 1: // before the from mode: an earlier row's chain
+				return leftovers.Inventory{{Kind: leftovers.KindChain, Where: "iptables-legacy ip filter", Table: "filter", Name: "KUBE-FIREWALL"}}, nil
+			case 2:
+				return append(slices.Clone(old), leftovers.Object{Kind: leftovers.KindChain, Where: "iptables-legacy ip filter", Table: "filter", Name: "KUBE-FIREWALL"}), nil
+			case 3: // after the switch: the old chains and the new table
 				return append(slices.Clone(old), leftovers.Object{Kind: leftovers.KindNFT, Where: "nft", Table: "ip", Name: "ip kube-proxy", Rules: 10}), nil
 			}
-			return leftovers.Inventory{old[1]}, nil // after the cleanup
+			return leftovers.Inventory{old[1], {Kind: leftovers.KindChain, Where: "iptables-legacy ip filter", Table: "filter", Name: "KUBE-FIREWALL"}}, nil // after the cleanup
 		},
 		open: func(netip.Addr, uint16, time.Duration) (int, error) {
 			opened = append(opened, 100+len(opened))

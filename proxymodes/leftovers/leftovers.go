@@ -363,3 +363,18 @@ func Chains(byTable map[string][]string, prefixes ...string) Owner {
 // HashedPrefixes are the prefixes of kube-proxy's hashed service and
 // endpoint chain names (isServiceChainName of pkg/proxy/iptables).
 func HashedPrefixes() []string { return slices.Clone(hashedPrefixes) }
+
+// Without returns the objects of inv not in other (by Key).
+func (inv Inventory) Without(other Inventory) Inventory {
+	skip := map[string]bool{}
+	for _, o := range other {
+		skip[o.Key()] = true
+	}
+	var out Inventory
+	for _, o := range inv {
+		if !skip[o.Key()] {
+			out = append(out, o)
+		}
+	}
+	return out
+}
