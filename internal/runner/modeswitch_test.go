@@ -318,4 +318,3 @@ func TestBuiltinSwitch(t *testing.T) {
 		t.Errorf("cleanup: %v, old %d new %d", err, old.cleanups, nw.cleanups)
 	}
 }
-
