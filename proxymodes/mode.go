@@ -3,11 +3,13 @@ package proxymodes
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
@@ -220,17 +222,6 @@ func CPUTime() time.Duration {
 	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
 }
 
-// IPTablesBinary names an iptables tool of a back end: for backend
-// "legacy", tool "restore" gives "iptables-legacy-restore" and tool ""
-// "iptables-legacy". Used by every mode that programs iptables.
-func IPTablesBinary(backend, tool string) string {
-	name := "iptables-" + backend
-	if tool != "" {
-		name += "-" + tool
-	}
-	return name
-}
-
 // ProbeIPTablesBackends loads rules (iptables-restore input, applied with
 // --noflush) with each iptables back end in node, legacy then nft, and
 // returns the back ends that took them and, for the others, "backend:
@@ -238,7 +229,7 @@ func IPTablesBinary(backend, tool string) string {
 // (iptables, userspace) use it in their Probe.
 func ProbeIPTablesBackends(ctx context.Context, node Node, rules string) (ok, bad []string) {
 	for _, be := range []string{"legacy", "nft"} {
-		if _, err := node.Run(ctx, []byte(rules), IPTablesBinary(be, "restore"), "--noflush"); err != nil {
+		if _, err := node.Run(ctx, []byte(rules), xtables.Binary(be, "restore"), "--noflush"); err != nil {
 			msg, _, _ := strings.Cut(err.Error(), "\n")
 			bad = append(bad, be+": "+msg)
 			continue
@@ -246,6 +237,30 @@ func ProbeIPTablesBackends(ctx context.Context, node Node, rules string) (ok, ba
 		ok = append(ok, be)
 	}
 	return ok, bad
+}
+
+// iptablesBackends returns sc's iptables back end, or both when sc is nil
+// (any setting).
+func iptablesBackends(sc *scenarios.Scenario) []string {
+	if sc == nil {
+		return []string{"legacy", "nft"}
+	}
+	return []string{sc.IPTables.Backend}
+}
+
+// IPTablesKernelOptionsFor is xtables.KernelOptions of sc's back end, or
+// of both back ends when sc is nil, without repeats: a Mode.KernelOptions
+// for the modes that program iptables.
+func IPTablesKernelOptionsFor(sc *scenarios.Scenario) []string {
+	var out []string
+	for _, b := range iptablesBackends(sc) {
+		for _, o := range xtables.KernelOptions(b) {
+			if !slices.Contains(out, o) {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
 }
 
 // NewFrom builds a Mode.New from a mode's scenario-to-config function and

@@ -68,7 +68,8 @@ type Usager interface {
 }
 
 // ToolResolver is implemented by proxiers that look their rule program up
-// on PATH once and keep the path (nftables: knftables.New resolves nft).
+// on PATH once and keep the path (nftables: knftables.New resolves nft;
+// iptables: go-iptables is opened on the path of iptables-<backend>).
 // ResolveTools drops what they resolved, so their next Sync looks the
 // program up on PATH again; the runner calls it when it puts the
 // failure.syncErrors wrappers on PATH and when it takes them off.

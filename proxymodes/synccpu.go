@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/proxybench/proxybench/internal/cpuacct"
+	"github.com/proxybench/proxybench/internal/lib/cpuacct"
 )
 
 // NamespaceCPU is implemented by a namespace that accounts the CPU spent

@@ -102,7 +102,10 @@ func limitText(n int, unbounded, extrapolated bool) string {
 
 // WriteCSV writes one row per figure: mode, services, position, figure,
 // value, unit, n (values in unit; durations in ns). A mode run in the
-// user-mode-linux guest of a split run is written "mode@uml".
+// user-mode-linux guest of a split run is written "mode@uml". Then one
+// row per numeric cell of r.AllSections (csvSectionRecords): mode the
+// section row's name, figure "<phase>.<figure>", value in its column's
+// unit (durations in ns).
 func WriteCSV(w io.Writer, r *Result) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"mode", "services", "position", "figure", "value", "unit", "n"})
@@ -113,6 +116,9 @@ func WriteCSV(w io.Writer, r *Result) error {
 		}
 		_ = cw.Write([]string{mode, strconv.Itoa(f.Services), f.Position, f.Name,
 			strconv.FormatFloat(f.Value, 'g', -1, 64), f.Unit, strconv.Itoa(f.N)})
+	}
+	for _, rec := range csvSectionRecords(r) {
+		_ = cw.Write(rec)
 	}
 	cw.Flush()
 	return cw.Error()
@@ -196,19 +202,23 @@ func writeJUnit(w io.Writer, s junitSuite) error {
 
 // WriteJUnitFigures writes JUnit XML with one passing testcase per figure
 // (classname proxybench.<mode>, name the figure's Key, the value in
-// system-out), so CI dashboards chart every figure.
+// system-out), so CI dashboards chart every figure, then one testcase per
+// row of r.AllSections (junitSectionCases; failing when the row's Fail is
+// set).
 func WriteJUnitFigures(w io.Writer, r *Result) error {
 	s := junitSuiteFor(r, "figures")
 	for _, f := range Figures(r) {
 		s.Cases = append(s.Cases, junitCase{Name: f.Key(), Classname: "proxybench." + f.Mode, Time: "0",
 			SystemOut: fmt.Sprintf("%s = %s (%g %s, n=%d)", f.Key(), f.Text(), f.Value, f.Unit, f.N)})
 	}
+	s.Cases = append(s.Cases, junitSectionCases(r)...)
 	return writeJUnit(w, s)
 }
 
 // WriteJUnitGates writes JUnit XML with one testcase per gate check (a
 // gate with no matching measurement is one failing testcase); a failing
-// check carries the measured value and the threshold.
+// check carries the measured value and the threshold. Then one testcase
+// per row of r.AllSections, as WriteJUnitFigures.
 func WriteJUnitGates(w io.Writer, r *Result, gates []GateResult) error {
 	s := junitSuiteFor(r, "gates")
 	for _, g := range gates {
@@ -226,6 +236,7 @@ func WriteJUnitGates(w io.Writer, r *Result, gates []GateResult) error {
 			s.Cases = append(s.Cases, jc)
 		}
 	}
+	s.Cases = append(s.Cases, junitSectionCases(r)...)
 	return writeJUnit(w, s)
 }
 
@@ -242,7 +253,10 @@ func WriteJUnitGates(w io.Writer, r *Result, gates []GateResult) error {
 // per position and cause of failed connections (refused, timeout, ...),
 // its count as iterations and the median time from connect to error as
 // ns/op. The name's key=value parts let
-// benchstat group by mode, position or size (-col /mode).
+// benchstat group by mode, position or size (-col /mode). Then one line
+// per numeric cell of r.AllSections (writeGoBenchSections):
+//
+//	BenchmarkSection/phase=syncDisruption/row=iptables,_full_(cold_start)/figure=sync.wall 	1	503000000 ns
 func WriteGoBench(w io.Writer, r *Result) error {
 	var b strings.Builder
 	b.WriteString("goos: linux\n")
@@ -299,6 +313,7 @@ func WriteGoBench(w io.Writer, r *Result) error {
 			}
 		}
 	}
+	writeGoBenchSections(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -27,7 +27,8 @@ import (
 // answer under b), lookup latency per position and mode, latency CDFs
 // from the raw samples, full sync time per mode split by phase, endpoint
 // shares per mode and scheduler, programming latency histograms when the
-// result has them, and the figure tables. Plots show the largest size of
+// result has them, the kube-proxy tables, one table per section of
+// r.AllSections (every phase's, htmlSectionsOf), and the figure tables. Plots show the largest size of
 // a sweep. A small inline script counts the drawn plots into
 // #plot-check (used by the headless-browser test).
 func WriteHTML(w io.Writer, r *Result, b Budgets) error {
@@ -144,6 +145,9 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 			htmlSection{ID: "implementations", Title: sideBySideTitle(r), Notes: []string{sideBySideIntro}, Table: sideBySideTable(r)},
 			htmlSection{ID: "kube-proxy", Title: "kube-proxy rows: setup and where the time went", Notes: kubeProxyExitNotes(r), Table: kubeProxySetupTable(r)})
 	}
+
+	// Every phase's section (Result.AllSections), as a table.
+	page.Sections = append(page.Sections, htmlSectionsOf(r)...)
 
 	page.Figures = htmlFigures(r)
 	var buf bytes.Buffer

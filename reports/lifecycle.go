@@ -81,3 +81,52 @@ func writeLifecycleMarkdown(b *strings.Builder, r *Result) {
 		b.WriteString(strings.Join(restarts, "\n") + "\n")
 	}
 }
+
+// PhaseLifecycle is the lifecycle phase's name (scenario block lifecycle)
+// in Section.Phase.
+const PhaseLifecycle = "lifecycle"
+
+// LifecycleSection is the lifecycle phase's section for one result row
+// (label: the ModeResult's row label): one row per change of cs, keyed
+// by its name, with writeLifecycleMarkdown's figures: connections held
+// before the change (and on the changed endpoint), broken after it; new
+// connections after the sync, failed, still reaching the removed or
+// terminating endpoint, when the last of those started and the first
+// success (s after the sync's end; none is Missing). A restart's active
+// connections per endpoint after each batch are notes, one per batch.
+func LifecycleSection(label string, cs []LifecycleChange) Section {
+	s := Section{Phase: PhaseLifecycle, Title: "endpoint lifecycle with held connections (TCP)", Scope: "row",
+		Intro: "Held: connections open before the change (on the changed endpoint), broken after it; new: connections made one " +
+			"at a time after the sync, failed, and still reaching the removed or terminating endpoint (last one after the sync); " +
+			"first success after the sync.",
+		Columns: []Column{
+			{Name: "change", Key: true},
+			{Name: "held", Unit: "count", Figure: "held"},
+			{Name: "held on changed", Unit: "count", Figure: "held.onchanged"},
+			{Name: "broken", Unit: "count", Figure: "broken"},
+			{Name: "new", Unit: "count", Figure: "new"},
+			{Name: "new failed", Unit: "count", Figure: "new.failed"},
+			{Name: "to old endpoint", Unit: "count", Figure: "new.toold"},
+			{Name: "last to old", Unit: "s", Figure: "new.lasttoold"},
+			{Name: "first success", Unit: "s", Figure: "new.firstsuccess"},
+		}}
+	after := func(ns int64) Cell {
+		if ns < 0 {
+			return Missing()
+		}
+		return Num(float64(ns)/1e9, "%.3f")
+	}
+	for _, c := range cs {
+		s.Rows = append(s.Rows, SectionRow{Row: label, Cells: []Cell{Text(c.Name), Int(c.Held), Int(c.HeldOnChanged), Int(c.Broken),
+			Int(c.New), Int(c.NewFailed), Int(c.NewToOld), after(c.LastToOldNs), after(c.FirstSuccessNs)}})
+		for i, a := range c.ActiveAfter {
+			var parts []string
+			for _, k := range sortedKeys(a) {
+				parts = append(parts, fmt.Sprintf("%s %d", k, a[k]))
+			}
+			s.Notes = append(s.Notes, fmt.Sprintf("%s %s, active connections per endpoint after batch %d (the restarted endpoint has a new address): %s",
+				label, c.Name, i+1, strings.Join(parts, ", ")))
+		}
+	}
+	return s
+}

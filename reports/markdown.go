@@ -23,7 +23,9 @@ func dur(d time.Duration) string { return fmt.Sprintf("%.3f s", d.Seconds()) }
 
 // WriteMarkdown writes the run's summary tables: sync.full per mode,
 // lookup.latency per mode and position (with the ratio of each p50 to mode
-// none at the same position), and fairness per mode.
+// none at the same position), fairness per mode, the phases' tables, and
+// every section of r.AllSections not left to a bespoke writer
+// (bespokeMarkdown).
 func WriteMarkdown(w io.Writer, r *Result) error {
 	var b strings.Builder
 	sc := r.Scenario
@@ -58,8 +60,40 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	} else {
 		writeMarkdownBody(&b, r)
 	}
+	// Once for the whole result: a row-scoped section's rows name their
+	// kernel in their label, and a run-scoped one may span kernels.
+	writeSectionsMarkdown(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// bespokeMarkdown are the phases whose Markdown has its own, richer
+// writer over the typed ModeResult fields (writeMarkdownBody calls it),
+// each with whether a row holds that writer's data. writeSectionsMarkdown
+// leaves a section of these phases to its writer when some row of the
+// result has the data, and renders it generically otherwise (a result
+// whose phase kept only its Section). Every other format, and every other
+// phase, renders sections generically: a new phase needs no entry here.
+var bespokeMarkdown = map[string]func(m ModeResult) bool{
+	PhaseTransitions:    func(m ModeResult) bool { return len(m.Transitions) > 0 },
+	PhaseSyncDisruption: func(m ModeResult) bool { return len(m.SyncDisruption) > 0 },
+	PhaseLifecycle:      func(m ModeResult) bool { return len(m.Lifecycle) > 0 },
+	PhaseConnReuse:      func(m ModeResult) bool { return len(m.ConnReuse) > 0 },
+}
+
+// bespokeMarkdownShows reports whether phase's bespoke Markdown writer
+// shows r's data of it (bespokeMarkdown).
+func bespokeMarkdownShows(r *Result, phase string) bool {
+	has := bespokeMarkdown[phase]
+	if has == nil {
+		return false
+	}
+	for _, m := range r.Modes {
+		if has(m) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeMarkdownBody writes the tables of one kernel's modes.

@@ -64,7 +64,11 @@ func LookupBucketBounds() []float64 {
 //     underscores, _seconds for durations (in seconds) and _bytes for
 //     sizes, e.g.
 //     proxybench_lookup_latency_p99_seconds, proxybench_lookup_vsnone_p50,
-//     proxybench_kubeproxy_sync_partial_seconds.
+//     proxybench_kubeproxy_sync_partial_seconds;
+//   - one gauge per phase and figure of r.AllSections
+//     (openMetricsSectionFamilies): proxybench_section_<phase>_<figure>
+//     in snake case, _seconds for durations, with labels scenario,
+//     run_id, phase, row and column instead of the mode labels.
 //
 // Every series carries the labels scenario, run_id, mode, kernel
 // ("host" or "uml") and services; lookup series also position. Durations
@@ -194,6 +198,7 @@ func WriteOpenMetrics(w io.Writer, r *Result) error {
 	for _, n := range order {
 		fams = append(fams, gauges[n])
 	}
+	fams = append(fams, openMetricsSectionFamilies(r)...)
 	for _, f := range fams {
 		if len(f.Metric) == 0 {
 			continue

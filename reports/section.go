@@ -9,9 +9,9 @@ import (
 // rows belong to the result's rows (ModeResult, by label) or to the run.
 // A phase of internal/runner returns it from its Run; the result keeps it
 // in Result.Sections, and every report format (md, html, csv, junit,
-// gobench, openmetrics) renders every section through this one shape
-// (WriteSections), so a new phase shows in each format without touching a
-// renderer.
+// gobench, openmetrics) renders every section of Result.AllSections
+// through this one shape (sections.go), so a new phase shows in each
+// format without touching a renderer.
 type Section struct {
 	// Phase names the phase that wrote it ("modeSwitch"); Title is the
 	// report heading ("mode switch under traffic").
@@ -30,13 +30,17 @@ type Section struct {
 }
 
 // Column is one column of a Section. Unit is the unit of its numeric
-// cells ("s", "ns", "count", "ratio", "bool"); "" for a text column.
+// cells ("s", "ms", "ns", "count", "ratio", "bool"); "" for a text column.
 // Figure, when set, is the figure name the column's values are exported
-// under (openmetrics, gobench); default the column's name.
+// under (csv, openmetrics, gobench); default the column's name.
+// Key marks a column that tells apart the rows of one result row (a
+// sync's kind, a lifecycle change): the machine-readable formats name a
+// row by its label and its key cells' text (Section.RowNames).
 type Column struct {
 	Name   string `json:"name"`
 	Unit   string `json:"unit,omitempty"`
 	Figure string `json:"figure,omitempty"`
+	Key    bool   `json:"key,omitempty"`
 }
 
 // SectionRow is one row of a Section: Row is the label of the result row
@@ -96,19 +100,22 @@ func (s *Section) AddRow(row string, cells ...Cell) error {
 // section of the same phase and title already there (one table per phase
 // across rows, as each row's phase returns its own rows), else it is
 // appended whole.
-func (r *Result) MergeSection(sec Section) {
-	for i := range r.Sections {
-		if r.Sections[i].Phase == sec.Phase && r.Sections[i].Title == sec.Title {
-			r.Sections[i].Rows = append(r.Sections[i].Rows, sec.Rows...)
+func (r *Result) MergeSection(sec Section) { r.Sections = mergeSection(r.Sections, sec) }
+
+// mergeSection is MergeSection over a list: secs with sec merged in.
+func mergeSection(secs []Section, sec Section) []Section {
+	for i := range secs {
+		if secs[i].Phase == sec.Phase && secs[i].Title == sec.Title {
+			secs[i].Rows = append(secs[i].Rows, sec.Rows...)
 			for _, n := range sec.Notes {
-				if !containsString(r.Sections[i].Notes, n) {
-					r.Sections[i].Notes = append(r.Sections[i].Notes, n)
+				if !containsString(secs[i].Notes, n) {
+					secs[i].Notes = append(secs[i].Notes, n)
 				}
 			}
-			return
+			return secs
 		}
 	}
-	r.Sections = append(r.Sections, sec)
+	return append(secs, sec)
 }
 
 func containsString(xs []string, s string) bool {

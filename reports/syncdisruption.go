@@ -131,3 +131,90 @@ func answerCell(w SyncWindow) string {
 	}
 	return fmt.Sprintf("%s / %s (%d/%d)", sec(w.FirstAnswerNs), sec(w.LastAnswerNs), w.Answered, w.Probed)
 }
+
+// PhaseSyncDisruption is the sync-disruption phase's name (scenario block
+// syncDisruption) in Section.Phase.
+const PhaseSyncDisruption = "syncDisruption"
+
+// SyncDisruptionSection is the sync-disruption phase's section for one
+// result row (label: the ModeResult's row label, e.g. "nftables
+// (kube-proxy)"): one row per window of ws, keyed by the sync's kind,
+// with writeSyncDisruptionMarkdown's figures: the new proxier's start,
+// the sync's wall time and kube-proxy's own account of it (s), the
+// objects programmed, the first and last probed service's first answer
+// (s; "never" has no value) with answered/probed, the window's attempts,
+// failed and slow connections, the slow threshold and the successful
+// connects' p50/p99/max (ms; "none succeeded" has no value), the second
+// before as baseline and the errors seen. A figure the window did not
+// measure (an incremental sync's answers, a builtin row's kube-proxy
+// account, objects 0) is Missing, never 0.
+func SyncDisruptionSection(label string, ws []SyncWindow) Section {
+	s := Section{Phase: PhaseSyncDisruption, Title: "traffic during syncs (probes to a fixed set of services)", Scope: "row",
+		Intro: "Connections started while the sync ran: attempts, failed (error or timeout), slow (connect above the threshold), " +
+			"median / 99th percentile / longest successful connect; the second before the sync as baseline. For a full sync " +
+			"(cold start, restart): when the first and the last probed service first answered, from the new proxier's start " +
+			"(start: that moment from the window's start); the sync wall is from that start too. kube-proxy's own account: its " +
+			"first sync's duration by its metric and when it ended by its own timestamp, from its start.",
+		Columns: []Column{
+			{Name: "sync", Key: true},
+			{Name: "start", Unit: "s", Figure: "start"},
+			{Name: "sync wall", Unit: "s", Figure: "sync.wall"},
+			{Name: "kube-proxy's own sync", Unit: "s", Figure: "kubeproxy.sync"},
+			{Name: "kube-proxy's own sync end", Unit: "s", Figure: "kubeproxy.sync.end"},
+			{Name: "objects", Unit: "count", Figure: "objects"},
+			{Name: "first answer", Unit: "s", Figure: "answer.first"},
+			{Name: "last answer", Unit: "s", Figure: "answer.last"},
+			{Name: "answered", Unit: "count", Figure: "answered"},
+			{Name: "probed", Unit: "count", Figure: "probed"},
+			{Name: "attempts", Unit: "count", Figure: "attempts"},
+			{Name: "failed", Unit: "count", Figure: "failed"},
+			{Name: "slow", Unit: "count", Figure: "slow"},
+			{Name: "slow above", Unit: "ms", Figure: "slow.above"},
+			{Name: "connect p50", Unit: "ms", Figure: "connect.p50"},
+			{Name: "connect p99", Unit: "ms", Figure: "connect.p99"},
+			{Name: "connect max", Unit: "ms", Figure: "connect.max"},
+			{Name: "before: attempts", Unit: "count", Figure: "before.attempts"},
+			{Name: "before: failed", Unit: "count", Figure: "before.failed"},
+			{Name: "errors seen"},
+		}}
+	sec := func(ns int64) Cell { return Num(float64(ns)/1e9, "%.3f") }
+	for _, w := range ws {
+		start, answered, probed := Missing(), Missing(), Missing()
+		first, last := Missing(), Missing()
+		if w.Probed > 0 {
+			start, answered, probed = sec(w.StartNs), Int(w.Answered), Int(w.Probed)
+			answer := func(ns int64) Cell {
+				if ns < 0 {
+					return Text("never")
+				}
+				return sec(ns)
+			}
+			first, last = answer(w.FirstAnswerNs), answer(w.LastAnswerNs)
+		}
+		own, ownEnd := Missing(), Missing()
+		if w.ProxyMetricNs > 0 {
+			own, ownEnd = sec(w.ProxyMetricNs), sec(w.ProxySyncEndNs)
+		}
+		objs := Missing()
+		if w.Objects > 0 {
+			objs = Int(w.Objects)
+		}
+		p50, p99, maxc := Missing(), Missing(), Missing()
+		switch {
+		case w.Attempts == 0:
+		case w.Attempts-w.Failed <= 0:
+			p50, p99, maxc = Text("none succeeded"), Text("none succeeded"), Text("none succeeded")
+		default:
+			msc := func(ns int64) Cell { return Num(float64(ns)/1e6, "%.1f") }
+			p50, p99, maxc = msc(w.P50Ns), msc(w.P99Ns), msc(w.MaxNs)
+		}
+		errs := Missing()
+		if len(w.FailedSamples) > 0 {
+			errs = Text(strings.Join(w.FailedSamples, "; "))
+		}
+		s.Rows = append(s.Rows, SectionRow{Row: label, Cells: []Cell{Text(w.Kind), start, sec(w.SyncNs), own, ownEnd, objs, first, last,
+			answered, probed, Int(w.Attempts), Int(w.Failed), Int(w.Slow), Num(float64(w.SlowAbove)/1e6, "%g"), p50, p99, maxc,
+			Int(w.BeforeAttempts), Int(w.BeforeFailed), errs}})
+	}
+	return s
+}

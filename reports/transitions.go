@@ -100,3 +100,57 @@ func writeTransitionsMarkdown(b *strings.Builder, r *Result) {
 		}
 	}
 }
+
+// PhaseTransitions is the transitions phase's name (scenario block
+// transitions) in Section.Phase.
+const PhaseTransitions = "transitions"
+
+// TransitionsSection is the transitions phase's section for one result
+// row (label: the ModeResult's row label): one row per transition of ts,
+// keyed by its name and whether conntrack cleanup ran, with
+// writeTransitionsMarkdown's figures: seconds from the end of the sync
+// that made the change to the first answer from a live endpoint ("never
+// (<observe>)" has no value), datagrams sent, answered live, answered
+// stale, lost, the conntrack entries the sync deleted, the client's
+// flows before it, and the sync's wall time (ms). dns, when set, is a
+// note: the DNS-like service's answers on 53/UDP and 53/TCP.
+func TransitionsSection(label string, ts []Transition, dns *DNSCheck) Section {
+	s := Section{Phase: PhaseTransitions, Title: "UDP endpoint transitions (fixed-source-port client, kubernetes#48370)", Scope: "row",
+		Intro: "Seconds from the end of the sync that made the change until a datagram of the client reaches a live endpoint; " +
+			"after the change: datagrams sent, answered by a live endpoint, answered by a removed endpoint's address (stale " +
+			"conntrack entry), unanswered (black-holed or refused); conntrack entries that sync deleted and the client's flows " +
+			"before it (reply source).",
+		Columns: []Column{
+			{Name: "transition", Key: true},
+			{Name: "conntrack cleanup", Key: true},
+			{Name: "live endpoint after", Unit: "s", Figure: "recovery"},
+			{Name: "sent", Unit: "count", Figure: "sent"},
+			{Name: "live", Unit: "count", Figure: "live"},
+			{Name: "stale", Unit: "count", Figure: "stale"},
+			{Name: "lost", Unit: "count", Figure: "lost"},
+			{Name: "entries deleted", Unit: "count", Figure: "conntrack.deleted"},
+			{Name: "flows before (reply src)"},
+			{Name: "sync", Unit: "ms", Figure: "sync.wall"},
+		}}
+	for _, t := range ts {
+		clean := "on (kube-proxy)"
+		if !t.Cleanup {
+			clean = "off"
+		}
+		rec := Cell{Text: t.Recovery()}
+		if t.RecoveryNs >= 0 {
+			rec = Num(float64(t.RecoveryNs)/1e9, "%.3f")
+		}
+		flows := Missing()
+		if len(t.FlowsBefore) > 0 {
+			flows = Text(strings.Join(t.FlowsBefore, " "))
+		}
+		s.Rows = append(s.Rows, SectionRow{Row: label, Cells: []Cell{Text(t.Name), Text(clean), rec, Int(t.Sent), Int(t.Live), Int(t.Stale),
+			Int(t.Lost), Int(t.ConntrackDeleted), flows, Num(float64(t.SyncNs)/1e6, "%.1f")}})
+	}
+	if dns != nil {
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: the DNS-like service on both ServicePorts (one endpoint), answered / sent: 53/UDP %d/%d, 53/TCP %d/%d",
+			label, dns.UDPOK, dns.UDPSent, dns.TCPOK, dns.TCPSent))
+	}
+	return s
+}

@@ -23,7 +23,7 @@ var kernelPackages = []string{
 	"github.com/proxybench/proxybench/workload/traffic",
 	"github.com/proxybench/proxybench/internal/runner",
 	"github.com/proxybench/proxybench/internal/uml",
-	"github.com/proxybench/proxybench/internal/nspool",
+	"github.com/proxybench/proxybench/internal/lib/nspool",
 	"github.com/proxybench/proxybench/proxymodes/conntrack",
 	"github.com/proxybench/proxybench/proxymodes/iptables",
 	"github.com/proxybench/proxybench/proxymodes/ipvs",
@@ -72,7 +72,7 @@ func kernelDependency(pkg string) string {
 func TestKernelDependencyCatches(t *testing.T) {
 	for _, p := range []string{"github.com/vishvananda/netlink/nl", "sigs.k8s.io/knftables", "github.com/moby/ipvs",
 		"github.com/coreos/go-iptables/iptables", "github.com/proxybench/proxybench/proxymodes/modes",
-		"github.com/proxybench/proxybench/proxymodes/ipvs/testing", "github.com/proxybench/proxybench/internal/nspool", "github.com/proxybench/proxybench/workload/traffic"} {
+		"github.com/proxybench/proxybench/proxymodes/ipvs/testing", "github.com/proxybench/proxybench/internal/lib/nspool", "github.com/proxybench/proxybench/workload/traffic"} {
 		if kernelDependency(p) == "" {
 			t.Errorf("%s is not caught", p)
 		}

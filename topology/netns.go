@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/proxybench/proxybench/internal/cpuacct"
+	"github.com/proxybench/proxybench/internal/lib/cpuacct"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"

@@ -151,6 +151,7 @@ var connReusePhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "connReuse", Field: "connReuse", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
 		Wants:            func(s *scenarios.Scenario) bool { return s.ConnReuse != nil },
 		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
+	Report: reports.ConnReuseReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
 		if r.Result.ConnReuse, err = connReusePhase(ctx, r.Sc, r.Env, r.Testbed, r.Mode, r.Services, r.Progress()); err != nil {
 			return fmt.Errorf("conn reuse: %w", err)

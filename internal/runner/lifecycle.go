@@ -206,6 +206,7 @@ var lifecyclePhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "lifecycle", Field: "lifecycle", Scope: scenarios.ScopeRow, Rules: true,
 		Wants:            func(s *scenarios.Scenario) bool { return s.Lifecycle != nil },
 		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
+	Report: reports.LifecycleReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
 		if r.Result.Lifecycle, err = lifecyclePhase(ctx, r.Sc, r.Env, r.Testbed, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults); err != nil {
 			return fmt.Errorf("lifecycle: %w", err)

@@ -38,6 +38,10 @@ type Phase struct {
 	// The runner calls it after Run, also after a failed Run, so a
 	// partial row's figures show too.
 	Report func(label string, mr *reports.ModeResult) []reports.Section
+	// ReportRun builds a run-scoped phase's sections from the result's
+	// typed figures (its field on reports.Result), after RunAll, also
+	// after a failed one.
+	ReportRun func(res *reports.Result) []reports.Section
 	// Core: the phase's figures are the result's core tables (sync.full,
 	// sync.incremental, lookup, fairness, churn), which every format
 	// renders from ModeResult's own fields, not a Section.
@@ -234,10 +238,14 @@ func runScoped(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topol
 		if ph.Scope != scenarios.ScopeRun || ph.RunAll == nil || !ph.Wanted(sc) {
 			continue
 		}
-		if err := ph.RunAll(ctx, s); err != nil {
-			return phaseErr(ph.Name, err)
+		err := ph.RunAll(ctx, s)
+		if ph.ReportRun != nil {
+			s.AddSection(ph.ReportRun(res)...)
 		}
 		checkpoint(res, o.Checkpoint)
+		if err != nil {
+			return phaseErr(ph.Name, err)
+		}
 	}
 	return nil
 }

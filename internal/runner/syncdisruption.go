@@ -347,6 +347,7 @@ func syncDisruptionPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb
 var syncDisruptionPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "syncDisruption", Field: "syncDisruption", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
 		Wants: func(s *scenarios.Scenario) bool { return s.SyncDisruption != nil }},
+	Report: reports.SyncDisruptionReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
 		if r.Result.SyncDisruption, err = syncDisruptionPhase(ctx, r.Sc, r.Env, r.Testbed, r.Mode, r.Proxier, r.Services, r.Progress()); err != nil {
 			return fmt.Errorf("sync disruption: %w", err)

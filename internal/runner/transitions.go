@@ -349,6 +349,7 @@ var transitionsPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "transitions", Field: "transitions", Scope: scenarios.ScopeRow, Rules: true,
 		Wants:            func(s *scenarios.Scenario) bool { return s.Transitions != nil },
 		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
+	Report: reports.TransitionsReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
 		if r.Result.Transitions, r.Result.DNS, err = transitionsPhase(ctx, r.Sc, r.Env, r.Testbed, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults); err != nil {
 			return fmt.Errorf("transitions: %w", err)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 )
 
 // RootSnapshot captures the host root namespace's iptables (both back
@@ -35,7 +35,7 @@ func RootSnapshot(t testing.TB) map[string]string {
 		snap[key] = strings.Join(keep, "\n")
 	}
 	for _, be := range []string{"legacy", "nft"} {
-		run(proxymodes.IPTablesBinary(be, ""), proxymodes.IPTablesBinary(be, "save"))
+		run(xtables.Binary(be, ""), xtables.Binary(be, "save"))
 	}
 	run("nft", "nft", "list", "ruleset")
 	run("routes", "ip", "route", "show", "table", "all")

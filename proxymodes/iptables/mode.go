@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/scenarios"
@@ -43,7 +44,7 @@ var Mode = proxymodes.Mode{
 	},
 	Binaries: func(sc *scenarios.Scenario) []string {
 		b := sc.IPTables.Backend
-		return []string{proxymodes.IPTablesBinary(b, ""), proxymodes.IPTablesBinary(b, "restore"), proxymodes.IPTablesBinary(b, "save")}
+		return []string{xtables.Binary(b, ""), xtables.Binary(b, "restore"), xtables.Binary(b, "save")}
 	},
 	KernelOptions:    proxymodes.IPTablesKernelOptionsFor,
 	Probe:            Probe,

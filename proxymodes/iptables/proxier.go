@@ -7,12 +7,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"time"
 
 	goipt "github.com/coreos/go-iptables/iptables"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/conntrack"
 	"github.com/proxybench/proxybench/workload"
@@ -73,8 +75,9 @@ type Proxier struct {
 	cfg Config
 	ns  Namespace
 
-	// newCmd opens the iptables command of a back end (go-iptables).
-	newCmd func(path string) (iptablesCmd, error)
+	// newCmd opens the iptables command of a back end (go-iptables) by
+	// its name (openIPTables: looked up on PATH).
+	newCmd func(name string) (iptablesCmd, error)
 
 	mu      sync.Mutex
 	cmd     iptablesCmd
@@ -83,6 +86,15 @@ type Proxier struct {
 	// applied holds each port's fingerprint as of the last successful
 	// Sync; nil forces the next Sync to be full.
 	applied map[string]uint64
+}
+
+// ResolveTools drops the go-iptables handle, so the next Sync looks the
+// iptables tool up on PATH again (proxymodes.ToolResolver); iptables-restore
+// is looked up at every Sync.
+func (p *Proxier) ResolveTools() {
+	p.mu.Lock()
+	p.cmd = nil
+	p.mu.Unlock()
 }
 
 // ForceFullSync makes the next Sync rewrite every chain (kube-proxy forces
@@ -96,18 +108,32 @@ func (p *Proxier) ForceFullSync() {
 // New returns a Proxier for cfg that programs ns. Nothing runs until Sync;
 // an invalid cfg makes Sync fail.
 func New(cfg Config, ns Namespace) *Proxier {
-	return &Proxier{cfg: cfg, ns: ns, newCmd: func(path string) (iptablesCmd, error) {
-		return goipt.New(goipt.Path(path), goipt.Timeout(5)) // kube-proxy: -w 5
-	}}
+	return &Proxier{cfg: cfg, ns: ns, newCmd: openIPTables}
 }
 
-var _ proxymodes.Proxier = (*Proxier)(nil)
+// openIPTables opens go-iptables on the iptables tool name as found on
+// PATH (exec.LookPath): kube-proxy runs its iptables tools by name through
+// PATH too (k8s.io/utils/exec), so a wrapper put first on PATH, as
+// failure.syncErrors does, is the program that runs, as it is for
+// iptables-restore (run by name, Namespace.Run).
+func openIPTables(name string) (iptablesCmd, error) {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return nil, err
+	}
+	return goipt.New(goipt.Path(path), goipt.Timeout(5)) // kube-proxy: -w 5
+}
+
+var (
+	_ proxymodes.Proxier      = (*Proxier)(nil)
+	_ proxymodes.ToolResolver = (*Proxier)(nil)
+)
 
 // Mode returns "iptables".
 func (p *Proxier) Mode() string { return "iptables" }
 
-// binary names the back end's iptables tool (proxymodes.IPTablesBinary).
-func (p *Proxier) binary(tool string) string { return proxymodes.IPTablesBinary(p.cfg.Backend, tool) }
+// binary names the back end's iptables tool (xtables.Binary).
+func (p *Proxier) binary(tool string) string { return xtables.Binary(p.cfg.Backend, tool) }
 
 // Info returns {"backend": "legacy"|"nft", "iptables": "<iptables
 // --version output>"}.
@@ -126,7 +152,7 @@ func (p *Proxier) command() (iptablesCmd, error) {
 	if p.cmd != nil {
 		return p.cmd, nil
 	}
-	c, err := p.newCmd("/usr/sbin/" + p.binary(""))
+	c, err := p.newCmd(p.binary(""))
 	if err != nil {
 		return nil, fmt.Errorf("iptables: open %q: %w", p.binary(""), err)
 	}
@@ -244,7 +270,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	st.Phases["ensure"] = time.Since(t)
 
 	t = time.Now()
-	_, err = p.ns.Run(ctx, rs.Data, p.binary("restore"), proxymodes.RestoreArgs("--noflush")...)
+	_, err = p.ns.Run(ctx, rs.Data, p.binary("restore"), xtables.RestoreArgs("--noflush")...)
 	st.Phases["restore"] = time.Since(t)
 	if err == nil && !p.cfg.NoConntrackCleanup {
 		conntrack.AfterSync(p.ns, services).Into(&st)
@@ -324,7 +350,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	}
 	data := cleanupInput(out)
 	if data != nil {
-		if _, err := p.ns.Run(ctx, data, p.binary("restore"), proxymodes.RestoreArgs("--noflush")...); err != nil {
+		if _, err := p.ns.Run(ctx, data, p.binary("restore"), xtables.RestoreArgs("--noflush")...); err != nil {
 			return fmt.Errorf("iptables: cleanup: %w", err)
 		}
 	}

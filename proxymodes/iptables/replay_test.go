@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/proxymodes"
 	iptablestest "github.com/proxybench/proxybench/proxymodes/iptables/testing"
@@ -58,7 +59,7 @@ func natKube(save string) []string {
 // table's KUBE-R* chains and rules (iptables-save). A fake that accepts
 // what the kernel rejects, or applies part of a failed restore, fails here.
 func TestKernelReplayFake(t *testing.T) {
-	restore, save := proxymodes.IPTablesBinary(BackendLegacy, "restore"), proxymodes.IPTablesBinary(BackendLegacy, "save")
+	restore, save := xtables.Binary(BackendLegacy, "restore"), xtables.Binary(BackendLegacy, "save")
 	testenv.RequireKernel(t, restore, save)
 	ctx := context.Background()
 	ns := testenv.NewNetns(t, "iptreplay")
@@ -67,7 +68,7 @@ func TestKernelReplayFake(t *testing.T) {
 		var got [2][]string
 		var failed [2]bool
 		for j, node := range []proxymodes.Node{ns, fake} {
-			_, err := node.Run(ctx, []byte(step.data), restore, proxymodes.RestoreArgs("--noflush")...)
+			_, err := node.Run(ctx, []byte(step.data), restore, xtables.RestoreArgs("--noflush")...)
 			failed[j] = err != nil
 			out, err := node.Run(ctx, nil, save)
 			if err != nil {

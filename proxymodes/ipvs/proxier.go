@@ -19,6 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/conntrack"
 	"github.com/proxybench/proxybench/workload"
@@ -29,8 +30,8 @@ import (
 const binIPSet = "ipset"
 
 var (
-	binRestore = proxymodes.IPTablesBinary("legacy", "restore")
-	binSave    = proxymodes.IPTablesBinary("legacy", "save")
+	binRestore = xtables.Binary("legacy", "restore")
+	binSave    = xtables.Binary("legacy", "save")
 )
 
 // ipsetMaxElem is the KUBE-CLUSTER-IP maxelem: fixed (a different value
@@ -650,7 +651,7 @@ func (p *Proxier) syncIPTables(ctx context.Context, rs *Ruleset, st *proxymodes.
 		return fmt.Errorf("ipvs: %w", err)
 	}
 	in, jumps := natInput(rs.NAT, save)
-	if _, err := p.node.Run(ctx, in, binRestore, proxymodes.RestoreArgs("--noflush")...); err != nil {
+	if _, err := p.node.Run(ctx, in, binRestore, xtables.RestoreArgs("--noflush")...); err != nil {
 		return fmt.Errorf("ipvs: restore nat rules: %w", err)
 	}
 	st.Bytes += len(in)
@@ -675,7 +676,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
 	} else if in := cleanupInput(save); in != nil {
-		if _, err := p.node.Run(ctx, in, binRestore, proxymodes.RestoreArgs("--noflush")...); err != nil {
+		if _, err := p.node.Run(ctx, in, binRestore, xtables.RestoreArgs("--noflush")...); err != nil {
 			errs = append(errs, fmt.Errorf("ipvs: cleanup nat rules: %w", err))
 		}
 	}

@@ -124,7 +124,20 @@ func (b *testbed) close() {
 }
 
 func start(t testing.TB, ctx context.Context, runID, mode string, svcs []workload.Service, dir string) (*testbed, error) {
+	b, err := startWith(t, ctx, runID, mode, "", svcs, dir)
+	if err != nil {
+		return b, err
+	}
+	return b, b.kp.WaitHealthy(ctx, 2*time.Minute)
+}
+
+// startWith is start with kube-proxy binary bin ("": the default), not
+// waiting for kube-proxy to be healthy.
+func startWith(t testing.TB, ctx context.Context, runID, mode, bin string, svcs []workload.Service, dir string) (*testbed, error) {
 	bins := testenv.RequireKube(t)
+	if bin == "" {
+		bin = bins.KubeProxy
+	}
 	b := &testbed{}
 	var err error
 	b.tb, err = topology.Build(ctx, topology.Spec{RunID: runID, ClientPods: 1, ServiceCIDR: serviceCIDR, PodCIDR: podCIDR, NodeCIDR: nodeCIDR})
@@ -150,13 +163,10 @@ func start(t testing.TB, ctx context.Context, runID, mode string, svcs []workloa
 	if err := b.cp.WriteKubeconfig(0, kc); err != nil {
 		return b, err
 	}
-	b.kp, err = kubeproxy.Start(ctx, kubeproxy.Spec{RunID: runID, Node: b.tb.Node, Binary: bins.KubeProxy, Dir: dir,
+	b.kp, err = kubeproxy.Start(ctx, kubeproxy.Spec{RunID: runID, Node: b.tb.Node, Binary: bin, Dir: dir,
 		Config: kubeproxy.ConfigSpec{Mode: mode, ClusterCIDR: clusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc,
 			Pass: map[string]any{"iptables": map[string]any{"minSyncPeriod": "0s"}}}})
-	if err != nil {
-		return b, err
-	}
-	return b, b.kp.WaitHealthy(ctx, 2*time.Minute)
+	return b, err
 }
 
 // everyAnswers waits up to timeout for every ClusterIP of svcs to answer

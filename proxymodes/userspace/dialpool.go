@@ -9,7 +9,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/proxybench/proxybench/internal/nspool"
+	"github.com/proxybench/proxybench/internal/lib/nspool"
 	"github.com/proxybench/proxybench/proxymodes"
 )
 

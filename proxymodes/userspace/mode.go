@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/scenarios"
@@ -42,7 +43,7 @@ var Mode = proxymodes.Mode{
 	},
 	Binaries: func(sc *scenarios.Scenario) []string {
 		b := sc.IPTables.Backend
-		return []string{proxymodes.IPTablesBinary(b, ""), proxymodes.IPTablesBinary(b, "restore")}
+		return []string{xtables.Binary(b, ""), xtables.Binary(b, "restore")}
 	},
 	KernelOptions: func(sc *scenarios.Scenario) []string {
 		// The portals' REDIRECT target besides iptables' own.

@@ -38,6 +38,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/workload"
 )
@@ -223,8 +224,8 @@ func (p *Proxier) reset() {
 // Mode returns "userspace".
 func (p *Proxier) Mode() string { return "userspace" }
 
-// binary names the back end's iptables tool (proxymodes.IPTablesBinary).
-func (p *Proxier) binary(tool string) string { return proxymodes.IPTablesBinary(p.cfg.Backend, tool) }
+// binary names the back end's iptables tool (xtables.Binary).
+func (p *Proxier) binary(tool string) string { return xtables.Binary(p.cfg.Backend, tool) }
 
 // Info returns {"backend", "iptables" (version), "dialTimeouts",
 // "sessionAffinity", "copy": "io.Copy (splice(2))"}.
@@ -392,7 +393,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 	st.Bytes = len(rs.Data)
 
 	t = time.Now()
-	_, err = p.node.Run(ctx, rs.Data, p.binary("restore"), proxymodes.RestoreArgs("--noflush")...)
+	_, err = p.node.Run(ctx, rs.Data, p.binary("restore"), xtables.RestoreArgs("--noflush")...)
 	st.Phases["restore"] = time.Since(t)
 	if err != nil {
 		p.lastData = nil
@@ -574,7 +575,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 			}
 		}
 	}
-	if _, err := p.node.Run(ctx, []byte(cleanupData), p.binary("restore"), proxymodes.RestoreArgs("--noflush")...); err != nil {
+	if _, err := p.node.Run(ctx, []byte(cleanupData), p.binary("restore"), xtables.RestoreArgs("--noflush")...); err != nil {
 		return fmt.Errorf("userspace: cleanup: %w", err)
 	}
 	return nil

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/proxybench/proxybench/internal/nspool"
+	"github.com/proxybench/proxybench/internal/lib/nspool"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
 )

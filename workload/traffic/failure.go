@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/topology"
 )
 
@@ -51,7 +51,7 @@ func DownEndpoints(ctx context.Context, backend *topology.Netns, ips []netip.Add
 		fmt.Fprintf(&b, "-A %s -d %s/32 -p tcp -j %s\n", ChainDown, ip, target)
 	}
 	b.WriteString("-I INPUT 1 -j " + ChainDown + "\nCOMMIT\n")
-	bin := proxymodes.IPTablesBinary("legacy", "restore")
+	bin := xtables.Binary("legacy", "restore")
 	if _, err := backend.Run(ctx, b.Bytes(), bin, "--noflush"); err != nil {
 		return nil, fmt.Errorf("traffic: down %d endpoints: %w", len(ips), err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/proxybench/proxybench/internal/nspool"
+	"github.com/proxybench/proxybench/internal/lib/nspool"
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/topology"
 )

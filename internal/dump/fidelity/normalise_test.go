@@ -179,7 +179,7 @@ func TestExplain(t *testing.T) {
 // TestKnownDocumented: docs/modes.md lists every documented difference
 // under its ID.
 func TestKnownDocumented(t *testing.T) {
-	b, err := os.ReadFile("../../docs/modes.md")
+	b, err := os.ReadFile("../../../docs/modes.md")
 	if err != nil {
 		t.Fatal(err)
 	}

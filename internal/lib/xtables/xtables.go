@@ -1,10 +1,22 @@
-package proxymodes
+// Package xtables names the iptables tools and the arguments kube-proxy
+// gives them, for every package that runs them (the iptables, ipvs and
+// userspace modes, the traffic package's endpoint faults, the test
+// environment): a leaf, it imports nothing of proxybench
+// (docs/architecture.md, "Layers").
+package xtables
 
-import (
-	"slices"
-
-	"github.com/proxybench/proxybench/scenarios"
-)
+// Binary names an iptables tool of a back end: for backend "legacy",
+// tool "restore" gives "iptables-legacy-restore" and tool ""
+// "iptables-legacy". Callers run it by this name, looked up on PATH as
+// kube-proxy does, never by a fixed folder, so the failure.syncErrors
+// wrappers put first on PATH are what runs.
+func Binary(backend, tool string) string {
+	name := "iptables-" + backend
+	if tool != "" {
+		name += "-" + tool
+	}
+	return name
+}
 
 // RestoreWait are the arguments kube-proxy gives iptables-restore (and
 // iptables) so that the xtables lock (/run/xtables.lock, shared by every
@@ -25,43 +37,19 @@ func RestoreArgs(args ...string) []string {
 	return append(append(make([]string, 0, len(RestoreWait)+len(args)), RestoreWait...), args...)
 }
 
-// IPTablesKernelOptions are the kernel build options (Kconfig names) of
+// KernelOptions are the kernel build options (Kconfig names) of
 // kube-proxy's iptables rules with back end "legacy" or "nft": the
 // iptables nat and filter tables, the xt matches and targets its rules use
 // (statistic, comment, conntrack, addrtype, MASQUERADE, REJECT), and for
 // "nft" nf_tables' ip family with nft_compat, through which iptables-nft
 // runs xt matches (net/netfilter/Kconfig, net/ipv4/netfilter/Kconfig).
 // A new slice each call.
-func IPTablesKernelOptions(backend string) []string {
+func KernelOptions(backend string) []string {
 	out := []string{"CONFIG_IP_NF_IPTABLES", "CONFIG_IP_NF_FILTER", "CONFIG_IP_NF_NAT", "CONFIG_NF_NAT",
 		"CONFIG_NETFILTER_XT_MATCH_STATISTIC", "CONFIG_NETFILTER_XT_MATCH_COMMENT", "CONFIG_NETFILTER_XT_MATCH_CONNTRACK",
 		"CONFIG_NETFILTER_XT_MATCH_ADDRTYPE", "CONFIG_NETFILTER_XT_TARGET_MASQUERADE", "CONFIG_IP_NF_TARGET_REJECT"}
 	if backend == "nft" {
 		out = append(out, "CONFIG_NF_TABLES", "CONFIG_NF_TABLES_IPV4", "CONFIG_NFT_COMPAT")
-	}
-	return out
-}
-
-// iptablesBackends returns sc's iptables back end, or both when sc is nil
-// (any setting).
-func iptablesBackends(sc *scenarios.Scenario) []string {
-	if sc == nil {
-		return []string{"legacy", "nft"}
-	}
-	return []string{sc.IPTables.Backend}
-}
-
-// IPTablesKernelOptionsFor is IPTablesKernelOptions of sc's back end, or
-// of both back ends when sc is nil, without repeats: a Mode.KernelOptions
-// for the modes that program iptables.
-func IPTablesKernelOptionsFor(sc *scenarios.Scenario) []string {
-	var out []string
-	for _, b := range iptablesBackends(sc) {
-		for _, o := range IPTablesKernelOptions(b) {
-			if !slices.Contains(out, o) {
-				out = append(out, o)
-			}
-		}
 	}
 	return out
 }

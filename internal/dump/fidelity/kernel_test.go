@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/dump/fidelity"
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/internal/uml"
-	"github.com/proxybench/proxybench/proxymodes/fidelity"
 	"github.com/proxybench/proxybench/proxymodes/ipvs"
 	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/scenarios"
