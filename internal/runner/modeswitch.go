@@ -31,18 +31,19 @@ import (
 var modeSwitchPhase = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "modeSwitch", Field: "modeSwitch", Scope: scenarios.ScopeRun, Rules: true, TCP: true,
 		Wants: func(s *scenarios.Scenario) bool { return s.ModeSwitch != nil }, Check: scenarios.ModeSwitchProblems},
-	RunAll: runModeSwitch,
+	RunAll:    runModeSwitch,
+	ReportRun: func(res *reports.Result) []reports.Section { return reports.ModeSwitchSections(res.ModeSwitch) },
 }
 
 // runModeSwitch measures every switch of sc's modeSwitch.pairs whose two
 // modes this run has (sc.Modes: a run on one kernel of several has that
-// kernel's), builtin and kube-proxy, appends each to Result.ModeSwitch
-// and adds the two sections. A switch that fails is kept with its error
-// and the next one runs; only a cancelled run stops the phase.
+// kernel's), builtin and kube-proxy, and appends each to
+// Result.ModeSwitch (ReportRun makes the sections from them). A switch
+// that fails is kept with its error and the next one runs; only a
+// cancelled run stops the phase.
 func runModeSwitch(ctx context.Context, s *RunState) error {
 	sc := s.Sc
 	in := switchInput{sc: sc, env: s.Env, sw: newSwitchEnv(s.Testbed), services: s.Services, prog: s.O.Progress, kernel: string(s.O.Where)}
-	var done []reports.ModeSwitch
 	for _, pair := range sc.ModeSwitch.Pairs {
 		if !slices.Contains(sc.Modes, pair.From) || !slices.Contains(sc.Modes, pair.To) {
 			s.Result.Skipped = append(s.Result.Skipped, fmt.Sprintf("modeSwitch %s: not on this kernel (its modes here: %v)", pair, sc.Modes))
@@ -73,17 +74,13 @@ func runModeSwitch(ctx context.Context, s *RunState) error {
 			}
 		}
 		for _, sw := range sws {
-			r := measureSwitch(ctx, in, pair, from, to, sw)
-			done = append(done, r)
-			s.Result.ModeSwitch = append(s.Result.ModeSwitch, r)
+			s.Result.ModeSwitch = append(s.Result.ModeSwitch, measureSwitch(ctx, in, pair, from, to, sw))
 			checkpoint(s.Result, s.O.Checkpoint)
 			if err := ctx.Err(); err != nil {
-				s.AddSection(reports.ModeSwitchSections(done)...)
 				return err
 			}
 		}
 	}
-	s.AddSection(reports.ModeSwitchSections(done)...)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/proxymodes"
 )
 
@@ -112,7 +113,7 @@ func (t IPTables) DropChains(ctx context.Context, table string, names []string, 
 	if in == nil {
 		return nil
 	}
-	if _, err := t.Node.Run(ctx, in, t.Cmd+"-restore", proxymodes.RestoreArgs("--noflush")...); err != nil {
+	if _, err := t.Node.Run(ctx, in, t.Cmd+"-restore", xtables.RestoreArgs("--noflush")...); err != nil {
 		return fmt.Errorf("%s-restore of table %s: %w", t.Cmd, table, err)
 	}
 	return nil
