@@ -76,8 +76,7 @@ func (s *Scenario) setModeSwitchDefaults() {
 	}
 }
 
-// ModeSwitchProblems checks the modeSwitch block (the phase's Check,
-// through Catalog.Phases): each pair names two different modes of
+// ModeSwitchProblems checks the modeSwitch block (Validate): each pair names two different modes of
 // ModeSwitchModes, no pair twice, and at least one pair has both its
 // modes in modes (a pair with a mode left out, e.g. by run --modes, is
 // skipped and says so; one with userspace runs builtin only, as its row
@@ -140,4 +139,11 @@ func ModeSwitchProblems(s *Scenario) []*FieldError {
 		add("modeSwitch", fmt.Sprintf("the switch runs on one node, and topology has %d", n), "use topology.nodes: 1 for the mode-switch scenario")
 	}
 	return out
+}
+
+// modeSwitch checks the modeSwitch block (ModeSwitchProblems).
+func (c *checker) modeSwitch() {
+	for _, e := range ModeSwitchProblems(c.s) {
+		c.add(e.Field, e.Msg, e.Fix)
+	}
 }

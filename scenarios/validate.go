@@ -297,6 +297,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).churn,
 		(*checker).transitions,
 		(*checker).syncDisruption,
+		(*checker).modeSwitch,
 		(*checker).lifecycle,
 		(*checker).connReuse,
 		(*checker).failure,

@@ -30,7 +30,7 @@ import (
 // run with kube-proxy).
 var modeSwitchPhase = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "modeSwitch", Field: "modeSwitch", Scope: scenarios.ScopeRun, Rules: true, TCP: true,
-		Wants: func(s *scenarios.Scenario) bool { return s.ModeSwitch != nil }, Check: scenarios.ModeSwitchProblems},
+		Wants: func(s *scenarios.Scenario) bool { return s.ModeSwitch != nil }},
 	RunAll:    runModeSwitch,
 	ReportRun: func(res *reports.Result) []reports.Section { return reports.ModeSwitchSections(res.ModeSwitch) },
 }
