@@ -318,3 +318,17 @@ func TestBuiltinSwitch(t *testing.T) {
 		t.Errorf("cleanup: %v, old %d new %d", err, old.cleanups, nw.cleanups)
 	}
 }
+
+// planModeSwitch keeps auto's usual choice when every pair runs on the
+// host, or when no guest kernel runs the others.
+func TestPlanModeSwitchFallsBack(t *testing.T) {
+	sc, _ := switchScenario(t)
+	st := []ModeStatus{{Mode: "iptables", Available: true}, {Mode: "nftables", Available: true}}
+	if _, ok := planModeSwitch(sc, st, nil); ok {
+		t.Error("every pair runs on the host: want auto's usual plan")
+	}
+	st[1].Available = false
+	if _, ok := planModeSwitch(sc, st, nil); ok {
+		t.Error("no guest kernel: want auto's usual plan")
+	}
+}
