@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/proxybench/proxybench/proxymodes"
@@ -201,40 +200,8 @@ func measureSwitch(ctx context.Context, in switchInput, pair scenarios.ModeSwitc
 	}
 	out.Established = len(held)
 	pr := newProber(targets)
-	var (
-		mu   sync.Mutex
-		recs []probeRec
-		stop atomic.Bool
-	)
-	probesDone := make(chan struct{})
-	go func() {
-		defer close(probesDone)
-		pool.Each(func(int) {
-			for k := 0; !stop.Load(); k++ {
-				ti := pr.pick(k)
-				s := in.services[targets[ti].Service]
-				_, start, err := in.env.dial(s.ClusterIP, s.Ports[0].Port, ms.Timeout.Duration)
-				r := probeRec{target: ti, start: start, lat: time.Since(start), err: err}
-				if err == nil {
-					pr.answered(ti, start.Add(r.lat))
-				}
-				mu.Lock()
-				recs = append(recs, r)
-				mu.Unlock()
-				if ms.Interval.Duration > 0 {
-					time.Sleep(ms.Interval.Duration)
-				}
-			}
-		})
-	}()
-	stopProbes := func() []probeRec {
-		if !stop.Swap(true) {
-			<-probesDone
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]probeRec(nil), recs...)
-	}
+	loop := startProbeLoop(in.env, pool, pr, in.services, ms.Timeout.Duration, ms.Interval.Duration)
+	stopProbes := loop.stop
 	defer stopProbes()
 	time.Sleep(time.Second) // baseline: every service answers through the old rules
 
