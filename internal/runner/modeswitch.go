@@ -137,7 +137,8 @@ const switchWorkers = 2
 // the kernel: AfterCleanup; start again) under the same probes. At the
 // end every proxy's rules are removed and node0's conntrack table
 // flushed. A step that fails ends the switch there with Error set; what
-// was measured is kept.
+// was measured is kept. The node is reset first (every proxy object
+// removed).
 func measureSwitch(ctx context.Context, in switchInput, pair scenarios.ModeSwitchPair, from, to proxymodes.Mode, sw switcher) (out reports.ModeSwitch) {
 	ms := in.sc.ModeSwitch
 	impl, version := sw.implementation()
@@ -161,9 +162,15 @@ func measureSwitch(ctx context.Context, in switchInput, pair scenarios.ModeSwitc
 	if err := in.env.flush(0); err != nil {
 		return fail("conntrack flush before the switch", err)
 	}
-	// What the node holds before the from mode starts (an earlier row's
-	// kube-proxy leaves KUBE-FIREWALL, which nothing removes) is nobody's
-	// leftover here: it is left out of every reading below.
+	// A clean node: an earlier row or switch may have left what no
+	// cleanup removes (kube-proxy's KUBE-FIREWALL, the userspace portals).
+	// What a reset could not remove is nobody's leftover here: it is left
+	// out of every reading below.
+	if in.sw.reset != nil {
+		if err := in.sw.reset(ctx); err != nil {
+			out.Notes = append(out.Notes, "reset of the node before the switch: "+err.Error())
+		}
+	}
 	base, err := in.sw.read(ctx)
 	if err != nil {
 		return fail("read the node's rules before the switch", err)

@@ -20,8 +20,11 @@ import (
 // node0's proxy objects back, and hold connections across the switch.
 // newSwitchEnv binds it to a testbed; unit tests substitute fakes.
 type switchEnv struct {
-	// read is leftovers.Read of node0.
-	read func(ctx context.Context) (leftovers.Inventory, error)
+	// read is leftovers.Read of node0; reset leftovers.Reset (every
+	// proxy object removed, so a switch starts on a clean node; nil:
+	// nothing is removed).
+	read  func(ctx context.Context) (leftovers.Inventory, error)
+	reset func(ctx context.Context) error
 	// open makes one connection from the calling probe worker's client
 	// namespace and keeps it open (traffic.OpenEcho); close closes it.
 	open  func(dst netip.Addr, port uint16, timeout time.Duration) (fd int, err error)
@@ -34,7 +37,8 @@ type switchEnv struct {
 
 func newSwitchEnv(tb *topology.Testbed) switchEnv {
 	return switchEnv{
-		read: func(ctx context.Context) (leftovers.Inventory, error) { return leftovers.Read(ctx, tb.Node) },
+		read:  func(ctx context.Context) (leftovers.Inventory, error) { return leftovers.Read(ctx, tb.Node) },
+		reset: func(ctx context.Context) error { return leftovers.Reset(ctx, tb.Node) },
 		open: func(dst netip.Addr, port uint16, timeout time.Duration) (int, error) {
 			fd, _, _, _, err := traffic.OpenEcho(netip.Addr{}, dst, port, timeout)
 			return fd, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/proxybench/proxybench/internal/lib/xtables"
@@ -166,3 +167,81 @@ func (e *Errors) Add(err error) {
 
 // Err is every kept error, joined; nil when none.
 func (e *Errors) Err() error { return errors.Join(e.errs...) }
+
+// ResetInput is iptables-restore input (without --noflush: each table
+// listed is replaced whole) that holds save's tables without any KUBE-*
+// chain and without the rules of other chains that jump to one; nil when
+// save has none.
+func ResetInput(save []byte) []byte {
+	var b bytes.Buffer
+	found := false
+	for _, l := range strings.Split(string(save), "\n") {
+		switch {
+		case strings.HasPrefix(l, "#"), l == "":
+			continue
+		case strings.HasPrefix(l, ":KUBE-"):
+			found = true
+			continue
+		case strings.HasPrefix(l, "-A "):
+			f := strings.Fields(l)
+			if strings.HasPrefix(f[1], "KUBE-") || strings.HasPrefix(jumpTarget(f), "KUBE-") {
+				found = true
+				continue
+			}
+		}
+		b.WriteString(l + "\n")
+	}
+	if !found {
+		return nil
+	}
+	return b.Bytes()
+}
+
+// Reset removes every proxy object Read finds from node, whoever wrote
+// it (a clean node before a mode switch): every KUBE-* chain and every
+// jump into one, in each table of both back ends and families (the
+// table's save, filtered, restored whole); the nft tables named
+// kube-proxy; the IPVS table and kube-ipvs0 (when the kernel has IP_VS);
+// every KUBE-* ipset.
+func Reset(ctx context.Context, node proxymodes.Node) error {
+	var errs Errors
+	for _, be := range Backends {
+		for _, t := range Families(node, be) {
+			save, err := node.Run(ctx, nil, t.Cmd+"-save")
+			if err != nil {
+				continue // the family does not run here
+			}
+			if in := ResetInput(save); in != nil {
+				if _, err := node.Run(ctx, in, t.Cmd+"-restore", xtables.RestoreWait...); err != nil {
+					errs.Add(fmt.Errorf("%s-restore: %w", t.Cmd, err))
+				}
+			}
+		}
+	}
+	for _, fam := range []string{"ip", "ip6"} {
+		errs.Add(DeleteNFTTable(ctx, node, fam, "kube-proxy"))
+	}
+	inv, err := Read(ctx, node)
+	if err != nil {
+		errs.Add(err)
+	}
+	if slices.ContainsFunc(inv, func(o Object) bool { return o.Kind == KindVirtual }) {
+		if _, err := node.Run(ctx, nil, "ipvsadm", "-C"); err != nil {
+			errs.Add(err)
+		}
+	}
+	for _, o := range inv {
+		switch o.Kind {
+		case KindDevice:
+			if _, err := node.Run(ctx, nil, "ip", "link", "del", o.Name); err != nil {
+				errs.Add(err)
+			}
+		}
+	}
+	for _, o := range inv {
+		if o.Kind == KindIPSet {
+			errs.Add(DestroySet(ctx, node, o.Name))
+		}
+	}
+	return errs.Err()
+}

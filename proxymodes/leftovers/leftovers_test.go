@@ -110,3 +110,14 @@ func TestDropChainsInput(t *testing.T) {
 		t.Error("no chain to drop: want nil")
 	}
 }
+
+func TestResetInput(t *testing.T) {
+	got := string(ResetInput([]byte(save)))
+	want := "*nat\n:PREROUTING ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\nCOMMIT\n*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j ACCEPT\nCOMMIT\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if ResetInput([]byte("*nat\n:PREROUTING ACCEPT [0:0]\nCOMMIT\n")) != nil {
+		t.Error("nothing of a proxy: want nil")
+	}
+}
