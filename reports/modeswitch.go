@@ -117,7 +117,7 @@ type Leftover struct {
 	Rules int    `json:"rules,omitempty"`
 }
 
-// String is "iptables-legacy ip nat KUBE-SVC-* ×1000 (3000 rules)".
+// String is "iptables-legacy ip nat KUBE-SVC-* ×1000 (3000 rules)" (rules; ipset entries; nft table chains; virtual server real servers).
 func (l Leftover) String() string {
 	var b strings.Builder
 	if l.Where != "" {
@@ -128,12 +128,22 @@ func (l Leftover) String() string {
 		fmt.Fprintf(&b, " ×%d", l.Count)
 	}
 	if l.Rules > 0 {
-		unit := "rules"
+		unit := "rule"
 		switch l.Kind {
 		case "ipset":
-			unit = "entries"
+			unit = "entr"
 		case "nft table":
-			unit = "chains"
+			unit = "chain"
+		case "ipvs virtual server":
+			unit = "real server"
+		}
+		switch {
+		case l.Rules == 1 && unit == "entr":
+			unit = "entry"
+		case unit == "entr":
+			unit = "entries"
+		case l.Rules != 1:
+			unit += "s"
 		}
 		fmt.Fprintf(&b, " (%d %s)", l.Rules, unit)
 	}
@@ -245,8 +255,14 @@ func ModeSwitchSections(switches []ModeSwitch) []Section {
 			}
 		}
 		for _, s := range m.Services {
+			bound := func(ns int64) Cell { // -1: no failure, or no answer after it
+				if ns < 0 {
+					return Missing()
+				}
+				return secs(ns)
+			}
 			per.Rows = append(per.Rows, SectionRow{Row: label, Cells: []Cell{Text(s.Service), Text(s.ClusterIP), Int(s.Attempts), Int(s.Failed),
-				secs(s.OutageNs), secs(s.LastOldNs), secs(s.FirstNewNs)}})
+				secs(s.OutageNs), bound(s.LastOldNs), bound(s.FirstNewNs)}})
 		}
 	}
 	return []Section{sum, per}
