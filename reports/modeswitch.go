@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/proxybench/proxybench/measure"
 )
 
 // ModeSwitch is one switch of the modeSwitch phase (run-scoped: it spans
@@ -71,6 +73,10 @@ type ModeSwitch struct {
 	Recovery            *SyncWindow `json:"recovery,omitempty"`
 	RecoveryOutageNs    int64       `json:"recoveryOutageNs,omitempty"`
 	RecoveryFirstSyncNs int64       `json:"recoveryFirstSyncNs,omitempty"`
+	// KubeProxy records a kube-proxy switch's processes (the from mode's,
+	// the to mode's, the one restarted after the cleanup: Earlier), their
+	// logs, configs and sync metrics.
+	KubeProxy *measure.KubeProxy `json:"kubeProxy,omitempty"`
 	// Error says why the switch stopped before its end (figures after it
 	// are missing); Notes are what went wrong without spoiling it.
 	Error string   `json:"error,omitempty"`

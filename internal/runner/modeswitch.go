@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/proxymodes/leftovers"
@@ -152,6 +153,11 @@ func measureSwitch(ctx context.Context, in switchInput, pair scenarios.ModeSwitc
 		return out
 	}
 	defer func() {
+		if r, ok := sw.(interface {
+			record(ctx context.Context) *measure.KubeProxy
+		}); ok {
+			out.KubeProxy = r.record(context.WithoutCancel(ctx))
+		}
 		if err := sw.cleanup(context.WithoutCancel(ctx)); err != nil {
 			out.Notes = append(out.Notes, "cleanup after the switch: "+err.Error())
 		}
@@ -613,6 +619,14 @@ func (k *kubeSwitch) halt(ctx context.Context) (string, time.Duration, error, er
 func (k *kubeSwitch) resume(ctx context.Context, _ []workload.Service) (time.Duration, error) {
 	st, err := k.p.Resume(ctx)
 	return st.Wall, err
+}
+
+// record is what the result keeps of the switch's kube-proxy processes.
+func (k *kubeSwitch) record(ctx context.Context) *measure.KubeProxy {
+	if r, ok := k.p.(kubeProxyRecorder); ok && k.p != nil {
+		return r.KubeProxyRecord(ctx)
+	}
+	return nil
 }
 
 func (k *kubeSwitch) cleanup(ctx context.Context) error {
