@@ -87,6 +87,40 @@ type Mode struct {
 	// Direct makes the traffic driver dial endpoints directly instead of
 	// ClusterIPs (mode none, the baseline).
 	Direct bool
+	// UsesIPTables: the mode programs iptables rules (iptables; ipvs's
+	// nat rules beside its virtual servers; userspace's portals), so its
+	// KernelOptions follow the scenario's iptables.backend
+	// (IPTablesKernelOptionsFor: a kernel without nf_tables' ip family
+	// runs it with backend legacy), and its kube-proxy variant gets that
+	// back end's iptables on its PATH.
+	UsesIPTables bool
+	// VSSysctls: the mode's connections go through the kernel's IP
+	// Virtual Server, so the net.ipv4.vs.* sysctls govern them
+	// (conn_reuse_mode, expire_nodest_conn, expire_quiescent_template:
+	// the kernel's Documentation/networking/ipvs-sysctl.rst); the
+	// connReuse phase runs one pass per connReuse.reuseModes value.
+	VSSysctls bool
+	// FallsBackTo names the mode that replaces this one on a kernel that
+	// cannot run it, under the scenario's `fallback: <that mode>`
+	// (kube-proxy's downgrade from ipvs to iptables when IP_VS is
+	// missing; reports.ModeResult.FellBackFrom records it). "": the run
+	// fails on such a kernel instead.
+	FallsBackTo string
+	// SplitBaseline: when kernel auto splits a run between the host and
+	// a guest kernel (no one kernel runs every mode), the guest's group
+	// runs this mode too if the scenario has it and the guest can, so
+	// each kernel's rows have it to compare with: none (the vsnone
+	// figures) and iptables (kube-proxy's default mode).
+	SplitBaseline bool
+	// ReadBack lists, in order, the commands that read back inside a
+	// node namespace what the mode installs beyond iptables rules and
+	// nft tables (dump and proxymodes/fidelity read those for every
+	// mode): ipvs's ipvsadm -Sn, ipset save and kube-ipvs0's addresses.
+	ReadBack []ReadCommand
+	// Traits is what the reports need to know of the mode beyond its
+	// figures (the rule list a lookup walks, what sync objects count);
+	// every row records it (reports.ModeResult.Traits).
+	Traits measure.ModeTraits
 	// Probe checks, in a throwaway namespace, that the kernel has what the
 	// mode needs; it returns whether it does and why (for doctor).
 	Probe func(ctx context.Context, node Node) (ok bool, why string)
@@ -116,6 +150,22 @@ func (m Mode) BaseName() string {
 		return m.Base
 	}
 	return m.Name
+}
+
+// HasScheduler reports whether m's endpoint choice is a scheduler the
+// scenario names (Sim.Choice ChoiceScheduler: IPVS, the ipvs block's
+// scheduler and schedulerFlags): sweep.schedulers runs m once per value
+// (Scenario.IPVS.Scheduler set to it), and its rows, messages and
+// fairness verdicts name the scheduler.
+func (m Mode) HasScheduler() bool { return m.Sim.Choice == ChoiceScheduler }
+
+// ReadCommand is one command of Mode.ReadBack: Name and Args as run in
+// the node namespace; an Optional one may fail (a device the mode has
+// not created yet), and its reading is then left out.
+type ReadCommand struct {
+	Name     string
+	Args     []string
+	Optional bool
 }
 
 // ImplementationName is "builtin" or the variant's implementation.
@@ -209,6 +259,36 @@ const (
 // does not know.
 type SimModel struct {
 	Lookup, Choice string
+	// PartialRewritesWalk: an incremental sync rewrites the walked list
+	// whole besides the changed service's chains (iptables: a partial
+	// sync of pkg/proxy/iptables writes KUBE-SERVICES, one rule per
+	// service plus the nodeports jump, every time); the calibration
+	// takes those size+1 rules off a measured incremental sync's objects
+	// for the objects one change adds (sim.ModeCost.ObjectsPerChange).
+	PartialRewritesWalk bool
+	// Estimate is the mode's cost model when a calibration did not
+	// measure it (sim.EstimateMissing); nil: the sim needs the mode
+	// calibrated (a direct mode needs no costs).
+	Estimate *SimEstimate
+}
+
+// SimEstimate is the sim's cost model of a mode a calibration did not
+// measure (sim.ModeCost with Measured false), from what is known of the
+// mode's proxier elsewhere; Note says so in every sim result.
+type SimEstimate struct {
+	Note string
+	// LookupOverheadNs is the connect time the mode adds over mode none's,
+	// in ns. With LookupAsSameModel, the overhead of another mode of the
+	// same Lookup model that the calibration has (ipvs: nftables', both
+	// one hash lookup plus conntrack and NAT) replaces it.
+	LookupOverheadNs  float64
+	LookupAsSameModel bool
+	// FullNs + FullPerObjectNs per object is a full sync's wall time (a
+	// linear fit), IncrementalNs an incremental sync's fixed part.
+	FullNs, FullPerObjectNs, IncrementalNs float64
+	// PerChangedObjectNs, ObjectsPerChange, CPUPerWall and SyncCV are
+	// sim.ModeCost's.
+	PerChangedObjectNs, ObjectsPerChange, CPUPerWall, SyncCV float64
 }
 
 // CPUTime returns user+system CPU time consumed so far by this process and

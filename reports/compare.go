@@ -246,7 +246,7 @@ func SameMachine(a, b *Result) error {
 func runFigures(r *Result, anySize bool) (keys []string, figs map[string]Figure) {
 	figs = map[string]Figure{}
 	for _, f := range Figures(r) {
-		if !slices.Contains(CompareFigures, f.Name) || f.Mode == "none" && (strings.Contains(f.Name, ".vs") || strings.HasPrefix(f.Name, "sync.")) {
+		if !slices.Contains(CompareFigures, f.Name) || isBaselineMode(f.Mode) && (strings.Contains(f.Name, ".vs") || strings.HasPrefix(f.Name, "sync.")) {
 			continue
 		}
 		mode := f.Mode

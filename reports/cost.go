@@ -11,7 +11,7 @@ import (
 func writeCostMarkdown(b *strings.Builder, r *Result) {
 	base := map[string]float64{} // same size and kernel
 	for _, m := range r.Modes {
-		if m.Mode == "none" && m.TrafficConns > 0 {
+		if m.isBaseline() && m.TrafficConns > 0 {
 			base[baseKey(m, "")] = float64(m.TrafficCPUNs) / float64(m.TrafficConns)
 		}
 	}

@@ -159,7 +159,7 @@ func Figures(r *Result) []Figure {
 	base := map[string]Summary{} // "size/position" -> none's latency
 	baseCPU := map[string]float64{}
 	for _, m := range r.Modes {
-		if m.Mode == "none" {
+		if m.isBaseline() {
 			for _, p := range m.Lookup {
 				base[baseKey(m, p.Position)] = lookupSummary(p)
 			}

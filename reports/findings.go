@@ -45,7 +45,7 @@ func Findings(r *Result) []string {
 	top := sizes[len(sizes)-1]
 	none := map[string]*ModeResult{} // per kernel: compare within one kernel only
 	for i, m := range r.Modes {
-		if m.Mode == "none" && modeSize(r, m) == top {
+		if m.isBaseline() && modeSize(r, m) == top {
 			none[m.Kernel] = &r.Modes[i]
 		}
 	}
@@ -75,8 +75,8 @@ func Findings(r *Result) []string {
 			switch {
 			case ratio >= 1.2:
 				why := ""
-				if w := linearWhy[m.Mode]; w != "" {
-					why = "; " + w
+				if m.Traits.Walk != "" {
+					why = "; linear " + m.Traits.Walk + " walk"
 				}
 				parts = append(parts, fmt.Sprintf("p50 connect latency rises %.2g× from the first to the last of %s services (%s → %s%s)", ratio, thousands(top), FormatNs(float64(first.P50)), FormatNs(float64(last.P50)), why))
 			case ratio <= 1/1.2:
@@ -84,13 +84,14 @@ func Findings(r *Result) []string {
 			default:
 				parts = append(parts, fmt.Sprintf("p50 connect latency is flat across %s services (first %s, last %s)", thousands(top), FormatNs(float64(first.P50)), FormatNs(float64(last.P50))))
 			}
-			if base := none[m.Kernel]; base != nil && m.Mode != "none" {
+			if base := none[m.Kernel]; base != nil && !m.isBaseline() {
 				if b := posSummary(*base, "last"); b.P50 > 0 {
 					parts = append(parts, fmt.Sprintf("%+.0f%% over direct-to-pod at the last service", (float64(last.P50)/float64(b.P50)-1)*100))
 				}
-				// The userspace listener completes the handshake itself:
-				// its cost shows in the time to first byte.
-				if t, bt := ttfbP50(m, "last"), ttfbP50(*base, "last"); m.Mode == "userspace" && t > 0 && bt > 0 {
+				// A proxy that terminates the connection (the userspace
+				// listener) completes the handshake itself: its cost shows
+				// in the time to first byte.
+				if t, bt := ttfbP50(m, "last"), ttfbP50(*base, "last"); m.Traits.Terminates && t > 0 && bt > 0 {
 					parts = append(parts, fmt.Sprintf("time to first byte %.2g× direct-to-pod (the proxy's own dial to the endpoint)", float64(t)/float64(bt)))
 				}
 			}
@@ -99,8 +100,8 @@ func Findings(r *Result) []string {
 			w := Summarize(syncWalls(m))
 			med := medianSync(m)
 			what := "objects"
-			if baseOf(m) == "iptables" {
-				what = "rules"
+			if m.Traits.Objects != "" {
+				what = m.Traits.Objects
 			}
 			if _, _, known := syncObjects(m, med); !known {
 				parts = append(parts, fmt.Sprintf("full sync %s", FormatNs(float64(w.P50))))
@@ -139,13 +140,6 @@ func Findings(r *Result) []string {
 		out = append(out, label+": "+strings.Join(parts, "; ")+".")
 	}
 	return out
-}
-
-// linearWhy names the cause of a latency that grows with the service's
-// position, for modes whose lookup walks a list.
-var linearWhy = map[string]string{
-	"iptables":  "linear KUBE-SERVICES walk",
-	"userspace": "linear KUBE-PORTALS-CONTAINER walk",
 }
 
 // ttfbP50 is the median time to first byte at a position (0 if unknown).
@@ -198,7 +192,7 @@ func backendOf(m ModeResult) string {
 	if b := m.Info["backend"]; b != "" {
 		return b
 	}
-	if b := m.Info["iptablesBackend"]; b != "" && baseOf(m) == "iptables" {
+	if b := m.Info["iptablesBackend"]; b != "" && m.Traits.IPTablesBackend {
 		return b
 	}
 	if m.Implementation == "kube-proxy" || m.KubeProxy != nil {
@@ -209,12 +203,11 @@ func backendOf(m ModeResult) string {
 
 // positionsUnordered reports whether a row's first and last services sit
 // at random places in its rules, so a first/last ratio says nothing about
-// the rule walk: a kube-proxy iptables row (kube-proxy writes
-// KUBE-SERVICES in its service map's order, random and new at every
-// sync; pkg/proxy/iptables writes the services in map iteration order).
-func positionsUnordered(m ModeResult) bool {
-	return m.Implementation == "kube-proxy" && strings.HasPrefix(baseOf(m), "iptables")
-}
+// the rule walk (Traits.Unordered): a kube-proxy iptables row (kube-proxy
+// writes KUBE-SERVICES in its service map's order, random and new at
+// every sync; pkg/proxy/iptables writes the services in map iteration
+// order).
+func positionsUnordered(m ModeResult) bool { return m.Traits.Unordered }
 
 // PartialNote says that r is a partial result (Result.Partial), why, and
 // which modes it holds; "" for a complete result.

@@ -10,6 +10,13 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 )
 
+// The traits the engines record for an iptables row (iptables.Mode's) and
+// a kube-proxy iptables row (kubeproxy.Variant's: the same, unordered).
+var (
+	builtinIPTables   = measure.ModeTraits{Walk: "KUBE-SERVICES", Objects: "rules", IPTablesBackend: true}
+	kubeProxyIPTables = measure.ModeTraits{Walk: "KUBE-SERVICES", Unordered: true, Objects: "rules", IPTablesBackend: true}
+)
+
 // TestFindingsKubeProxyIPTablesPositions: kube-proxy writes KUBE-SERVICES in
 // map order, so a kube-proxy iptables row's first and last services sit at
 // random places in the chain; the finding must not call its lookup flat (as
@@ -21,8 +28,8 @@ func TestFindingsKubeProxyIPTablesPositions(t *testing.T) {
 	}
 	lookup := []PositionResult{pos("first", 25400), pos("last", 26700), pos("random", 137700)}
 	r := &Result{Modes: []ModeResult{
-		{Mode: "iptables", Services: 10000, Lookup: lookup},
-		{Mode: "iptables (kube-proxy)", Implementation: "kube-proxy", Services: 10000, Lookup: lookup},
+		{Mode: "iptables", Services: 10000, Lookup: lookup, Traits: builtinIPTables},
+		{Mode: "iptables (kube-proxy)", Implementation: "kube-proxy", Services: 10000, Lookup: lookup, Traits: kubeProxyIPTables},
 	}}
 	f := Findings(r)
 	var builtin, kp string
@@ -66,7 +73,7 @@ func TestMarkdownKubeProxyIPTablesFirstLast(t *testing.T) {
 	lookup := []PositionResult{pos("first", 25400), pos("last", 46700), pos("random", 137700)}
 	r := &Result{Scenario: &scenarios.Scenario{Name: "t", Services: scenarios.ServicesSpec{Count: 1000}}, Modes: []ModeResult{
 		{Mode: "iptables", Services: 1000, Lookup: lookup},
-		{Mode: "iptables (kube-proxy v1.36.3)", BaseMode: "iptables", Implementation: "kube-proxy", Services: 1000, Lookup: lookup},
+		{Mode: "iptables (kube-proxy v1.36.3)", BaseMode: "iptables", Implementation: "kube-proxy", Services: 1000, Lookup: lookup, Traits: kubeProxyIPTables},
 		{Mode: "nftables (kube-proxy v1.36.3)", BaseMode: "nftables", Implementation: "kube-proxy", Services: 1000, Lookup: lookup},
 	}}
 	var b bytes.Buffer
@@ -110,11 +117,11 @@ func TestMarkdownKubeProxySyncFullColumns(t *testing.T) {
 	kp := &measure.KubeProxy{Version: "v1.37.2"}
 	r := &Result{Scenario: &scenarios.Scenario{Name: "t", Services: scenarios.ServicesSpec{Count: 1000}}, Modes: []ModeResult{
 		{Mode: "iptables", Services: 1000, SyncFull: full(4015, 612345), Info: map[string]string{"backend": "legacy"}},
-		{Mode: "iptables (kube-proxy)", BaseMode: "iptables", Implementation: "kube-proxy", Services: 1000, KubeProxy: kp,
+		{Mode: "iptables (kube-proxy)", BaseMode: "iptables", Implementation: "kube-proxy", Services: 1000, KubeProxy: kp, Traits: kubeProxyIPTables,
 			SyncFull: full(5021, 700001), Info: map[string]string{"backend": "legacy", "ruleset": "5021 objects, 700001 bytes (iptables-legacy-save)"}},
 		{Mode: "nftables (kube-proxy)", BaseMode: "nftables", Implementation: "kube-proxy", Services: 1000, KubeProxy: kp,
 			SyncFull: full(3210, 0), Info: map[string]string{"backend": "knftables", "ruleset": "3210 objects, 0 bytes (nft -j list table ip kube-proxy)"}},
-		{Mode: "iptables (kube-proxy old)", BaseMode: "iptables", Implementation: "kube-proxy", Services: 1000, KubeProxy: kp,
+		{Mode: "iptables (kube-proxy old)", BaseMode: "iptables", Implementation: "kube-proxy", Services: 1000, KubeProxy: kp, Traits: kubeProxyIPTables,
 			SyncFull: full(1000, 0), Info: map[string]string{"iptablesBackend": "nft"}},
 	}}
 	var b bytes.Buffer

@@ -49,6 +49,9 @@ func newFixture() *Result {
 	for _, n := range sizes {
 		for _, mode := range sc.Modes {
 			m := ModeResult{Mode: mode, Services: n, Info: map[string]string{"backend": map[string]string{"none": "none", "iptables": "legacy"}[mode]}}
+			if mode == "iptables" {
+				m.Traits = measure.ModeTraits{Walk: "KUBE-SERVICES", Objects: "rules", IPTablesBackend: true} // iptables.Mode's
+			}
 			for range sc.Repetitions {
 				st := measure.SyncStats{Kind: "full"}
 				if mode == "iptables" {

@@ -92,7 +92,7 @@ func sideBySideTitle(r *Result) string {
 	for _, m := range r.Modes {
 		if m.KubeProxy != nil {
 			versions[m.KubeProxy.Version] = true
-		} else if m.Implementation == "" && m.Mode != "none" && len(r.sameBase(m)) > 1 {
+		} else if m.Implementation == "" && !m.isBaseline() && len(r.sameBase(m)) > 1 {
 			builtin = true
 		}
 	}

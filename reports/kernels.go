@@ -106,7 +106,7 @@ func RowSide(r *Result, row, as string) (*Result, error) {
 			m.Mode, m.Implementation, m.BaseMode = as, "", ""
 			c.Modes = append(c.Modes, m)
 			found = true
-		case m.Mode == "none" && row != "none":
+		case m.isBaseline() && !isBaselineMode(row):
 			c.Modes = append(c.Modes, m)
 		}
 	}

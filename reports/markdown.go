@@ -120,7 +120,7 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	base := map[string]int64{} // "size/position" -> none's p50
 	for _, m := range r.Modes {
-		if m.Mode == "none" {
+		if m.isBaseline() {
 			for _, p := range m.Lookup {
 				base[baseKey(m, p.Position)] = p.Latency.P50
 			}
@@ -210,7 +210,7 @@ func writeKernelsMarkdown(b *strings.Builder, r *Result) {
 	}
 	base := map[string]int64{}
 	for _, m := range r.Modes {
-		if m.Mode == "none" {
+		if m.isBaseline() {
 			for _, p := range m.Lookup {
 				base[baseKey(m, p.Position)] = p.Latency.P50
 			}
@@ -267,7 +267,7 @@ func (r *Result) label(m ModeResult) string {
 func baselineWarnings(r *Result, base map[string]int64) []string {
 	var out []string
 	for _, m := range r.Modes {
-		if m.Mode == "none" {
+		if m.isBaseline() {
 			continue
 		}
 		for _, p := range m.Lookup {

@@ -122,7 +122,7 @@ func WriteOpenMetrics(w io.Writer, r *Result) error {
 				progNs = append(progNs, s.LatencyNs)
 			}
 		}
-		if m.Mode != "none" {
+		if !m.isBaseline() {
 			addHistogram(full, labels(m), fullNs, SyncBucketBounds())
 			addHistogram(partial, labels(m), partNs, SyncBucketBounds())
 			addHistogram(all, labels(m), allNs, SyncBucketBounds())

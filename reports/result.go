@@ -111,6 +111,13 @@ type ModeResult struct {
 	// BaseMode is then the mode it runs ("nftables").
 	Implementation string `json:"implementation,omitempty"`
 	BaseMode       string `json:"baseMode,omitempty"`
+	// Traits is what the reports need to know of the row's mode beyond
+	// its figures (the rule list its lookup walks, what its sync objects
+	// count), as the engine's proxymodes.Mode gave it (reports know no
+	// mode). Zero in results written before it was recorded and for modes
+	// without traits; runner.FillTraits fills an older result's from the
+	// build's modes.
+	Traits measure.ModeTraits `json:"traits,omitzero"`
 	// KubeProxy records a kube-proxy row: version, config, flags, log,
 	// setup, kube-proxy's own sync metrics and its resource use.
 	KubeProxy *measure.KubeProxy `json:"kubeProxy,omitempty"`
@@ -189,6 +196,14 @@ type ModeResult struct {
 	// connReuse).
 	ConnReuse []ConnReusePass `json:"connReuse,omitempty"`
 }
+
+// isBaseline reports whether m is a row of the baseline mode
+// (scenarios.BaselineMode, none: no rules), which the vsnone figures and
+// the reports compare every other row with.
+func (m ModeResult) isBaseline() bool { return isBaselineMode(m.Mode) }
+
+// isBaselineMode reports whether mode names the baseline mode.
+func isBaselineMode(mode string) bool { return mode == scenarios.BaselineMode }
 
 // PortResult is the traffic phase's figures for one ServicePort of the
 // service spec (such as dns 53/UDP), over every position: lookup.latency

@@ -278,7 +278,7 @@ func (s *Scenario) validateGates(add func(field, msg, fix string)) {
 			add(f+"services", fmt.Sprintf("%d is not a measured size", g.Services),
 				"use one of "+strings.Trim(strings.Join(strings.Fields(fmt.Sprint(s.Sizes())), ", "), "[]")+", or remove it to check every size")
 		}
-		if strings.HasPrefix(g.Figure, "lookup.vsnone.") && !slices.Contains(s.Modes, "none") {
+		if strings.HasPrefix(g.Figure, "lookup.vsnone.") && !slices.Contains(s.Modes, BaselineMode) {
 			add(f+"figure", g.Figure+" needs mode none as the baseline", "add none to modes")
 		}
 	}

@@ -727,8 +727,18 @@ const (
 )
 
 // KubeProxyModes are the modes kube-proxy has (its --proxy-mode values on
-// Linux); userspace was removed in v1.26, none is no proxy at all.
+// Linux); userspace was removed in v1.26, none is no proxy at all. It is
+// the one list of them: validation, proxymodes/kubeproxy's
+// configuration, dump and proxymodes/fidelity read it, and
+// proxymodes/modes tests that each is a mode of the build.
 var KubeProxyModes = []string{"iptables", "ipvs", "nftables"}
+
+// BaselineMode names the baseline mode (proxymodes/none, whose Mode
+// takes its name from here: no rules, traffic dials the pods directly):
+// the vsnone figures divide by its figures, the reports compare every
+// row with its row of the same kernel and size, and a scenario that runs
+// only kube-proxy still runs it as builtin.
+const BaselineMode = "none"
 
 // KubeProxySpec configures implementation kube-proxy.
 type KubeProxySpec struct {

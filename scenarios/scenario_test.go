@@ -143,6 +143,9 @@ func TestParseErrors(t *testing.T) {
 		{"zero syncPeriod", "services:\n  count: 1\niptables:\n  syncPeriod: 0s\n", "iptables.syncPeriod", 4, "positive"},
 		{"unknown kernel", "services:\n  count: 1\nkernel: kvm\n", "kernel", 3, "use one of auto, host, uml"},
 		{"unknown fallback", "services:\n  count: 1\nfallback: userspace\n", "fallback", 3, "iptables"},
+		// the catalog's Schedulers and Terminating (proxymodes.Mode facts)
+		{"schedulers without ipvs", "services:\n  count: 1\nmodes: [none, iptables]\nsweep:\n  schedulers: [rr, wrr]\n", "sweep.schedulers", 0, "has no effect without mode ipvs"},
+		{"transitions with userspace", "services:\n  count: 1\nmodes: [none, userspace]\ntransitions: {}\n", "modes", 0, "mode userspace's UDP proxy keeps its own client table"},
 		{"session affinity", "services:\n  count: 1\n  sessionAffinity: clientip\n", "services.sessionAffinity", 3, `did you mean "ClientIP"`},
 		{"affinity timeout", "services:\n  count: 1\n  sessionAffinity: ClientIP\n  sessionAffinityTimeout: 100000s\n", "services.sessionAffinityTimeout", 4, "86400s"},
 		{"sweep too big", "services:\n  count: 1\nsweep:\n  services: [10, 70000]\n", "sweep.services", 0, "do not fit serviceCIDR"},
@@ -256,7 +259,8 @@ func assertRoundTrip(t *testing.T, sc *Scenario) {
 // binary's; scenarios cannot import it).
 var testCatalog = Catalog{Modes: []string{"none", "iptables", "ipvs", "nftables", "userspace"},
 	Protocols: map[string][]string{"none": {"TCP", "UDP", "SCTP"}, "iptables": {"TCP", "UDP", "SCTP"}, "ipvs": {"TCP", "UDP"},
-		"nftables": {"TCP", "UDP", "SCTP"}, "userspace": {"TCP", "UDP"}}}
+		"nftables": {"TCP", "UDP", "SCTP"}, "userspace": {"TCP", "UDP"}},
+	Schedulers: []string{"ipvs"}, Terminating: []string{"userspace"}}
 
 func TestShippedScenarios(t *testing.T) {
 	want := map[string]int{"1k-services": 1000, "5k-services": 5000, "10k-services": 10000}

@@ -27,6 +27,18 @@ type Catalog struct {
 	// proxies (proxymodes.Mode.Protocols); a ServicePort of another
 	// protocol is refused at its protocol field. Nil: not checked.
 	Protocols map[string][]string
+	// Schedulers lists the modes whose endpoint choice is the scheduler
+	// of the ipvs block (proxymodes.Mode.HasScheduler: ipvs), the modes
+	// sweep.schedulers applies to; with none of them in modes, it is
+	// refused. Nil: not checked.
+	Schedulers []string
+	// Terminating lists the modes whose proxy terminates the client's
+	// connections itself (proxymodes.Mode.Traits.Terminates: the
+	// userspace proxy's listeners and its UDP client table), which the
+	// transitions phase, measuring the kernel DNAT's stale conntrack
+	// entries, does not measure; transitions refuse them. Nil: not
+	// checked.
+	Terminating []string
 	// KubeProxyConfig checks the kube-proxy configuration a scenario that
 	// runs kube-proxy gives (kubeProxy.config, over each mode's block):
 	// each problem's Field, Msg and Fix (Source and Line are filled from
@@ -758,9 +770,13 @@ func (c *checker) transitions() {
 			}
 		}
 	}
-	if slices.Contains(c.s.Modes, "userspace") {
-		c.add("modes", "transitions measure the stale conntrack entries of the kernel modes' DNAT; mode userspace's UDP proxy keeps its own client table and is not measured by them in this build",
-			"remove userspace from modes in this scenario")
+	if c.cat != nil {
+		for _, m := range c.s.Modes {
+			if slices.Contains(c.cat.Terminating, m) {
+				c.add("modes", "transitions measure the stale conntrack entries of the kernel modes' DNAT; mode "+m+"'s UDP proxy keeps its own client table and is not measured by them in this build",
+					"remove "+m+" from modes in this scenario")
+			}
+		}
 	}
 	if c.s.Topology.Pods == "isolated" {
 		c.add("transitions", "transitions add endpoints at new pod IPs, which need pods: shared (AnyIP)", "use pods: shared")
@@ -1123,9 +1139,17 @@ func (c *checker) sweepSchedulers() {
 			c.oneOf(f, sch, IPVSSchedulers)
 		}
 	}
-	if len(s.Sweep.Schedulers) > 0 && !slices.Contains(s.Modes, "ipvs") {
-		c.add("sweep.schedulers", "has no effect without mode ipvs", "add ipvs to modes or remove sweep.schedulers")
+	if sched := c.schedulerModes(); len(s.Sweep.Schedulers) > 0 && len(sched) > 0 && !slices.ContainsFunc(s.Modes, func(m string) bool { return slices.Contains(sched, m) }) {
+		c.add("sweep.schedulers", "has no effect without mode "+strings.Join(sched, " or "), "add "+strings.Join(sched, " or ")+" to modes or remove sweep.schedulers")
 	}
+}
+
+// schedulerModes is the catalog's Schedulers (nil without a catalog).
+func (c *checker) schedulerModes() []string {
+	if c.cat == nil {
+		return nil
+	}
+	return c.cat.Schedulers
 }
 
 // MaxIsolatedPods bounds the endpoints of a pods: isolated testbed (one
@@ -1241,7 +1265,7 @@ func (c *checker) implementation() {
 	if !contains(s.Implementation, ImplBuiltin) {
 		for i, m := range s.Modes {
 			switch {
-			case m == "none": // the baseline runs as builtin
+			case m == BaselineMode: // the baseline runs as builtin
 			case !contains(KubeProxyModes, m):
 				c.add(fmt.Sprintf("modes[%d]", i), fmt.Sprintf("mode %s has no kube-proxy implementation (kube-proxy has %s) and implementation lists only kube-proxy", m, strings.Join(KubeProxyModes, ", ")),
 					"add builtin to implementation, or remove the mode")

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"gonum.org/v1/gonum/stat"
 
+	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/reports"
 )
 
@@ -332,13 +334,31 @@ func (c *Calibration) Mode(mode string) (*ModeCost, error) {
 // FitCalibration builds a Calibration from real results (one per service count, as
 // `proxybench calibrate` runs them; a sweep result works too). Per mode
 // and size it takes: lookup p50 minus mode none's p50 at the same size
-// and position, against the KUBE-SERVICES rules walked (iptables; the
-// render position + 1) or the service count (others), fitted with
-// stat.LinearRegression (intercept = LookupOverheadNs); sync.full wall
-// against the objects programmed (FitCurve); sync.incremental wall
-// against the full sync's objects. Mode none's raw samples at every
-// size give BaseQuantilesNs, its throughput ConnCycleNs. It fails without mode none.
-func FitCalibration(results []*reports.Result) (*Calibration, error) {
+// and position, against the rules walked for a mode whose lookup walks
+// a list (Sim.Lookup LookupLinear: iptables' KUBE-SERVICES, userspace's
+// portals; the render position + 1) or the service count (others),
+// fitted with stat.LinearRegression (intercept = LookupOverheadNs);
+// sync.full wall against the objects programmed (FitCurve);
+// sync.incremental wall against the full sync's objects. Mode none's
+// (the direct mode's, Sim.Lookup LookupDirect) raw samples at every size
+// give BaseQuantilesNs, its throughput ConnCycleNs. It fails without
+// mode none.
+//
+// known are the build's modes (modes.All): a row is modelled after the
+// mode of its name; a row of another implementation (a kube-proxy row,
+// whose services sit in no fixed order in its rules) or of a mode known
+// does not have is fitted as a mode of its own against the service
+// count.
+func FitCalibration(results []*reports.Result, known []proxymodes.Mode) (*Calibration, error) {
+	modeOf := func(name string) proxymodes.Mode {
+		for _, md := range known {
+			if md.Name == name {
+				return md
+			}
+		}
+		return proxymodes.Mode{}
+	}
+	direct := func(name string) bool { return modeOf(name).Sim.Lookup == proxymodes.LookupDirect }
 	c := &Calibration{Version: CalibrationVersion, Modes: map[string]*ModeCost{}}
 	type pt struct{ x, y float64 }
 	look := map[string][]pt{}
@@ -371,7 +391,7 @@ func FitCalibration(results []*reports.Result) (*Calibration, error) {
 			if !slices.Contains(c.Sizes, size) {
 				c.Sizes = append(c.Sizes, size)
 			}
-			if m.Mode == "none" {
+			if direct(m.Mode) {
 				for _, p := range m.Lookup {
 					sum := reports.Summarize(p.SamplesNs)
 					none[fmt.Sprint(size, p.Position)] = sum.P50
@@ -383,7 +403,7 @@ func FitCalibration(results []*reports.Result) (*Calibration, error) {
 			}
 		}
 		for _, m := range r.Modes {
-			if m.Mode == "none" {
+			if direct(m.Mode) {
 				continue
 			}
 			size := m.Services
@@ -397,7 +417,7 @@ func FitCalibration(results []*reports.Result) (*Calibration, error) {
 				}
 				y := float64(reports.Summarize(p.SamplesNs).P50 - b)
 				x := float64(size)
-				if m.Mode == "iptables" || m.Mode == "userspace" {
+				if modeOf(m.Mode).Sim.Lookup == proxymodes.LookupLinear {
 					x = float64(p.Index + 1) // rules walked (KUBE-SERVICES, KUBE-PORTALS-CONTAINER)
 				}
 				look[m.Mode] = append(look[m.Mode], pt{x, y})
@@ -421,7 +441,7 @@ func FitCalibration(results []*reports.Result) (*Calibration, error) {
 				for _, s := range m.SyncIncremental {
 					inc[m.Mode] = append(inc[m.Mode], pt{objs, float64(s.Wall)})
 					o := float64(s.Objects)
-					if m.Mode == "iptables" {
+					if modeOf(m.Mode).Sim.PartialRewritesWalk {
 						// A partial sync rewrites KUBE-SERVICES whole (size + 1
 						// rules) besides the changed service's chains.
 						o = math.Max(o-float64(size+1), 1)
@@ -461,7 +481,7 @@ func FitCalibration(results []*reports.Result) (*Calibration, error) {
 				a, b = stat.LinearRegression(xs, ys, nil, false)
 			}
 			mc.LookupOverheadNs = math.Max(a, 0)
-			if mode == "iptables" || mode == "userspace" {
+			if modeOf(mode).Sim.Lookup == proxymodes.LookupLinear {
 				mc.PerRuleNs = math.Max(b, 0)
 			} else {
 				mc.PerServiceNs = math.Max(b, 0)
@@ -491,7 +511,11 @@ func FitCalibration(results []*reports.Result) (*Calibration, error) {
 		}
 		c.Modes[mode] = mc
 	}
-	c.Modes["none"] = &ModeCost{Measured: true, Note: "the baseline: no rules", Full: Fit{Form: "linear"}, Incremental: Fit{Form: "linear"}}
+	for _, md := range known {
+		if md.Sim.Lookup == proxymodes.LookupDirect {
+			c.Modes[md.Name] = &ModeCost{Measured: true, Note: "the baseline: no rules", Full: Fit{Form: "linear"}, Incremental: Fit{Form: "linear"}}
+		}
+	}
 	return c, nil
 }
 
@@ -505,29 +529,36 @@ func allSame(xs []float64) bool {
 }
 
 // EstimateMissing adds estimated costs (Measured false, with a Note) for
-// modes the real runs could not measure, so the sim engine can still run
-// them: ipvs on a host kernel without IP_VS takes nftables' constant
-// lookup overhead (both do one hash lookup plus conntrack and NAT) and a
-// full sync of 8 µs per netlink object (proxymodes/ipvs: a 10k-service
-// full sync, ~60k objects, took 0.5 s with batched netlink in UML), an
-// incremental sync of 5 ms plus the same per object; userspace, when
-// missing, takes iptables' overhead plus 40 µs of accept, dial and copy.
-func EstimateMissing(c *Calibration) {
-	nft := c.Modes["nftables"]
-	if _, ok := c.Modes["ipvs"]; !ok {
-		over := 6000.0
-		if nft != nil {
-			over = nft.LookupOverheadNs
+// the modes of known that c lacks and that have an estimate
+// (proxymodes.SimModel.Estimate), so the sim engine can still run them:
+// ipvs on a host kernel without IP_VS takes the lookup overhead of the
+// other hash-lookup mode c has (nftables: both do one hash lookup plus
+// conntrack and NAT) and a full sync of 8 µs per netlink object
+// (proxymodes/ipvs: a 10k-service full sync, ~60k objects, took 0.5 s
+// with batched netlink in UML), an incremental sync of 5 ms plus the
+// same per object; userspace, when missing, takes 40 µs of accept, dial
+// and copy over mode none.
+func EstimateMissing(c *Calibration, known []proxymodes.Mode) {
+	have := maps.Clone(c.Modes) // what the estimates may borrow from
+	for _, md := range known {
+		e := md.Sim.Estimate
+		if e == nil {
+			continue
 		}
-		c.Modes["ipvs"] = &ModeCost{Measured: false,
-			Note:             "estimated: the calibration kernel has no IP_VS; lookup as nftables' (one hash lookup), 8 µs per netlink object (proxymodes/ipvs batched full sync in UML); run proxybench calibrate --kernel uml",
-			LookupOverheadNs: over, Full: Fit{Form: "linear", A: 5e6, B: 8000}, Incremental: Fit{Form: "linear", A: 5e6},
-			PerChangedObjectNs: 8000, ObjectsPerChange: 2, CPUPerWall: 0.5, SyncCV: 0.05}
-	}
-	if _, ok := c.Modes["userspace"]; !ok {
-		c.Modes["userspace"] = &ModeCost{Measured: false,
-			Note:             "estimated: not calibrated; 40 µs of accept, dial and copy over mode none",
-			LookupOverheadNs: 40000, Full: Fit{Form: "linear", A: 2e7, B: 20000}, Incremental: Fit{Form: "linear", A: 2e7},
-			PerChangedObjectNs: 20000, ObjectsPerChange: 3, CPUPerWall: 1, SyncCV: 0.05}
+		if _, ok := c.Modes[md.Name]; ok {
+			continue
+		}
+		over := e.LookupOverheadNs
+		if e.LookupAsSameModel {
+			for _, o := range known {
+				if oc := have[o.Name]; oc != nil && o.Name != md.Name && o.Sim.Lookup == md.Sim.Lookup {
+					over = oc.LookupOverheadNs
+					break
+				}
+			}
+		}
+		c.Modes[md.Name] = &ModeCost{Measured: false, Note: e.Note, LookupOverheadNs: over,
+			Full: Fit{Form: "linear", A: e.FullNs, B: e.FullPerObjectNs}, Incremental: Fit{Form: "linear", A: e.IncrementalNs},
+			PerChangedObjectNs: e.PerChangedObjectNs, ObjectsPerChange: e.ObjectsPerChange, CPUPerWall: e.CPUPerWall, SyncCV: e.SyncCV}
 	}
 }

@@ -252,7 +252,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, cal *Calibration, serv
 	if err != nil {
 		return nil, err
 	}
-	mr := &reports.ModeResult{Mode: mode, Info: map[string]string{
+	mr := &reports.ModeResult{Mode: mode, Traits: md.Traits, Info: map[string]string{
 		"engine": "sim", "calibration": cal.Source, "calibration.default": strconv.FormatBool(cal.Default),
 		"calibration.machine": cal.Machine, "calibration.kernel": cal.Kernel + " (" + cal.KernelWhere + ")",
 		"calibration.measured": strconv.FormatBool(m.cost.Measured),

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
 )
 
 // ValidationRow is one figure of a real and a simulated result side by
@@ -48,7 +49,7 @@ func CompareResults(real, sim *reports.Result) []ValidationRow {
 		if !ok {
 			continue
 		}
-		if rm.Mode != "none" {
+		if rm.Mode != scenarios.BaselineMode {
 			add(rm.Services, rm.Mode, "sync.full", "", float64(rm.SyncFullSummary.P50), float64(sm.SyncFullSummary.P50))
 		}
 		sp := map[string]reports.PositionResult{}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/sim"
 )
 
@@ -72,11 +73,11 @@ kernel, which has IP_VS, so ipvs can be calibrated (slowly).`,
 				}
 				results = append(results, r)
 			}
-			cal, err := sim.FitCalibration(results)
+			cal, err := sim.FitCalibration(results, modes.All)
 			if err != nil {
 				return &exitError{1, err}
 			}
-			sim.EstimateMissing(cal)
+			sim.EstimateMissing(cal, modes.All)
 			cal.Source = f.output
 			if err := cal.Write(f.output); err != nil {
 				return &exitError{1, fmt.Errorf("write calibration: %w", err)}
@@ -112,8 +113,8 @@ func parseSizes(s string) ([]int, error) {
 // calibrationScenario is the YAML of the real run at n services.
 func calibrationScenario(n int, f *calibrateFlags) string {
 	modes := strings.Split(f.modes, ",")
-	if !contains(modes, "none") {
-		modes = append([]string{"none"}, modes...)
+	if !contains(modes, scenarios.BaselineMode) {
+		modes = append([]string{scenarios.BaselineMode}, modes...)
 	}
 	return fmt.Sprintf(`name: calibrate-%d
 description: proxybench calibrate at %d services
@@ -172,9 +173,10 @@ func realRun(ctx context.Context, dir, scenario string, n int, scenarioArg strin
 func printCalibration(c *sim.Calibration) {
 	fmt.Printf("machine %s, kernel %s (%s), iptables back end %s, sizes %v\n", c.Machine, c.Kernel, c.KernelWhere, c.IPTablesBackend, c.Sizes)
 	fmt.Printf("mode none connect time: p50 %.1f µs, p99 %.1f µs\n", c.BaseQuantilesNs[50]/1e3, c.BaseQuantilesNs[len(sim.QuantileProbs)-8]/1e3)
-	for _, m := range modes.Names() {
+	for _, md := range modes.All {
+		m := md.Name
 		mc, ok := c.Modes[m]
-		if !ok || m == "none" {
+		if !ok || md.Direct {
 			continue
 		}
 		fmt.Printf("%-9s lookup +%.1f µs, %.2f ns/rule walked, %.3f ns/service; full sync %s a=%.3g b=%.3g (rms %.1f%%), %.1f ns/byte; incremental a=%.3g b=%.3g; %.1f objects/change\n",

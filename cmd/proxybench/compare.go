@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
 )
 
 // compareFormats are compare's --format values.
@@ -199,7 +200,7 @@ input or refused runs.`,
 			cs := reports.CompareRuns(base, cur, opt)
 			if rowsFlag != "" {
 				// The run's mode none is both sides' baseline, not a row compared.
-				cs = slices.DeleteFunc(cs, func(c reports.Change) bool { return c.Mode == "none" })
+				cs = slices.DeleteFunc(cs, func(c reports.Change) bool { return c.Mode == scenarios.BaselineMode })
 			}
 			if !slices.ContainsFunc(cs, reports.Change.Judged) {
 				return badInput(fmt.Errorf("no figure is present on both sides (different modes, sizes or positions; --any-size matches different sizes)"))

@@ -33,13 +33,19 @@ type dumpFlags struct {
 
 // dumpModes are the modes dump reads back: the kernel rulesets kube-proxy
 // programs.
-var dumpModes = []string{"iptables", "ipvs", "nftables"}
+var dumpModes = scenarios.KubeProxyModes
 
-// dumpTools are the programs dump reads the kernel with, per mode.
+// dumpTools are the programs dump reads the kernel with, per mode: every
+// mode's iptables and nft readers, and the mode's own read-back commands
+// that must be there (proxymodes.Mode.ReadBack; ipvs: ipvsadm, ipset).
 func dumpTools(mode string) []string {
 	t := []string{"iptables-legacy-save", "iptables-nft-save", "ip6tables-legacy-save", "ip6tables-nft-save", "nft"}
-	if mode == "ipvs" {
-		t = append(t, "ipvsadm", "ipset")
+	if m, err := modes.Lookup(mode); err == nil {
+		for _, c := range m.ReadBack {
+			if !c.Optional {
+				t = append(t, c.Name)
+			}
+		}
 	}
 	return t
 }

@@ -449,6 +449,12 @@ func TestKernelHostWithoutIPVS(t *testing.T) {
 	if strings.Join(got, " ") != "none<- iptables<-ipvs" || !strings.Contains(r.Machine.KernelWhy, "fallback") {
 		t.Errorf("modes %v, kernelWhy %q: want none and iptables marked as fallen back from ipvs", got, r.Machine.KernelWhy)
 	}
+	// kube-proxy does not fall back (v1.26+ exits): a kube-proxy row for
+	// ipvs under fallback is refused before anything is built.
+	_, stderr, code = run(t, nil, "run", "--quiet", "--kernel", "host", writeFile(t, body+"fallback: iptables\nimplementation: [builtin, kube-proxy]\n"))
+	if code != 2 || !strings.Contains(stderr, "fallback") || !strings.Contains(stderr, "111806") {
+		t.Errorf("kube-proxy row under fallback: exit %d, stderr %q: want exit 2 at fallback naming kubernetes PR#111806", code, stderr)
+	}
 }
 
 // assertNoNamespaces fails when a namespace of runID exists.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/proxybench/proxybench/internal/runner"
 	"github.com/proxybench/proxybench/reports"
 )
 
@@ -56,6 +57,7 @@ full sync time stay within them.`,
 			if err != nil {
 				return badInput(err)
 			}
+			runner.FillTraits(r) // a result written before rows recorded their mode's traits
 			return writeTo(output, func(w io.Writer) error {
 				return reports.WriteFormat(w, r, format, reports.ReportOptions{Budgets: b})
 			})

@@ -200,3 +200,49 @@ traffic:
 		t.Errorf("compare of a 2-run result: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
+
+// TestReportOldResult: a result written before rows recorded their mode's
+// traits (ModeResult.Traits) reports as one that has them: report fills
+// them from the build's modes (runner.FillTraits).
+func TestReportOldResult(t *testing.T) {
+	b, err := os.ReadFile(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r map[string]any
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	stripped := 0
+	for _, m := range r["modes"].([]any) {
+		if _, ok := m.(map[string]any)["traits"]; ok {
+			delete(m.(map[string]any), "traits")
+			stripped++
+		}
+	}
+	if stripped == 0 {
+		t.Fatal("the fixture has no traits to strip")
+	}
+	old := filepath.Join(t.TempDir(), "old.json")
+	if b, err = json.Marshal(r); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	render := func(path string) string {
+		out := filepath.Join(t.TempDir(), "r.md")
+		if _, stderr, code := run(t, nil, "report", path, "--output", out); code != 0 {
+			t.Fatalf("report %s: exit %d: %s", path, code, stderr)
+		}
+		b, _ := os.ReadFile(out)
+		return string(b)
+	}
+	want, got := render(fixture), render(old)
+	if got != want {
+		t.Errorf("the result without traits reports differently (%d vs %d bytes)", len(got), len(want))
+	}
+	if !strings.Contains(got, "linear KUBE-SERVICES walk") || !strings.Contains(got, "rules") {
+		t.Errorf("the report lacks the iptables traits' words:\n%s", got)
+	}
+}

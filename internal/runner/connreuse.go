@@ -13,12 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 	"gonum.org/v1/gonum/stat"
 
-	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
-	"github.com/proxybench/proxybench/topology"
-	"github.com/proxybench/proxybench/workload"
-	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // connReusePhase makes connReuse.connections connections, one at a time,
@@ -26,33 +22,33 @@ import (
 // ephemeral range narrowed to connReuse.ports ports and tcp_tw_reuse=1,
 // each closed by the client with FIN (TIME_WAIT on the client); a connect
 // finding every port in TIME_WAIT younger than tcp_tw_reuse's 1 s waits
-// for one to age (so the rate is about ports per second). The ipvs
-// mode runs one pass per connReuse.reuseModes value of
+// for one to age (so the rate is about ports per second). A mode whose
+// connections go through IPVS (Mode.VSSysctls: ipvs, also as a
+// kube-proxy row) runs one pass per connReuse.reuseModes value of
 // net.ipv4.vs.conn_reuse_mode, which overrides node.sysctls' for the pass
 // (every node namespace); the pass also applies node.sysctls' other IPVS
 // keys (expire_nodest_conn, expire_quiescent_template: ip_vs may have
 // been loaded after the testbed was built) and records them read back;
 // afterwards conn_reuse_mode goes back to node.sysctls' value. Other
 // modes run once. The client namespace's settings are restored afterwards.
-func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topology.Testbed, m proxymodes.Mode,
-	services []workload.Service, prog Progress) (out []reports.ConnReusePass, err error) {
+func connReusePhase(ctx context.Context, r *Row) (out []reports.ConnReusePass, err error) {
+	sc, e, m, services, prog := r.Sc, r.Env, r.Mode, r.Services, r.Progress()
 	cr := sc.ConnReuse
-	client := tb.Clients[0]
 	lo := 20000
-	if err := client.Sysctl("net/ipv4/ip_local_port_range", fmt.Sprintf("%d %d", lo, lo+cr.Ports-1)); err != nil {
+	if err := e.clientSysctl("net/ipv4/ip_local_port_range", fmt.Sprintf("%d %d", lo, lo+cr.Ports-1)); err != nil {
 		return nil, err
 	}
-	if err := client.Sysctl("net/ipv4/tcp_tw_reuse", "1"); err != nil {
+	if err := e.clientSysctl("net/ipv4/tcp_tw_reuse", "1"); err != nil {
 		return nil, err
 	}
 	defer func() {
-		rerr := errors.Join(client.Sysctl("net/ipv4/ip_local_port_range", "1024 65535"), client.Sysctl("net/ipv4/tcp_tw_reuse", "2"))
+		rerr := errors.Join(e.clientSysctl("net/ipv4/ip_local_port_range", "1024 65535"), e.clientSysctl("net/ipv4/tcp_tw_reuse", "2"))
 		if rerr != nil && err == nil {
 			err = fmt.Errorf("restore client sysctls: %w", rerr)
 		}
 	}()
 	modes := []int{-1}
-	if m.Name == "ipvs" {
+	if m.VSSysctls {
 		modes = cr.ReuseModes
 	}
 	svc := services[0]
@@ -63,7 +59,7 @@ func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 		var sysctls map[string]string
 		if mode >= 0 {
 			var err error
-			if sysctls, err = applyNodeSysctls(sc, tb, "net.ipv4.vs.", map[string]string{reuseKey: fmt.Sprint(mode)}); err != nil {
+			if sysctls, err = e.nodeSysctls(sc, "net.ipv4.vs.", map[string]string{reuseKey: fmt.Sprint(mode)}); err != nil {
 				return out, err
 			}
 		}
@@ -71,21 +67,21 @@ func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 			return out, err
 		}
 		prog.Start(fmt.Sprintf("%s: %d FIN-closed connections from %d source ports (conn_reuse_mode %d)", m.Name, cr.Connections, cr.Ports, mode), cr.Connections)
-		p := reports.ConnReusePass{ReuseMode: mode, Kernel: kernelRelease(), Connections: cr.Connections, Ports: cr.Ports, Sysctls: sysctls}
+		p := reports.ConnReusePass{ReuseMode: mode, Kernel: e.kernel(), Connections: cr.Connections, Ports: cr.Ports, Sysctls: sysctls}
 		var lats []int64
 		eps := map[netip.Addr]bool{}
 		lastEP := map[int]netip.Addr{} // source port -> endpoint of its last connection
-		err := client.Do(func() error {
+		err := e.inClient(func() error {
 			for i := 0; i < cr.Connections; i++ {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				fd, landed, _, lat, err := traffic.OpenEcho(netip.Addr{}, svc.ClusterIP, svc.Ports[0].Port, 5*time.Second)
+				src, landed, lat, err := e.dialFIN(svc.ClusterIP, svc.Ports[0].Port, 5*time.Second)
 				// Every port in TIME_WAIT younger than 1 s (tcp_tw_reuse's
 				// bound): wait for one to age, then try again.
 				for wait := 0; errors.Is(err, unix.EADDRNOTAVAIL) && wait < 250; wait++ {
 					time.Sleep(20 * time.Millisecond)
-					fd, landed, _, lat, err = traffic.OpenEcho(netip.Addr{}, svc.ClusterIP, svc.Ports[0].Port, 5*time.Second)
+					src, landed, lat, err = e.dialFIN(svc.ClusterIP, svc.Ports[0].Port, 5*time.Second)
 				}
 				prog.Add(1)
 				if err != nil {
@@ -93,25 +89,17 @@ func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 					if len(p.ErrorSamples) < 3 {
 						p.ErrorSamples = append(p.ErrorSamples, err.Error())
 					}
-					if fd >= 0 {
-						unix.Close(fd)
-					}
 					continue
 				}
-				if sa, serr := unix.Getsockname(fd); serr == nil {
-					if in4, ok := sa.(*unix.SockaddrInet4); ok {
-						if prev, seen := lastEP[in4.Port]; seen {
-							p.Reused++
-							if prev == landed.Addr() {
-								p.ReusedSameEndpoint++
-							}
+				if src != 0 {
+					if prev, seen := lastEP[src]; seen {
+						p.Reused++
+						if prev == landed.Addr() {
+							p.ReusedSameEndpoint++
 						}
-						lastEP[in4.Port] = landed.Addr()
 					}
+					lastEP[src] = landed.Addr()
 				}
-				// Close with FIN: undo OpenEcho's SO_LINGER 0.
-				_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{})
-				unix.Close(fd)
 				eps[landed.Addr()] = true
 				if lat > time.Second {
 					p.Slow++
@@ -126,7 +114,7 @@ func connReusePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 		}
 		if mode >= 0 {
 			// Back to node.sysctls' value for the next pass or mode.
-			if _, err := applyNodeSysctls(sc, tb, reuseKey, nil); err != nil {
+			if _, err := e.nodeSysctls(sc, reuseKey, nil); err != nil {
 				return out, err
 			}
 		}
@@ -153,7 +141,7 @@ var connReusePhaseV = Phase{
 		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
 	Report: reports.ConnReuseReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
-		if r.Result.ConnReuse, err = connReusePhase(ctx, r.Sc, r.Env, r.Testbed, r.Mode, r.Services, r.Progress()); err != nil {
+		if r.Result.ConnReuse, err = connReusePhase(ctx, r); err != nil {
 			return fmt.Errorf("conn reuse: %w", err)
 		}
 		return nil

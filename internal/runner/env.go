@@ -4,7 +4,9 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/proxybench/proxybench/internal/lib/nspool"
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/conntrack"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -21,10 +24,12 @@ import (
 )
 
 // env is what the phases do to the testbed beyond a mode's proxiers: the
-// traffic driver's calls, probes from client namespaces, conntrack
-// flushes, scratch namespaces and failure injection. newEnv binds each to
-// a built testbed; the phases' unit tests substitute fakes, so the phases
-// run without root.
+// traffic driver's calls, probes and connections from client namespaces,
+// echo servers in the backend host, conntrack flushes and reads, sysctls,
+// scratch namespaces, a second proxier and failure injection. newEnv
+// binds each to a built testbed; the phases' unit tests substitute fakes,
+// so the phases run without root. A phase reaches the kernel only through
+// env and its proxiers.
 type env struct {
 	// flush empties node n's conntrack table, so no mode inherits
 	// another's NAT decisions.
@@ -42,8 +47,9 @@ type env struct {
 	// namespace w mod the client count (an nspool.Workers); its error
 	// says a worker could not enter its namespace.
 	probes func(n int) (workerPool, error)
-	// dial makes one probe connection from a probe worker: where it
-	// landed and when it started (traffic.DialEcho).
+	// dial makes one probe connection from the calling thread (a probe
+	// worker, or inClient: the transitions' DNS check): where it landed
+	// and when it started (traffic.DialEcho).
 	dial func(dst netip.Addr, port uint16, timeout time.Duration) (landed netip.AddrPort, start time.Time, err error)
 	// down makes endpoints ips unreachable in the backend host until
 	// undo (traffic.DownEndpoints).
@@ -55,6 +61,78 @@ type env struct {
 	// icmp reads the testbed's ICMP counters (icmpCounters); nil: none
 	// are recorded.
 	icmp func() (reports.ICMPCounters, error)
+
+	// The connReuse, lifecycle and transitions phases' kernel touches.
+
+	// nodeSysctls writes sc's node.sysctls whose keys start with prefix,
+	// override's values replacing the scenario's, in every node
+	// namespace where the value differs, and returns what node0 reads
+	// back (applyNodeSysctls: /proc/sys through topology.Netns.Sysctl
+	// and ReadSysctl).
+	nodeSysctls func(sc *scenarios.Scenario, prefix string, override map[string]string) (map[string]string, error)
+	// clientSysctl writes sysctl key (a /proc/sys path such as
+	// net/ipv4/tcp_tw_reuse) in client pod 0's namespace
+	// (topology.Netns.Sysctl).
+	clientSysctl func(key, value string) error
+	// inClient runs fn on an OS thread locked into client pod 0's
+	// namespace (topology.Netns.Do): where dial and dialFIN run, for a
+	// run of connections from one thread.
+	inClient func(fn func() error) error
+	// dialFIN makes one TCP connection from the calling thread (in a
+	// client namespace: inClient) and closes it with FIN, leaving it in
+	// TIME_WAIT on the client: its source port (0: unknown), where it
+	// landed and its connect latency (traffic.OpenEcho, getsockname(2),
+	// SO_LINGER off, close(2)).
+	dialFIN func(dst netip.Addr, port uint16, timeout time.Duration) (srcPort int, landed netip.AddrPort, latency time.Duration, err error)
+	// open makes one TCP connection from client pod 0 and keeps it open
+	// (traffic.OpenEcho in the pod's namespace): its socket (-1 on
+	// error), where it landed and when its connect started.
+	open func(dst netip.Addr, port uint16, timeout time.Duration) (fd int, landed netip.AddrPort, start time.Time, err error)
+	// alive says whether connection fd of open is still open: no reset,
+	// hang-up or error pending (traffic.Alive).
+	alive func(fd int) bool
+	// closeConn closes connection fd of open with RST (close(2) with
+	// OpenEcho's SO_LINGER 0).
+	closeConn func(fd int)
+	// listen starts TCP echo servers on ports in the shared backend host
+	// (traffic.StartEcho), listenUDP UDP ones (traffic.StartUDPEchoIn);
+	// stop closes them. Both fail with errNoBackend when the testbed
+	// has no shared backend host (pods: isolated).
+	listen    func(ports []uint16) (stop func(), err error)
+	listenUDP func(ports []uint16) (stop func(), err error)
+	// udpClient opens a UDP socket in client pod 0 from source port
+	// srcPort (0: an ephemeral one) connected to dst (traffic.DialUDP).
+	udpClient func(srcPort uint16, dst netip.AddrPort) (udpConn, error)
+	// udpFlows lists node0's UDP conntrack entries (conntrack.List: a
+	// ctnetlink dump in the node namespace).
+	udpFlows func() ([]conntrack.Flow, error)
+	// newProxier makes a new proxier of m with sc's settings on node0
+	// (m.New on the node namespace): a second proxier beside the row's,
+	// which is neither started nor cleaned up here.
+	newProxier func(sc *scenarios.Scenario, m proxymodes.Mode) (proxymodes.Proxier, error)
+	// kernel is the running kernel's release (uname(2): kernelRelease).
+	kernel func() string
+}
+
+// errNoBackend: the testbed has no shared backend host to listen in
+// (pods: isolated).
+var errNoBackend = errors.New("need the shared backend host (pods: shared)")
+
+// udpConn is a connected UDP socket of a client pod (env.udpClient).
+type udpConn interface {
+	// Exchange sends datagram seq and waits up to timeout for the UDP
+	// echo's answer: the endpoint that answered (traffic.UDPExchange;
+	// an error: no answer, or a refusal).
+	Exchange(seq uint64, timeout time.Duration) (netip.AddrPort, error)
+	Close() error
+}
+
+// udpSocket is a udpConn over a kernel socket.
+type udpSocket struct{ *net.UDPConn }
+
+func (s udpSocket) Exchange(seq uint64, timeout time.Duration) (netip.AddrPort, error) {
+	ap, _, err := traffic.UDPExchange(s.UDPConn, seq, timeout)
+	return ap, err
 }
 
 // workerPool runs functions on workers pinned into namespaces
@@ -103,7 +181,78 @@ func newEnv(tb *topology.Testbed) *env {
 		down: func(ctx context.Context, ips []netip.Addr, how string) (func() error, error) {
 			return traffic.DownEndpoints(ctx, tb.Backend, ips, how)
 		},
+		nodeSysctls: func(sc *scenarios.Scenario, prefix string, override map[string]string) (map[string]string, error) {
+			return applyNodeSysctls(sc, tb, prefix, override)
+		},
+		clientSysctl: func(key, value string) error { return tb.Clients[0].Sysctl(key, value) },
+		inClient:     func(fn func() error) error { return tb.Clients[0].Do(fn) },
+		dialFIN:      dialFIN,
+		open: func(dst netip.Addr, port uint16, timeout time.Duration) (fd int, landed netip.AddrPort, start time.Time, err error) {
+			derr := tb.Clients[0].Do(func() error {
+				fd, landed, start, _, err = traffic.OpenEcho(netip.Addr{}, dst, port, timeout)
+				return nil
+			})
+			if derr != nil {
+				return -1, landed, start, derr
+			}
+			return fd, landed, start, err
+		},
+		alive:     traffic.Alive,
+		closeConn: func(fd int) { unix.Close(fd) },
+		listen: func(ports []uint16) (func(), error) {
+			if tb.Backend == nil {
+				return nil, errNoBackend
+			}
+			s, err := traffic.StartEcho(tb.Backend, ports)
+			if err != nil {
+				return nil, err
+			}
+			return s.Close, nil
+		},
+		listenUDP: func(ports []uint16) (func(), error) {
+			if tb.Backend == nil {
+				return nil, errNoBackend
+			}
+			s, err := traffic.StartUDPEchoIn([]*topology.Netns{tb.Backend}, ports)
+			if err != nil {
+				return nil, err
+			}
+			return s.Close, nil
+		},
+		udpClient: func(srcPort uint16, dst netip.AddrPort) (udpConn, error) {
+			c, err := traffic.DialUDP(tb.Clients[0], srcPort, dst)
+			if err != nil {
+				return nil, err
+			}
+			return udpSocket{c}, nil
+		},
+		udpFlows: func() ([]conntrack.Flow, error) { return conntrack.List(tb.Node) },
+		newProxier: func(sc *scenarios.Scenario, m proxymodes.Mode) (proxymodes.Proxier, error) {
+			return m.New(sc, tb.Node)
+		},
+		kernel: kernelRelease,
 	}
+}
+
+// dialFIN makes one TCP connection from the calling thread to dst:port
+// and closes it with FIN (see env.dialFIN).
+func dialFIN(dst netip.Addr, port uint16, timeout time.Duration) (srcPort int, landed netip.AddrPort, latency time.Duration, err error) {
+	fd, landed, _, latency, err := traffic.OpenEcho(netip.Addr{}, dst, port, timeout)
+	if err != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		return 0, landed, latency, err
+	}
+	if sa, serr := unix.Getsockname(fd); serr == nil {
+		if in4, ok := sa.(*unix.SockaddrInet4); ok {
+			srcPort = in4.Port
+		}
+	}
+	// Close with FIN: undo OpenEcho's SO_LINGER 0.
+	_ = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{})
+	unix.Close(fd)
+	return srcPort, landed, latency, nil
 }
 
 // scratchSync measures one full sync of services by a new proxier of mode

@@ -303,7 +303,7 @@ func fairnessPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topo
 		Nodes: len(tb.Nodes), Order: sc.Topology.Order(), Pods: sc.Topology.PodModel(),
 		PodCount: len(tb.Pods), PodBuild: tb.PodBuild, PodMemBytes: tb.PodMemBytes,
 	}
-	if mode == "ipvs" {
+	if md.HasScheduler() {
 		r.Scheduler = sc.IPVS.SchedulerLabel()
 	}
 	r.Expect = md.Expectation(sc)
@@ -357,10 +357,11 @@ func schedSuffix(s string) string {
 	return "/" + s
 }
 
-// modeVariants returns the scenarios mode runs under: one per IPVS
-// scheduler of sweep.schedulers for mode ipvs, else sc alone.
-func modeVariants(sc *scenarios.Scenario, mode string) []*scenarios.Scenario {
-	if mode != "ipvs" || len(sc.Sweep.Schedulers) == 0 {
+// modeVariants returns the scenarios m runs under: one per IPVS
+// scheduler of sweep.schedulers for a mode with a scheduler
+// (Mode.HasScheduler: ipvs), else sc alone.
+func modeVariants(sc *scenarios.Scenario, m proxymodes.Mode) []*scenarios.Scenario {
+	if !m.HasScheduler() || len(sc.Sweep.Schedulers) == 0 {
 		return []*scenarios.Scenario{sc}
 	}
 	var out []*scenarios.Scenario
@@ -372,12 +373,13 @@ func modeVariants(sc *scenarios.Scenario, mode string) []*scenarios.Scenario {
 	return out
 }
 
-// modeLabel names a mode in messages: "ipvs/wrr" for ipvs, else the mode.
-func modeLabel(mode string, sc *scenarios.Scenario) string {
-	if mode != "ipvs" {
-		return mode
+// modeLabel names a mode in messages: with its scheduler for a mode
+// that has one ("ipvs/wrr"), else its name.
+func modeLabel(m proxymodes.Mode, sc *scenarios.Scenario) string {
+	if !m.HasScheduler() {
+		return m.Name
 	}
-	return mode + schedSuffix(sc.IPVS.Scheduler)
+	return m.Name + schedSuffix(sc.IPVS.Scheduler)
 }
 
 // nodesPhaseV starts every other node's proxier over the same services

@@ -80,7 +80,7 @@ func GuestUnsupported(sc *scenarios.Scenario, k *uml.Kernel, mode string) string
 	why := k.Name + " lacks " + strings.Join(missing, ", ")
 	if slices.Contains(missing, "CONFIG_NF_TABLES_IPV4") {
 		why += " (no nf_tables ip family)"
-		if mode != "nftables" {
+		if m, err := modes.Lookup(mode); err == nil && m.UsesIPTables {
 			why += "; use iptables.backend: legacy"
 		}
 	}
@@ -157,7 +157,8 @@ func PlanKernels(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 }
 
 // planHost is the host target: every mode must run on this kernel, or,
-// under `fallback: iptables`, ipvs falls back to iptables.
+// under `fallback: <mode>`, a mode that falls back to that one
+// (Mode.FallsBackTo: ipvs to iptables) is replaced by it.
 func planHost(ctx context.Context, sc *scenarios.Scenario) (Target, map[string]string, error) {
 	st, err := ProbeHost(ctx, sc, sc.Modes)
 	if err != nil {
@@ -172,7 +173,7 @@ func planHost(ctx context.Context, sc *scenarios.Scenario) (Target, map[string]s
 	if len(missing) == 0 {
 		return Target{Name: "host", Modes: sc.Modes}, nil, nil
 	}
-	if sc.Fallback != "iptables" {
+	if sc.Fallback == "" {
 		return Target{}, nil, &InputError{Field: "modes", Msg: "the host kernel cannot run " + strings.Join(missing, "; "),
 			Fix: "run with --kernel uml (a user-mode-linux kernel; make kernels builds one with every mode), or drop the mode"}
 	}
@@ -182,16 +183,47 @@ func planHost(ctx context.Context, sc *scenarios.Scenario) (Target, map[string]s
 		switch {
 		case s.Available:
 			modes = append(modes, s.Mode)
-		case s.Mode == "ipvs":
-			fb["ipvs"] = "iptables"
-			if !slices.Contains(sc.Modes, "iptables") {
-				modes = append(modes, "iptables")
+		case fallsBackTo(s.Mode) == sc.Fallback && sc.KubeProxyRuns(s.Mode):
+			// kube-proxy itself no longer falls back (kubernetes PR#111806,
+			// v1.26): with mode ipvs on a kernel without IP_VS, v1.36.3 and
+			// v1.37.2 exit with status 1, "can't use the IPVS proxier: ipvs
+			// not supported", programming nothing
+			// (TestKernelIPVSModeWithoutIPVS). A row that ran as the
+			// fallback would report what kube-proxy does not do.
+			return Target{}, nil, &InputError{Field: "fallback", Msg: fmt.Sprintf("the host kernel cannot run %s (%s), and kube-proxy does not fall back since v1.26 (kubernetes PR#111806): it exits with \"can't use the IPVS proxier\"", s.Mode, s.Reason),
+				Fix: "run the kube-proxy row in a guest (--kernel uml), or keep fallback for builtin only (kubeProxy.modes without " + s.Mode + ")"}
+		case fallsBackTo(s.Mode) == sc.Fallback:
+			fb[s.Mode] = sc.Fallback
+			if !slices.Contains(sc.Modes, sc.Fallback) {
+				modes = append(modes, sc.Fallback)
 			}
 		default:
 			return Target{}, nil, &InputError{Field: "modes", Msg: "the host kernel cannot run " + s.Mode + ": " + s.Reason, Fix: "run with --kernel uml, or drop the mode"}
 		}
 	}
 	return Target{Name: "host", Modes: slices.Compact(modes)}, fb, nil
+}
+
+// fallsBackTo is the mode that replaces mode under a scenario's fallback
+// (Mode.FallsBackTo), "" for none or a name no mode has.
+func fallsBackTo(mode string) string {
+	m, err := modes.Lookup(mode)
+	if err != nil {
+		return ""
+	}
+	return m.FallsBackTo
+}
+
+// splitBaselines are the modes a split plan's guest group runs too when
+// the scenario has them (Mode.SplitBaseline), in modes.All's order.
+func splitBaselines() []string {
+	var out []string
+	for _, m := range modes.All {
+		if m.SplitBaseline {
+			out = append(out, m.Name)
+		}
+	}
+	return out
 }
 
 func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
@@ -251,7 +283,7 @@ func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 			guest = append(guest, s.Mode)
 		}
 	}
-	for _, b := range []string{"none", "iptables"} {
+	for _, b := range splitBaselines() {
 		if slices.Contains(sc.Modes, b) && !slices.Contains(guest, b) && GuestUnsupported(sc, k, b) == "" {
 			guest = append([]string{b}, guest...)
 		}

@@ -9,14 +9,10 @@ import (
 	"slices"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
-	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
-	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // heldConn is one connection held open across a change.
@@ -55,12 +51,9 @@ func lifecycleChanges(a, b, c, d, a2 netip.Addr) []struct {
 // then opens three more batches of held connections and records the open
 // connections per endpoint after each. p programs services again at the
 // end (full sync).
-func lifecyclePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topology.Testbed, m proxymodes.Mode, p proxymodes.Proxier,
-	services []workload.Service, prog Progress, f *faults) (out []reports.LifecycleChange, err error) {
+func lifecyclePhase(ctx context.Context, r *Row) (out []reports.LifecycleChange, err error) {
+	sc, e, m, p, services, prog, f := r.Sc, r.Env, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults
 	lc := sc.Lifecycle
-	if tb.Backend == nil {
-		return nil, fmt.Errorf("lifecycle: need the shared backend host (pods: shared)")
-	}
 	target := uint16(5353)
 	for slices.Contains(workload.TargetPorts(services), target) {
 		target++
@@ -76,23 +69,14 @@ func lifecyclePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 	if !podNet.Contains(a2) {
 		return nil, fmt.Errorf("lifecycle: no room for the web service's endpoints in podCIDR %s", podNet)
 	}
-	echo, err := traffic.StartEcho(tb.Backend, []uint16{target})
+	stop, err := e.listen([]uint16{target})
 	if err != nil {
 		return nil, err
 	}
-	defer echo.Close()
-	client := tb.Clients[0]
+	defer stop()
 	dial := func() (fd int, landed netip.Addr, start time.Time, err error) {
-		derr := client.Do(func() error {
-			var ap netip.AddrPort
-			fd, ap, start, _, err = traffic.OpenEcho(netip.Addr{}, web.ClusterIP, 80, time.Second)
-			landed = ap.Addr()
-			return nil
-		})
-		if derr != nil {
-			return -1, landed, start, derr
-		}
-		return fd, landed, start, err
+		fd, ap, start, err := e.open(web.ClusterIP, 80, time.Second)
+		return fd, ap.Addr(), start, err
 	}
 	with := func(eps []workload.Endpoint) []workload.Service {
 		w := web
@@ -109,11 +93,11 @@ func lifecyclePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 		if _, err := p.Sync(ctx, with(ch.pre)); err != nil {
 			return out, err
 		}
-		r := reports.LifecycleChange{Name: ch.name, LastToOldNs: -1, FirstSuccessNs: -1}
+		rc := reports.LifecycleChange{Name: ch.name, LastToOldNs: -1, FirstSuccessNs: -1}
 		var held []heldConn
 		closeAll := func() {
 			for _, h := range held {
-				unix.Close(h.fd)
+				e.closeConn(h.fd)
 			}
 			held = nil
 		}
@@ -125,10 +109,10 @@ func lifecyclePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 			}
 			held = append(held, heldConn{fd, ep})
 			if slices.Contains(ch.old, ep) {
-				r.HeldOnChanged++
+				rc.HeldOnChanged++
 			}
 		}
-		r.Held = len(held)
+		rc.Held = len(held)
 		if ch.name == "drain-refill" {
 			if _, err := p.Sync(ctx, with(nil)); err != nil {
 				closeAll()
@@ -149,18 +133,18 @@ func lifecyclePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 				refilled = true
 			}
 			fd, ep, start, err := dial()
-			r.New++
+			rc.New++
 			if err != nil {
-				r.NewFailed++
+				rc.NewFailed++
 				continue
 			}
-			unix.Close(fd)
-			if r.FirstSuccessNs < 0 {
-				r.FirstSuccessNs = int64(start.Sub(t0))
+			e.closeConn(fd)
+			if rc.FirstSuccessNs < 0 {
+				rc.FirstSuccessNs = int64(start.Sub(t0))
 			}
 			if slices.Contains(ch.old, ep) {
-				r.NewToOld++
-				r.LastToOldNs = int64(start.Sub(t0))
+				rc.NewToOld++
+				rc.LastToOldNs = int64(start.Sub(t0))
 			}
 		}
 		if ch.name == "restart" {
@@ -173,20 +157,20 @@ func lifecyclePhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *top
 				}
 				active := map[string]int{}
 				for _, h := range held {
-					if traffic.Alive(h.fd) {
+					if e.alive(h.fd) {
 						active[h.ep.String()]++
 					}
 				}
-				r.ActiveAfter = append(r.ActiveAfter, active)
+				rc.ActiveAfter = append(rc.ActiveAfter, active)
 			}
 		}
-		for _, h := range held[:r.Held] {
-			if !traffic.Alive(h.fd) {
-				r.Broken++
+		for _, h := range held[:rc.Held] {
+			if !e.alive(h.fd) {
+				rc.Broken++
 			}
 		}
 		closeAll()
-		out = append(out, r)
+		out = append(out, rc)
 		prog.Add(1)
 	}
 	if fs, ok := p.(proxymodes.FullSyncer); ok {
@@ -208,7 +192,7 @@ var lifecyclePhaseV = Phase{
 		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
 	Report: reports.LifecycleReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
-		if r.Result.Lifecycle, err = lifecyclePhase(ctx, r.Sc, r.Env, r.Testbed, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults); err != nil {
+		if r.Result.Lifecycle, err = lifecyclePhase(ctx, r); err != nil {
 			return fmt.Errorf("lifecycle: %w", err)
 		}
 		return nil

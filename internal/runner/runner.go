@@ -247,7 +247,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
 			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e)) {
-				for _, vsc := range modeVariants(sc.AtSize(n), mode) {
+				for _, vsc := range modeVariants(sc.AtSize(n), m) {
 					mr, secs, err := runRow(ctx, Phases, vsc, o, tb, e, perSize[i], row)
 					if mr != nil {
 						mr.Services = n
@@ -331,7 +331,7 @@ func rowLabel(m proxymodes.Mode, sc *scenarios.Scenario) string {
 	if m.Base != "" {
 		return m.Name
 	}
-	return modeLabel(m.Name, sc)
+	return modeLabel(m, sc)
 }
 
 // buildPhase builds the testbed for the largest service set (the last of
@@ -374,7 +374,7 @@ func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Optio
 	if err != nil {
 		return nil, nil, err
 	}
-	mr := &reports.ModeResult{Mode: m.Name, Info: p.Info(), Kernel: string(o.Where)}
+	mr := &reports.ModeResult{Mode: m.Name, Info: p.Info(), Kernel: string(o.Where), Traits: m.Traits}
 	if m.Base != "" {
 		mr.Implementation, mr.BaseMode = m.Implementation, m.Base
 	}

@@ -5,19 +5,15 @@ package runner
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/proxybench/proxybench/proxymodes"
-	"github.com/proxybench/proxybench/proxymodes/conntrack"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
-	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
-	"github.com/proxybench/proxybench/workload/traffic"
 )
 
 // dnsLike returns the DNS-like service of the transitions phase: named
@@ -75,7 +71,7 @@ type udpSender struct {
 	done chan struct{}
 }
 
-func startSender(c *net.UDPConn, interval, timeout time.Duration) *udpSender {
+func startSender(c udpConn, interval, timeout time.Duration) *udpSender {
 	s := &udpSender{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
@@ -83,7 +79,7 @@ func startSender(c *net.UDPConn, interval, timeout time.Duration) *udpSender {
 		for {
 			seq++
 			sent := time.Now()
-			ap, _, err := traffic.UDPExchange(c, seq, timeout)
+			ap, err := c.Exchange(seq, timeout)
 			r := exchange{sent: sent, answered: time.Now()}
 			if err == nil {
 				r.from = ap.Addr()
@@ -155,12 +151,9 @@ func tally(t *reports.Transition, recs []exchange, t0 time.Time, live []netip.Ad
 // kube-proxy) and, when the scenario asks, with a second proxier of m
 // built without the cleanup; the node's conntrack table is flushed before
 // each transition. Afterwards p programs services again (a full sync).
-func transitionsPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *topology.Testbed, m proxymodes.Mode, p proxymodes.Proxier,
-	services []workload.Service, prog Progress, f *faults) (out []reports.Transition, dnsCheck *reports.DNSCheck, err error) {
+func transitionsPhase(ctx context.Context, r *Row) (out []reports.Transition, dnsCheck *reports.DNSCheck, err error) {
+	sc, e, m, p, services, prog, f := r.Sc, r.Env, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults
 	tr := sc.Transitions
-	if tb.Backend == nil {
-		return nil, nil, fmt.Errorf("transitions: need the shared backend host (pods: shared)")
-	}
 	target := uint16(5353)
 	for slices.Contains(workload.TargetPorts(services), target) {
 		target++
@@ -169,16 +162,16 @@ func transitionsPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *t
 	if err != nil {
 		return nil, nil, err
 	}
-	uecho, err := traffic.StartUDPEchoIn([]*topology.Netns{tb.Backend}, []uint16{target})
+	stopUDP, err := e.listenUDP([]uint16{target})
 	if err != nil {
 		return nil, nil, err
 	}
-	defer uecho.Close()
-	techo, err := traffic.StartEcho(tb.Backend, []uint16{target})
+	defer stopUDP()
+	stopTCP, err := e.listen([]uint16{target})
 	if err != nil {
 		return nil, nil, err
 	}
-	defer techo.Close()
+	defer stopTCP()
 
 	variants := []bool{true}
 	if tr.WithoutCleanup != nil && *tr.WithoutCleanup {
@@ -191,12 +184,12 @@ func transitionsPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *t
 		if !clean {
 			off := *sc
 			off.NoConntrackCleanup = true
-			if q, err = m.New(&off, tb.Node); err != nil {
+			if q, err = e.newProxier(&off, m); err != nil {
 				return out, nil, err
 			}
 		}
 		for _, name := range []string{"0to1-new-service", "endpoint-removal", "restart-1to0to1"} {
-			t, err := runTransition(ctx, e, tb, q, services, dns, a, b, name, tr)
+			t, err := runTransition(ctx, e, q, services, dns, a, b, name, tr)
 			if err != nil {
 				return out, nil, fmt.Errorf("transition %s (cleanup %v): %w", name, clean, err)
 			}
@@ -211,11 +204,11 @@ func transitionsPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *t
 	if fs, ok := p.(proxymodes.FullSyncer); ok {
 		fs.ForceFullSync()
 	}
-	if dnsCheck, err = checkDNS(ctx, tb, p, services, dns, a, tr); err != nil {
+	if dnsCheck, err = checkDNS(ctx, e, p, services, dns, a, tr); err != nil {
 		return out, nil, err
 	}
 	if _, err := p.Sync(ctx, services); err != nil {
-		return out, nil, fmt.Errorf("sync after transitions: %w", err)
+		return out, dnsCheck, fmt.Errorf("sync after transitions: %w", err)
 	}
 	if ferr := e.flush(0); ferr != nil {
 		f.add("conntrack flush of node0 after the transitions failed: %v", ferr)
@@ -225,27 +218,27 @@ func transitionsPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb *t
 
 // checkDNS programs the DNS-like service with endpoint a and sends 20
 // datagrams to 53/UDP and 20 connections to 53/TCP from client pod 0.
-func checkDNS(ctx context.Context, tb *topology.Testbed, p proxymodes.Proxier, services []workload.Service,
+func checkDNS(ctx context.Context, e *env, p proxymodes.Proxier, services []workload.Service,
 	dns workload.Service, a netip.Addr, tr *scenarios.TransitionsSpec) (*reports.DNSCheck, error) {
 	if _, err := p.Sync(ctx, withEndpoints(services, dns, a)); err != nil {
 		return nil, fmt.Errorf("DNS check sync: %w", err)
 	}
 	d := &reports.DNSCheck{}
-	c, err := traffic.DialUDP(tb.Clients[0], 0, netip.AddrPortFrom(dns.ClusterIP, 53))
+	c, err := e.udpClient(0, netip.AddrPortFrom(dns.ClusterIP, 53))
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	for i := 0; i < 20; i++ {
 		d.UDPSent++
-		if ap, _, err := traffic.UDPExchange(c, uint64(i+1), tr.Timeout.Duration+time.Second); err == nil && ap.Addr() == a {
+		if ap, err := c.Exchange(uint64(i+1), tr.Timeout.Duration+time.Second); err == nil && ap.Addr() == a {
 			d.UDPOK++
 		}
 	}
-	err = tb.Clients[0].Do(func() error {
+	err = e.inClient(func() error {
 		for i := 0; i < 20; i++ {
 			d.TCPSent++
-			if ap, _, _, err := traffic.DialEcho(dns.ClusterIP, 53, 2*time.Second); err == nil && ap.Addr() == a {
+			if ap, _, err := e.dial(dns.ClusterIP, 53, 2*time.Second); err == nil && ap.Addr() == a {
 				d.TCPOK++
 			}
 		}
@@ -256,7 +249,7 @@ func checkDNS(ctx context.Context, tb *topology.Testbed, p proxymodes.Proxier, s
 
 // runTransition performs one transition (see reports.Transition.Name)
 // with a fresh client on transitions.sourcePort.
-func runTransition(ctx context.Context, e *env, tb *topology.Testbed, p proxymodes.Proxier, services []workload.Service,
+func runTransition(ctx context.Context, e *env, p proxymodes.Proxier, services []workload.Service,
 	dns workload.Service, a, b netip.Addr, name string, tr *scenarios.TransitionsSpec) (reports.Transition, error) {
 	t := reports.Transition{Name: name, Observe: tr.Observe.Duration}
 	if err := e.flush(0); err != nil {
@@ -281,7 +274,7 @@ func runTransition(ctx context.Context, e *env, tb *topology.Testbed, p proxymod
 	if _, err := sync(pre); err != nil {
 		return t, err
 	}
-	c, err := traffic.DialUDP(tb.Clients[0], uint16(tr.SourcePort), netip.AddrPortFrom(dns.ClusterIP, 53))
+	c, err := e.udpClient(uint16(tr.SourcePort), netip.AddrPortFrom(dns.ClusterIP, 53))
 	if err != nil {
 		return t, err
 	}
@@ -321,7 +314,7 @@ func runTransition(ctx context.Context, e *env, tb *topology.Testbed, p proxymod
 		time.Sleep(tr.Observe.Duration / 2) // the service sits at 0 endpoints
 		change, live = withEndpoints(services, dns, b), []netip.Addr{b}
 	}
-	if flows, err := conntrack.List(tb.Node); err == nil {
+	if flows, err := e.udpFlows(); err == nil {
 		for _, fl := range flows {
 			if fl.OrigDst == dns.ClusterIP {
 				t.FlowsBefore = append(t.FlowsBefore, fl.ReplySrc.String())
@@ -351,7 +344,7 @@ var transitionsPhaseV = Phase{
 		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
 	Report: reports.TransitionsReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
-		if r.Result.Transitions, r.Result.DNS, err = transitionsPhase(ctx, r.Sc, r.Env, r.Testbed, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults); err != nil {
+		if r.Result.Transitions, r.Result.DNS, err = transitionsPhase(ctx, r); err != nil {
 			return fmt.Errorf("transitions: %w", err)
 		}
 		return nil

@@ -34,7 +34,12 @@ var Mode = proxymodes.Mode{
 	Protocols: []string{"TCP", "UDP", "SCTP"},
 	New:       proxymodes.NewFrom(ConfigFromScenario, New),
 	Render:    proxymodes.RenderFrom(ConfigFromScenario, Rendering),
-	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic},
+	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic, PartialRewritesWalk: true},
+	// One KUBE-SERVICES rule per ServicePort, walked in render order;
+	// SyncStats.Objects counts the restore input's "-A" lines.
+	Traits:        measure.ModeTraits{Walk: chainServices, Objects: "rules", IPTablesBackend: true},
+	UsesIPTables:  true,
+	SplitBaseline: true,
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.IPTables.MinSyncPeriod.Duration, sc.IPTables.SyncPeriod.Duration
 	},

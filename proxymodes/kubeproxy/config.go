@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/proxybench/proxybench/scenarios"
 )
 
 // Owned lists the KubeProxyConfiguration fields the testbed sets itself
@@ -63,9 +65,6 @@ type ConfigSpec struct {
 	// Kubeconfig is the path of the node's kubeconfig.
 	Kubeconfig string
 }
-
-// Modes are the kube-proxy modes the testbed runs.
-var Modes = []string{"iptables", "ipvs", "nftables"}
 
 // CheckPass returns an error naming the first Owned field pass sets (the
 // fix: remove it, the testbed sets it), or a mode kube-proxy lacks.
@@ -122,8 +121,8 @@ func Config(spec ConfigSpec) ([]byte, map[string]string, error) {
 	if err := CheckPass(spec.Pass); err != nil {
 		return nil, nil, err
 	}
-	if !contains(Modes, spec.Mode) {
-		return nil, nil, fmt.Errorf("kube-proxy mode %q: want one of %s", spec.Mode, strings.Join(Modes, ", "))
+	if !contains(scenarios.KubeProxyModes, spec.Mode) {
+		return nil, nil, fmt.Errorf("kube-proxy mode %q: want one of %s", spec.Mode, strings.Join(scenarios.KubeProxyModes, ", "))
 	}
 	owned := map[string]any{
 		"apiVersion":                      "kubeproxy.config.k8s.io/v1alpha1",

@@ -53,8 +53,10 @@ func RowLabel(mode, version string, withVersion bool) string {
 // returns a *Proxier (control plane, API objects and kube-proxy in the
 // node namespace); it has no Render (the sim models builtin only), its
 // full sync is measured once (SingleFullSync), and the rest (sync periods,
-// fairness promise, kernel modules and probes) is base's, since it
-// programs the same kind of rules.
+// fairness promise, kernel modules, probes and traits) is base's, since
+// it programs the same kind of rules, except that a list a lookup walks
+// is in no fixed order (Traits.Unordered: pkg/proxy/iptables writes
+// KUBE-SERVICES in its service map's iteration order).
 func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 	m := base
 	m.Name = v.Label
@@ -62,6 +64,7 @@ func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 	m.Implementation = scenarios.ImplKubeProxy
 	m.SingleFullSync = true
 	m.Render = nil
+	m.Traits.Unordered = base.Traits.Walk != ""
 	m.Binaries = func(*scenarios.Scenario) []string { return ModeBinaries[base.Name] }
 	m.New = func(sc *scenarios.Scenario, node proxymodes.Node) (proxymodes.Proxier, error) {
 		ns, ok := node.(*topology.Netns)
@@ -78,7 +81,7 @@ func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 			return nil, err
 		}
 		backend := ""
-		if base.Name != "nftables" {
+		if base.UsesIPTables {
 			backend = sc.IPTables.Backend // the same iptables back end as builtin
 		}
 		return NewProxier(ProxierSpec{Mode: base.Name, IPTablesBackend: backend, Node: ns, NodeIP: ip, ClusterCIDR: cluster, ServiceCIDR: svc,

@@ -48,12 +48,20 @@ func Names() []string {
 }
 
 // Catalog is what scenario validation checks names against.
-// It carries each mode's Protocols, and kube-proxy's configuration check
+// It carries each mode's Protocols, the modes with a scheduler
+// (HasScheduler) and those whose proxy terminates connections
+// (Traits.Terminates), and kube-proxy's configuration check
 // (kubeproxy.CheckConfig).
 func Catalog() scenarios.Catalog {
 	c := scenarios.Catalog{Modes: Names(), Protocols: map[string][]string{}, KubeProxyConfig: kubeproxy.CheckConfig}
 	for _, m := range All {
 		c.Protocols[m.Name] = m.Protocols
+		if m.HasScheduler() {
+			c.Schedulers = append(c.Schedulers, m.Name)
+		}
+		if m.Traits.Terminates {
+			c.Terminating = append(c.Terminating, m.Name)
+		}
 	}
 	return c
 }

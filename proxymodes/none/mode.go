@@ -11,7 +11,7 @@ import (
 // Mode is the baseline: no rules; traffic dials pod IPs directly. It has
 // no sync loop (no SyncPeriods), so it takes no churn phase.
 var Mode = proxymodes.Mode{
-	Name: "none",
+	Name: scenarios.BaselineMode,
 	// No rules: traffic dials the endpoints, whatever the protocol.
 	Protocols: []string{"TCP", "UDP", "SCTP"},
 	New:       func(*scenarios.Scenario, proxymodes.Node) (proxymodes.Proxier, error) { return New(), nil },
@@ -21,6 +21,7 @@ var Mode = proxymodes.Mode{
 	Sim:           proxymodes.SimModel{Lookup: proxymodes.LookupDirect},
 	KernelOptions: func(*scenarios.Scenario) []string { return []string{"CONFIG_NET_NS", "CONFIG_VETH"} },
 	Direct:        true,
+	SplitBaseline: true,
 	Probe: func(context.Context, proxymodes.Node) (bool, string) {
 		return true, "network namespaces and veth work"
 	},

@@ -3,6 +3,8 @@ package fidelity
 import (
 	"regexp"
 	"slices"
+
+	"github.com/proxybench/proxybench/scenarios"
 )
 
 // Known is a documented difference between builtin's ruleset and
@@ -60,7 +62,7 @@ func Explain(known []Known, mode string, diffs []Difference) (unexplained []Diff
 }
 
 var (
-	allModes     = []string{"iptables", "ipvs", "nftables"}
+	allModes     = scenarios.KubeProxyModes
 	iptablesMode = []string{"iptables"}
 	nftablesMode = []string{"nftables"}
 	ipvsMode     = []string{"ipvs"}

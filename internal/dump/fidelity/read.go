@@ -11,9 +11,12 @@ package fidelity
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/modes"
+	"github.com/proxybench/proxybench/scenarios"
 )
 
 // Section is one tool's view of a namespace's kernel state.
@@ -81,11 +84,14 @@ var Backends = []string{"legacy", "nft"}
 //     dual-stack detection programs IPv6 too);
 //   - nftables: nft list table for every table named kube-proxy (ip and
 //     ip6 families);
-//   - ipvs: also ipvsadm -Sn (every virtual and real server, numeric),
-//     ipset save, and the IPv4 addresses of kube-ipvs0 (ip -4 -o addr show).
+//   - the mode's own read-back commands (proxymodes.Mode.ReadBack), for
+//     ipvs ipvsadm -Sn (every virtual and real server, numeric), ipset
+//     save, and the IPv4 addresses of kube-ipvs0 (ip -4 -o addr show).
 //
-// A tool that fails is an error naming it and its output; a tool whose
-// output holds nothing of the mode is left out.
+// mode is one of scenarios.KubeProxyModes. A tool that fails is an error
+// naming it and its output (an optional read-back command's reading is
+// left out instead); a tool whose output holds nothing of the mode is
+// left out.
 func Read(ctx context.Context, node proxymodes.Node, mode string, backends []string) (Reading, error) {
 	r := Reading{Mode: mode}
 	run := func(name string, args ...string) (string, error) {
@@ -95,10 +101,9 @@ func Read(ctx context.Context, node proxymodes.Node, mode string, backends []str
 		}
 		return string(out), nil
 	}
-	switch mode {
-	case "iptables", "ipvs", "nftables":
-	default:
-		return r, fmt.Errorf("fidelity: mode %q: want iptables, ipvs or nftables", mode)
+	md, err := modes.Lookup(mode)
+	if err != nil || !slices.Contains(scenarios.KubeProxyModes, mode) {
+		return r, fmt.Errorf("fidelity: mode %q: want %s", mode, orList(scenarios.KubeProxyModes))
 	}
 	// Every mode: a mode that should leave no iptables rules (nftables)
 	// is read too, so that any it does leave shows.
@@ -128,20 +133,23 @@ func Read(ctx context.Context, node proxymodes.Node, mode string, backends []str
 			r.Sections = append(r.Sections, Section{Tool: "nft list table " + f[1] + " " + f[2], Text: out})
 		}
 	}
-	if mode != "ipvs" {
-		return r, nil
-	}
-	out, err := run("ipvsadm", "-Sn")
-	if err != nil {
-		return r, err
-	}
-	r.Sections = append(r.Sections, Section{Tool: "ipvsadm -Sn", Text: out})
-	if out, err = run("ipset", "save"); err != nil {
-		return r, err
-	}
-	r.Sections = append(r.Sections, Section{Tool: "ipset save", Text: out})
-	if out, err := run("ip", "-4", "-o", "addr", "show", "dev", "kube-ipvs0"); err == nil {
-		r.Sections = append(r.Sections, Section{Tool: "ip -4 -o addr show dev kube-ipvs0", Text: out})
+	for _, c := range md.ReadBack {
+		out, err := run(c.Name, c.Args...)
+		if err != nil {
+			if c.Optional {
+				continue
+			}
+			return r, err
+		}
+		r.Sections = append(r.Sections, Section{Tool: strings.Join(append([]string{c.Name}, c.Args...), " "), Text: out})
 	}
 	return r, nil
+}
+
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
