@@ -93,11 +93,11 @@ func (m ModeSwitch) Label() string {
 	return fmt.Sprintf("%s → %s (%s)", m.From, m.To, who)
 }
 
-// SwitchService is one probed service of a switch: its outage is from the
-// answer of its last successful connection before its first failed one
-// after Start (through the old rules) to the answer of its first
-// successful one after its last failed one (through the new), in ns; 0
-// when no connection to it failed; -1 when it never answered again.
+// SwitchService is one probed service of a switch: its outage is its
+// longest run of failed connections after Start, from the answer of the
+// successful connection before it (through the old rules) to the answer
+// of the first successful one after it (through the new), in ns; 0 when
+// no connection to it failed; -1 when it never answered again.
 type SwitchService struct {
 	Service   string `json:"service"`
 	ClusterIP string `json:"clusterIP"`
@@ -199,8 +199,8 @@ func ModeSwitchSections(switches []ModeSwitch) []Section {
 	sum := Section{Phase: "modeSwitch", Title: "mode switch under traffic", Scope: "run",
 		Intro: "One node switches proxy mode as a DaemonSet rollout does: the old proxier stops and leaves its rules, a new one starts in the other mode " +
 			"(cleaning up at start what kube-proxy v1.37 cleans up: nftables removes the iptables and ipvs modes' rules, iptables and ipvs remove the nftables table), " +
-			"while probes connect to the probed services. Outage: per service, from the last answer before its first failed connection to the first answer after its last; " +
-			"the longest over the probed services. Leftovers: the old mode's objects still in the kernel after the switch that the new mode does not own; " +
+			"while probes connect to the probed services. Outage: per service, its longest run of failed connections, from the answer before it to the first answer after it; " +
+			"the longest over the probed services (a run of failures, not the span of sporadic timeouts). Leftovers: the old mode's objects still in the kernel after the switch that the new mode does not own; " +
 			"after the cleanup (kube-proxy --cleanup, or builtin's CleanupLeftovers of every mode, with the new proxier stopped) every proxy object left.",
 		Columns: []Column{{Name: "kernel"}, {Name: "outage max", Unit: "s", Figure: "modeswitch.outage.max"}, {Name: "services out", Unit: "count"},
 			{Name: "attempts", Unit: "count"}, {Name: "failed", Unit: "count", Figure: "modeswitch.failed"}, {Name: "slow", Unit: "count", Figure: "modeswitch.slow"},

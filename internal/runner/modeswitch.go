@@ -377,11 +377,13 @@ func switchWindow(recs []probeRec, from, to time.Time, slow time.Duration) repor
 }
 
 // outages is, per probed service, its outage in [from, to) (see
-// reports.SwitchService): from the answer of its last success before its
-// first failed probe started at or after from (probes from the second
-// before from count as that success) to the answer of its first success
-// after its last failed one; 0 without a failure; -1 when no success
-// followed.
+// reports.SwitchService): the longest run of its failed probes started
+// at or after from, from the answer of the success before the run (a
+// probe of the second before from counts) to the answer of the first
+// success after it; 0 without a failure; -1 when no success followed the
+// last run. A run, not the span from the first failure to the last: on a
+// loaded machine a connection may time out now and then, and two such
+// far apart are no outage between them.
 func outages(services []workload.Service, targets []workload.Target, recs []probeRec, from, to time.Time) []reports.SwitchService {
 	by := make([][]probeRec, len(targets))
 	for _, r := range recs {
@@ -395,39 +397,41 @@ func outages(services []workload.Service, targets []workload.Target, recs []prob
 		ss := reports.SwitchService{Service: s.Name, ClusterIP: s.ClusterIP.String(), LastOldNs: -1, FirstNewNs: -1}
 		rs := by[i]
 		sort.Slice(rs, func(a, b int) bool { return rs[a].start.Before(rs[b].start) })
-		firstFail, lastFail := -1, -1
-		for j, r := range rs {
-			if r.start.Before(from) {
+		var lastOK time.Time // answer of the last success so far
+		inRun := false       // failures since lastOK (of probes from from on)
+		for _, r := range rs {
+			if !r.start.Before(from) {
+				ss.Attempts++
+			}
+			if r.err != nil {
+				if !r.start.Before(from) {
+					ss.Failed++
+					inRun = true
+				}
 				continue
 			}
-			ss.Attempts++
-			if r.err != nil {
-				ss.Failed++
-				if firstFail < 0 {
-					firstFail = j
+			at := r.start.Add(r.lat)
+			if inRun {
+				start := from
+				if !lastOK.IsZero() {
+					start = lastOK
 				}
-				lastFail = j
+				if d := int64(at.Sub(start)); d > ss.OutageNs {
+					ss.OutageNs, ss.FirstNewNs = d, int64(at.Sub(from))
+					ss.LastOldNs = -1
+					if !lastOK.IsZero() {
+						ss.LastOldNs = int64(lastOK.Sub(from))
+					}
+				}
+				inRun = false
 			}
+			lastOK = at
 		}
-		if firstFail >= 0 {
-			for j := firstFail - 1; j >= 0; j-- {
-				if rs[j].err == nil {
-					ss.LastOldNs = int64(rs[j].start.Add(rs[j].lat).Sub(from))
-					break
-				}
-			}
-			lastOld := from
-			if ss.LastOldNs != -1 {
-				lastOld = from.Add(time.Duration(ss.LastOldNs))
-			}
-			ss.OutageNs = -1
-			for j := lastFail + 1; j < len(rs); j++ {
-				if rs[j].err == nil {
-					at := rs[j].start.Add(rs[j].lat)
-					ss.FirstNewNs = int64(at.Sub(from))
-					ss.OutageNs = int64(at.Sub(lastOld))
-					break
-				}
+		if inRun { // the last run never ended
+			ss.OutageNs, ss.FirstNewNs = -1, -1
+			ss.LastOldNs = -1
+			if !lastOK.IsZero() {
+				ss.LastOldNs = int64(lastOK.Sub(from))
 			}
 		}
 		out[i] = ss

@@ -30,10 +30,10 @@ func TestSwitchOutages(t *testing.T) {
 	services := []workload.Service{{Name: "s0", ClusterIP: netip.MustParseAddr("198.18.0.1")}, {Name: "s1"}, {Name: "s2"}}
 	targets := []workload.Target{{Service: 0}, {Service: 1}, {Service: 2}}
 	recs := []probeRec{
-		{target: 0, start: at(-500), lat: time.Millisecond},           // baseline success: the last through the old rules
-		{target: 0, start: at(100), lat: time.Millisecond, err: fail}, // the gap
-		{target: 0, start: at(300), lat: time.Millisecond},            // a success inside the gap
-		{target: 0, start: at(400), lat: time.Millisecond, err: fail}, // still out
+		{target: 0, start: at(-500), lat: time.Millisecond},           // baseline success
+		{target: 0, start: at(100), lat: time.Millisecond, err: fail}, // a first run
+		{target: 0, start: at(300), lat: time.Millisecond},            // a success between the runs
+		{target: 0, start: at(400), lat: time.Millisecond, err: fail}, // the second run
 		{target: 0, start: at(700), lat: 2 * time.Millisecond},        // first through the new rules
 		{target: 1, start: at(50), lat: time.Millisecond},
 		{target: 1, start: at(600), lat: time.Millisecond},
@@ -41,7 +41,10 @@ func TestSwitchOutages(t *testing.T) {
 		{target: 2, start: at(200), lat: time.Millisecond, err: fail},
 	}
 	got := outages(services, targets, recs, t0, at(2000))
-	if s := got[0]; s.Attempts != 4 || s.Failed != 2 || s.LastOldNs != int64(-499*time.Millisecond) || s.FirstNewNs != int64(702*time.Millisecond) || s.OutageNs != int64(1201*time.Millisecond) {
+	// Two runs of failures with a success between: the longer one, from
+	// the baseline success (-499 ms) to the one at 301 ms (the other,
+	// 301 to 702 ms, is shorter).
+	if s := got[0]; s.Attempts != 4 || s.Failed != 2 || s.LastOldNs != int64(-499*time.Millisecond) || s.FirstNewNs != int64(301*time.Millisecond) || s.OutageNs != int64(800*time.Millisecond) {
 		t.Errorf("service 0: %+v", s)
 	}
 	if s := got[1]; s.OutageNs != 0 || s.Failed != 0 || s.Attempts != 2 {
