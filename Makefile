@@ -4,8 +4,10 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 # System packages every mode and test needs (Debian 12 names; chromium
-# renders the HTML report in the screenshot test).
-APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod user-mode-linux chromium
+# renders the HTML report in the screenshot test; prometheus, 2.42 with its
+# promtool, is the server a monitored kube-proxy row runs in its control
+# plane's namespace: monitoring, alerts:).
+APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod user-mode-linux chromium prometheus
 
 # The linter, pinned: honnef.co/go/tools v0.8.2 is staticcheck 2026.2.2.
 STATICCHECK_VERSION := v0.8.2
@@ -29,6 +31,10 @@ deps:
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+		case " $$missing " in *" prometheus "*) \
+			echo "prometheus: the package's own service would listen on :9090 of the root namespace; proxybench starts its own servers inside the testbed, so it is disabled"; \
+			systemctl disable --now prometheus.service >/dev/null 2>&1 || true;; \
+		esac; \
 	else echo "system packages present: $(APT_PACKAGES)"; fi
 	$(GO) mod download
 

@@ -107,10 +107,12 @@ type Mode struct {
 	// fails on such a kernel instead.
 	FallsBackTo string
 	// SplitBaseline: when kernel auto splits a run between the host and
-	// a guest kernel (no one kernel runs every mode), the guest's group
-	// runs this mode too if the scenario has it and the guest can, so
-	// each kernel's rows have it to compare with: none (the vsnone
-	// figures) and iptables (kube-proxy's default mode).
+	// a guest kernel (the host runs the modes it can, the guest the
+	// others), the guest's group runs this mode too if the host ran it
+	// and the guest can, so each kernel's rows have it to compare with:
+	// none (the vsnone figures) and iptables (kube-proxy's default mode,
+	// the bridge that gives the guest's factor against the host:
+	// runner.BridgeMode).
 	SplitBaseline bool
 	// ReadBack lists, in order, the commands that read back inside a
 	// node namespace what the mode installs beyond iptables rules and

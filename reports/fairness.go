@@ -498,11 +498,12 @@ func writeFairnessMarkdown(b *strings.Builder, r *Result) {
 		return
 	}
 	fmt.Fprintf(b, "\n### fairness per mode and scheduler (every service, every client pod and source address)\n\n")
-	fmt.Fprintf(b, "Verdicts: pooled Pearson χ² over services against the expected shares at α = %g; `needed` is the sample size (in the unit) at which that test detects a %.0f%% deviation (Cohen's w = %.2f) with power %.0f%% (noncentral χ², gonum); `fair?` means not rejected but fewer samples than needed; `untestable` means fewer than %d samples per endpoint in the unit (one client address under a source hash is one sample), and the why names the concentration seen instead. Jain is on weight-normalised shares. `1st-pick` is the mean largest share of nodes whose first connection after a sync reached the same endpoint (1 = all nodes pick the same).\n\n",
+	fmt.Fprintf(b, "Verdicts: pooled Pearson χ² over services against the expected shares at α = %g, each row on its own; `p (Holm)` is that p-value after Holm's step-down correction over the table's tested rows (Holm 1979), the one to read when many rows are tested; `needed` is the sample size (in the unit) at which that test detects a %.0f%% deviation (Cohen's w = %.2f) with power %.0f%% (noncentral χ², gonum); `fair?` means not rejected but fewer samples than needed; `untestable` means fewer than %d samples per endpoint in the unit (one client address under a source hash is one sample), and the why names the concentration seen instead. Jain is on weight-normalised shares. `1st-pick` is the mean largest share of nodes whose first connection after a sync reached the same endpoint (1 = all nodes pick the same).\n\n",
 		FairnessAlpha, 100*FairnessEffect, FairnessEffect, 100*FairnessPower, MinExpectedPerEndpoint)
-	b.WriteString("| mode | scheduler | unit | shares | nodes | order | pods | services | samples | needed | mean Jain | min Jain | max max/min | mean CV | χ² | dof | p-value | svc rejected | stickiness | 1st-pick | long-lived active (p) | errors | verdict |\n")
-	b.WriteString("|---|---|---|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|---|\n")
-	for _, f := range runs {
+	adj := phaseHolm(runs)
+	b.WriteString("| mode | scheduler | unit | shares | nodes | order | pods | services | samples | needed | mean Jain | min Jain | max max/min | mean CV | χ² | dof | p-value | p (Holm) | svc rejected | stickiness | 1st-pick | long-lived active (p) | errors | verdict |\n")
+	b.WriteString("|---|---|---|---|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|---|\n")
+	for i, f := range runs {
 		a := f.Cluster
 		shares := "equal"
 		if f.Expect.Weighted {
@@ -523,13 +524,27 @@ func writeFairnessMarkdown(b *strings.Builder, r *Result) {
 		if f.Verdict == VerdictUntestable && f.Expect.Unit == UnitSource {
 			verdict += fmt.Sprintf(" (%.0f%% of each client's connections on one endpoint)", 100*a.Stickiness)
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %s | %s | %d | %d | %d | %.4f | %.4f | %s | %.4f | %.1f | %d | %.3g | %d | %.3f | %.2f | %s | %d | %s |\n",
+		holm := "-"
+		if !math.IsNaN(adj[i]) {
+			holm = fmt.Sprintf("%.3g", adj[i])
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %d | %s | %s | %d | %d | %d | %.4f | %.4f | %s | %.4f | %.1f | %d | %.3g | %s | %d | %.3f | %.2f | %s | %d | %s |\n",
 			mode[f], sched, f.Expect.Unit, shares, f.Nodes, f.Order, f.Pods, a.Services, a.Samples, a.Needed, a.MeanJain, a.MinJain,
-			ratio(a), a.MeanCV, a.ChiSquare, a.DoF, a.PValue, a.Rejected, a.Stickiness, f.FirstPickMaxShare, ll, f.Errors+f.Misses, verdict)
+			ratio(a), a.MeanCV, a.ChiSquare, a.DoF, a.PValue, holm, a.Rejected, a.Stickiness, f.FirstPickMaxShare, ll, f.Errors+f.Misses, verdict)
 	}
 	b.WriteString("\n")
-	for _, f := range runs {
-		fmt.Fprintf(b, "- %s%s: %s. %s\n", mode[f], schedName(f), f.Verdict, f.Why)
+	tested := 0
+	for _, p := range adj {
+		if !math.IsNaN(p) {
+			tested++
+		}
+	}
+	for i, f := range runs {
+		fmt.Fprintf(b, "- %s%s: %s. %s", mode[f], schedName(f), f.Verdict, f.Why)
+		if f.Verdict == "UNFAIR" && tested > 1 && adj[i] >= FairnessAlpha {
+			fmt.Fprintf(b, "; but not after Holm's correction (Holm 1979) over the %d tested rows of this table (p %.3g ≥ %g): a chance result until a repeated run shows it again", tested, adj[i], FairnessAlpha)
+		}
+		b.WriteString("\n")
 	}
 	for _, f := range runs {
 		if f.Nodes < 2 {
@@ -551,6 +566,25 @@ func writeFairnessMarkdown(b *strings.Builder, r *Result) {
 	}
 }
 
+// phaseHolm Holm-adjusts the fairness phase's verdict p-values over its
+// rows (one per mode and scheduler), in runs' order: the pooled test each
+// verdict rests on (the long-lived one for the active unit); NaN for a
+// row without a test (stickiness, too few samples).
+func phaseHolm(runs []*FairnessRun) []float64 {
+	ps := make([]float64, len(runs))
+	for i, f := range runs {
+		a := f.Cluster
+		if f.Expect.Unit == UnitActive && f.LongLived != nil {
+			a = *f.LongLived
+		}
+		ps[i] = a.PValue
+		if f.Expect.Unit == UnitDestination || a.DoF < 1 || f.Verdict == VerdictUntestable || f.Verdict == "n/a" {
+			ps[i] = math.NaN()
+		}
+	}
+	return Holm(ps)
+}
+
 func schedName(f *FairnessRun) string {
 	if f.Scheduler == "" {
 		return ""
@@ -563,4 +597,193 @@ func ratio(a FairnessAggregate) string {
 		return fmt.Sprintf("%.3f (%d starved)", a.MaxMaxMin, a.Starved)
 	}
 	return fmt.Sprintf("%.3f", a.MaxMaxMin)
+}
+
+// SpreadAlpha is the family-wise level of the endpoint-spread verdicts of
+// the findings and the fixed-position fairness table: with Holm's
+// correction over every row and position of a run, the chance that any of
+// them calls an even spread uneven is at most SpreadAlpha.
+const SpreadAlpha = 0.01
+
+// Holm returns Holm's step-down adjusted p-values, in p's order (Holm, S.
+// 1979, "A simple sequentially rejective multiple test procedure",
+// Scandinavian Journal of Statistics 6(2):65-70). With the m p-values
+// sorted, p(1) ≤ ... ≤ p(m), the i-th is adjusted to
+// max over j ≤ i of min(1, (m−j+1)·p(j)); rejecting every hypothesis
+// whose adjusted p is below α keeps the family-wise error rate at α
+// whatever the dependence between the tests. A NaN stays NaN and does not
+// count in m.
+func Holm(p []float64) []float64 {
+	out := make([]float64, len(p))
+	var idx []int
+	for i, v := range p {
+		out[i] = math.NaN()
+		if !math.IsNaN(v) {
+			idx = append(idx, i)
+		}
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return p[idx[a]] < p[idx[b]] })
+	m, run := len(idx), 0.0
+	for j, i := range idx {
+		run = max(run, min(1, float64(m-j)*p[i]))
+		out[i] = run
+	}
+	return out
+}
+
+// SpreadCell is one endpoint-spread test of a run: a row's fixed
+// position (its one service's connections per endpoint against even
+// shares), pooled over the run's repetitions of the whole measurement
+// (Result.MoreRuns): runs are independent, so the sum of their χ²
+// statistics is χ² on the sum of their degrees of freedom (the pooling
+// Aggregate does over services).
+type SpreadCell struct {
+	// Label is the row's label in the run's tables (Result.label: mode,
+	// scheduler, kernel, size); Position the fixed position ("first").
+	Label, Position string
+	// Runs is how many runs were pooled.
+	Runs      int
+	ChiSquare float64
+	DoF       int
+	// P is the pooled test's p-value, Adjusted Holm's over the family
+	// (every cell of the run, SpreadFamily).
+	P, Adjusted float64
+}
+
+// SpreadFamily returns every endpoint-spread test of r, pooled over r's
+// runs (Result.Runs) and Holm-adjusted over the whole family: each row's
+// fixed positions with a per-position test (PositionResult.Fairness), or
+// for a row without them its pooled FairnessSummary as one cell (position
+// ""), in r's row order.
+func SpreadFamily(r *Result) []SpreadCell {
+	type key struct{ label, pos string }
+	var order []key
+	cells := map[key]*SpreadCell{}
+	add := func(k key, chi float64, dof int) {
+		if dof < 1 {
+			return
+		}
+		c := cells[k]
+		if c == nil {
+			c = &SpreadCell{Label: k.label, Position: k.pos}
+			cells[k] = c
+			order = append(order, k)
+		}
+		c.Runs++
+		c.ChiSquare += chi
+		c.DoF += dof
+	}
+	for _, run := range r.Runs() {
+		for _, m := range run.Modes {
+			l, any := run.label(m), false
+			for _, p := range m.Lookup {
+				if f := p.Fairness; f != nil && f.Samples > 0 && f.DoF > 0 {
+					add(key{l, p.Position}, f.ChiSquare, f.DoF)
+					any = true
+				}
+			}
+			if f := m.Fairness; !any && f.Services > 0 {
+				add(key{l, ""}, f.ChiSquare, f.DoF)
+			}
+		}
+	}
+	out := make([]SpreadCell, 0, len(order))
+	ps := make([]float64, 0, len(order))
+	for _, k := range order {
+		c := *cells[k]
+		c.P = distuv.ChiSquared{K: float64(c.DoF)}.Survival(c.ChiSquare)
+		out = append(out, c)
+		ps = append(ps, c.P)
+	}
+	for i, a := range Holm(ps) {
+		out[i].Adjusted = a
+	}
+	return out
+}
+
+// spreadOf returns the cells of the row labelled label.
+func spreadOf(fam []SpreadCell, label string) []SpreadCell {
+	var out []SpreadCell
+	for _, c := range fam {
+		if c.Label == label {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// spreadFamilyText describes the family for a sentence: "15 tests (rows ×
+// fixed positions), pooled over 3 runs".
+func spreadFamilyText(fam []SpreadCell) string {
+	s := fmt.Sprintf("%d tests (rows × fixed positions", len(fam))
+	runs := 0
+	for _, c := range fam {
+		runs = max(runs, c.Runs)
+	}
+	if runs > 1 {
+		s += fmt.Sprintf(", each pooled over %d runs", runs)
+	}
+	return s + ")"
+}
+
+func cellName(c SpreadCell) string {
+	if c.Position == "" {
+		return "the pooled positions"
+	}
+	return c.Position
+}
+
+// SpreadVerdict words a row's endpoint spread, judged over the run's
+// family fam (SpreadFamily) with Holm's correction at SpreadAlpha:
+// "consistent with even shares" (saying so when a cell is significant
+// alone but not after the correction), "uneven at one position only" for
+// a lone significant cell among the row's several, with what it is and
+// what to do, else "uneven at" the positions. starved endpoints make a
+// row uneven whatever the test: no chance leaves an endpoint without a
+// connection of thousands. f is the row's pooled summary (min Jain).
+func SpreadVerdict(fam []SpreadCell, label string, f FairnessSummary) string {
+	cs := spreadOf(fam, label)
+	jain := fmt.Sprintf("min Jain %.4f", f.MinJain)
+	if len(cs) == 0 {
+		return fmt.Sprintf("endpoint spread not tested (%s)", jain)
+	}
+	var sig []SpreadCell
+	low := cs[0]
+	for _, c := range cs {
+		if c.Adjusted < SpreadAlpha {
+			sig = append(sig, c)
+		}
+		if c.P < low.P {
+			low = c
+		}
+	}
+	pooledOf := func(c SpreadCell) string {
+		if c.Runs > 1 {
+			return fmt.Sprintf(", pooled over %d runs", c.Runs)
+		}
+		return ""
+	}
+	pooled := pooledOf(low)
+	holm := "Holm's correction over " + spreadFamilyText(fam)
+	switch {
+	case f.Starved > 0:
+		return fmt.Sprintf("endpoint spread uneven, %d endpoints starved (%s; smallest χ² p = %.2g at %s%s)", f.Starved, jain, low.P, cellName(low), pooled)
+	case len(sig) == 0 && low.P < SpreadAlpha:
+		return fmt.Sprintf("endpoint spread consistent with even shares (%s; χ² p = %.2g at %s%s is significant alone, but %.2g after %s)", jain, low.P, cellName(low), pooled, low.Adjusted, holm)
+	case len(sig) == 0:
+		return fmt.Sprintf("endpoint spread consistent with even shares (%s; smallest χ² p = %.2g at %s%s, %.2g after %s)", jain, low.P, cellName(low), pooled, low.Adjusted, holm)
+	case len(sig) == 1 && len(cs) > 1:
+		s := sig[0]
+		again := "rerun (run --count 3) before reading it as a bias of the mode"
+		if s.Runs > 1 {
+			again = "the row's other positions are consistent with even shares"
+		}
+		return fmt.Sprintf("endpoint spread uneven at one position only (%s: χ² p = %.2g%s, %.2g after %s; %s): one significant service of %d tested in this row, not a pattern; %s",
+			cellName(s), s.P, pooledOf(s), s.Adjusted, holm, jain, len(cs), again)
+	}
+	var at []string
+	for _, c := range sig {
+		at = append(at, fmt.Sprintf("%s (p = %.2g, %.2g after correction)", cellName(c), c.P, c.Adjusted))
+	}
+	return fmt.Sprintf("endpoint spread uneven at %s, significant after %s (%s%s)", strings.Join(at, ", "), holm, jain, pooledOf(sig[0]))
 }

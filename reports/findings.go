@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,7 +37,9 @@ func FaultWarnings(r *Result) []string {
 // modes whose lookup is a linear walk), the overhead over mode none at
 // the last service, the median full sync with its object count, and
 // whether the spread over endpoints is consistent with even shares
-// (pooled chi-square p ≥ 0.01).
+// (SpreadVerdict: each fixed position's χ² test, pooled over the run's
+// repetitions, judged with Holm's correction over every row and position
+// of the run at SpreadAlpha).
 func Findings(r *Result) []string {
 	sizes := Sizes(r)
 	if len(sizes) == 0 {
@@ -49,7 +52,9 @@ func Findings(r *Result) []string {
 			none[m.Kernel] = &r.Modes[i]
 		}
 	}
-	var out []string
+	gfs := GuestFactors(r)
+	out := guestFindings(r, gfs)
+	spread := SpreadFamily(r) // every row and position, Holm-corrected
 	for _, m := range r.Modes {
 		if modeSize(r, m) != top {
 			continue
@@ -112,14 +117,7 @@ func Findings(r *Result) []string {
 			}
 		}
 		if f := m.Fairness; f.Services > 0 {
-			verdict := "consistent with even shares"
-			if f.PValue < 0.01 {
-				verdict = "uneven"
-			}
-			if f.Starved > 0 {
-				verdict = fmt.Sprintf("uneven, %d endpoints starved", f.Starved)
-			}
-			parts = append(parts, fmt.Sprintf("endpoint spread %s (min Jain %.4f, χ² p = %.2g)", verdict, f.MinJain, f.PValue))
+			parts = append(parts, SpreadVerdict(spread, r.label(m), f))
 		}
 		// The churn tables' summaries: pooled over every node in the sim,
 		// one per minSyncPeriod of a sweep.
@@ -133,11 +131,33 @@ func Findings(r *Result) []string {
 			}
 			parts = append(parts, fmt.Sprintf("%s p50 %s, p99 %s", what, FormatNs(float64(c.Latency.P50)), FormatNs(float64(c.Latency.P99))))
 		}
+		if g := guestFactorOf(gfs, kernelOf(m)); g != nil && g.Measured() != "" {
+			parts = append(parts, "a guest figure: in "+g.Kernel+" "+g.Measured())
+		}
 		label := r.modeLabel(m)
 		if len(parts) == 0 {
 			parts = append(parts, "no figures were measured")
 		}
 		out = append(out, label+": "+strings.Join(parts, "; ")+".")
+	}
+	return out
+}
+
+// guestFindings are the findings that lead a run with guest kernels:
+// per guest with a bridge, what ran there and its factor against the host
+// (GuestFactor.Sentence); for a run whose every row ran in a guest, that
+// its figures are the guest's.
+func guestFindings(r *Result, gfs []GuestFactor) []string {
+	var out []string
+	for _, g := range gfs {
+		out = append(out, g.Sentence())
+	}
+	if len(r.Modes) > 0 && !slices.ContainsFunc(r.Modes, func(m ModeResult) bool { return !isGuest(kernelOf(m)) }) {
+		release := r.Machine.Kernel
+		if len(r.Kernels) == 1 {
+			release = r.Kernels[0].Release
+		}
+		out = append(out, fmt.Sprintf("every row ran in a user-mode-linux guest (%s, kernel %s): its figures are the guest's, several times the host kernel's (a guest's syscalls are far slower), and its ratios to none are compressed towards 1 (docs/kernels.md); --kernel auto runs the modes the host can run on the host and states the guest's factor against it.", strings.Join(r.KernelNames(), ", "), release))
 	}
 	return out
 }

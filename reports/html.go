@@ -81,6 +81,7 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 
 	// One set of plots per kernel when the run used several: each kernel's
 	// modes with its own none baseline, never mixed in one plot.
+	gfs := GuestFactors(r)
 	groups, gnames := []*Result{r}, []string{""}
 	if r.MultiKernel() {
 		groups, gnames = nil, nil
@@ -94,7 +95,11 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 			gid, gtitle = "-"+htmlID(gnames[gi]), " — kernel "+gnames[gi]+" ("+g.Machine.Kernel+")"
 		}
 		gpal := modeColors(g)
-		lk := htmlSection{ID: "lookup" + gid, Title: "lookup.latency: TCP connect time through the ClusterIP, per service position" + gtitle}
+		var guest []string // beside every figure of a guest kernel
+		if gf := guestFactorOf(gfs, gnames[gi]); gf != nil {
+			guest = []string{guestNote(gf)}
+		}
+		lk := htmlSection{ID: "lookup" + gid, Title: "lookup.latency: TCP connect time through the ClusterIP, per service position" + gtitle, Notes: slices.Clone(guest)}
 		for _, pc := range []float64{50, 99} {
 			p, err := lookupBars(g, top, pc, gpal)
 			add(&lk, p, 9*vg.Inch, 3.5*vg.Inch, err)
@@ -102,14 +107,14 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 		lk.Notes = append(lk.Notes, "Percentiles recomputed from the raw samples: "+Precision+".")
 		page.Sections = append(page.Sections, lk)
 
-		cdf := htmlSection{ID: "cdf" + gid, Title: "lookup.latency CDFs (all repetitions, raw samples)" + gtitle}
+		cdf := htmlSection{ID: "cdf" + gid, Title: "lookup.latency CDFs (all repetitions, raw samples)" + gtitle, Notes: slices.Clone(guest)}
 		for _, pos := range positions(g) {
 			p, err := cdfPlot(g, top, pos, gpal)
 			add(&cdf, p, 4.4*vg.Inch, 3.2*vg.Inch, err)
 		}
 		page.Sections = append(page.Sections, cdf)
 
-		sy := htmlSection{ID: "sync" + gid, Title: "sync.full: program every service from empty (median repetition, by phase)" + gtitle}
+		sy := htmlSection{ID: "sync" + gid, Title: "sync.full: program every service from empty (median repetition, by phase)" + gtitle, Notes: slices.Clone(guest)}
 		p, err := syncPlot(g, top)
 		add(&sy, p, 9*vg.Inch, 3.5*vg.Inch, err)
 		page.Sections = append(page.Sections, sy)

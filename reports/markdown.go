@@ -42,6 +42,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	if r.MultiKernel() {
 		fmt.Fprintf(&b, "The modes ran on %d kernels: %s. Each kernel's section has its own `none` baseline and ratios against it; compare absolute figures within one kernel only (a user-mode-linux guest runs syscalls ~25× slower than the host). %s\n\n",
 			len(r.KernelNames()), strings.Join(r.KernelNames(), ", "), r.Machine.KernelWhy)
+		gfs := GuestFactors(r)
 		for _, k := range r.KernelNames() {
 			sub := r.ForKernel(k)
 			kr := r.KernelRunOf(k)
@@ -52,6 +53,9 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 					fmt.Fprintf(&b, " · boot: init after %.2f s, program after %.2f s, halt after %.1f s", float64(kr.InitNs)/1e9, float64(kr.BootNs)/1e9, float64(kr.GuestNs)/1e9)
 				}
 				b.WriteString("\n\n")
+			}
+			if g := guestFactorOf(gfs, k); g != nil {
+				fmt.Fprintf(&b, "**%s**\n\n", guestNote(g))
 			}
 			writeMarkdownBody(&b, sub)
 			b.WriteString("\n")
@@ -170,11 +174,28 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 	}
 
 	b.WriteString("\n### fairness: connections per endpoint at the fixed positions\n\n")
-	b.WriteString("| mode | services | samples | min Jain | max max/min | starved | χ² | dof | p-value |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fam := SpreadFamily(r)
+	if len(fam) > 0 {
+		pooled := ""
+		if fam[0].Runs > 1 {
+			pooled = " pooled over the run's repetitions (run --count)"
+		}
+		fmt.Fprintf(b, "`p-value` pools the row's positions (run 1); `min p (Holm)` is the row's smallest per-position χ² p-value%s after Holm's step-down correction (Holm 1979) over the run's %s: below %g a position is uneven, with at most a %g chance that any row is called uneven by chance.\n\n",
+			pooled, spreadFamilyText(fam), SpreadAlpha, SpreadAlpha)
+	}
+	b.WriteString("| mode | services | samples | min Jain | max max/min | starved | χ² | dof | p-value | min p (Holm) |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, m := range r.Modes {
 		f := m.Fairness
-		fmt.Fprintf(b, "| %s | %d | %d | %.4f | %.3f | %d | %.2f | %d | %.3g |\n", r.label(m), f.Services, f.Samples, f.MinJain, f.MaxMaxMin, f.Starved, f.ChiSquare, f.DoF, f.PValue)
+		holm := "-"
+		if cs := spreadOf(fam, r.label(m)); len(cs) > 0 {
+			low := cs[0].Adjusted
+			for _, c := range cs {
+				low = min(low, c.Adjusted)
+			}
+			holm = fmt.Sprintf("%.3g", low)
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %.4f | %.3f | %d | %.2f | %d | %.3g | %s |\n", r.label(m), f.Services, f.Samples, f.MinJain, f.MaxMaxMin, f.Starved, f.ChiSquare, f.DoF, f.PValue, holm)
 	}
 	writeFairnessMarkdown(b, r)
 	writeCostMarkdown(b, r)
@@ -250,6 +271,23 @@ func writeKernelsMarkdown(b *strings.Builder, r *Result) {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+	for _, g := range GuestFactors(r) {
+		fmt.Fprintf(b, "- guest factor of %s against the host, measured on %s (it ran on both kernels, at %s services): %s\n", g.Kernel, g.Bridge, thousands(g.Services), guestFactorCells(g))
+	}
+}
+
+// guestFactorCells lists a guest factor's figures: "sync.full p50 4.6×,
+// rule walk (p50 last − first) 2.7×, none's connect p50 4.0×", "-" where
+// not measured.
+func guestFactorCells(g GuestFactor) string {
+	f := func(v float64, why string) string {
+		if v > 0 {
+			return factor(v)
+		}
+		return "- (" + why + ")"
+	}
+	return fmt.Sprintf("sync.full p50 %s, rule walk (p50 at the last service − the first) %s, %s connect p50 at the last service %s",
+		f(g.Sync, "not measured on both"), f(g.Walk, "the host's lookup is flat"), possessive(orDash(g.Baseline)), f(g.Connect, "no baseline on both"))
 }
 
 // label names a ModeResult in tables: the mode, with its size in a sweep.

@@ -273,10 +273,3 @@ func ModeSwitchSections(switches []ModeSwitch) []Section {
 	}
 	return []Section{sum, per}
 }
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}

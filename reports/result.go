@@ -99,6 +99,12 @@ type KernelRun struct {
 	InitNs  int64 `json:"initNs,omitempty"`
 	BootNs  int64 `json:"bootNs,omitempty"`
 	GuestNs int64 `json:"guestNs,omitempty"`
+	// Bridge is, for a guest kernel of a run that also ran on the host,
+	// the row that ran on both to measure the guest against the host
+	// (GuestFactors); Baseline the row of the guest's own baseline (mode
+	// none). "" when not run.
+	Bridge   string `json:"bridge,omitempty"`
+	Baseline string `json:"baseline,omitempty"`
 }
 
 // ModeResult holds one proxy mode's figures.
@@ -121,6 +127,9 @@ type ModeResult struct {
 	// KubeProxy records a kube-proxy row: version, config, flags, log,
 	// setup, kube-proxy's own sync metrics and its resource use.
 	KubeProxy *measure.KubeProxy `json:"kubeProxy,omitempty"`
+	// Monitoring is what the row's Prometheus saw and its rules gave
+	// (scenario block monitoring, alerts:; kube-proxy rows).
+	Monitoring *Monitoring `json:"monitoring,omitempty"`
 	// Kernel is where this mode ran: "host", or a guest kernel's name
 	// (KernelRun.Name; "uml" in results before kernels had names);
 	// figures compare only between modes of one kernel.

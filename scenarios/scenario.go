@@ -46,9 +46,11 @@ type Scenario struct {
 	// KubeProxy configures implementation kube-proxy (KubeProxySpec).
 	KubeProxy KubeProxySpec `yaml:"kubeProxy,omitempty" json:"kubeProxy,omitempty"`
 
-	// Kernel picks where the modes run: auto (default: the host when its
-	// kernel supports every requested mode, else one user-mode-linux
-	// kernel that runs them all, else a split), or a comma-separated list
+	// Kernel picks where the modes run: auto (default: every mode the
+	// host kernel supports on the host, the others in a user-mode-linux
+	// kernel with none and a bridge mode the host ran too, iptables by
+	// default, so the report gives the guest's factor against the host),
+	// or a comma-separated list
 	// of kernels the whole scenario runs on, each reported on its own:
 	// host, uml (the default guest kernel: the one make kernels built from
 	// linux-source-6.12 when present, else Debian's), uml:6.12, uml:6.1
@@ -113,6 +115,17 @@ type Scenario struct {
 	IPVS     IPVSSpec     `yaml:"ipvs" json:"ipvs"`
 	NFTables NFTablesSpec `yaml:"nftables" json:"nftables"`
 	UML      UMLSpec      `yaml:"uml" json:"uml"`
+	// Monitoring runs a real Prometheus server beside each kube-proxy row
+	// (MonitoringSpec); Alerts is a rule file it evaluates.
+	Monitoring MonitoringSpec `yaml:"monitoring,omitempty" json:"monitoring,omitempty"`
+	// Alerts names a Prometheus rule file or a PrometheusRule object
+	// (its spec.groups) that each kube-proxy row's Prometheus evaluates
+	// (run --alerts overrides it; alerts/seeds.yaml ships the seeds'
+	// rules, embedded): the report says per row which alerts fired, when
+	// and at what value, and what the recording rules gave. It turns
+	// monitoring.prometheus on. A file Prometheus's promtool refuses is
+	// bad input (exit 2, its file, line and promtool's message).
+	Alerts string `yaml:"alerts,omitempty" json:"alerts,omitempty"`
 	// Gates are pass/fail checks `run` evaluates after measuring (exit 1
 	// when one fails); see Gate.
 	Gates []Gate `yaml:"gates,omitempty" json:"gates,omitempty"`

@@ -217,6 +217,7 @@ func (s *Scenario) SetDefaults() {
 		}
 	}
 	s.setModeSwitchDefaults()
+	s.monitoringDefaults()
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
 		dur("transitions.interval", &tr.Interval, 20*time.Millisecond)
@@ -317,6 +318,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).sweepSchedulers,
 		(*checker).gates,
 		(*checker).nodeSysctls,
+		(*checker).monitoring,
 	} {
 		check(c)
 	}

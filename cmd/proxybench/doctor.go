@@ -17,7 +17,9 @@ import (
 )
 
 func newDoctorCmd() *cobra.Command {
-	var noUML bool
+	// inGuest: this doctor runs inside a guest the host's doctor booted
+	// (hidden --guest, which that doctor passes).
+	var noUML, inGuest bool
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Say which proxy modes each kernel here can run (the host, every user-mode-linux kernel), and why not",
@@ -35,7 +37,7 @@ which folder kube-proxy rows take kube-proxy, kube-apiserver and etcd from
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			where := "host kernel " + runner.MachineInfo().Kernel
-			if uml.InGuest() {
+			if inGuest {
 				where = "user-mode-linux guest kernel " + runner.MachineInfo().Kernel
 			}
 			st, err := runner.Doctor(cmd.Context())
@@ -49,7 +51,7 @@ which folder kube-proxy rows take kube-proxy, kube-apiserver and etcd from
 			} else {
 				fmt.Printf("\nkube-proxy rows: kube-proxy, kube-apiserver and etcd from %s\n", dir)
 			}
-			if uml.InGuest() {
+			if inGuest {
 				return nil
 			}
 			kernels := runner.DoctorKernels()
@@ -85,7 +87,7 @@ which folder kube-proxy rows take kube-proxy, kube-apiserver and etcd from
 				sc := &scenarios.Scenario{Modes: modes.Names()}
 				sc.SetDefaults()
 				res, err := uml.Run(cmd.Context(), uml.Guest{Kernel: k, MemoryMiB: 1024, Timeout: sc.UML.Timeout.Duration,
-					Modules: append(runner.GuestModules(sc), schedulerModules()...), Argv: []string{exe, "doctor", "--no-uml"}, WorkDir: filepath.Join(dir, "g")})
+					Modules: append(runner.GuestModules(sc), schedulerModules()...), Argv: []string{exe, "doctor", "--no-uml", "--guest"}, WorkDir: filepath.Join(dir, "g")})
 				os.RemoveAll(dir)
 				if err != nil {
 					fmt.Printf("  boot failed: %v\n", err)
@@ -100,6 +102,8 @@ which folder kube-proxy rows take kube-proxy, kube-apiserver and etcd from
 		},
 	}
 	cmd.Flags().BoolVar(&noUML, "no-uml", false, "do not boot the user-mode-linux kernels (list them with what their configuration supports)")
+	cmd.Flags().BoolVar(&inGuest, "guest", false, "this doctor runs inside a user-mode-linux guest the host's doctor booted")
+	_ = cmd.Flags().MarkHidden("guest")
 	return cmd
 }
 

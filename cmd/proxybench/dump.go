@@ -26,9 +26,11 @@ import (
 type dumpFlags struct {
 	mode, impl, kernel, kubeProxy string
 	diff, normalise, verbose      bool
-	// json is where a guest run writes its readings, runID the run ID
-	// (both hidden).
+	// json is where a guest run writes its readings, runID the run ID,
+	// guest that this dump runs inside the guest dumpInGuest booted (all
+	// hidden).
 	json, runID string
+	guest       bool
 }
 
 // dumpModes are the modes dump reads back: the kernel rulesets kube-proxy
@@ -100,6 +102,8 @@ user-mode-linux guest, as run does (--kernel). Needs root.`,
 	_ = cmd.Flags().MarkHidden("kube-bin")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
 	_ = cmd.Flags().MarkHidden("run-id")
+	cmd.Flags().BoolVar(&f.guest, "guest", false, "this dump runs inside the user-mode-linux guest a dump on the host booted")
+	_ = cmd.Flags().MarkHidden("guest")
 	return cmd
 }
 
@@ -270,12 +274,14 @@ func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
 	}
 	ctx, _, stop := runSignals(cmd.Context())
 	defer stop()
-	plan, err := runner.PlanKernels(ctx, sc)
-	if err != nil {
-		if runner.IsInput(err) {
-			return badInput(err)
+	plan := runner.Plan{Targets: []runner.Target{{Name: "host", Modes: sc.Modes}}} // the guest dumpInGuest booted
+	if !f.guest {
+		if plan, err = runner.PlanKernels(ctx, sc); err != nil {
+			if runner.IsInput(err) {
+				return badInput(err)
+			}
+			return &exitError{1, err}
 		}
-		return &exitError{1, err}
 	}
 	var target *runner.Target
 	for i, t := range plan.Targets {
@@ -297,7 +303,7 @@ func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
 	} else {
 		for _, impl := range impls {
 			var r fidelity.Reading
-			r, err = fidelity.Install(ctx, fidelity.Spec{RunID: runID, Scenario: sc, Mode: f.mode, Implementation: impl, Kube: kb})
+			r, err = fidelity.Install(ctx, fidelity.Spec{RunID: runID, Scenario: sc, Mode: f.mode, Implementation: impl, Kube: kb, Guest: f.guest})
 			if err != nil {
 				err = fmt.Errorf("%s %s: %w", impl, f.mode, err)
 				break
@@ -385,7 +391,7 @@ func dumpInGuest(ctx context.Context, sc *scenarios.Scenario, f *dumpFlags, k *u
 	if err := os.WriteFile(scPath, y, 0o644); err != nil {
 		return nil, err
 	}
-	args := []string{"dump", scPath, "--mode", f.mode, "--kernel", "host", "--run-id", runID, "--json", "-"}
+	args := []string{"dump", scPath, "--mode", f.mode, "--kernel", "host", "--guest", "--run-id", runID, "--json", "-"}
 	mem := sc.UML.MemoryMiB
 	if f.diff {
 		args = append(args, "--diff")

@@ -169,6 +169,14 @@ func TestBadInput(t *testing.T) {
 		{name: "kube-proxy config negative period", yaml: kp + "kubeProxy:\n  config:\n    iptables: {minSyncPeriod: -1s}\n", want: []string{":6:", "kubeProxy.config.iptables.minSyncPeriod: -1s is negative", "fix:"}},
 		{name: "kube-proxy unknown feature gate", yaml: kp + "kubeProxy:\n  config:\n    featureGates:\n      NoSuchGate: true\n", root: true, kube: true, want: []string{":7:", "kubeProxy.config.featureGates.NoSuchGate: kube-proxy v", "refuses it in mode iptables: failed complete: unrecognized feature gate: NoSuchGate", "fix:"}, lines: 1},
 		{name: "kube-proxy config unknown scheduler", yaml: "services: {count: 10}\nmodes: [ipvs]\nimplementation: [kube-proxy]\nkubeProxy:\n  config:\n    ipvs:\n      scheduler: fifo\n", want: []string{":7:", `kubeProxy.config.ipvs.scheduler: no IPVS scheduler "fifo"`, "fix:"}},
+		{name: "alerts: bad expression", yaml: kp + "alerts: " + writeFile(t, "groups:\n- name: g\n  rules:\n  - alert: A\n    expr: up ==\n") + "\n", root: true,
+			want: []string{":4:", "alerts: Prometheus refuses the rules (promtool check rules):", "s.yaml:5:11: group \"g\", rule 1, \"A\": could not parse expression: 1:6: parse error: unexpected end of input", "fix:"}, lines: 1},
+		{name: "--alerts: PrometheusRule with an unknown field", yaml: kp, args: []string{"--alerts", writeFile(t, "kind: PrometheusRule\nspec:\n  groups:\n  - name: g\n    rules:\n    - alert: A\n      expr: up == 0\n      forr: 5m\n")}, root: true,
+			want: []string{"--alerts: Prometheus refuses the rules", "s.yaml:8: yaml: unmarshal errors: field forr not found in type rulefmt.RuleNode", "fix:"}, lines: 1},
+		{name: "--alerts: no such file", yaml: kp, args: []string{"--alerts", "/nonexistent-pb/rules.yaml"}, root: true, want: []string{"--alerts: /nonexistent-pb/rules.yaml: no such file", "fix:"}},
+		{name: "--alerts: not a rule file", yaml: kp, args: []string{"--alerts", writeFile(t, "apiVersion: v1\nkind: ConfigMap\n")}, root: true, want: []string{"--alerts:", "s.yaml:2: kind \"ConfigMap\"", "fix:"}},
+		{name: "alerts without a kube-proxy row", yaml: "services: {count: 10}\nalerts: seeds\n", want: []string{":2:", "alerts: Prometheus scrapes kube-proxy's metrics, and no row runs kube-proxy", "fix:"}},
+		{name: "monitoring.timeScale 0", yaml: kp + "monitoring:\n  prometheus: true\n  timeScale: 0\n", want: []string{":6:", "monitoring.timeScale: 0: want 0.01 to 10", "fix:"}},
 		{name: "kube-proxy too old for nftables", yaml: "services: {count: 10}\nmodes: [nftables]\nimplementation: [builtin, kube-proxy]\n", args: []string{"--kube-proxy", fakeKubeProxy("v1.28.4")}, root: true, want: []string{"v1.28.4", "cannot run mode nftables", "v1.29", "fix:"}},
 	}
 	for _, c := range cases {
@@ -248,6 +256,30 @@ func TestBadInput(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAlertsWarning: a rule reading a metric no row exports (the seeds'
+// ServiceEndpointsDown: kube-state-metrics' kube_endpoint_address_available)
+// is a warning naming it, at its line, before anything is built; the
+// scenario is still valid.
+func TestAlertsWarning(t *testing.T) {
+	testenv.RequireTool(t, "promtool", "prometheus")
+	kb := testenv.RequireKube(t)
+	env := []string{"PROXYBENCH_KUBE_BIN=" + filepath.Dir(kb.KubeProxy)}
+	sc := writeFile(t, "services: {count: 10}\nmodes: [iptables]\nimplementation: [builtin, kube-proxy]\n")
+	out, stderr, code := run(t, env, "validate", sc, "--alerts", "scenarios/alerts/seeds.yaml", "--alerts-time-scale", "0.2")
+	if code != 0 {
+		t.Fatalf("validate exit %d: %s", code, stderr)
+	}
+	want := "warning: alerts: scenarios/alerts/seeds.yaml:36: ServiceEndpointsDown reads kube_endpoint_address_available, which no row exports"
+	if !strings.Contains(stderr, want) || strings.Count(stderr, "warning:") != 1 {
+		t.Errorf("stderr %q, want one warning: %q", stderr, want)
+	}
+	for _, w := range []string{"alerts: scenarios/alerts/seeds.yaml", "timeScale: 0.2", "interval: 5s"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("validate's scenario lacks %q:\n%s", w, out)
+		}
 	}
 }
 

@@ -8,8 +8,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
-
-	"github.com/proxybench/proxybench/internal/uml"
 )
 
 // progress draws a bar per step on a terminal and plain lines otherwise
@@ -27,9 +25,9 @@ func newProgress(quiet bool, w io.Writer) *progress {
 	if quiet {
 		return &progress{w: io.Discard}
 	}
-	// Inside the user-mode-linux guest the console is streamed to the
-	// host's stderr: plain lines there.
-	tty := !uml.InGuest() && term.IsTerminal(int(os.Stdout.Fd())) && term.IsTerminal(int(os.Stderr.Fd()))
+	// (Inside the user-mode-linux guest, guest-run draws plain lines:
+	// the console is streamed to the host's stderr.)
+	tty := term.IsTerminal(int(os.Stdout.Fd())) && term.IsTerminal(int(os.Stderr.Fd()))
 	return &progress{w: w, tty: tty}
 }
 

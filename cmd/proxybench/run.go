@@ -22,17 +22,15 @@ import (
 )
 
 type runFlags struct {
-	kernel string
-	runID  string
-	// checkpoint is runner.Options.Checkpoint (hidden; the guest run).
-	checkpoint string
-	modes      string
-	services   int
-	count      int
-	output     string
-	seed       int64
-	quiet      bool
-	junit      string
+	kernel   string
+	runID    string
+	modes    string
+	services int
+	count    int
+	output   string
+	seed     int64
+	quiet    bool
+	junit    string
 	// engine and calibration select the sim engine (sim.go).
 	engine      string
 	calibration string
@@ -40,6 +38,10 @@ type runFlags struct {
 	// and kubeProxy.binaries (comma-separated).
 	implementation string
 	kubeProxy      string
+	// alerts and alertsScale override the scenario's alerts and
+	// monitoring.timeScale.
+	alerts      string
+	alertsScale float64
 	// geteuid replaces os.Geteuid in Preflight (nil: os.Geteuid).
 	geteuid func() int
 }
@@ -89,6 +91,16 @@ func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scena
 			return nil, badInput(fmt.Errorf("--kube-proxy %s: no mode runs with kube-proxy; fix: add --implementation builtin,kube-proxy (or implementation: [builtin, kube-proxy] in the scenario)", f.kubeProxy))
 		}
 	}
+	if cmd.Flags().Lookup("alerts") != nil && cmd.Flags().Changed("alerts") {
+		if f.alerts == "" {
+			return nil, badInput(fmt.Errorf("--alerts \"\": empty; fix: give a Prometheus rule file or PrometheusRule, e.g. --alerts scenarios/alerts/seeds.yaml"))
+		}
+		sc.Alerts = f.alerts
+	}
+	if cmd.Flags().Lookup("alerts-time-scale") != nil && cmd.Flags().Changed("alerts-time-scale") {
+		sc.Monitoring.TimeScale = f.alertsScale
+	}
+	sc.SetMonitoringDefaults()
 	if err := sc.ValidateWith(runner.Catalog()); err != nil {
 		return nil, badInput(fmt.Errorf("after command-line overrides: %w", err))
 	}
@@ -126,6 +138,7 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 			if err != nil {
 				return err
 			}
+			printWarnings(checked)
 			if sc.Engine == "sim" {
 				// No root, namespaces or kernel: the sim engine (sim.go).
 				if sc.Runs > 1 {
@@ -133,7 +146,7 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 				}
 				return runSim(cmd, sc, out, def, f.calibration, f.quiet, f.junit)
 			}
-			if left, _ := topology.Stale(); len(left) > 0 && !uml.InGuest() {
+			if left, _ := topology.Stale(); len(left) > 0 {
 				fmt.Fprintf(os.Stderr, "note: %d namespaces of earlier runs are still here (%s ...); 'proxybench cleanup' removes them\n", len(left), left[0])
 			}
 			// SIGINT/SIGTERM end the run with its testbed removed; a
@@ -148,9 +161,7 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 				}
 				return &exitError{1, err}
 			}
-			if !uml.InGuest() {
-				fmt.Fprintf(os.Stderr, "kernel: %s (%s)\n", strings.Join(plan.Names(), ", "), plan.Why)
-			}
+			fmt.Fprintf(os.Stderr, "kernel: %s (%s)\n", strings.Join(plan.Names(), ", "), plan.Why)
 			runID := f.runID
 			if runID == "" {
 				runID = topology.NewRunID()
@@ -159,70 +170,31 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 			if f.quiet {
 				console = nil
 			}
-			// One run measures every mode; with runs: N (--count N) the
-			// whole run repeats, each on a fresh testbed with its own
-			// run ID, so drift between runs hits every mode alike.
-			var res *reports.Result
-			var failedRows []error // rows failed, the run went on (runner.RowsFailed)
-			for k := range max(sc.Runs, 1) {
-				id := runID
-				if k > 0 {
-					id = topology.NewRunID()
-				}
-				if sc.Runs > 1 && !f.quiet {
-					fmt.Fprintf(os.Stderr, "run %d of %d (%s)\n", k+1, sc.Runs, id)
-				}
-				opts := runner.Options{RunID: id, Version: version, Progress: newProgress(f.quiet, stderr), ArtifactDir: artifactDir(out, id, k), Checkpoint: f.checkpoint,
-					Checked: checked} // checked once, above
-
-				// Every kernel of the plan, one after the other (runner.Execute
-				// also marks fallen-back modes and records each kernel).
-				var r *reports.Result
-				r, err = runner.Execute(ctx, sc, plan, opts, console)
-				if rf := (*runner.RowsFailed)(nil); errors.As(err, &rf) && r != nil {
-					// Kept, marked failed; the run is whole: go on.
-					failedRows, err = append(failedRows, rf.Errs...), nil
-				}
-				if err != nil && k > 0 && res != nil {
-					// The runs already made are kept: save them, then
-					// report the failure.
-					fmt.Fprintf(os.Stderr, "proxybench: run %d of %d failed: %v; keeping the %d runs made\n", k+1, sc.Runs, err, k)
-					if ferr := finish(res, sc, out, def, "", ""); ferr != nil {
-						fmt.Fprintf(os.Stderr, "proxybench: %v\n", ferr)
-					}
-					break
-				}
-				if r == nil || err != nil {
-					res = r
-					break
-				}
-				if k == 0 {
-					res = r
-					continue
-				}
-				res.MoreRuns = append(res.MoreRuns, reports.Run{RunID: r.RunID, Started: r.Started, Finished: r.Finished, Modes: r.Modes})
-				res.Finished = r.Finished
+			// runner.Execute builds the result: every kernel of the plan,
+			// runs: N (--count N) times, each on a fresh testbed with its
+			// own run ID, so drift between runs hits every mode alike.
+			opts := runner.Options{RunID: runID, Version: version, Progress: newProgress(f.quiet, stderr), ArtifactDir: artifactDir(out),
+				Checked: checked} // checked once, above
+			res, err := runner.Execute(ctx, sc, plan, opts, console)
+			if runner.IsInput(err) {
+				return badInput(err)
 			}
-			if err != nil {
-				if runner.IsInput(err) {
-					return badInput(err)
+			switch runner.FateOf(ctx, err) {
+			case runner.Keep:
+				return finish(res, sc, out, def, f.junit, "")
+			case runner.Failed:
+				// Rows failed and the run went on: the result is whole;
+				// exit 1, as when a row stops the run.
+				if ferr := finish(res, sc, out, def, f.junit, ""); ferr != nil {
+					return &exitError{1, fmt.Errorf("%v\nproxybench: %w", ferr, err)}
 				}
-				code, msg := 1, err.Error()
-				if ctx.Err() != nil {
-					code, msg = 130, fmt.Sprintf("%v; testbed %s removed: %v", context.Cause(ctx), runID, err)
-				}
-				return savePartial(res, out, def, code, msg)
+				return &exitError{1, fmt.Errorf("%w\nproxybench: the result, every row in it, is saved at %s; 'proxybench report %s' renders it", err, out, out)}
 			}
-			ferr := finish(res, sc, out, def, f.junit, "")
-			if len(failedRows) > 0 {
-				// Exit 1, as when a row stops the run; the result is whole.
-				rf := &runner.RowsFailed{Errs: failedRows}
-				if ferr != nil {
-					return &exitError{1, fmt.Errorf("%v\nproxybench: %w", ferr, rf)}
-				}
-				return &exitError{1, fmt.Errorf("%w\nproxybench: the result, every row in it, is saved at %s; 'proxybench report %s' renders it", rf, out, out)}
+			code, msg := 1, err.Error()
+			if ctx.Err() != nil {
+				code, msg = 130, fmt.Sprintf("%v; testbed %s removed: %v", context.Cause(ctx), runID, err)
 			}
-			return ferr
+			return savePartial(res, out, def, code, msg)
 		},
 	}
 	cmd.Flags().StringVar(&f.modes, "modes", "", "comma-separated modes to run instead of the scenario's, e.g. none,iptables,nftables")
@@ -231,11 +203,9 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 	cmd.Flags().StringVar(&f.output, "output", "", "result JSON path (default results/<scenario>-<timestamp>.json)")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed instead of the scenario's")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress output")
-	cmd.Flags().StringVar(&f.kernel, "kernel", "", "kernels to run on instead of the scenario's (default auto: the host if it can run every mode, else one user-mode-linux kernel that runs them all, else a split); or a comma-separated list run one after the other, each reported on its own: host, uml (default guest kernel), uml:6.12, uml:6.1 (make kernels), uml:debian, or a path to a user-mode-linux kernel binary")
+	cmd.Flags().StringVar(&f.kernel, "kernel", "", "kernels to run on instead of the scenario's (default auto: every mode the host kernel can run on the host, the others in a user-mode-linux kernel beside none and iptables, which give the guest's factor against the host); or a comma-separated list run one after the other, each reported on its own: host, uml (default guest kernel), uml:6.12, uml:6.1 (make kernels), uml:debian, or a path to a user-mode-linux kernel binary")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
 	_ = cmd.Flags().MarkHidden("run-id")
-	cmd.Flags().StringVar(&f.checkpoint, "checkpoint", "", "rewrite the result so far to this file after every finished mode (a guest run's host folder)")
-	_ = cmd.Flags().MarkHidden("checkpoint")
 	cmd.Flags().StringVar(&f.engine, "engine", "", "real (network namespaces, needs root) or sim (models calibrated on a real kernel; no root)")
 	cmd.Flags().StringVar(&f.calibration, "calibration", "", "with --engine sim: a calibration file from 'proxybench calibrate' (default: the shipped one)")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "write the scenario's gates (or, without gates, every figure) as JUnit XML to this file")
@@ -247,6 +217,8 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 // validate).
 func addImplementationFlags(cmd *cobra.Command, f *runFlags) {
 	cmd.Flags().StringVar(&f.implementation, "implementation", "", "who programs the rules, instead of the scenario's implementation: builtin, kube-proxy, or builtin,kube-proxy (one row each, e.g. nftables and nftables (kube-proxy))")
+	cmd.Flags().StringVar(&f.alerts, "alerts", "", "a Prometheus rule file or PrometheusRule (instead of the scenario's alerts:) that a Prometheus beside each kube-proxy row evaluates; scenarios/alerts/seeds.yaml (or seeds) ships the seeds' rules")
+	cmd.Flags().Float64Var(&f.alertsScale, "alerts-time-scale", 0, "multiply every alert's for: and every range window of the rules by this (instead of monitoring.timeScale; default 1), e.g. 0.2 makes for: 5m 1m for a short row")
 	cmd.Flags().StringVar(&f.kubeProxy, "kube-proxy", "", "kube-proxy binaries to run instead of the scenario's kubeProxy.binaries (default bin/kube-proxy), comma-separated; several give one row each, named with the version: nftables (kube-proxy v1.36.3)")
 }
 
@@ -277,14 +249,10 @@ func splitList(s string) []string {
 }
 
 // artifactDir is the folder beside result path out that keeps a run's
-// artifacts (kube-proxy configs and logs): out without ".json", with
-// "-runN" for the N-th run of --count.
-func artifactDir(out, runID string, k int) string {
-	d := strings.TrimSuffix(out, ".json")
-	if k > 0 {
-		d += fmt.Sprintf("-run%d", k+1)
-	}
-	return d
+// artifacts (kube-proxy configs and logs): out without ".json"
+// (runner.Execute adds "-runN" for the N-th run of --count).
+func artifactDir(out string) string {
+	return strings.TrimSuffix(out, ".json")
 }
 
 // checkRun does the checks run does before anything is created, after
@@ -307,6 +275,10 @@ func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, checke
 			case f.kubeProxy != "" && strings.HasPrefix(ie.Field, "kubeProxy.binaries"):
 				e := *ie
 				e.Field = "--kube-proxy"
+				err = &e
+			case f.alerts != "" && ie.Field == "alerts":
+				e := *ie
+				e.Field = "--alerts"
 				err = &e
 			case ie.Field != "":
 				if fe := sc.At(ie.Field, ie.Msg, ie.Fix); fe.Line > 0 {
@@ -404,14 +376,14 @@ func (c cancelOnEPIPE) Write(b []byte) (int, error) {
 }
 
 // savePartial ends a run that stopped early (code 130: a signal, 1: a
-// mode failed): when res holds finished measurements it is marked partial
-// with msg, saved (saveResult) and summarised on stdout, and the error
-// says where it is. The exit code stays code.
+// mode failed): when res holds finished measurements (runner.Execute
+// marked it partial, Result.Partial) it is saved (saveResult) and
+// summarised on stdout, and the error, msg, says where it is. The exit
+// code stays code.
 func savePartial(res *reports.Result, out string, def bool, code int, msg string) error {
 	if res == nil || len(res.Modes) == 0 {
 		return &exitError{code, fmt.Errorf("%s; nothing was measured yet, no result written", msg)}
 	}
-	res.Partial = msg
 	var done []string
 	for _, m := range res.Modes {
 		label := m.Mode
@@ -491,9 +463,11 @@ a note. Exit 2 on any problem, as run.`,
 				f.geteuid = func() int { return 0 }
 				defer fmt.Fprintln(os.Stderr, "note: run needs root (the real engine creates network namespaces); the other checks passed")
 			}
-			if _, _, _, err := checkRun(sc, f); err != nil {
+			_, _, checked, err := checkRun(sc, f)
+			if err != nil {
 				return err
 			}
+			printWarnings(checked)
 			b, err := sc.YAML()
 			if err != nil {
 				return &exitError{1, err}
@@ -582,5 +556,16 @@ func newVersionCmd() *cobra.Command {
 		Run: func(cmd *cobra.Command, args []string) {
 			fmt.Printf("proxybench %s (result schema %d)\n", version, reports.SchemaVersion)
 		},
+	}
+}
+
+// printWarnings prints the checks' warnings (a metric name an alert
+// reads that no row exports) on stderr, before anything is built.
+func printWarnings(c *runner.Checked) {
+	if c == nil {
+		return
+	}
+	for _, w := range c.Warnings {
+		fmt.Fprintln(os.Stderr, "warning: alerts: "+w)
 	}
 }

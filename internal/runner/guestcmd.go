@@ -55,9 +55,9 @@ type GuestOutput struct {
 // it, its stdout going to a file in the guest's work folder that is read
 // back: for a subcommand that needs a kernel feature the host lacks (IP_VS
 // here), e.g. `proxybench dump --mode ipvs --implementation kube-proxy`
-// re-running itself with --kernel host in the guest. Inside the guest
-// uml.InGuest() is true and bin/ (kube-proxy, kube-apiserver, etcd) is
-// where it is on the host. A non-zero exit code is not an error (read
+// re-running itself with --kernel host --guest in the guest (the
+// command is told by its arguments that it runs there). Inside the guest
+// bin/ (kube-proxy, kube-apiserver, etcd) is where it is on the host. A non-zero exit code is not an error (read
 // ExitCode); a guest that cannot boot, crashes or times out is.
 func RunCommandInUML(ctx context.Context, c GuestCommand) (*GuestOutput, error) {
 	if c.MemoryMiB <= 0 {

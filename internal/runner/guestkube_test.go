@@ -13,16 +13,15 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 )
 
-// TestGuestSkipsKeepsKubeProxyRows: a scenario with kube-proxy rows bound
-// for a guest keeps them, with absolute binaries and at least
-// GuestKubeMemoryMiB; one without is left alone.
-func TestGuestSkipsKeepsKubeProxyRows(t *testing.T) {
-	sc := &scenarios.Scenario{Modes: []string{"none", "ipvs"}, Implementation: []string{scenarios.ImplBuiltin, scenarios.ImplKubeProxy}}
-	sc.KubeProxy.Binaries = []string{"bin/kube-proxy", "/opt/kube-proxy-v1.36.3"}
-	sc.UML.MemoryMiB = 2048
-	if skipped := GuestSkips(sc, "uml:6.12"); len(skipped) != 0 {
-		t.Errorf("skipped %v, want none", skipped)
-	}
+// TestGuestScenarioKeepsKubeProxyRows: a scenario with kube-proxy rows
+// bound for a guest keeps them, with absolute binaries and at least
+// GuestKubeMemoryMiB, in a copy (the caller's scenario is left alone);
+// one without is left alone.
+func TestGuestScenarioKeepsKubeProxyRows(t *testing.T) {
+	in := &scenarios.Scenario{Modes: []string{"none", "ipvs"}, Implementation: []string{scenarios.ImplBuiltin, scenarios.ImplKubeProxy}}
+	in.KubeProxy.Binaries = []string{"bin/kube-proxy", "/opt/kube-proxy-v1.36.3"}
+	in.UML.MemoryMiB = 2048
+	sc := guestScenario(in)
 	if !sc.KubeProxyRuns("ipvs") {
 		t.Errorf("ipvs no longer runs with kube-proxy: implementation %v", sc.Implementation)
 	}
@@ -33,17 +32,18 @@ func TestGuestSkipsKeepsKubeProxyRows(t *testing.T) {
 	if sc.UML.MemoryMiB != GuestKubeMemoryMiB {
 		t.Errorf("guest memory %d MiB, want %d", sc.UML.MemoryMiB, GuestKubeMemoryMiB)
 	}
+	if in.KubeProxy.Binaries[0] != "bin/kube-proxy" || in.UML.MemoryMiB != 2048 {
+		t.Errorf("the caller's scenario changed: binaries %v, %d MiB", in.KubeProxy.Binaries, in.UML.MemoryMiB)
+	}
 	big := &scenarios.Scenario{Modes: []string{"ipvs"}, Implementation: []string{scenarios.ImplKubeProxy}}
 	big.UML.MemoryMiB = 8192
-	GuestSkips(big, "uml:6.12")
-	if big.UML.MemoryMiB != 8192 {
-		t.Errorf("a larger guest was shrunk to %d MiB", big.UML.MemoryMiB)
+	if got := guestScenario(big).UML.MemoryMiB; got != 8192 {
+		t.Errorf("a larger guest was shrunk to %d MiB", got)
 	}
 	plain := &scenarios.Scenario{Modes: []string{"ipvs"}}
 	plain.UML.MemoryMiB = 2048
-	GuestSkips(plain, "uml:6.12")
-	if plain.UML.MemoryMiB != 2048 {
-		t.Errorf("a builtin-only guest got %d MiB", plain.UML.MemoryMiB)
+	if got := guestScenario(plain).UML.MemoryMiB; got != 2048 {
+		t.Errorf("a builtin-only guest got %d MiB", got)
 	}
 }
 

@@ -176,6 +176,11 @@ type Checked struct {
 	KubeBin     string
 	kubeProxies []kubeBinary
 	bin         controlplane.Binaries
+	// alerts are the scenario's rules (monitoring, alerts:), checked by
+	// promtool; Warnings what the CLI prints before the run (a metric
+	// name a rule reads that no row exports).
+	alerts   *alertRules
+	Warnings []string
 	// modes are the modes whose kube-proxy rows were checked; scenario is
 	// the rest of the scenario checked (its JSON without the modes).
 	modes    []string
@@ -288,9 +293,10 @@ func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) (*Checked, e
 // implementation kube-proxy, one kube-proxy variant per binary
 // (kubeproxy.Variant), named "nftables (kube-proxy)", or with the version
 // when there are several binaries. dataPlane is each variant's sync.full
-// probe; dir the folder beside the result that keeps their logs.
+// probe; dir the folder beside the result that keeps their logs; where
+// where the run executes (kubeproxy.VariantSpec.Guest).
 func rows(sc *scenarios.Scenario, m proxymodes.Mode, kbs []kubeBinary, bin controlplane.Binaries, dir string,
-	dataPlane func(ctx context.Context, services []workload.Service) (time.Time, int, error)) []proxymodes.Mode {
+	dataPlane func(ctx context.Context, services []workload.Service) (time.Time, int, error), where Where, mon *kubeproxy.Monitor) []proxymodes.Mode {
 	var out []proxymodes.Mode
 	for _, impl := range sc.Implementations(m.Name) {
 		if impl == scenarios.ImplBuiltin {
@@ -300,7 +306,7 @@ func rows(sc *scenarios.Scenario, m proxymodes.Mode, kbs []kubeBinary, bin contr
 		for _, kb := range kbs {
 			label := kubeproxy.RowLabel(m.Name, kb.Version, len(kbs) > 1)
 			out = append(out, kubeproxy.Variant(m, kubeproxy.VariantSpec{Binary: kb.Path, Version: kb.Version, Label: label,
-				Dir: filepath.Join(dir, rowDir(label)), Bin: bin, DataPlane: dataPlane}))
+				Dir: filepath.Join(dir, rowDir(label)), Bin: bin, DataPlane: dataPlane, Guest: where == WhereGuest, Monitor: mon}))
 		}
 	}
 	return out

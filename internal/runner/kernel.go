@@ -18,6 +18,7 @@ import (
 	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/topology"
 )
 
 // Target is one kernel of a run and the modes that run on it.
@@ -28,6 +29,11 @@ type Target struct {
 	// UML is the guest kernel; nil for the host.
 	UML   *uml.Kernel
 	Modes []string
+	// Bridge and Baseline, for a guest target of a run that also runs
+	// on the host, are the modes that run on both: Bridge (BridgeMode by
+	// default) gives the guest's factor against the host, Baseline (mode
+	// none) is the guest's own baseline. Recorded in reports.KernelRun.
+	Bridge, Baseline string
 	// ModeSwitch, when set, replaces the scenario's modeSwitch on this
 	// target: the switches that run on its kernel (planModeSwitch).
 	ModeSwitch *scenarios.ModeSwitchSpec
@@ -106,17 +112,14 @@ func guestKernels() []*uml.Kernel {
 // PlanKernels resolves sc.Kernel into a Plan. A list (host, uml, uml:6.12,
 // uml:6.1, uml:debian, a kernel path) runs every mode on each kernel; a
 // kernel that cannot run one is an *InputError naming the kernel, the
-// mode, the missing options and the fix. auto picks the host when it runs
-// every mode, else ONE user-mode-linux kernel that runs every mode, and
-// only when none does, a split (the modes the host can run there, the rest
-// plus the none and iptables baselines in the best guest kernel). Inside a
-// guest it is always the host. With `fallback: iptables`, on the host an
-// ipvs mode the kernel lacks is replaced by iptables and FellBack records
-// it. Host probes run in a throwaway namespace and leave nothing behind.
+// mode, the missing options and the fix; with the host listed, each guest
+// target's Bridge and Baseline are set. auto runs the user's kernel
+// first: every mode the host can run on the host, and only the others in
+// the best guest kernel that runs them, with the baseline none and the
+// bridge mode (iptables) beside them (autoPlan). With `fallback: iptables`, on the host an ipvs mode the
+// kernel lacks is replaced by iptables and FellBack records it. Host
+// probes run in a throwaway namespace and leave nothing behind.
 func PlanKernels(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
-	if uml.InGuest() {
-		return Plan{Targets: []Target{{Name: "host", Modes: sc.Modes}}, Why: "inside the user-mode-linux guest"}, nil
-	}
 	names := scenarios.KernelNames(sc.Kernel)
 	if len(names) == 0 || (len(names) == 1 && names[0] == "auto") {
 		return planAuto(ctx, sc)
@@ -152,6 +155,13 @@ func PlanKernels(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 			return Plan{}, &InputError{Field: "kernel", Msg: n + " names kernel " + k.Name + ", which is already listed", Fix: "list each kernel once"}
 		}
 		plan.Targets = append(plan.Targets, Target{Name: k.Name, UML: k, Modes: sc.Modes})
+	}
+	if i := slices.IndexFunc(plan.Targets, func(t Target) bool { return t.UML == nil }); i >= 0 {
+		for j := range plan.Targets {
+			if t := &plan.Targets[j]; t.UML != nil {
+				t.Baseline, t.Bridge = bridgeOf(sc, t.UML, plan.Targets[i].Modes)
+			}
+		}
 	}
 	return plan, nil
 }
@@ -214,35 +224,55 @@ func fallsBackTo(mode string) string {
 	return m.FallsBackTo
 }
 
-// splitBaselines are the modes a split plan's guest group runs too when
-// the scenario has them (Mode.SplitBaseline), in modes.All's order.
-func splitBaselines() []string {
-	var out []string
+// BridgeMode is the mode auto runs on the host and in the guest alike when
+// a run splits between them: the same rules measured on both kernels give
+// the guest's factor against the host (reports.GuestFactors). It is the
+// first mode of proxymodes/modes.All marked SplitBaseline that has rules
+// (not Direct): iptables, which programs thousands of rules with one
+// restore and walks them in order, so its full sync and its rule walk
+// both carry the guest's cost.
+var BridgeMode = func() string {
 	for _, m := range modes.All {
-		if m.SplitBaseline {
-			out = append(out, m.Name)
+		if m.SplitBaseline && !m.Direct {
+			return m.Name
 		}
 	}
-	return out
-}
+	return ""
+}()
 
+// planAuto runs every mode the host kernel can run on the host and only
+// the others in a guest (see autoPlan).
 func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 	st, err := ProbeHost(ctx, sc, sc.Modes)
 	if err != nil {
 		return Plan{}, err
 	}
-	var missing, hostModes []string
+	return autoPlan(sc, st, guestKernels())
+}
+
+// autoPlan is auto's choice from the host's probe st and the guest
+// kernels, best first: the user's kernel first. Every mode the host can
+// run runs there; when some cannot, those run in the first usable guest
+// kernel that runs them all, with the baseline (mode none) and the bridge
+// (BridgeMode when the host ran it, else the first mode with rules the
+// host ran that the guest runs too), so the guest has its own baseline and
+// the report its factor against the host. When the host runs no mode with
+// rules, there is nothing to bridge: one guest kernel that runs every
+// mode, else the split as it is. One guest for every mode stays
+// `--kernel uml`.
+func autoPlan(sc *scenarios.Scenario, st []ModeStatus, guests []*uml.Kernel) (Plan, error) {
+	var missing, hostModes, guestOnly []string
 	for _, s := range st {
 		if s.Available {
 			hostModes = append(hostModes, s.Mode)
 		} else {
 			missing = append(missing, s.Mode+": "+s.Reason)
+			guestOnly = append(guestOnly, s.Mode)
 		}
 	}
 	if len(missing) == 0 {
 		return Plan{Targets: []Target{{Name: "host", Modes: sc.Modes}}, Why: "auto: the host kernel supports every requested mode"}, nil
 	}
-	guests := guestKernels()
 	if sc.ModeSwitch != nil {
 		if p, ok := planModeSwitch(sc, st, guests); ok {
 			return p, nil
@@ -250,160 +280,290 @@ func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 	}
 	if len(guests) == 0 {
 		_, err := uml.Default()
-		return Plan{}, &InputError{Field: "kernel", Msg: "auto: the host kernel cannot run " + strings.Join(missing, "; ") + ", and " + err.Error()}
+		msg := "no user-mode-linux kernel is installed"
+		if err != nil {
+			msg = err.Error()
+		}
+		return Plan{}, &InputError{Field: "kernel", Msg: "auto: the host kernel cannot run " + strings.Join(missing, "; ") + ", and " + msg}
+	}
+	lacks := func(k *uml.Kernel, ms []string) []string {
+		var out []string
+		for _, m := range ms {
+			if why := GuestUnsupported(sc, k, m); why != "" {
+				out = append(out, m+": "+why)
+			}
+		}
+		return out
+	}
+	var usable []*uml.Kernel
+	for _, k := range guests {
+		if uml.Usable(k) == nil {
+			usable = append(usable, k)
+		}
+	}
+	if !slices.ContainsFunc(hostModes, func(m string) bool { return !isBaseline(m) }) {
+		// The host runs no mode with rules: nothing to bridge.
+		for _, k := range usable {
+			if len(lacks(k, sc.Modes)) == 0 {
+				return Plan{Targets: []Target{{Name: k.Name, UML: k, Modes: sc.Modes}},
+					Why: fmt.Sprintf("auto: the host kernel lacks %s and runs no mode with rules, so every mode runs in one user-mode-linux kernel, %s (%s); its figures compare with each other only, not with host runs", strings.Join(missing, "; "), k.Name, k.Release)}, nil
+			}
+		}
 	}
 	var whyNot []string
-	for _, k := range guests {
-		if uml.Usable(k) != nil {
+	for _, k := range usable {
+		if l := lacks(k, guestOnly); len(l) > 0 {
+			whyNot = append(whyNot, strings.Join(l, "; "))
 			continue
 		}
-		var lacks []string
-		for _, m := range sc.Modes {
-			if why := GuestUnsupported(sc, k, m); why != "" {
-				lacks = append(lacks, m+": "+why)
+		guest := slices.Clone(guestOnly)
+		baseline, bridge := bridgeOf(sc, k, hostModes)
+		for _, m := range []string{baseline, bridge} {
+			if m != "" {
+				guest = append(guest, m)
 			}
 		}
-		if len(lacks) == 0 {
-			return Plan{Targets: []Target{{Name: k.Name, UML: k, Modes: sc.Modes}},
-				Why: fmt.Sprintf("auto: the host kernel lacks %s, so every mode runs in one user-mode-linux kernel, %s (%s); its figures compare with each other only, not with host runs", strings.Join(missing, "; "), k.Name, k.Release)}, nil
+		slices.SortStableFunc(guest, func(a, b string) int { return slices.Index(sc.Modes, a) - slices.Index(sc.Modes, b) })
+		why := fmt.Sprintf("auto: the host kernel lacks %s, so %s run on the host and %s in the user-mode-linux kernel %s (%s)",
+			strings.Join(missing, "; "), strings.Join(hostModes, ", "), strings.Join(guestOnly, ", "), k.Name, k.Release)
+		var with []string
+		if baseline != "" {
+			with = append(with, baseline+" (its own baseline)")
 		}
-		whyNot = append(whyNot, strings.Join(lacks, "; "))
+		if bridge != "" {
+			with = append(with, bridge+" (the bridge: run on both kernels, it gives the guest's factor against the host)")
+		}
+		if len(with) > 0 {
+			why += " with " + strings.Join(with, " and ")
+		}
+		why += "; compare modes within one kernel only; --kernel uml runs every mode in one guest"
+		if bridge == "" {
+			why += "; no bridge, so no guest factor: " + k.Name + " runs none of the host's modes with rules"
+		}
+		if len(whyNot) > 0 {
+			why += "; kernels passed over: " + strings.Join(whyNot, " | ")
+		}
+		return Plan{Targets: []Target{{Name: "host", Modes: hostModes}, {Name: k.Name, UML: k, Modes: guest, Bridge: bridge, Baseline: baseline}}, Why: why}, nil
 	}
-	// No single kernel runs every mode: split between the host and the best
-	// guest kernel, each group with the baselines that make it comparable.
+	// No guest kernel runs the modes the host cannot: name the first of
+	// them with the best guest's reason.
 	k := guests[0]
-	var guest []string
-	for _, s := range st {
-		why := GuestUnsupported(sc, k, s.Mode)
-		switch {
-		case !s.Available && why != "":
-			return Plan{}, &InputError{Field: "modes", Msg: "no kernel here can run " + s.Mode + ": host: " + s.Reason + "; " + why,
+	for _, m := range guestOnly {
+		if why := GuestUnsupported(sc, k, m); why != "" {
+			return Plan{}, &InputError{Field: "modes", Msg: "no kernel here can run " + m + ": host: " + reasonOf(st, m) + "; " + why,
 				Fix: "build a guest kernel with every mode (make kernels), or drop the mode"}
-		case !s.Available:
-			guest = append(guest, s.Mode)
 		}
 	}
-	for _, b := range splitBaselines() {
-		if slices.Contains(sc.Modes, b) && !slices.Contains(guest, b) && GuestUnsupported(sc, k, b) == "" {
-			guest = append([]string{b}, guest...)
-		}
-	}
-	slices.SortStableFunc(guest, func(a, b string) int { return slices.Index(sc.Modes, a) - slices.Index(sc.Modes, b) })
-	return Plan{Targets: []Target{{Name: "host", Modes: hostModes}, {Name: k.Name, UML: k, Modes: guest}},
-		Why: fmt.Sprintf("auto: the host cannot run %s, and no user-mode-linux kernel here runs every mode (%s); so %s run on the host and %s in %s; compare modes within one kernel only (make kernels builds uml:6.12, which runs every mode)",
-			strings.Join(missing, "; "), strings.Join(whyNot, " | "), strings.Join(hostModes, ", "), strings.Join(guest, ", "), k.Name)}, nil
+	return Plan{}, &InputError{Field: "kernel", Msg: "auto: the host kernel cannot run " + strings.Join(missing, "; ") + ", and no user-mode-linux kernel here is usable (" + uml.Usable(k).Error() + ")",
+		Fix: "run make setup"}
 }
 
-// Execute runs plan: each target's modes on its kernel, one target after
-// the other, and merges the results. Every ModeResult's Kernel is its
-// target's Name and Kernels describes each kernel (release, boot
-// times). When a later target fails, the result of the earlier ones is
-// returned with the error, so no measurement is lost.
-func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, console io.Writer) (*reports.Result, error) {
-	o.defaults()
-	var res *reports.Result
-	var skipped []string
-	var failed []error // rows failed, the run went on (RowsFailed)
-	for _, t := range plan.Targets {
-		s := *sc
-		s.Modes = t.Modes
-		if t.ModeSwitch != nil {
-			s.ModeSwitch = t.ModeSwitch
+// bridgeOf picks, of the modes the host runs, what guest kernel k runs
+// beside its own modes: the baseline (mode none) and the bridge
+// (BridgeMode, else the first mode with rules); "" when k cannot run one.
+func bridgeOf(sc *scenarios.Scenario, k *uml.Kernel, hostModes []string) (baseline, bridge string) {
+	for _, m := range hostModes {
+		if isBaseline(m) && baseline == "" && GuestUnsupported(sc, k, m) == "" {
+			baseline = m
 		}
-		if t.UML != nil {
-			if why := GuestSkips(&s, t.Name); len(why) > 0 {
-				skipped = append(skipped, why...)
-				if console != nil {
-					for _, w := range why {
-						fmt.Fprintln(console, "note: skipped "+w)
-					}
-				}
+	}
+	if slices.Contains(hostModes, BridgeMode) && GuestUnsupported(sc, k, BridgeMode) == "" {
+		return baseline, BridgeMode
+	}
+	for _, m := range hostModes {
+		if !isBaseline(m) && GuestUnsupported(sc, k, m) == "" {
+			return baseline, m
+		}
+	}
+	return baseline, ""
+}
+
+// isBaseline reports whether mode is a baseline (its Mode dials the
+// endpoints directly: mode none).
+func isBaseline(mode string) bool {
+	m, err := modes.Lookup(mode)
+	return err == nil && m.Direct
+}
+
+// reasonOf is st's reason for mode.
+func reasonOf(st []ModeStatus, mode string) string {
+	for _, s := range st {
+		if s.Mode == mode {
+			return s.Reason
+		}
+	}
+	return ""
+}
+
+// Execute runs plan max(sc.Runs, 1) times (run --count N) and builds
+// the run's Result, the only place that does: each run runs every
+// target's modes on its kernel, one target after the other, merged into
+// one result (every ModeResult's Kernel is its target's Name, Kernels
+// describes each kernel with its release and boot times, the targets'
+// sections are merged); runs 2..N, each on fresh testbeds with a run ID
+// of its own and its own artifact folder (o.ArtifactDir + "-runN"),
+// become Result.MoreRuns with their rows and sections. What becomes of
+// the run after a target's error is fate's: rows that failed (Failed)
+// keep the run going, and Execute then returns the whole result with a
+// *RowsFailed; any other error stops it, and the result so far (the
+// earlier runs, or this run's earlier kernels and what the stopped
+// kernel saved) is returned with the error, marked partial (Result.Partial
+// says why), so no measurement is lost. The result is nil only when
+// nothing was measured.
+func Execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, console io.Writer) (*reports.Result, error) {
+	return execute(ctx, sc, plan, o, console, runTarget)
+}
+
+// targetFunc runs sc (its Modes are the target's) on one target of a
+// plan: runTarget, or a fake in tests.
+type targetFunc func(ctx context.Context, sc *scenarios.Scenario, o Options, console io.Writer, t Target) (*reports.Result, error)
+
+// runTarget runs sc on the host (Run) or in t's guest kernel (RunInUML).
+func runTarget(ctx context.Context, sc *scenarios.Scenario, o Options, console io.Writer, t Target) (*reports.Result, error) {
+	if t.UML == nil {
+		return Run(ctx, sc, o)
+	}
+	return RunInUML(ctx, sc, o, console, t.UML)
+}
+
+// execute is Execute over run, the function that runs one target.
+func execute(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, console io.Writer, run targetFunc) (*reports.Result, error) {
+	n := max(sc.Runs, 1)
+	artifacts := o.ArtifactDir
+	var res *reports.Result
+	var failed []error // the rows that failed in every run; the runs went on
+	for k := range n {
+		ko := o
+		if k > 0 {
+			ko.RunID, ko.ArtifactDir = topology.NewRunID(), ""
+			if artifacts != "" {
+				ko.ArtifactDir = fmt.Sprintf("%s-run%d", artifacts, k+1)
 			}
 		}
-		var r *reports.Result
-		var err error
-		if t.UML == nil {
-			r, err = Run(ctx, &s, o)
-		} else {
-			r, err = RunInUML(ctx, &s, o, console, t.UML)
+		ko.defaults()
+		if n > 1 && console != nil {
+			fmt.Fprintf(console, "run %d of %d (%s)\n", k+1, n, ko.RunID)
 		}
-		if rf := (*RowsFailed)(nil); errors.As(err, &rf) && r != nil {
-			failed, err = append(failed, rf.Errs...), nil // kept; the next kernel runs
+		r, err := executeRun(ctx, sc, plan, ko, console, run)
+		if fate(ctx, err) == Failed {
+			failed, err = append(failed, failedRows(r)...), nil // kept, marked failed; the next run runs
 		}
 		if err != nil {
-			// Finished measurements are kept: the earlier kernels', and
-			// what this kernel's run saved before it stopped.
-			if r != nil {
-				for i := range r.Modes {
-					r.Modes[i].Kernel = t.Name
-				}
-				if res == nil {
-					res = r
-				} else {
-					res.Modes = append(res.Modes, r.Modes...)
-				}
-				mergeModeSwitch(res, r, t.Name)
+			if k == 0 || res == nil {
+				return r, err // r is partial (executeRun marked it), or nil
 			}
-			if res == nil {
-				return nil, err
-			}
-			res.Scenario = sc
-			res.Skipped = append(res.Skipped, skipped...)
-			res.Machine.KernelWhy = plan.Why
-			if len(plan.Targets) > 1 {
-				res.Machine.KernelWhere = strings.Join(plan.Names(), "+")
-				res.Partial = fmt.Sprintf("kernel %s failed: %v; kept the modes finished on %s", t.Name, err, strings.Join(res.KernelNames(), ", "))
-			}
+			// The runs already made are kept whole; this one's rows are
+			// dropped (MoreRuns holds finished runs only).
+			res.Partial = stopText(ctx, fmt.Sprintf("run %d of %d failed: %v; kept the %d runs made", k+1, n, err, k))
 			res.Finished = time.Now()
 			return res, err
 		}
-		kr := reports.KernelRun{Name: t.Name, Release: r.Machine.Kernel, Where: "host", Modes: t.Modes, CPUs: r.Machine.CPUs}
-		if t.UML != nil {
-			kr.Where, kr.Source = "uml", t.UML.Source
-			kr.InitNs, kr.BootNs, kr.GuestNs = r.Machine.GuestInitNs, r.Machine.GuestBootNs, r.Machine.GuestElapsedNs
-		}
-		for i := range r.Modes {
-			r.Modes[i].Kernel = t.Name
-			for from, to := range plan.FellBack {
-				if t.UML == nil && r.Modes[i].Mode == to {
-					r.Modes[i].FellBackFrom = from
-				}
-			}
-		}
-		if res == nil {
+		if k == 0 {
 			res = r
-			if t.UML != nil {
-				res.Machine.HostKernel = kernelRelease()
-			}
-		} else {
-			res.Modes = append(res.Modes, r.Modes...)
-			res.Finished = r.Finished
-			if t.UML != nil && res.Machine.GuestKernel == "" {
-				res.Machine.GuestKernel = r.Machine.Kernel
-				res.Machine.GuestBootNs = r.Machine.GuestBootNs
-			}
+			continue
 		}
-		mergeModeSwitch(res, r, t.Name)
-		res.Kernels = append(res.Kernels, kr)
+		res.MoreRuns = append(res.MoreRuns, reports.Run{RunID: r.RunID, Started: r.Started, Finished: r.Finished, Modes: r.Modes, Sections: r.Sections})
+		res.Finished = r.Finished
 	}
-	if res == nil {
-		return nil, errors.New("no kernel to run on")
-	}
-	res.Scenario = sc
-	res.Skipped = append(res.Skipped, skipped...)
-	if len(plan.Targets) > 1 {
-		res.Machine.KernelWhere = strings.Join(plan.Names(), "+")
-	}
-	res.Machine.KernelWhy = plan.Why
 	if len(failed) > 0 {
 		return res, &RowsFailed{Errs: failed}
 	}
 	return res, nil
 }
 
-// guestConsole passes on the guest's own progress lines and drops the
-// kernel's boot and halt chatter and the guest run's summary and result
-// path (the host prints its own). Nil stays nil.
+// executeRun runs every target of plan once and merges their results.
+// The error is a *RowsFailed when rows failed and every target ran (the
+// result is whole, the failed rows marked), else the error that stopped
+// the run, with the result so far marked partial.
+func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Options, console io.Writer, run targetFunc) (*reports.Result, error) {
+	var res *reports.Result
+	rowsFailed := false
+	for _, t := range plan.Targets {
+		s := *sc
+		s.Modes = t.Modes
+		if t.ModeSwitch != nil {
+			s.ModeSwitch = t.ModeSwitch
+		}
+		r, err := run(ctx, &s, o, console, t)
+		if r != nil && fate(ctx, err) == Failed {
+			rowsFailed, err = true, nil // kept, marked failed; the next kernel runs
+		}
+		if r != nil {
+			for i := range r.Modes {
+				r.Modes[i].Kernel = t.Name
+				for from, to := range plan.FellBack {
+					if t.UML == nil && r.Modes[i].Mode == to {
+						r.Modes[i].FellBackFrom = from
+					}
+				}
+			}
+			if res == nil {
+				res = r
+				if t.UML != nil {
+					res.Machine.HostKernel = kernelRelease()
+				}
+			} else {
+				res.Modes = append(res.Modes, r.Modes...)
+				for _, sec := range r.Sections {
+					res.MergeSection(sec)
+				}
+				res.Finished = r.Finished
+				if err == nil && t.UML != nil && res.Machine.GuestKernel == "" {
+					res.Machine.GuestKernel = r.Machine.Kernel
+					res.Machine.GuestBootNs = r.Machine.GuestBootNs
+				}
+			}
+			mergeModeSwitch(res, r, t.Name)
+		}
+		if err != nil {
+			// Finished measurements are kept: the earlier kernels', and
+			// what this kernel's run saved before it stopped.
+			if res == nil {
+				return nil, err
+			}
+			res.Scenario = sc
+			res.Machine.KernelWhy = plan.Why
+			why := err.Error()
+			if len(plan.Targets) > 1 {
+				res.Machine.KernelWhere = strings.Join(plan.Names(), "+")
+				why = fmt.Sprintf("kernel %s failed: %v; kept the modes finished on %s", t.Name, err, strings.Join(res.KernelNames(), ", "))
+			}
+			res.Partial = stopText(ctx, why)
+			res.Finished = time.Now()
+			return res, err
+		}
+		kr := reports.KernelRun{Name: t.Name, Release: r.Machine.Kernel, Where: "host", Modes: t.Modes, CPUs: r.Machine.CPUs, Bridge: t.Bridge, Baseline: t.Baseline}
+		if t.UML != nil {
+			kr.Where, kr.Source = "uml", t.UML.Source
+			kr.InitNs, kr.BootNs, kr.GuestNs = r.Machine.GuestInitNs, r.Machine.GuestBootNs, r.Machine.GuestElapsedNs
+		}
+		res.Kernels = append(res.Kernels, kr)
+	}
+	if res == nil {
+		return nil, errors.New("no kernel to run on")
+	}
+	res.Scenario = sc
+	if len(plan.Targets) > 1 {
+		res.Machine.KernelWhere = strings.Join(plan.Names(), "+")
+	}
+	res.Machine.KernelWhy = plan.Why
+	if rowsFailed {
+		return res, &RowsFailed{Errs: failedRows(res)}
+	}
+	return res, nil
+}
+
+// stopText is a stopped run's Result.Partial: why, after the cause of
+// the cancellation when the run was interrupted (SIGINT, SIGTERM).
+func stopText(ctx context.Context, why string) string {
+	if ctx.Err() != nil {
+		return fmt.Sprintf("%v: %s", context.Cause(ctx), why)
+	}
+	return why
+}
+
+// guestConsole passes on the guest's own lines (its run's progress) and
+// drops the kernel's boot and halt chatter. Nil stays nil.
 func guestConsole(w io.Writer, name string) io.Writer {
 	if w == nil {
 		return nil
@@ -416,7 +576,6 @@ type lineFilter struct {
 	name    string
 	buf     []byte
 	started bool // past "uml: modules loaded"
-	summary bool // inside the guest run's Markdown summary
 }
 
 func (f *lineFilter) Write(p []byte) (int, error) {
@@ -434,9 +593,7 @@ func (f *lineFilter) Write(p []byte) (int, error) {
 			fmt.Fprint(f.w, "user-mode-linux guest "+f.name+": "+strings.TrimPrefix(line, "uml: "))
 		case strings.HasPrefix(line, "uml: module "):
 			fmt.Fprint(f.w, line)
-		case !f.started, strings.HasPrefix(line, "## proxybench"):
-			f.summary = f.summary || strings.HasPrefix(line, "## proxybench")
-		case f.summary || strings.Contains(line, "Halting.") || strings.Contains(line, "System halted") || strings.Contains(line, "wtmp record"):
+		case !f.started, strings.Contains(line, "Halting.") || strings.Contains(line, "System halted") || strings.Contains(line, "wtmp record"):
 		default:
 			fmt.Fprint(f.w, "  guest: "+line)
 		}
@@ -466,12 +623,18 @@ func GuestModules(sc *scenarios.Scenario) []string {
 }
 
 // RunInUML runs sc inside user-mode-linux guest kernel k (nil: uml.Default):
-// it writes the effective scenario to a host folder mounted in the guest,
-// boots the guest (loading the modules the modes need when k is modular),
-// runs this same binary's `run --kernel host` there for all modes (so they
-// share one kernel), streams the guest's console to console, and reads
-// back the result JSON. The result records kernelWhere "uml", the guest's
-// kernel, the host's, and the guest's init and boot times.
+// it writes a GuestPlan (the effective scenario for the guest, guestScenario,
+// the run ID, where: the guest, the kube-proxy rows' binaries' folder,
+// the result, checkpoint and artifact paths) to a host folder mounted in
+// the guest, boots the guest (loading the modules the modes need when k
+// is modular) on `proxybench guest-run PLAN`, the runner's own entry
+// (RunGuest: Run for all modes, so they share one kernel), streams the
+// guest's console (its progress lines) to console, and reads back the
+// result JSON. The result records kernelWhere "uml", the guest's kernel,
+// the host's, and the guest's init and boot times. A guest result with
+// failed rows comes back with a *RowsFailed; a partial one (the guest's
+// run stopped), or the guest's checkpoint when it was killed, with the
+// error.
 func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io.Writer, k *uml.Kernel) (*reports.Result, error) {
 	o.defaults()
 	if k == nil {
@@ -480,6 +643,7 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 			return nil, &InputError{Field: "kernel", Msg: err.Error()}
 		}
 	}
+	sc = guestScenario(sc)
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -490,36 +654,32 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	}
 	defer os.RemoveAll(dir)
 	_ = os.Chmod(dir, 0o755)
-	y, err := sc.YAML()
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "scenario.yaml"), y, 0o644); err != nil {
-		return nil, err
-	}
 	// The guest's working folder is its own (uml.GuestMount): it finds
 	// kube-apiserver, etcd and the default kube-proxy in the absolute
 	// folder found here, not from its own executable's folder or ./bin.
-	var env []string
+	kubeBin := ""
 	if sc.UsesKubeProxy() {
-		dir := ""
 		if o.Checked != nil {
-			dir = o.Checked.KubeBin
+			kubeBin = o.Checked.KubeBin
 		}
-		if dir == "" {
-			dir, _ = FindKubeBin(kubeBinNames(sc)...)
+		if kubeBin == "" {
+			kubeBin, _ = FindKubeBin(kubeBinNames(sc)...)
 		}
-		if dir != "" {
-			env = append(env, KubeBinEnv+"="+dir)
-		}
+	}
+	plan, err := NewGuestPlan(sc, Options{RunID: o.RunID, Version: o.Version, Where: WhereGuest,
+		Checkpoint:  filepath.Join(uml.GuestMount, "checkpoint.json"),
+		ArtifactDir: filepath.Join(uml.GuestMount, guestArtifacts)}, kubeBin, filepath.Join(uml.GuestMount, "result.json"))
+	if err != nil {
+		return nil, err
+	}
+	if err := plan.Write(filepath.Join(dir, "plan.json")); err != nil {
+		return nil, err
 	}
 	o.Progress.Start(fmt.Sprintf("user-mode-linux guest %s (%s): %s, %d MiB, timeout %s", k.Name, k.Release, strings.Join(sc.Modes, ", "), sc.UML.MemoryMiB, sc.UML.Timeout.Duration), 1)
 	res, err := uml.Run(ctx, uml.Guest{
 		Kernel: k, MemoryMiB: sc.UML.MemoryMiB, Timeout: sc.UML.Timeout.Duration, Modules: GuestModules(sc),
-		Argv: []string{exe, "run", filepath.Join(uml.GuestMount, "scenario.yaml"), "--kernel", "host",
-			"--run-id", o.RunID, "--output", filepath.Join(uml.GuestMount, "result.json"),
-			"--checkpoint", filepath.Join(uml.GuestMount, "checkpoint.json")},
-		WorkDir: dir, Console: guestConsole(console, k.Name), Env: env,
+		Argv:    []string{exe, GuestRunCommand, filepath.Join(uml.GuestMount, "plan.json")},
+		WorkDir: dir, Console: guestConsole(console, k.Name),
 	})
 	o.Progress.Done()
 	// fromGuest marks a result read from the guest's folder as this
@@ -556,47 +716,47 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 		return nil, err
 	}
 	r, rerr := reports.Read(filepath.Join(dir, "result.json"))
-	if cerr := copyGuestArtifacts(r, dir, o.ArtifactDir); cerr != nil && console != nil {
-		fmt.Fprintln(console, "warning: "+cerr.Error())
-	}
-	if r != nil {
-		fromGuest(r)
-	}
-	if res.ExitCode != 0 && r != nil && r.Partial == "" {
-		// A whole result with failed rows: the guest went on after them.
-		if errs := failedRows(r); len(errs) > 0 {
-			return r, &RowsFailed{Errs: errs}
-		}
-	}
-	if res.ExitCode != 0 {
-		err := fmt.Errorf("the run inside the user-mode-linux guest %s failed (exit %d); its console is above", k.Name, res.ExitCode)
-		if r != nil && r.Partial != "" {
-			return r, err // the guest saved what it had finished
+	if rerr != nil {
+		err := fmt.Errorf("guest result: %w", rerr)
+		if res.ExitCode != 0 {
+			err = fmt.Errorf("the run inside the user-mode-linux guest %s failed (exit %d) without writing its result; its console is above", k.Name, res.ExitCode)
 		}
 		if cp := checkpoint(); cp != nil {
 			return cp, err
 		}
 		return nil, err
 	}
-	if rerr != nil {
-		return nil, fmt.Errorf("guest result: %w", rerr)
+	if cerr := copyGuestArtifacts(r, dir, o.ArtifactDir); cerr != nil && console != nil {
+		fmt.Fprintln(console, "warning: "+cerr.Error())
+	}
+	fromGuest(r)
+	// The guest's run wrote its fate into the result: partial when it
+	// stopped, rows marked failed when it went on after them.
+	if r.Partial != "" {
+		return r, fmt.Errorf("in the user-mode-linux guest %s: %s", k.Name, r.Partial)
+	}
+	if errs := failedRows(r); len(errs) > 0 {
+		return r, &RowsFailed{Errs: errs}
+	}
+	if res.ExitCode != 0 {
+		return r, fmt.Errorf("the run inside the user-mode-linux guest %s failed (exit %d) after writing its whole result; its console is above", k.Name, res.ExitCode)
 	}
 	return r, nil
 }
 
-// GuestSkips prepares s, a scenario about to run in user-mode-linux
-// guest kernel name, for its kube-proxy rows and returns the rows it
-// skips (none: kube-proxy and its control plane run inside the guest as
-// on the host; proxymodes/kubeproxy's TestKernelIPVSInGuest). The guest
-// runs in its own work folder, so kubeProxy.binaries are resolved here
-// to absolute paths (ResolveKubeProxy: the guest's root is the host's
-// filesystem, so the host's paths hold there; RunInUML passes the folder
-// of the control plane's binaries), and it gets at least
-// GuestKubeMemoryMiB of memory (etcd, kube-apiserver and kube-proxy
-// beside the run).
-func GuestSkips(s *scenarios.Scenario, name string) []string {
+// guestScenario is sc prepared for a user-mode-linux guest (a copy; sc
+// is not changed): the guest runs in its own work folder, so
+// kubeProxy.binaries are resolved here to absolute paths
+// (ResolveKubeProxy: the guest's root is the host's filesystem, so the
+// host's paths hold there), and a run with kube-proxy rows gets at
+// least GuestKubeMemoryMiB of memory (etcd, kube-apiserver and
+// kube-proxy beside the run; kube-proxy and its control plane run
+// inside the guest as on the host, proxymodes/kubeproxy's
+// TestKernelIPVSInGuest).
+func guestScenario(sc *scenarios.Scenario) *scenarios.Scenario {
+	s := *sc
 	if !s.UsesKubeProxy() {
-		return nil
+		return &s
 	}
 	bins := make([]string, len(s.KubeProxy.Binaries))
 	for i, b := range s.KubeProxy.Binaries {
@@ -604,7 +764,7 @@ func GuestSkips(s *scenarios.Scenario, name string) []string {
 	}
 	s.KubeProxy.Binaries = bins
 	s.UML.MemoryMiB = max(s.UML.MemoryMiB, GuestKubeMemoryMiB)
-	return nil
+	return &s
 }
 
 // GuestKubeMemoryMiB is the least guest memory of a run with kube-proxy

@@ -46,10 +46,12 @@ func allOptions(sc *scenarios.Scenario) string {
 	return b.String()
 }
 
-// TestPlanKernels: on a host without IP_VS, auto runs none, ipvs and
-// nftables in ONE guest kernel that has everything (no split); with only
-// kernels lacking the nf_tables ip family it splits and says why; a listed
-// kernel that cannot run a mode is bad input naming kernel, mode and option.
+// TestPlanKernels: on a host without IP_VS, auto runs what the host can
+// (none, nftables) on the host and only ipvs in the guest kernel, with
+// none and the bridge (nftables, as iptables is not asked for) beside it;
+// a guest kernel lacking the nf_tables ip family gets no bridge, and the
+// reason says so; a listed kernel that cannot run a mode is bad input
+// naming kernel, mode and option.
 func TestPlanKernels(t *testing.T) {
 	testenv.RequireKernel(t)
 	if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
@@ -64,8 +66,9 @@ func TestPlanKernels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Targets) != 1 || p.Targets[0].Name != "uml:6.12" || strings.Join(p.Targets[0].Modes, ",") != "none,ipvs,nftables" {
-		t.Errorf("auto with a full guest kernel: %+v (%s), want every mode in uml:6.12", p.Targets, p.Why)
+	if len(p.Targets) != 2 || p.Targets[0].Name != "host" || strings.Join(p.Targets[0].Modes, ",") != "none,nftables" ||
+		p.Targets[1].Name != "uml:6.12" || strings.Join(p.Targets[1].Modes, ",") != "none,ipvs,nftables" || p.Targets[1].Bridge != "nftables" {
+		t.Errorf("auto with a full guest kernel: %+v (%s), want none,nftables on the host and none,ipvs,nftables (bridge nftables) in uml:6.12", p.Targets, p.Why)
 	}
 
 	noIP := strings.ReplaceAll(allOptions(sc), "CONFIG_NF_TABLES_IPV4=y\n", "")
@@ -75,8 +78,8 @@ func TestPlanKernels(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(p.Targets) != 2 || p.Targets[0].Name != "host" || p.Targets[1].Name != "uml:6.12" ||
-		strings.Join(p.Targets[1].Modes, ",") != "none,ipvs" || !strings.Contains(p.Why, "CONFIG_NF_TABLES_IPV4") {
-		t.Errorf("auto without a full kernel: %+v (%s), want host + uml:6.12 running none,ipvs, naming CONFIG_NF_TABLES_IPV4", p.Targets, p.Why)
+		strings.Join(p.Targets[1].Modes, ",") != "none,ipvs" || p.Targets[1].Bridge != "" || !strings.Contains(p.Why, "no bridge") {
+		t.Errorf("auto with a guest kernel without nftables: %+v (%s), want host + uml:6.12 running none,ipvs, saying there is no bridge", p.Targets, p.Why)
 	}
 
 	sc.Kernel = "uml:6.12"
@@ -93,5 +96,69 @@ func TestPlanKernels(t *testing.T) {
 	p, err = PlanKernels(ctx, sc)
 	if err != nil || strings.Join(p.Names(), ",") != "host,uml:6.12" {
 		t.Errorf("host,uml:6.12 with none,iptables: %v, %v", p.Names(), err)
+	}
+}
+
+// fakeKernel is a stand-in guest kernel (a script answering --showconfig
+// with every option of every mode but those in without).
+func fakeKernel(t *testing.T, name string, sc *scenarios.Scenario, without ...string) *uml.Kernel {
+	t.Helper()
+	cfg := allOptions(sc)
+	for _, o := range without {
+		cfg = strings.ReplaceAll(cfg, o+"=y\n", "")
+	}
+	path := filepath.Join(t.TempDir(), "linux")
+	if err := os.WriteFile(path, []byte("#!/bin/sh\ncat <<'X'\n"+cfg+"\nX\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &uml.Kernel{Name: name, Path: path, Release: strings.TrimPrefix(name, "uml:") + ".1"}
+}
+
+// TestAutoPlanHostFirst: auto on a host without IP_VS (probe given, no
+// root) runs iptables, nftables, userspace and none on the host and ipvs
+// with none and the bridge iptables in the first guest kernel that runs
+// ipvs; a host that runs everything stays alone; a host that runs only
+// none hands every mode to one guest; no guest with IP_VS is bad input.
+func TestAutoPlanHostFirst(t *testing.T) {
+	sc := &scenarios.Scenario{Modes: []string{"none", "iptables", "ipvs", "nftables", "userspace"}}
+	sc.SetDefaults()
+	noIPVS := []ModeStatus{{"none", true, "ok"}, {"iptables", true, "ok"}, {"ipvs", false, "no /proc/net/ip_vs"}, {"nftables", true, "ok"}, {"userspace", true, "ok"}}
+	k612 := fakeKernel(t, "uml:6.12", sc)
+	noVS := fakeKernel(t, "uml:novs", sc, "CONFIG_IP_VS")
+
+	p, err := autoPlan(sc, noIPVS, []*uml.Kernel{noVS, k612})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Targets) != 2 {
+		t.Fatalf("targets %+v (%s), want host and uml:6.12", p.Targets, p.Why)
+	}
+	h, g := p.Targets[0], p.Targets[1]
+	if h.Name != "host" || h.UML != nil || strings.Join(h.Modes, ",") != "none,iptables,nftables,userspace" {
+		t.Errorf("host target %s %v, want none,iptables,nftables,userspace on the host", h.Name, h.Modes)
+	}
+	if g.Name != "uml:6.12" || g.UML != k612 || strings.Join(g.Modes, ",") != "none,iptables,ipvs" || g.Bridge != "iptables" || g.Baseline != "none" {
+		t.Errorf("guest target %s %v bridge %q baseline %q, want uml:6.12 running none,iptables,ipvs, bridge iptables, baseline none", g.Name, g.Modes, g.Bridge, g.Baseline)
+	}
+	for _, want := range []string{"ipvs: no /proc/net/ip_vs", "bridge", "uml:novs", "--kernel uml"} {
+		if !strings.Contains(p.Why, want) {
+			t.Errorf("why %q lacks %q", p.Why, want)
+		}
+	}
+
+	all := []ModeStatus{{"none", true, "ok"}, {"iptables", true, "ok"}, {"ipvs", true, "ok"}, {"nftables", true, "ok"}, {"userspace", true, "ok"}}
+	if p, err := autoPlan(sc, all, []*uml.Kernel{k612}); err != nil || strings.Join(p.Names(), ",") != "host" || len(p.Targets[0].Modes) != 5 {
+		t.Errorf("a host with every mode: %+v, %v; want the host alone", p.Targets, err)
+	}
+
+	sc2 := &scenarios.Scenario{Modes: []string{"none", "ipvs"}}
+	sc2.SetDefaults()
+	if p, err := autoPlan(sc2, []ModeStatus{{"none", true, "ok"}, {"ipvs", false, "no IP_VS"}}, []*uml.Kernel{k612}); err != nil ||
+		strings.Join(p.Names(), ",") != "uml:6.12" || strings.Join(p.Targets[0].Modes, ",") != "none,ipvs" {
+		t.Errorf("a host running only none: %+v, %v; want every mode in uml:6.12", p.Targets, err)
+	}
+
+	if _, err := autoPlan(sc, noIPVS, []*uml.Kernel{noVS}); !IsInput(err) || !strings.Contains(err.Error(), "ipvs") || !strings.Contains(err.Error(), "CONFIG_IP_VS") {
+		t.Errorf("no guest with IP_VS: %v, want bad input naming ipvs and CONFIG_IP_VS", err)
 	}
 }

@@ -42,6 +42,12 @@ type Phase struct {
 	// typed figures (its field on reports.Result), after RunAll, also
 	// after a failed one.
 	ReportRun func(res *reports.Result) []reports.Section
+	// Final: the phase runs after the row's other phases, also when one
+	// of them stopped the row (an evaluation over what the row did, such
+	// as the alerts phase's read-back of the row's Prometheus), before
+	// the row's cleanups; not when the run was cancelled. Its error
+	// becomes the row's when the row had none.
+	Final bool
 	// Core: the phase's figures are the result's core tables (sync.full,
 	// sync.incremental, lookup, fairness, churn), which every format
 	// renders from ModeResult's own fields, not a Section.
@@ -63,6 +69,7 @@ var Phases = []Phase{
 	connReusePhaseV,
 	lifecyclePhaseV,
 	transitionsPhaseV,
+	alertsPhaseV,
 	modeSwitchPhase,
 }
 
@@ -180,6 +187,11 @@ const (
 	Stop
 )
 
+// FateOf is fate for the runner's callers: what Execute's error means
+// for the run (Keep: the result is whole; Failed: whole, rows marked
+// failed, exit 1; Stop: the result, when not nil, is partial).
+func FateOf(ctx context.Context, err error) Fate { return fate(ctx, err) }
+
 func (f Fate) String() string {
 	return [...]string{"keep", "partial", "failed", "stop"}[f]
 }
@@ -187,10 +199,16 @@ func (f Fate) String() string {
 // fate maps a row's error to the row's and the run's fate: the one place
 // that reads the error kinds of proxymodes (Unfinished, SyncFailed,
 // Failed). A cancelled run (ctx done) stops, whatever the error says,
-// but for a program that exited on its own.
+// but for a program that exited on its own. The error of a whole run
+// (Run, RunInUML, Execute) maps the same way: nil is Keep, a *RowsFailed
+// (rows failed, the run went on; its result is whole) Failed, any other
+// Stop (its result, when there is one, is partial).
 func fate(ctx context.Context, err error) Fate {
 	if err == nil {
 		return Keep
+	}
+	if rf := (*RowsFailed)(nil); errors.As(err, &rf) {
+		return Failed
 	}
 	var fl *proxymodes.Failed
 	if errors.As(err, &fl) {

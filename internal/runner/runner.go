@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
@@ -87,18 +86,16 @@ type Options struct {
 	// runs; nil: Run checks.
 	Checked *Checked
 	// Where is where this run executes (WhereHost, WhereGuest): every row
-	// records it as its kernel, and modes and phases are told it. Empty:
-	// the host, or the guest when this process runs inside one (the
-	// guest's run sets it).
+	// records it as its kernel, and modes and phases are told it (the
+	// kube-proxy rows' control plane takes the guest's timeouts). Empty:
+	// the host; the guest's entry (GuestPlan, `proxybench guest-run`)
+	// sets WhereGuest.
 	Where Where
 }
 
 func (o *Options) defaults() {
 	if o.Where == "" {
 		o.Where = WhereHost
-		if uml.InGuest() {
-			o.Where = WhereGuest
-		}
 	}
 	if o.RunID == "" {
 		o.RunID = topology.NewRunID()
@@ -141,7 +138,20 @@ func preflight(ctx context.Context, sc *scenarios.Scenario, o Options) (*Checked
 	if o.Checked.covers(sc) {
 		return o.Checked, nil
 	}
-	return kubeProxyBinaries(ctx, sc)
+	o.defaults()
+	ar, err := loadAlerts(ctx, sc, o)
+	if err != nil {
+		return nil, err
+	}
+	c, err := kubeProxyBinaries(ctx, sc)
+	if err != nil {
+		return nil, err
+	}
+	c.alerts = ar
+	if ar != nil {
+		c.Warnings = ar.Warnings
+	}
+	return c, nil
 }
 
 // checkPrograms is the part of Preflight before the kube-proxy binaries:
@@ -246,7 +256,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			if err != nil {
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
-			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e)) {
+			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e), o.Where, monitor(sc, checked.alerts)) {
 				for _, vsc := range modeVariants(sc.AtSize(n), m) {
 					mr, secs, err := runRow(ctx, Phases, vsc, o, tb, e, perSize[i], row)
 					if mr != nil {
@@ -314,8 +324,9 @@ func (e *RowsFailed) Error() string {
 
 func (e *RowsFailed) Unwrap() []error { return e.Errs }
 
-// failedRows returns the failures of r's rows marked failed, as errors
-// (a result read back from a guest).
+// failedRows returns the failures of r's rows marked failed, as errors:
+// a *RowsFailed's from a result (a guest's, or Execute's over several
+// kernels and runs).
 func failedRows(r *reports.Result) []error {
 	var out []error
 	for _, m := range r.Modes {
@@ -382,12 +393,21 @@ func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Optio
 	r := &Row{Sc: sc, O: o, Testbed: tb, Env: e, Mode: m, Proxier: p, Proxiers: []proxymodes.Proxier{p}, Services: services, Result: mr, Faults: &f}
 	ran := []Phase{}
 	for _, ph := range phases {
-		if !ph.applies(sc, m) {
+		if !ph.applies(sc, m) || ph.Final {
 			continue
 		}
 		ran = append(ran, ph)
 		if err = ph.Run(ctx, r); err != nil {
 			break
+		}
+	}
+	for _, ph := range phases {
+		if !ph.applies(sc, m) || !ph.Final || ctx.Err() != nil {
+			continue
+		}
+		ran = append(ran, ph)
+		if ferr := ph.Run(ctx, r); ferr != nil && err == nil {
+			err = ferr
 		}
 	}
 	for i := len(r.cleanups) - 1; i >= 0; i-- {
@@ -396,10 +416,11 @@ func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Optio
 		}
 	}
 	// A proxy program that exited on its own (kube-proxy) fails the row,
-	// also when no phase noticed (it died during traffic).
+	// also when no phase noticed (it died during traffic); not asked again
+	// when the row's error already is that exit (fate Failed, whether or
+	// not the run was cancelled).
 	atEnd := false
-	var fl *proxymodes.Failed
-	if x, ok := p.(proxymodes.Exiter); ok && !errors.As(err, &fl) {
+	if x, ok := p.(proxymodes.Exiter); ok && fate(context.WithoutCancel(ctx), err) != Failed {
 		if xerr := x.Exited(); xerr != nil {
 			atEnd = err == nil
 			err = errors.Join(xerr, err)

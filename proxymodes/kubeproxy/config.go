@@ -64,6 +64,12 @@ type ConfigSpec struct {
 	NodeIP netip.Addr
 	// Kubeconfig is the path of the node's kubeconfig.
 	Kubeconfig string
+	// MetricsAnyAddress binds the metrics endpoint to 0.0.0.0 of the node
+	// namespace instead of 127.0.0.1 (a row monitored by Prometheus: its
+	// server, in the control plane's namespace, scrapes kube-proxy over
+	// the node's link, as a cluster's Prometheus scrapes
+	// metricsBindAddress 0.0.0.0:10249).
+	MetricsAnyAddress bool
 }
 
 // CheckPass returns an error naming the first Owned field pass sets (the
@@ -140,6 +146,9 @@ func Config(spec ConfigSpec) ([]byte, map[string]string, error) {
 		"conntrack.tcpCloseWaitTimeout":   "0s",
 		"conntrack.udpTimeout":            "0s",
 		"conntrack.udpStreamTimeout":      "0s",
+	}
+	if spec.MetricsAnyAddress {
+		owned["metricsBindAddress"] = fmt.Sprintf("0.0.0.0:%d", MetricsPort)
 	}
 	cfg := deepCopy(spec.Pass)
 	if cfg == nil {

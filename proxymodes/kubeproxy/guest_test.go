@@ -368,7 +368,7 @@ func TestKernelIPVSProxierInGuest(t *testing.T) {
 	p, err := kubeproxy.NewProxier(kubeproxy.ProxierSpec{Mode: "ipvs", Node: tb.Node, NodeIP: tb.NodeBackendAddr,
 		ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR, Avoid: []netip.Prefix{serviceCIDR, podCIDR, nodeCIDR},
 		Pass: map[string]any{"ipvs": map[string]any{"minSyncPeriod": "0s"}}, KubeProxy: bins.KubeProxy,
-		Bin: controlplane.Binaries{Etcd: bins.Etcd, APIServer: bins.APIServer}, Dir: t.TempDir()})
+		Bin: controlplane.Binaries{Etcd: bins.Etcd, APIServer: bins.APIServer}, Dir: t.TempDir(), Guest: true}) // in the guest (InUMLWith)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +448,7 @@ func TestKernelIPVSFirstSyncBoundInGuest(t *testing.T) {
 		ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR, Avoid: []netip.Prefix{serviceCIDR, podCIDR, nodeCIDR},
 		Pass: map[string]any{"ipvs": map[string]any{"minSyncPeriod": "0s"}}, KubeProxy: bins.KubeProxy,
 		Bin: controlplane.Binaries{Etcd: bins.Etcd, APIServer: bins.APIServer}, Dir: t.TempDir(),
-		FirstSyncTimeout: bound, ProgressEvery: 2 * time.Second})
+		FirstSyncTimeout: bound, ProgressEvery: 2 * time.Second, Guest: true}) // in the guest (InUMLWith)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/proxybench/proxybench/internal/uml"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/topology"
@@ -69,10 +68,18 @@ type ProxierSpec struct {
 	// kube-proxy got (ReadProgress) and keeps kube-proxy running for
 	// KubeProxyRecord; Cleanup stops it.
 	FirstSyncTimeout time.Duration
+	// Monitor, when set, runs a Prometheus server beside the control
+	// plane that scrapes this kube-proxy (monitor.go).
+	Monitor *Monitor
 	// ProgressEvery is how often the first sync's progress is read in
 	// IPVS mode (0: a minute, at most a tenth of FirstSyncTimeout, at
 	// least 5 s); each reading starts one `ipset list -t`.
 	ProgressEvery time.Duration
+	// Guest says the node runs inside a user-mode-linux guest (the
+	// runner's Options.Where): syscalls cost ~25x the host's there, so
+	// the control plane gets 8 min to start, and each resident page is a
+	// host mapping (controlplane.Spec.LowMemory).
+	Guest bool
 }
 
 // Proxier drives the real kube-proxy through the API, behind the same
@@ -107,6 +114,8 @@ type Proxier struct {
 	// its own (exited), once seen, and exitRec its record.
 	exitErr error
 	exitRec *measure.KubeProxyExit
+	// prom is the Prometheus of the current control plane (Monitor).
+	prom promState
 }
 
 // NewProxier returns a Proxier; nothing starts before the first Sync.
@@ -479,10 +488,8 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		return st, err
 	}
 	cps := controlplane.Spec{RunID: p.runID, Nodes: []*topology.Netns{p.spec.Node}, Avoid: p.spec.Avoid, Bin: p.spec.Bin}
-	if uml.InGuest() {
-		// Syscalls cost ~25x the host's in a user-mode-linux guest.
+	if p.spec.Guest {
 		cps.StartTimeout = 8 * time.Minute
-		// Each resident page is a host mapping there (controlplane.Spec.LowMemory).
 		cps.LowMemory = true
 	}
 	p.cp, err = controlplane.Start(ctx, cps)
@@ -495,6 +502,16 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err != nil {
 		return st, err
 	}
+	// Prometheus, when the row is monitored, starts now, kube-proxy its
+	// target from the start: a Prometheus up during the API objects'
+	// creation would count those minutes as kube-proxy absent (the
+	// seeds' KubeProxyDown). Its start-up is setup: it is counted in
+	// setup.controlPlane (up moves by it), not in sync.full.
+	if d, err := p.startPrometheus(ctx); err != nil {
+		return st, err
+	} else {
+		up = up.Add(d)
+	}
 	created := time.Now()
 	if err := p.keepLog(); err != nil {
 		return st, err
@@ -504,7 +521,8 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		return st, err
 	}
 	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Version: p.spec.Version, Dir: p.spec.Dir, Verbosity: p.spec.Verbosity, IPTablesBackend: p.spec.IPTablesBackend,
-		XtablesLock: p.spec.XtablesLock, Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc}})
+		XtablesLock: p.spec.XtablesLock, Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc,
+			MetricsAnyAddress: p.spec.Monitor != nil}})
 	if err != nil {
 		return st, err
 	}
@@ -955,6 +973,7 @@ func (p *Proxier) stop() error {
 		errs = append(errs, p.cleanupRules(context.Background(), kp))
 		p.kp, p.halted = nil, nil
 	}
+	errs = append(errs, p.stopPrometheus())
 	errs = append(errs, p.cp.Stop())
 	p.cp = nil
 	return errors.Join(errs...)

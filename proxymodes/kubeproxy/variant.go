@@ -36,6 +36,11 @@ type VariantSpec struct {
 	Bin controlplane.Binaries
 	// DataPlane is ProxierSpec.DataPlane (nil: sync.full ends at /healthz).
 	DataPlane func(ctx context.Context, services []workload.Service) (time.Time, int, error)
+	// Guest is ProxierSpec.Guest: the row runs inside a user-mode-linux
+	// guest (the runner says so from Options.Where).
+	Guest bool
+	// Monitor is ProxierSpec.Monitor (nil: no Prometheus).
+	Monitor *Monitor
 }
 
 // RowLabel names the kube-proxy row of mode: "nftables (kube-proxy)", or
@@ -87,7 +92,7 @@ func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 		return NewProxier(ProxierSpec{Mode: base.Name, IPTablesBackend: backend, Node: ns, NodeIP: ip, ClusterCIDR: cluster, ServiceCIDR: svc,
 			Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix()}, Pass: pass, KubeProxy: v.Binary, Version: v.Version, Bin: v.Bin,
 			Dir: v.Dir, Verbosity: sc.KubeProxy.Verbosity, Label: v.Label, DataPlane: v.DataPlane,
-			SessionAffinity: SessionAffinityOf(sc), FirstSyncTimeout: sc.KubeProxy.FirstSyncTimeout.Duration})
+			SessionAffinity: SessionAffinityOf(sc), FirstSyncTimeout: sc.KubeProxy.FirstSyncTimeout.Duration, Guest: v.Guest, Monitor: v.Monitor})
 	}
 	return m
 }

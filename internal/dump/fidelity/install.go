@@ -58,6 +58,9 @@ type Spec struct {
 	// its first sync (default 30 s); kube-proxy syncs IPv4 and IPv6 one
 	// after the other and may sync again when its informers catch up.
 	Settle time.Duration
+	// Guest says this runs inside a user-mode-linux guest
+	// (kubeproxy.ProxierSpec.Guest: the control plane's guest timeouts).
+	Guest bool
 }
 
 // Install builds a one-node testbed, makes spec.Implementation of
@@ -115,7 +118,7 @@ func Install(ctx context.Context, spec Spec) (r Reading, err error) {
 		p, err = kubeproxy.NewProxier(kubeproxy.ProxierSpec{Mode: spec.Mode, Node: tb.Node, NodeIP: tb.NodeBackendAddr,
 			ClusterCIDR: cluster, ServiceCIDR: svcNet, Avoid: avoid, Pass: pass, KubeProxy: spec.Kube.KubeProxy,
 			Bin: controlplane.Binaries{Etcd: spec.Kube.Etcd, APIServer: spec.Kube.APIServer}, Dir: dir,
-			SessionAffinity: kubeproxy.SessionAffinityOf(sc), IPTablesBackend: sc.IPTables.Backend, Verbosity: sc.KubeProxy.Verbosity})
+			SessionAffinity: kubeproxy.SessionAffinityOf(sc), IPTablesBackend: sc.IPTables.Backend, Verbosity: sc.KubeProxy.Verbosity, Guest: spec.Guest})
 		if err != nil {
 			return r, err
 		}

@@ -116,7 +116,7 @@ func fidelityCase(t *testing.T, mode string, affinity bool, bins testenv.KubeBin
 	for _, impl := range fidelity.Implementations {
 		t0 := time.Now()
 		r, err := fidelity.Install(context.Background(), fidelity.Spec{Scenario: sc, Mode: mode, Implementation: impl, Services: svcs,
-			Kube: fidelity.KubeBinaries{KubeProxy: bins.KubeProxy, APIServer: bins.APIServer, Etcd: bins.Etcd}})
+			Kube: fidelity.KubeBinaries{KubeProxy: bins.KubeProxy, APIServer: bins.APIServer, Etcd: bins.Etcd}, Guest: uml.InGuest()})
 		if err != nil {
 			t.Fatalf("%s: %v", impl, err)
 		}

@@ -1,0 +1,121 @@
+package reports
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxybench/proxybench/measure"
+	"github.com/proxybench/proxybench/scenarios"
+)
+
+// hostAndGuest is a run split by --kernel auto on a host without IP_VS:
+// none and iptables on the host; none, iptables (the bridge) and ipvs in
+// uml:6.12. Every sample of a position is the same, so the factors are
+// exact (within the HDR histogram's precision): the guest's iptables full sync is 4.6× the host's (9.2 s / 2 s),
+// its rule walk 2.7× (370 − 100 µs against 125 − 25 µs), none's connect
+// 4.0× (80 µs against 20 µs).
+func hostAndGuest() *Result {
+	sc := &scenarios.Scenario{Name: "split", Modes: []string{"none", "iptables", "ipvs"}, Services: scenarios.ServicesSpec{Count: 10000}, Repetitions: 3}
+	sc.SetDefaults()
+	same := func(v int64) []int64 {
+		out := make([]int64, 100)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	row := func(mode, kernel string, first, last int64, sync time.Duration) ModeResult {
+		m := ModeResult{Mode: mode, Kernel: kernel, Services: 10000}
+		for _, p := range []struct {
+			pos string
+			v   int64
+		}{{"first", first}, {"last", last}} {
+			pr := PositionResult{Position: p.pos, SamplesNs: same(p.v)}
+			pr.Latency = Summarize(pr.SamplesNs)
+			m.Lookup = append(m.Lookup, pr)
+		}
+		for range 3 {
+			m.SyncFull = append(m.SyncFull, measure.SyncStats{Kind: "full", Wall: sync, Objects: 40000})
+		}
+		m.SyncFullSummary = Summarize(syncWalls(m))
+		return m
+	}
+	return &Result{RunID: "split1", Engine: "real", Scenario: sc,
+		Machine: Machine{Kernel: "6.18.0", KernelWhere: "host+uml:6.12", KernelWhy: "auto: the host kernel lacks ipvs"},
+		Kernels: []KernelRun{{Name: "host", Release: "6.18.0", Where: "host", Modes: []string{"none", "iptables"}},
+			{Name: "uml:6.12", Release: "6.12.117", Where: "uml", Modes: []string{"none", "iptables", "ipvs"}, Bridge: "iptables", Baseline: "none"}},
+		Modes: []ModeResult{
+			row("none", "host", 20000, 20000, time.Millisecond),
+			row("iptables", "host", 25000, 125000, 2*time.Second),
+			row("none", "uml:6.12", 80000, 80000, time.Millisecond),
+			row("iptables", "uml:6.12", 100000, 370000, 9200*time.Millisecond),
+			row("ipvs", "uml:6.12", 90000, 90000, time.Second),
+		}}
+}
+
+// TestGuestFactors: the guest's factor against the host comes from the
+// bridge row on both kernels (sync, rule walk) and the baseline (connect);
+// the rows that ran only in the guest are named; the findings lead with
+// it, and the Markdown and HTML reports state it beside the guest's
+// figures.
+func TestGuestFactors(t *testing.T) {
+	r := hostAndGuest()
+	gs := GuestFactors(r)
+	if len(gs) != 1 {
+		t.Fatalf("factors %+v, want one (uml:6.12)", gs)
+	}
+	g := gs[0]
+	near := func(got, want float64) bool { return got > want*0.99 && got < want*1.01 } // HDR histogram precision
+	if g.Kernel != "uml:6.12" || g.Bridge != "iptables" || g.Services != 10000 || !near(g.Sync, 4.6) || !near(g.Walk, 2.7) || !near(g.Connect, 4.0) ||
+		strings.Join(g.Only, ",") != "ipvs" {
+		t.Errorf("factor %+v, want uml:6.12 via iptables at 10000: sync 4.6, walk 2.7, connect 4.0, only ipvs", g)
+	}
+	want := "ipvs ran in a user-mode-linux guest (uml:6.12, 6.12.117), where iptables' full sync took 4.6× and its rule walk 2.7× the host's, a connect without rules (none) 4.0×"
+	if s := g.Sentence(); !strings.HasPrefix(s, want) {
+		t.Errorf("sentence %q, want it to start %q", s, want)
+	}
+	f := Findings(r)
+	if len(f) == 0 || !strings.HasPrefix(f[0], want) {
+		t.Errorf("findings do not lead with the guest factor: %q", f)
+	}
+	for _, s := range f {
+		if strings.HasPrefix(s, "ipvs (uml:6.12):") && !strings.Contains(s, "a guest figure: in uml:6.12 iptables' full sync took 4.6×") {
+			t.Errorf("ipvs's finding does not carry the factor: %q", s)
+		}
+		if strings.HasPrefix(s, "iptables (host):") && strings.Contains(s, "guest figure") {
+			t.Errorf("a host row carries the guest factor: %q", s)
+		}
+	}
+	var md bytes.Buffer
+	if err := WriteReportMarkdown(&md, r, DefaultBudgets); err != nil {
+		t.Fatal(err)
+	}
+	guestSec := md.String()[strings.Index(md.String(), "## kernel uml:6.12"):]
+	hostSec := md.String()[strings.Index(md.String(), "## kernel host"):strings.Index(md.String(), "## kernel uml:6.12")]
+	if !strings.Contains(guestSec, "**Guest figures: in this user-mode-linux guest iptables' full sync took 4.6× and its rule walk 2.7× the host's") || strings.Contains(hostSec, "Guest figures") {
+		t.Errorf("the guest note is not at the guest's section alone:\n%s", md.String())
+	}
+	if !strings.Contains(md.String(), "- guest factor of uml:6.12 against the host, measured on iptables (it ran on both kernels, at 10,000 services): sync.full p50 4.6×, rule walk (p50 at the last service − the first) 2.7×, none's connect p50 at the last service 4.0×") {
+		t.Errorf("the across-kernels table lacks the factor line:\n%s", md.String())
+	}
+	var h bytes.Buffer
+	if err := WriteHTML(&h, r, DefaultBudgets); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(h.String(), "Guest figures: in this user-mode-linux guest iptables&#39; full sync took 4.6×"); n < 3 {
+		t.Errorf("HTML states the guest factor %d times, want beside each of the guest's lookup, CDF and sync sections", n)
+	}
+
+	// A flat host lookup gives no walk factor, and the wording drops it;
+	// without a bridge there is no factor at all.
+	r.Modes[1].Lookup[1].SamplesNs = r.Modes[1].Lookup[0].SamplesNs
+	if g := GuestFactors(r)[0]; g.Walk != 0 || strings.Contains(g.Sentence(), "walk") || !strings.Contains(g.Sentence(), "iptables' full sync took 4.6× the host's") {
+		t.Errorf("flat host lookup: walk %v, sentence %q", g.Walk, g.Sentence())
+	}
+	r.Kernels[1].Bridge = ""
+	if gs := GuestFactors(r); gs != nil {
+		t.Errorf("no bridge: factors %+v, want none", gs)
+	}
+}
