@@ -126,6 +126,23 @@ type Mode struct {
 	// Probe checks, in a throwaway namespace, that the kernel has what the
 	// mode needs; it returns whether it does and why (for doctor).
 	Probe func(ctx context.Context, node Node) (ok bool, why string)
+	// CleanupLeftovers removes from node what kube-proxy v1.37's
+	// CleanupLeftovers of the mode removes (pkg/proxy/<mode>/cleanup.go),
+	// whoever wrote it, with the node's iptables back end (sc's
+	// iptables.backend); best effort: every step runs, the error joins
+	// the failed ones. Nil: kube-proxy has none for the mode (userspace,
+	// none).
+	CleanupLeftovers func(ctx context.Context, sc *scenarios.Scenario, node Node) error
+	// CleansAtStart names the modes whose CleanupLeftovers a proxier of
+	// this mode runs before its first sync after a mode switch, as
+	// kube-proxy v1.37 does at start (platformCleanup of
+	// cmd/kube-proxy/app/server_linux.go).
+	CleansAtStart []string
+	// Owns says whether the mode writes an object of the kernel (a
+	// proxymodes/leftovers Kind, the iptables table or nft family, its
+	// name), so that what a mode switch leaves is told from what the new
+	// mode wrote. Nil: the mode writes nothing.
+	Owns func(kind, table, name string) bool
 }
 
 // BaseName is the builtin mode m implements: Base, or Name for a builtin

@@ -52,6 +52,8 @@ type Result struct {
 	// row-scoped phases merged per phase, and run-scoped phases (a mode
 	// switch spans two rows) whole. Every format renders them.
 	Sections []Section `json:"sections,omitempty"`
+	// ModeSwitch are the modeSwitch phase's switches (run-scoped: each spans two rows).
+	ModeSwitch []ModeSwitch `json:"modeSwitch,omitempty"`
 }
 
 // Machine identifies where a run happened; compare refuses to mix machines.

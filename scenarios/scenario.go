@@ -89,6 +89,8 @@ type Scenario struct {
 	// incremental sync, and reports failed and slow connections during
 	// each sync's window (kubernetes PR#139546).
 	SyncDisruption *SyncDisruptionSpec `yaml:"syncDisruption,omitempty" json:"syncDisruption,omitempty"`
+	// ModeSwitch, when set, switches one node from one mode to another under probes (ModeSwitchSpec; run-scoped).
+	ModeSwitch *ModeSwitchSpec `yaml:"modeSwitch,omitempty" json:"modeSwitch,omitempty"`
 	// Lifecycle, when set, runs each mode (but none) through endpoint
 	// lifecycle changes of a TCP service while clients hold connections:
 	// removal, terminating, drain to 0 and refill, restart at a new address.

@@ -216,6 +216,7 @@ func (s *Scenario) SetDefaults() {
 			sd.Syncs = []string{"restart", "incremental"}
 		}
 	}
+	s.setModeSwitchDefaults()
 	s.monitoringDefaults()
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
@@ -309,6 +310,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).churn,
 		(*checker).transitions,
 		(*checker).syncDisruption,
+		(*checker).modeSwitch,
 		(*checker).lifecycle,
 		(*checker).connReuse,
 		(*checker).failure,

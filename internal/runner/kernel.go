@@ -34,6 +34,9 @@ type Target struct {
 	// default) gives the guest's factor against the host, Baseline (mode
 	// none) is the guest's own baseline. Recorded in reports.KernelRun.
 	Bridge, Baseline string
+	// ModeSwitch, when set, replaces the scenario's modeSwitch on this
+	// target: the switches that run on its kernel (planModeSwitch).
+	ModeSwitch *scenarios.ModeSwitchSpec
 }
 
 // Plan is where a run's modes execute: one target per kernel, run one
@@ -270,6 +273,11 @@ func autoPlan(sc *scenarios.Scenario, st []ModeStatus, guests []*uml.Kernel) (Pl
 	if len(missing) == 0 {
 		return Plan{Targets: []Target{{Name: "host", Modes: sc.Modes}}, Why: "auto: the host kernel supports every requested mode"}, nil
 	}
+	if sc.ModeSwitch != nil {
+		if p, ok := planModeSwitch(sc, st, guests); ok {
+			return p, nil
+		}
+	}
 	if len(guests) == 0 {
 		_, err := uml.Default()
 		msg := "no user-mode-linux kernel is installed"
@@ -473,6 +481,9 @@ func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Option
 	for _, t := range plan.Targets {
 		s := *sc
 		s.Modes = t.Modes
+		if t.ModeSwitch != nil {
+			s.ModeSwitch = t.ModeSwitch
+		}
 		r, err := run(ctx, &s, o, console, t)
 		if r != nil && fate(ctx, err) == Failed {
 			rowsFailed, err = true, nil // kept, marked failed; the next kernel runs
@@ -502,6 +513,7 @@ func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Option
 					res.Machine.GuestBootNs = r.Machine.GuestBootNs
 				}
 			}
+			mergeModeSwitch(res, r, t.Name)
 		}
 		if err != nil {
 			// Finished measurements are kept: the earlier kernels', and

@@ -70,6 +70,7 @@ var Phases = []Phase{
 	lifecyclePhaseV,
 	transitionsPhaseV,
 	alertsPhaseV,
+	modeSwitchPhase,
 }
 
 // PhaseRules are the rules of Phases, for scenarios.Catalog.Phases and

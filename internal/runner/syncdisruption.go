@@ -164,6 +164,59 @@ func (p *prober) allAnswered() bool {
 	return true
 }
 
+// probeLoop is the probe workers' loop of a phase that probes across a
+// change (syncDisruption, modeSwitch): every worker of its pool picks a
+// target (prober.pick), connects to its service's first ServicePort
+// with a timeout (env.dial), records the connection and pauses for the
+// interval, until stop.
+type probeLoop struct {
+	mu     sync.Mutex
+	recs   []probeRec
+	halted atomic.Bool
+	done   chan struct{}
+}
+
+func startProbeLoop(e *env, pool workerPool, pr *prober, services []workload.Service, timeout, interval time.Duration) *probeLoop {
+	l := &probeLoop{done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		pool.Each(func(int) {
+			for k := 0; !l.halted.Load(); k++ {
+				ti := pr.pick(k)
+				s := services[pr.targets[ti].Service]
+				_, start, err := e.dial(s.ClusterIP, s.Ports[0].Port, timeout)
+				r := probeRec{target: ti, start: start, lat: time.Since(start), err: err}
+				if err == nil {
+					pr.answered(ti, start.Add(r.lat))
+				}
+				l.mu.Lock()
+				l.recs = append(l.recs, r)
+				l.mu.Unlock()
+				if interval > 0 {
+					time.Sleep(interval)
+				}
+			}
+		})
+	}()
+	return l
+}
+
+// snapshot returns the connections recorded so far.
+func (l *probeLoop) snapshot() []probeRec {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]probeRec(nil), l.recs...)
+}
+
+// stop ends the loop (once; later calls only read) and returns every
+// connection recorded.
+func (l *probeLoop) stop() []probeRec {
+	if !l.halted.Swap(true) {
+		<-l.done
+	}
+	return l.snapshot()
+}
+
 // syncKindNames are the window kinds of syncDisruption.syncs.
 var syncKindNames = map[string]string{"cold": "full (cold start)", "restart": "full (restart)", "incremental": "incremental"}
 
@@ -191,38 +244,9 @@ func syncDisruptionPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb
 	}
 	defer pool.Close()
 	pr := newProber(targets)
-	var (
-		mu   sync.Mutex
-		recs []probeRec
-		stop atomic.Bool
-	)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		pool.Each(func(int) {
-			for k := 0; !stop.Load(); k++ {
-				ti := pr.pick(k)
-				s := services[targets[ti].Service]
-				_, start, err := e.dial(s.ClusterIP, s.Ports[0].Port, sd.Timeout.Duration)
-				r := probeRec{target: ti, start: start, lat: time.Since(start), err: err}
-				if err == nil {
-					pr.answered(ti, start.Add(r.lat))
-				}
-				mu.Lock()
-				recs = append(recs, r)
-				mu.Unlock()
-			}
-		})
-	}()
-	defer func() {
-		stop.Store(true)
-		<-done
-	}()
-	snapshot := func() []probeRec {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]probeRec(nil), recs...)
-	}
+	loop := startProbeLoop(e, pool, pr, services, sd.Timeout.Duration, 0)
+	defer loop.stop()
+	snapshot := loop.snapshot
 	// measure takes the one-second baseline, then starts the window: ready
 	// (a restart: stop the old proxy, make the new one) and the sync both
 	// fall inside it, so a restart's outage counts against the sync.

@@ -51,8 +51,11 @@ var Mode = proxymodes.Mode{
 		b := sc.IPTables.Backend
 		return []string{xtables.Binary(b, ""), xtables.Binary(b, "restore"), xtables.Binary(b, "save")}
 	},
-	KernelOptions: proxymodes.IPTablesKernelOptionsFor,
-	Probe:         Probe,
+	KernelOptions:    proxymodes.IPTablesKernelOptionsFor,
+	Probe:            Probe,
+	CleanupLeftovers: cleanupLeftovers,
+	CleansAtStart:    []string{"nftables"},
+	Owns:             owns,
 }
 
 // ConfigFromScenario maps a validated scenario to a Config: the iptables

@@ -67,10 +67,13 @@ var Mode = proxymodes.Mode{
 	Fairness: func(sc *scenarios.Scenario) measure.Expectation {
 		return Expectation(sc.IPVS.Scheduler, sc.IPVS.SchedulerFlags...).WithAffinity(sc.Services.SessionAffinity == "ClientIP")
 	},
-	Binaries:      func(*scenarios.Scenario) []string { return []string{binIPSet, binRestore, binSave} },
-	Modules:       modules,
-	KernelOptions: kernelOptions,
-	Probe:         Probe,
+	Binaries:         func(*scenarios.Scenario) []string { return []string{binIPSet, binRestore, binSave} },
+	Modules:          modules,
+	KernelOptions:    kernelOptions,
+	Probe:            Probe,
+	CleanupLeftovers: cleanupLeftovers,
+	CleansAtStart:    []string{"nftables"},
+	Owns:             owns,
 }
 
 // kernelOptions lists what the IPVS proxier needs (net/netfilter/ipvs/Kconfig):

@@ -909,18 +909,7 @@ func (p *Proxier) keepLog() error {
 // namespace, with the PATH kp ran with (the same iptables back end: with
 // the legacy one, Debian's default nft tools would remove nothing).
 func (p *Proxier) cleanupRules(ctx context.Context, kp *Proxy) error {
-	args := []string{p.spec.KubeProxy, "--cleanup", "--config", kp.ConfigPath}
-	if kp.Spec.XtablesLock != "" {
-		args = append([]string{"XTABLES_LOCKFILE=" + kp.Spec.XtablesLock}, args...)
-	}
-	if kp.Path != "" {
-		args = append([]string{"PATH=" + kp.Path}, args...)
-	}
-	// Bounded: after an unfinished first sync at 10k services in a
-	// guest, kube-proxy's own cleanup could run for as long.
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	out, err := p.spec.Node.Run(ctx, nil, "env", args...)
+	out, err := p.cleanupCommand(ctx, kp)
 	switch {
 	case err != nil && p.spec.Mode == "ipvs":
 		// kube-proxy's own --cleanup fails after its IPVS mode: its
@@ -937,6 +926,24 @@ func (p *Proxier) cleanupRules(ctx context.Context, kp *Proxy) error {
 		return fmt.Errorf("kube-proxy --cleanup: %w: %s", err, out)
 	}
 	return nil
+}
+
+// cleanupCommand runs `kube-proxy --cleanup --config <kp's config>` in
+// the node namespace with kp's PATH and xtables lock, bounded by 5 min,
+// and returns its output and error.
+func (p *Proxier) cleanupCommand(ctx context.Context, kp *Proxy) ([]byte, error) {
+	args := []string{p.spec.KubeProxy, "--cleanup", "--config", kp.ConfigPath}
+	if kp.Spec.XtablesLock != "" {
+		args = append([]string{"XTABLES_LOCKFILE=" + kp.Spec.XtablesLock}, args...)
+	}
+	if kp.Path != "" {
+		args = append([]string{"PATH=" + kp.Path}, args...)
+	}
+	// Bounded: after an unfinished first sync at 10k services in a
+	// guest, kube-proxy's own cleanup could run for as long.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	return p.spec.Node.Run(ctx, nil, "env", args...)
 }
 
 // Cleanup stops kube-proxy, removes its rules from the node (`kube-proxy

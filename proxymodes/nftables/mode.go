@@ -66,7 +66,10 @@ var Mode = proxymodes.Mode{
 	KernelOptions: func(*scenarios.Scenario) []string {
 		return []string{"CONFIG_NF_TABLES", "CONFIG_NF_TABLES_IPV4", "CONFIG_NFT_NUMGEN", "CONFIG_NFT_CT", "CONFIG_NFT_NAT", "CONFIG_NFT_MASQ", "CONFIG_NFT_REJECT"}
 	},
-	Probe: Probe,
+	Probe:            Probe,
+	CleanupLeftovers: cleanupLeftovers,
+	CleansAtStart:    []string{"iptables", "ipvs"},
+	Owns:             owns,
 }
 
 // ConfigFromScenario maps a validated scenario to a Config:

@@ -59,6 +59,10 @@ var Mode = proxymodes.Mode{
 		return append(proxymodes.IPTablesKernelOptionsFor(sc), "CONFIG_NETFILTER_XT_TARGET_REDIRECT")
 	},
 	Probe: Probe,
+	// kube-proxy v1.37 has no userspace mode (removed in v1.26): nothing
+	// of it cleans up after one, and since KEP-2448 a start cleaned up no
+	// other mode.
+	Owns: owns,
 }
 
 // ConfigFromScenario maps a validated scenario to a Config: the iptables
