@@ -587,15 +587,17 @@ func TestValidateAsRun(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			var env []string
 			if c.root {
-				testenv.RequireRoot(t)
+				// The kernel choice probes the host in a throwaway namespace.
+				testenv.RequireKernel(t, "iptables-legacy-restore")
 				if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
 					t.Skip("this host kernel has IP_VS")
 				}
-				testenv.RequireKube(t)
+				env = []string{"PROXYBENCH_KUBE_BIN=" + filepath.Dir(testenv.RequireKube(t).KubeProxy)}
 			}
 			for _, verb := range []string{"validate", "run"} {
-				_, stderr, code := run(t, nil, append([]string{verb, writeFile(t, c.yaml)}, c.args...)...)
+				_, stderr, code := run(t, env, append([]string{verb, writeFile(t, c.yaml)}, c.args...)...)
 				if code != 2 {
 					t.Errorf("%s: exit %d, want 2; stderr %q", verb, code, stderr)
 				}
