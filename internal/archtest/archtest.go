@@ -96,7 +96,7 @@ func Parse(r io.Reader) (*Doc, error) {
 			inTable, header = true, true
 			if section == "Layers" && !(len(cells) >= 3 && strings.HasPrefix(cells[0], "layer") &&
 				strings.HasPrefix(cells[1], "package") && strings.HasPrefix(cells[2], "imports")) {
-				return nil, fmt.Errorf("line %d: the layer table's header is %q, want | layer | package | imports | ...", line, text)
+				return nil, fmt.Errorf("line %d: the layer table's header is %q, want one that starts | layer | package | imports |", line, text)
 			}
 			continue
 		}

@@ -104,7 +104,6 @@ type udpFake struct {
 	flushErrAt  int
 	dropAll     bool
 	newErr      error
-	newCalls    []string
 }
 
 func newUDPFake(t *testing.T, sc *scenarios.Scenario, svcs []workload.Service) (*udpFake, map[string]netip.Addr) {
