@@ -483,7 +483,8 @@ func TestKernelHostWithoutIPVS(t *testing.T) {
 	}
 	// kube-proxy does not fall back (v1.26+ exits): a kube-proxy row for
 	// ipvs under fallback is refused before anything is built.
-	_, stderr, code = run(t, nil, "run", "--quiet", "--kernel", "host", writeFile(t, body+"fallback: iptables\nimplementation: [builtin, kube-proxy]\n"))
+	kbin := "PROXYBENCH_KUBE_BIN=" + filepath.Dir(testenv.RequireKube(t).KubeProxy)
+	_, stderr, code = run(t, []string{kbin}, "run", "--quiet", "--kernel", "host", writeFile(t, body+"fallback: iptables\nimplementation: [builtin, kube-proxy]\n"))
 	if code != 2 || !strings.Contains(stderr, "fallback") || !strings.Contains(stderr, "111806") {
 		t.Errorf("kube-proxy row under fallback: exit %d, stderr %q: want exit 2 at fallback naming kubernetes PR#111806", code, stderr)
 	}
