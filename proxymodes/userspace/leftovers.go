@@ -15,6 +15,13 @@ var owns = leftovers.Chains(map[string][]string{"nat": {ChainPortalsContainer, C
 func (p *Proxier) Stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.stopLocked()
+}
+
+// stopLocked is Stop with p.mu held (Stop, and Cleanup before it removes
+// the rules): listeners and proxied connections closed, their goroutines
+// waited for, the dial pool stopped, the state reset.
+func (p *Proxier) stopLocked() {
 	p.cancel()
 	for _, sp := range p.ports {
 		sp.close()

@@ -550,22 +550,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	if err := p.cfg.Validate(); err != nil {
 		return err
 	}
-	p.cancel()
-	for _, sp := range p.ports {
-		sp.close()
-	}
-	p.connMu.Lock()
-	for c := range p.conns {
-		c.Close()
-	}
-	p.connMu.Unlock()
-	p.wg.Wait()
-	if p.dialer != nil {
-		p.dialer.Close()
-		p.dialer = nil
-	}
-	p.reset()
-	p.ensured = false
+	p.stopLocked()
 	for _, j := range jumpRules {
 		// Delete every copy; -D fails once none is left (or the chain is gone).
 		args := append([]string{"-w", "5", "-t", "nat", "-D", j.chain}, j.args...)
