@@ -282,6 +282,7 @@ func summarizeChurn(res *reports.ChurnResult, obs []*observe.Observation, start 
 			res.Observed++
 		} else {
 			res.Unobserved++
+			s.Probes = &reports.ProbeCounts{Hits: o.Hits, Elsewhere: o.Elsewhere, Failed: o.Failed}
 		}
 		res.Samples = append(res.Samples, s)
 	}

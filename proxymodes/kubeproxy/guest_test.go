@@ -294,10 +294,14 @@ func guestProcs(id string) []string {
 // no guest process (and so nothing that ran inside it) and no folder of
 // the run remains on the host. The guest's run gets ready only once every
 // ClusterIP answers from one of its endpoints through kube-proxy's IPVS
-// virtual servers (TestKernelHelperRun): the default suite's check of
-// kube-proxy's IPVS data plane (TestKernelIPVSInGuest, slow, also reads
-// the ruleset back and logs the timings).
+// virtual servers (TestKernelHelperRun). Slow (make test-guest-kube,
+// make test-slow) with the other kube-proxy IPVS guest tests
+// (TestKernelIPVSInGuest also reads the ruleset back and logs the
+// timings): a control plane in the guest does not fit the default suite.
 func TestKernelGuestCleanupAfterKill(t *testing.T) {
+	// The guest's control plane takes 60-100 s to get ready: over the
+	// default suite's budget (make test-guest-kube runs it).
+	testenv.RequireSlow(t, "a guest with a control plane takes 60-100 s to get ready")
 	testenv.RequireKernel(t, "ipset", "ipvsadm")
 	testenv.RequireKube(t)
 	testenv.RequireGuest(t)
