@@ -581,12 +581,13 @@ func newVersionCmd() *cobra.Command {
 }
 
 // printWarnings prints the checks' warnings (a metric name an alert
-// reads that no row exports) on stderr, before anything is built.
+// reads that no row exports, a network prefix overlapping the host's
+// addresses) on stderr, before anything is built.
 func printWarnings(c *runner.Checked) {
 	if c == nil {
 		return
 	}
 	for _, w := range c.Warnings {
-		fmt.Fprintln(os.Stderr, "warning: alerts: "+w)
+		fmt.Fprintln(os.Stderr, "warning: "+w)
 	}
 }
