@@ -67,6 +67,12 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	// Once for the whole result: a row-scoped section's rows name their
 	// kernel in their label, and a run-scoped one may span kernels.
 	writeSectionsMarkdown(&b, r)
+	if len(r.Skipped) > 0 {
+		b.WriteString("\n### skipped\n\n")
+		for _, s := range r.Skipped {
+			fmt.Fprintf(&b, "- %s\n", s)
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -1,8 +1,11 @@
 package reports
 
 import (
+	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/proxybench/proxybench/scenarios"
 )
 
 // TestModeSwitchSections: a switch's sections carry kube-proxy's own
@@ -84,5 +87,18 @@ func TestSwitchFindings(t *testing.T) {
 		if !strings.Contains(got[0], want) {
 			t.Errorf("finding %q lacks %q", got[0], want)
 		}
+	}
+}
+
+// TestSkippedListed: what a run skipped is listed under its own heading,
+// with or without kube-proxy rows.
+func TestSkippedListed(t *testing.T) {
+	r := &Result{Scenario: &scenarios.Scenario{Name: "s"}, Skipped: []string{"modeSwitch iptables → ipvs: ipvs not among the modes run"}}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "### skipped\n\n- modeSwitch iptables → ipvs: ipvs not among") {
+		t.Errorf("skipped not listed:\n%s", b.String())
 	}
 }
