@@ -91,6 +91,10 @@ type Scenario struct {
 	SyncDisruption *SyncDisruptionSpec `yaml:"syncDisruption,omitempty" json:"syncDisruption,omitempty"`
 	// ModeSwitch, when set, switches one node from one mode to another under probes (ModeSwitchSpec; run-scoped).
 	ModeSwitch *ModeSwitchSpec `yaml:"modeSwitch,omitempty" json:"modeSwitch,omitempty"`
+	// Soak, when set, runs each mode (but none) for a long time under
+	// churn and open-loop traffic, one sample per interval streamed to
+	// disk as measured (SoakSpec).
+	Soak *SoakSpec `yaml:"soak,omitempty" json:"soak,omitempty"`
 	// Lifecycle, when set, runs each mode (but none) through endpoint
 	// lifecycle changes of a TCP service while clients hold connections:
 	// removal, terminating, drain to 0 and refill, restart at a new address.

@@ -217,6 +217,7 @@ func (s *Scenario) SetDefaults() {
 		}
 	}
 	s.setModeSwitchDefaults()
+	s.setSoakDefaults()
 	s.monitoringDefaults()
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
@@ -311,6 +312,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).transitions,
 		(*checker).syncDisruption,
 		(*checker).modeSwitch,
+		(*checker).soak,
 		(*checker).lifecycle,
 		(*checker).connReuse,
 		(*checker).failure,

@@ -61,9 +61,13 @@ func Arrivals(rate float64, d time.Duration, arrival string, rng *rand.Rand) []t
 
 // Cluster is the desired state that churn mutates: every service ever
 // created (deleted ones are kept, marked, to keep indexes stable), with
-// fresh pod IPs and ClusterIPs allocated past the initial ones. Endpoint
-// slices are replaced, never modified in place, so a Snapshot stays valid
-// while later changes are applied. Not safe for concurrent use.
+// fresh pod IPs and ClusterIPs allocated past the initial ones. Once the
+// pod CIDR has no fresh address left, an added endpoint takes the pod IP
+// of the endpoint removed longest ago (as a long churn reuses the IPs of
+// deleted pods), so a churn of any length keeps adding endpoints.
+// Endpoint slices are replaced, never modified in place, so a Snapshot
+// stays valid while later changes are applied. Not safe for concurrent
+// use.
 type Cluster struct {
 	Services []Service
 	deleted  []bool
@@ -73,6 +77,9 @@ type Cluster struct {
 	nextVIP  netip.Addr
 	svcNet   netip.Prefix
 	newEps   int
+	// freed are the pod IPs of removed endpoints and deleted services'
+	// endpoints, oldest first: reused once the fresh ones run out.
+	freed []netip.Addr
 }
 
 // NewCluster starts from the scenario's generated services.
@@ -113,10 +120,17 @@ func (c *Cluster) Snapshot() []Service {
 // change it again.
 func (c *Cluster) Release(i int) { c.busy[i] = false }
 
+// podIP allocates a pod IP: the next fresh one of the pod CIDR, else the
+// one freed longest ago.
 func (c *Cluster) podIP() (netip.Addr, error) {
 	a := c.nextPod
 	if !c.podNet.Contains(a) || a == lastAddr(c.podNet) {
-		return a, fmt.Errorf("churn: pod CIDR %s is exhausted", c.podNet)
+		if len(c.freed) == 0 {
+			return a, fmt.Errorf("churn: pod CIDR %s is exhausted", c.podNet)
+		}
+		a = c.freed[0]
+		c.freed = c.freed[1:]
+		return a, nil
 	}
 	c.nextPod = a.Next()
 	return a, nil
@@ -195,6 +209,7 @@ func (c *Cluster) Next(rng *rand.Rand, mix scenarios.ChurnMix) (Change, bool) {
 				ch.Endpoint = eps[k].IP
 				if kind == 1 {
 					eps = append(eps[:k], eps[k+1:]...)
+					c.freed = append(c.freed, ch.Endpoint)
 					ch.Kind = EndpointRemove
 				} else {
 					eps[k].Ready, eps[k].Serving = false, false
@@ -208,6 +223,9 @@ func (c *Cluster) Next(rng *rand.Rand, mix scenarios.ChurnMix) (Change, bool) {
 				return Change{}, false
 			}
 			c.deleted[i] = true
+			for _, e := range s.Endpoints {
+				c.freed = append(c.freed, e.IP)
+			}
 			ch.Kind = ServiceDelete
 		}
 		s.Endpoints = eps

@@ -2,6 +2,8 @@ package workload
 
 import (
 	"math/rand"
+	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -146,5 +148,59 @@ func TestEndpointConditions(t *testing.T) {
 				t.Fatalf("%s: endpoint %+v: serving must follow ready for a pod that is not terminating", s.Name, e)
 			}
 		}
+	}
+}
+
+// TestClusterReusesFreedPodIPs: with a pod CIDR too small for the adds a
+// long churn makes, adds go on past its fresh addresses by taking the
+// pod IPs of removed endpoints, oldest first, and no pod IP is ever an
+// endpoint of two live services, or twice of one, at once.
+func TestClusterReusesFreedPodIPs(t *testing.T) {
+	sc, err := scenarios.Parse([]byte("services: {count: 4, endpoints: {count: 3}}\nnetwork: {podCIDR: 198.19.0.0/27}\n"), "small.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcs, err := Services(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCluster(sc, svcs)
+	rng := rand.New(rand.NewSource(5))
+	mix := scenarios.ChurnMix{EndpointAdd: 1, EndpointRemove: 1}
+	var removed []string // in order
+	adds, reused := 0, 0
+	for i := 0; i < 400; i++ {
+		ch, ok := c.Next(rng, mix)
+		if !ok {
+			continue
+		}
+		switch ch.Kind {
+		case EndpointAdd:
+			adds++
+			if j := slices.Index(removed, ch.Endpoint.String()); j >= 0 {
+				if j != 0 {
+					t.Fatalf("add %d took %v, freed after %v", i, ch.Endpoint, removed[0])
+				}
+				removed = removed[1:]
+				reused++
+			}
+		case EndpointRemove:
+			removed = append(removed, ch.Endpoint.String())
+		}
+		inUse := map[netip.Addr]string{}
+		for _, s := range c.Snapshot() {
+			for _, e := range s.Endpoints {
+				if other, dup := inUse[e.IP]; dup {
+					t.Fatalf("after change %d (%s %v): %v is an endpoint of %s and %s", i, ch.Kind, ch.Endpoint, e.IP, other, s.Name)
+				}
+				inUse[e.IP] = s.Name
+			}
+		}
+		c.Release(ch.Service)
+	}
+	// .1 to .30 (the last address is never a pod): 12 taken at start, so
+	// at most 18 fresh adds.
+	if adds < 60 || reused < adds-18 {
+		t.Errorf("%d adds, %d of them reused pod IPs: want adds to go on past the /27's fresh addresses", adds, reused)
 	}
 }

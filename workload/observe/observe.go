@@ -177,3 +177,31 @@ func (t *Tracker) All() []*Observation {
 	defer t.mu.Unlock()
 	return append([]*Observation(nil), t.obs...)
 }
+
+// TakeDone removes the observations that are done from t and returns
+// them in the order added, so a long churn (the soak phase) reports each
+// change once, in the interval it was seen, and t keeps only the pending
+// ones (Next and Pending stay proportional to what is pending, not to
+// every change ever made).
+func (t *Tracker) TakeDone() []*Observation {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var done []*Observation
+	kept := t.obs[:0]
+	for i, o := range t.obs {
+		if o.Done {
+			done = append(done, o)
+			if i < t.next {
+				t.next--
+			}
+			continue
+		}
+		kept = append(kept, o)
+	}
+	clear(t.obs[len(kept):])
+	t.obs = kept
+	if t.next >= len(t.obs) {
+		t.next = 0
+	}
+	return done
+}

@@ -152,3 +152,39 @@ func TestTrackerConcurrent(t *testing.T) {
 		t.Errorf("%d completions, %d pending, want 20 and 0", completed, tr.Pending())
 	}
 }
+
+// TestTrackerTakeDone: TakeDone hands out each done observation once, in
+// the order added, keeps the pending ones (still rotated by Next), and
+// leaves All with only those.
+func TestTrackerTakeDone(t *testing.T) {
+	var tr Tracker
+	var obs []*Observation
+	for i := 0; i < 5; i++ {
+		o := New(workload.Change{Kind: workload.EndpointAdd, Endpoint: ep}, t0)
+		obs = append(obs, o)
+		tr.Add(o)
+	}
+	if got := tr.TakeDone(); len(got) != 0 {
+		t.Fatalf("TakeDone of nothing done: %d", len(got))
+	}
+	for _, i := range []int{3, 0, 1} {
+		tr.See(obs[i], t0.Add(ms), ep, true)
+	}
+	got := tr.TakeDone()
+	if len(got) != 3 || got[0] != obs[0] || got[1] != obs[1] || got[2] != obs[3] {
+		t.Fatalf("TakeDone = %v, want observations 0, 1, 3 in order", got)
+	}
+	if again := tr.TakeDone(); len(again) != 0 {
+		t.Errorf("a second TakeDone returned %d", len(again))
+	}
+	if tr.Pending() != 2 || len(tr.All()) != 2 {
+		t.Errorf("pending %d, kept %d: want the 2 not done", tr.Pending(), len(tr.All()))
+	}
+	seen := map[*Observation]bool{}
+	for range 4 {
+		seen[tr.Next()] = true
+	}
+	if len(seen) != 2 || !seen[obs[2]] || !seen[obs[4]] {
+		t.Errorf("Next after TakeDone hands out %v, want observations 2 and 4 in turn", seen)
+	}
+}
