@@ -135,10 +135,16 @@ func Findings(r *Result) []string {
 			parts = append(parts, "a guest figure: in "+g.Kernel+" "+g.Measured())
 		}
 		label := r.modeLabel(m)
+		if len(parts) == 0 && m.Soak != nil {
+			continue // its soak finding follows
+		}
 		if len(parts) == 0 {
 			parts = append(parts, "no figures were measured")
 		}
 		out = append(out, label+": "+strings.Join(parts, "; ")+".")
+	}
+	for _, m := range soakRows(r) {
+		out = append(out, SoakFinding(r.modeLabel(m), m.Soak))
 	}
 	return append(out, switchFindings(r.ModeSwitch)...)
 }

@@ -89,6 +89,9 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 			groups, gnames = append(groups, r.ForKernel(k)), append(gnames, k)
 		}
 	}
+	if r.soakStreamsOnly() {
+		groups = nil // rendered from soak streams alone: no core figure
+	}
 	for gi, g := range groups {
 		gid, gtitle := "", ""
 		if gnames[gi] != "" {
@@ -142,6 +145,20 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 		if len(pr.Plots) > 0 || len(pr.Notes) > 0 {
 			page.Sections = append(page.Sections, pr)
 		}
+	}
+
+	if rows := soakRows(r); len(rows) > 0 {
+		sec := htmlSection{ID: "soak", Title: "soak: every series over time (one line per row)"}
+		for _, m := range rows {
+			if note := m.Soak.CutNote(); note != "" {
+				sec.Notes = append(sec.Notes, r.modeLabel(m)+": "+note+".")
+			}
+		}
+		for i := range soakPlots {
+			p, err := soakPlot(r, rows, i, pal)
+			add(&sec, p, 4.4*vg.Inch, 3.2*vg.Inch, err)
+		}
+		page.Sections = append(page.Sections, sec)
 	}
 
 	if r.hasImplementations() {

@@ -61,6 +61,11 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 			b.WriteString("\n")
 		}
 		writeKernelsMarkdown(&b, r)
+	} else if r.soakStreamsOnly() {
+		// Rendered from soak streams alone: no core table has a figure.
+		for _, w := range FaultWarnings(r) {
+			b.WriteString("- **warning**: " + w + "\n")
+		}
 	} else {
 		writeMarkdownBody(&b, r)
 	}

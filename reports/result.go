@@ -204,6 +204,9 @@ type ModeResult struct {
 	// ConnReuse are the conn-reuse phase's passes (scenario block
 	// connReuse).
 	ConnReuse []ConnReusePass `json:"connReuse,omitempty"`
+	// Soak is the soak phase's samples (scenario block soak), as its
+	// stream holds them.
+	Soak *SoakResult `json:"soak,omitempty"`
 }
 
 // isBaseline reports whether m is a row of the baseline mode

@@ -61,6 +61,7 @@ var typedSections = []struct {
 	{PhaseSyncDisruption, SyncDisruptionReport},
 	{PhaseLifecycle, LifecycleReport},
 	{PhaseConnReuse, ConnReuseReport},
+	{PhaseSoak, SoakReport},
 }
 
 // SyncDisruptionReport is the sync-disruption phase's sections of one
