@@ -482,8 +482,9 @@ type SoakVerdict struct {
 	Lost      int            `json:"lost"`
 	LostKnown bool           `json:"lostKnown"`
 	// IdleCores and QuietCores are the proxy's CPU (cores: CPU seconds
-	// per second) over the idle intervals and over the quiet tail
-	// (NaN: none); CPU is "settled" (within SoakCPURelative and
+	// per second) over the idle intervals and over the quiet tail, its
+	// first interval left out when it has two or more (that one syncs
+	// the churn's last changes) (NaN: none); CPU is "settled" (within SoakCPURelative and
 	// SoakCPUAbsolute of idle), "high" or "not measured".
 	IdleCores  float64 `json:"idleCores"`
 	QuietCores float64 `json:"quietCores"`
@@ -512,6 +513,13 @@ func SoakVerdicts(sr *SoakResult) SoakVerdict {
 	rss, name := memorySeries(sr)
 	var x, y, xa, ya []float64
 	var idleCPU, idleSpan, quietCPU, quietSpan, selfIdle, selfQuiet int64
+	quiet := 0
+	for _, s := range sr.Samples {
+		if s.Stage == SoakQuiet {
+			quiet++
+		}
+	}
+	skipQuiet := quiet >= 2 // the first quiet interval syncs the churn's last changes
 	for _, s := range sr.Samples {
 		v.Attempts += s.Attempts
 		v.OK += s.OK
@@ -532,6 +540,10 @@ func SoakVerdicts(sr *SoakResult) SoakVerdict {
 		case SoakIdle:
 			idleCPU, idleSpan, selfIdle = idleCPU+s.ProxyCPUNs, idleSpan+s.SpanNs, selfIdle+s.SelfCPUNs
 		case SoakQuiet:
+			if skipQuiet {
+				skipQuiet = false
+				continue
+			}
 			quietCPU, quietSpan, selfQuiet = quietCPU+s.ProxyCPUNs, quietSpan+s.SpanNs, selfQuiet+s.SelfCPUNs
 		}
 	}
@@ -628,7 +640,7 @@ func SoakVerdictSection(label string, sr *SoakResult) Section {
 		Intro: fmt.Sprintf("Each row soaked %s: %d idle intervals, churn at %.3g changes/s for %s, %d quiet intervals, every %s, with %.3g new connections/s (open loop) throughout. "+
 			"Memory: the least-squares slope of RSS over the churn intervals with its 95%% confidence interval (t distribution, n−2 degrees of freedom), flat only when the whole interval lies within ±%.3g MiB/h. "+
 			"Lost: connections scheduled with no outcome (every other one is a success or an error with its cause). "+
-			"CPU: the proxy's CPU over the quiet tail against the idle intervals before the churn; settled when at most max(%.0f%% of idle, %.3g cores) above it.",
+			"CPU: the proxy's CPU over the quiet tail (but its first interval, which syncs the churn's last changes, when it has two or more) against the idle intervals before the churn; settled when at most max(%.0f%% of idle, %.3g cores) above it.",
 			shortDuration(spec.Total()), spec.Idle, spec.Churn, shortDuration(spec.Duration.Duration), spec.Quiet, shortDuration(spec.Interval.Duration), spec.Rate,
 			spec.FlatBound, SoakCPURelative*100, SoakCPUAbsolute),
 		Columns: []Column{{Name: "stream"}, {Name: "intervals", Unit: "count"}, {Name: "memory series"},

@@ -177,6 +177,13 @@ func TestBadInput(t *testing.T) {
 		{name: "--alerts: not a rule file", yaml: kp, args: []string{"--alerts", writeFile(t, "apiVersion: v1\nkind: ConfigMap\n")}, root: true, want: []string{"--alerts:", "s.yaml:2: kind \"ConfigMap\"", "fix:"}},
 		{name: "alerts without a kube-proxy row", yaml: "services: {count: 10}\nalerts: seeds\n", want: []string{":2:", "alerts: Prometheus scrapes kube-proxy's metrics, and no row runs kube-proxy", "fix:"}},
 		{name: "monitoring.timeScale 0", yaml: kp + "monitoring:\n  prometheus: true\n  timeScale: 0\n", want: []string{":6:", "monitoring.timeScale: 0: want 0.01 to 10", "fix:"}},
+		{name: "soak shorter than two intervals", yaml: "services: {count: 10}\nmodes: [iptables]\nsoak:\n  duration: 15s\n  interval: 10s\n", want: []string{":4:", "soak.duration: 15s is shorter than two intervals of 10s", "fix:"}, lines: 1},
+		{name: "soak interval 0", yaml: "services: {count: 10}\nmodes: [iptables]\nsoak:\n  interval: 0s\n", want: []string{":4:", "soak.interval: 0s is not positive", "fix:"}, lines: 1},
+		{name: "soak rate out of range", yaml: "services: {count: 10}\nmodes: [iptables]\nsoak:\n  rate: 0\n  churn: 2000\n", want: []string{":4:", "soak.rate: 0 is not in (0, 5000]", ":5:", "soak.churn: 2000 is not in [0, 1000]", "fix:"}, lines: 2},
+		{name: "soak in the sim", yaml: "services: {count: 10}\nmodes: [iptables]\nengine: sim\nsoak: {duration: 1m}\n", want: []string{":4:", "soak: the sim engine does not model the soak phase", "fix:"}, lines: 1},
+		{name: "soak with kube-proxy", yaml: "services: {count: 10}\nmodes: [iptables]\nimplementation: [builtin, kube-proxy]\nsoak: {duration: 1m}\n", want: []string{":4:", "soak: not yet with implementation kube-proxy", "fix:"}, lines: 1},
+		{name: "--duration without a soak", args: []string{"1k-services", "--duration", "10m"}, want: []string{"--duration 10m0s: the scenario has no soak block", "fix:"}, lines: 1},
+		{name: "--duration too short", yaml: "services: {count: 10}\nmodes: [iptables]\nsoak: {interval: 10s}\n", args: []string{"--duration", "5s"}, want: []string{"soak.duration: 5s is shorter than two intervals", "fix:"}, lines: 1},
 		{name: "kube-proxy too old for nftables", yaml: "services: {count: 10}\nmodes: [nftables]\nimplementation: [builtin, kube-proxy]\n", args: []string{"--kube-proxy", fakeKubeProxy("v1.28.4")}, root: true, want: []string{"v1.28.4", "cannot run mode nftables", "v1.29", "fix:"}},
 	}
 	for _, c := range cases {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -18,7 +20,7 @@ func newReportCmd() *cobra.Command {
 	var format, output string
 	b := reports.DefaultBudgets
 	cmd := &cobra.Command{
-		Use:   "report RESULT.json",
+		Use:   "report RESULT.json|STREAM.jsonl",
 		Short: "Render a saved result as md, html, csv, junit, gobench or openmetrics",
 		Long: `report renders a result written by 'proxybench run' without rerunning
 anything; every figure is recomputed from the raw samples in the file.
@@ -38,13 +40,21 @@ anything; every figure is recomputed from the raw samples in the file.
            own scraped metrics (proxybench_kubeproxy_scraped_*), connect
            time histograms, and one gauge per figure (proxybench_*)
 
+A soak's stream (<result>/soak/<row>.jsonl, one line per interval, written
+as measured) renders on its own: give the stream, the artifact folder, or
+the result path of a run that was killed before writing its result (its
+folder's streams are rendered). A stream cut by a kill or crash is read up
+to its last whole line and marked cut ("stream ends at 00:12:40 of 1h: the
+run was killed or crashed").
+
 For a sweep, --budget-p99 and --budget-sync set the capacity question: the
 largest service count whose fitted p99 lookup latency (position last) and
 full sync time stay within them.`,
 		Example: `  proxybench report results/10k-services-20250101T000000Z.json --format html --output report.html
   proxybench report sweep.json --format md --budget-p99 1ms --budget-sync 2s
   proxybench report old.json --format gobench > old.txt
-  proxybench report r.json --format openmetrics > r.prom`,
+  proxybench report r.json --format openmetrics > r.prom
+  proxybench report results/soak-20250101T000000Z/soak/iptables.jsonl --format html --output soak.html`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !slices.Contains(reports.Formats, format) {
@@ -53,9 +63,12 @@ full sync time stay within them.`,
 			if b.P99 <= 0 || b.Sync <= 0 {
 				return badInput(fmt.Errorf("--budget-p99 and --budget-sync must be positive durations such as 2ms and 5s"))
 			}
-			r, err := reports.Read(args[0])
+			r, note, err := readForReport(args[0])
 			if err != nil {
 				return badInput(err)
+			}
+			if note != "" {
+				fmt.Fprintln(os.Stderr, "note: "+note)
 			}
 			runner.FillTraits(r) // a result written before rows recorded their mode's traits
 			return writeTo(output, func(w io.Writer) error {
@@ -99,4 +112,44 @@ func writeTo(path string, fn func(io.Writer) error) error {
 		return &exitError{1, fmt.Errorf("write %s: %w", path, err)}
 	}
 	return nil
+}
+
+// readForReport reads what report renders at path: a result, a soak
+// stream (reports.IsSoakStream), a run's artifact folder holding soak
+// streams, or the result path of a run killed before it wrote its
+// result whose artifact folder (the path without .json) holds soak
+// streams. note says what was rendered instead of a result.
+func readForReport(path string) (*reports.Result, string, error) {
+	streams := func(paths []string) (*reports.Result, error) {
+		var srs []*reports.SoakResult
+		for _, p := range paths {
+			sr, err := reports.ReadSoakStream(p)
+			if err != nil {
+				return nil, err
+			}
+			srs = append(srs, sr)
+		}
+		return reports.ResultFromSoakStreams(srs)
+	}
+	if reports.IsSoakStream(path) {
+		r, err := streams([]string{path})
+		return r, "", err
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		ps := reports.SoakStreams(path)
+		if len(ps) == 0 {
+			return nil, "", fmt.Errorf("%s is a folder without soak streams; fix: give a result file, a soak stream, or a run's artifact folder with soak/*.jsonl", path)
+		}
+		r, err := streams(ps)
+		return r, "rendering the soak streams of " + path + ": " + strings.Join(ps, ", "), err
+	}
+	r, err := reports.Read(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		dir := strings.TrimSuffix(path, ".json")
+		if ps := reports.SoakStreams(dir); len(ps) > 0 && dir != path {
+			r, err := streams(ps)
+			return r, fmt.Sprintf("no result at %s (the run did not finish): rendering its soak streams %s", path, strings.Join(ps, ", ")), err
+		}
+	}
+	return r, "", err
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -112,6 +113,12 @@ type env struct {
 	newProxier func(sc *scenarios.Scenario, m proxymodes.Mode) (proxymodes.Proxier, error)
 	// kernel is the running kernel's release (uname(2): kernelRelease).
 	kernel func() string
+	// conntrackCount reads node n's conntrack entry count
+	// (net/netfilter/nf_conntrack_count of its namespace: the kernel's
+	// per-namespace count, nf_conntrack_standalone.c); nil: not read.
+	conntrackCount func(node int) (int, error)
+	// self reads proxybench's own process (readSelf); nil: readSelf.
+	self func() selfStats
 }
 
 // errNoBackend: the testbed has no shared backend host to listen in
@@ -231,6 +238,13 @@ func newEnv(tb *topology.Testbed) *env {
 			return m.New(sc, tb.Node)
 		},
 		kernel: kernelRelease,
+		conntrackCount: func(n int) (int, error) {
+			v, err := tb.Nodes[n].ReadSysctl("net/netfilter/nf_conntrack_count")
+			if err != nil {
+				return 0, err
+			}
+			return strconv.Atoi(v)
+		},
 	}
 }
 

@@ -69,6 +69,7 @@ var Phases = []Phase{
 	connReusePhaseV,
 	lifecyclePhaseV,
 	transitionsPhaseV,
+	soakPhaseV,
 	alertsPhaseV,
 	modeSwitchPhase,
 }

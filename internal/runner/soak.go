@@ -1,0 +1,511 @@
+//go:build linux
+
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/observe"
+	"github.com/proxybench/proxybench/workload/traffic"
+)
+
+// soakMix is the soak's change mix: endpoint additions, removals and
+// readiness flips in equal shares (the churn phase's default), so every
+// service keeps a ready endpoint and the traffic to it never has cause
+// to fail.
+var soakMix = scenarios.ChurnMix{EndpointAdd: 1, EndpointRemove: 1, ReadinessFlip: 1}
+
+// What a builtin row's proxy figures measure (the stream's header says
+// it, and the report).
+const (
+	builtinProxyCPU = "the CPU of its syncs (the syncing thread and the rule programs it ran, SyncStats.CPU; the kernel's packet path is not in it)"
+	builtinProxyRSS = "not separable: the builtin proxier runs inside proxybench, whose RSS (proxybench RSS) holds it, with the traffic driver and the probes"
+)
+
+// selfStats is proxybench's own process at one moment: resident set
+// (bytes), Go heap objects (bytes), goroutines, and CPU time so far
+// (user+system, reaped children included).
+type selfStats struct {
+	rss, heap  uint64
+	goroutines int
+	cpu        time.Duration
+}
+
+// readSelf reads selfStats: the resident set from /proc/self/statm
+// (proc(5): resident pages × page size), heap and goroutines from
+// runtime/metrics (/memory/classes/heap/objects:bytes,
+// /sched/goroutines:goroutines), CPU from getrusage(2)
+// (proxymodes.CPUTime).
+func readSelf() selfStats {
+	var st selfStats
+	if b, err := os.ReadFile("/proc/self/statm"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 1 {
+			if pages, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				st.rss = pages * uint64(os.Getpagesize())
+			}
+		}
+	}
+	ms := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/sched/goroutines:goroutines"}}
+	metrics.Read(ms)
+	if ms[0].Value.Kind() == metrics.KindUint64 {
+		st.heap = ms[0].Value.Uint64()
+	}
+	if ms[1].Value.Kind() == metrics.KindUint64 {
+		st.goroutines = int(ms[1].Value.Uint64())
+	}
+	st.cpu = proxymodes.CPUTime()
+	return st
+}
+
+// soakTraffic is the soak's open-loop traffic, interval by interval:
+// the connections scheduled, and the outcomes of those that finished
+// (an echo, or an error by cause), with the successes' connect times.
+type soakTraffic struct {
+	mu       sync.Mutex
+	attempts int
+	ok       int
+	errs     map[string]int
+	lat      []int64
+	lateMax  time.Duration
+	// scheduled and finished count over the whole soak (in flight: the
+	// difference).
+	scheduled, finished atomic.Int64
+}
+
+// overrun is the cause of a connection the open loop scheduled while
+// every worker was busy and its queue full: not started, counted failed.
+const overrun = "overrun"
+
+func (t *soakTraffic) schedule() {
+	t.scheduled.Add(1)
+	t.mu.Lock()
+	t.attempts++
+	t.mu.Unlock()
+}
+
+// done records a connection's outcome: err nil with its connect time, or
+// its cause (kind) ; late is how long after its scheduled time it started.
+func (t *soakTraffic) done(kind string, lat, late time.Duration) {
+	t.mu.Lock()
+	if kind == "" {
+		t.ok++
+		t.lat = append(t.lat, int64(lat))
+	} else {
+		if t.errs == nil {
+			t.errs = map[string]int{}
+		}
+		t.errs[kind]++
+	}
+	t.lateMax = max(t.lateMax, late)
+	t.mu.Unlock()
+	t.finished.Add(1)
+}
+
+// take fills s with the interval's traffic and starts the next interval.
+func (t *soakTraffic) take(s *reports.SoakSample) {
+	t.mu.Lock()
+	attempts, ok, errs, lat, late := t.attempts, t.ok, t.errs, t.lat, t.lateMax
+	t.attempts, t.ok, t.errs, t.lat, t.lateMax = 0, 0, nil, nil, 0
+	t.mu.Unlock()
+	s.Attempts, s.OK, s.Errors, s.LateMaxNs = attempts, ok, errs, int64(late)
+	if len(lat) > 0 {
+		sum := reports.Summarize(lat)
+		s.LookupP50Ns, s.LookupP99Ns = sum.P50, sum.P99
+	}
+}
+
+// inFlight is the connections scheduled and not finished.
+func (t *soakTraffic) inFlight() int { return int(t.scheduled.Load() - t.finished.Load()) }
+
+// soakWorkers is the number of traffic workers for rate connections/s
+// with a connect timeout: enough that a connection per worker every
+// 10 ms keeps up (2..32), as each waits for its echo.
+func soakWorkers(rate float64) int { return min(max(int(rate/100)+1, 2), 32) }
+
+// runOpenLoop schedules a connection every 1/rate from start until end
+// (open loop: the schedule does not wait for the connections) to a
+// random service's first ServicePort, each dialled by one of pool's
+// workers (env.dial, traffic.DialEcho: a connect, the echo line, a
+// close with RST) with timeout; a connection finds its outcome in t. A
+// connection scheduled while the queue (one timeout's worth of the rate)
+// is full is counted failed as overrun. It returns when every connection
+// scheduled has finished, or at ctx's end.
+func runOpenLoop(ctx context.Context, e *env, pool workerPool, t *soakTraffic, services []workload.Service, rate float64,
+	timeout time.Duration, start, end time.Time, seed int64) {
+	jobs := make(chan time.Time, max(int(rate*timeout.Seconds()), 16))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pool.Each(func(w int) {
+			rng := rand.New(rand.NewSource(seed + int64(w)*7919))
+			for at := range jobs {
+				s := services[rng.Intn(len(services))]
+				_, t0, err := e.dial(s.ClusterIP, s.Ports[0].Port, timeout)
+				lat := time.Since(t0)
+				kind := ""
+				if err != nil {
+					kind = traffic.ErrorKind(err)
+				}
+				t.done(kind, lat, t0.Sub(at))
+			}
+		})
+	}()
+	period := float64(time.Second) / rate
+	for k := 0; ; k++ {
+		at := start.Add(time.Duration(float64(k) * period))
+		if !at.Before(end) || ctx.Err() != nil {
+			break
+		}
+		if d := time.Until(at); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		t.schedule()
+		select {
+		case jobs <- at:
+		default:
+			t.done(overrun, 0, time.Since(at))
+		}
+	}
+	close(jobs)
+	<-done
+}
+
+// soakStage is the stage of interval k (1-based, covering
+// [(k−1)·iv, k·iv)): idle before the churn starts, quiet once it ended,
+// else churn.
+func soakStage(k int, iv, churnFrom, churnTo time.Duration) string {
+	switch {
+	case time.Duration(k)*iv <= churnFrom:
+		return reports.SoakIdle
+	case time.Duration(k-1)*iv >= churnTo:
+		return reports.SoakQuiet
+	}
+	return reports.SoakChurn
+}
+
+// soakSampler takes the soak's samples: each reads what happened since
+// the last one (syncs, changes, observations, traffic, CPU) and what
+// stands at its moment (memory, conntrack, pending changes).
+type soakSampler struct {
+	e       *env
+	loop    interface{ drain() []reports.SyncRecord }
+	tracker *observe.Tracker
+	traffic *soakTraffic
+	changes *atomic.Int64
+	self    func() selfStats
+
+	start   time.Time
+	last    time.Time
+	lastCPU time.Duration
+	objects int
+}
+
+// sample takes interval k's sample, ending now.
+func (s *soakSampler) sample(k int, stage string, now time.Time) reports.SoakSample {
+	x := reports.SoakSample{Index: k, AtNs: int64(now.Sub(s.start)), SpanNs: int64(now.Sub(s.last)), Stage: stage, Conntrack: -1}
+	s.last = now
+	for _, r := range s.loop.drain() {
+		x.Syncs++
+		x.ProxyCPUNs += int64(r.CPU)
+		if r.Err != "" {
+			x.FailedSyncs++
+			continue
+		}
+		s.objects = r.Objects
+	}
+	x.Objects = s.objects
+	x.Changes = int(s.changes.Swap(0))
+	var lat []int64
+	for _, o := range s.tracker.TakeDone() {
+		lat = append(lat, int64(o.Latency))
+	}
+	if x.Observed = len(lat); x.Observed > 0 {
+		sum := reports.Summarize(lat)
+		x.ProgP50Ns, x.ProgP99Ns = sum.P50, sum.P99
+	}
+	x.Pending = s.tracker.Pending()
+	s.traffic.take(&x)
+	if s.e.conntrackCount != nil {
+		if n, err := s.e.conntrackCount(0); err != nil {
+			x.Faults = append(x.Faults, "conntrack entries not read: "+err.Error())
+		} else {
+			x.Conntrack = n
+		}
+	}
+	st := s.self()
+	x.SelfRSSBytes, x.SelfHeapBytes, x.SelfGoroutines = st.rss, st.heap, st.goroutines
+	x.SelfCPUNs = int64(st.cpu - s.lastCPU)
+	s.lastCPU = st.cpu
+	return x
+}
+
+// drain returns the syncs recorded since the last drain and forgets
+// them (a long soak keeps none).
+func (l *syncLoop) drain() []reports.SyncRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.syncs
+	l.syncs = nil
+	return out
+}
+
+// soakRun is one row's soak: its proxier, sync periods, where its stream
+// goes and what its header says.
+type soakRun struct {
+	sc       *scenarios.Scenario
+	e        *env
+	p        proxymodes.Proxier
+	services []workload.Service
+	minSync  time.Duration
+	period   time.Duration
+	path     string
+	header   reports.SoakHeader
+	prog     Progress
+	faults   *faults
+	// objects are the rule objects of p's last sync before the soak.
+	objects int
+}
+
+// soakPhase soaks one row (scenario block soak): for (idle+quiet)
+// intervals plus duration, it keeps p in step with a cluster churned at
+// soak.churn changes/s (Poisson arrivals of workload.Cluster.Next with
+// soakMix; changes only during the duration, after the idle
+// intervals), through the mode's sync loop (kube-proxy's semantics,
+// startSyncLoop); times each change's programming latency with probes
+// (package observe); drives soak.rate connections/s open loop
+// (runOpenLoop); and at the end of every interval writes one sample to
+// the stream at run.path (reports.SoakWriter: fsync'd), which the result
+// keeps too. p must be in sync with services. On ctx's end the interval
+// so far is sampled, the end line says why and the soak returns ctx's
+// error with what it measured; a stream that cannot be written is a
+// fault (the samples stay in the result).
+func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
+	sc, e, spec := run.sc, run.e, run.sc.Soak
+	iv := spec.Interval.Duration
+	n := spec.Intervals()
+	churnFrom := time.Duration(spec.Idle) * iv
+	churnTo := churnFrom + spec.Duration.Duration
+	timeout := sc.Traffic.Timeout.Duration
+
+	probes, err := e.probes(spec.Probes)
+	if err != nil {
+		return nil, fmt.Errorf("soak probes: %w", err)
+	}
+	defer probes.Close()
+	workers, err := e.probes(soakWorkers(spec.Rate))
+	if err != nil {
+		return nil, fmt.Errorf("soak traffic workers: %w", err)
+	}
+	defer workers.Close()
+
+	start := time.Now()
+	run.header.Started, run.header.Spec = start, *spec
+	sr := &reports.SoakResult{Stream: run.path, Header: run.header}
+	w, werr := reports.CreateSoakStream(run.path, run.header)
+	if werr != nil {
+		return nil, fmt.Errorf("soak stream: %w", werr)
+	}
+	defer w.Close()
+	writeFault := false
+	write := func(f func() error) {
+		if err := f(); err != nil && !writeFault {
+			writeFault = true
+			run.faults.add("soak stream %s not written from %s on (the result keeps every sample): %v", run.path, clockOf(time.Since(start)), err)
+		}
+	}
+
+	var mu sync.Mutex // guards cluster
+	cluster := workload.NewCluster(sc, run.services)
+	var tracker observe.Tracker
+	var changes, total atomic.Int64
+	loop := startSyncLoop(ctx, run.p, run.minSync, run.period, start, func() []workload.Service {
+		mu.Lock()
+		defer mu.Unlock()
+		return cluster.Snapshot()
+	})
+	stopped := false
+	defer func() {
+		if !stopped {
+			loop.stop()
+		}
+	}()
+
+	// Probes: every worker cycles over the changes not yet observed.
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	probesDone := make(chan struct{})
+	go func() {
+		defer close(probesDone)
+		probes.Each(func(int) {
+			for probeCtx.Err() == nil {
+				o := tracker.Next()
+				if o == nil {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				landed, t0, err := e.dial(o.Change.VIP, o.Change.Port, time.Second)
+				if tracker.See(o, t0, landed.Addr(), err == nil) {
+					mu.Lock()
+					cluster.Release(o.Change.Service)
+					mu.Unlock()
+				}
+			}
+		})
+	}()
+	defer func() { stopProbes(); <-probesDone }()
+
+	// Churn: Poisson arrivals over the duration, after the idle intervals.
+	churnDone := make(chan struct{})
+	go func() {
+		defer close(churnDone)
+		if spec.Churn <= 0 {
+			return
+		}
+		rng := rand.New(rand.NewSource(sc.Seed))
+		for _, off := range workload.Arrivals(spec.Churn, spec.Duration.Duration, "poisson", rng) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(start.Add(churnFrom + off))):
+			}
+			mu.Lock()
+			ch, ok := cluster.Next(rng, soakMix)
+			at := time.Now()
+			mu.Unlock()
+			if ok {
+				tracker.Add(observe.New(ch, at))
+				changes.Add(1)
+				total.Add(1)
+				loop.changed()
+			}
+		}
+	}()
+	defer func() { <-churnDone }()
+
+	// Traffic: open loop over every interval.
+	var tr soakTraffic
+	end := start.Add(time.Duration(n) * iv)
+	trafficCtx, stopTraffic := context.WithCancel(ctx)
+	defer stopTraffic()
+	trafficDone := make(chan struct{})
+	go func() {
+		defer close(trafficDone)
+		runOpenLoop(trafficCtx, e, workers, &tr, run.services, spec.Rate, timeout, start, end, sc.Seed+1)
+	}()
+
+	smp := &soakSampler{e: e, loop: loop, tracker: &tracker, traffic: &tr, changes: &changes, self: readSelf,
+		start: start, last: start, lastCPU: readSelf().cpu, objects: run.objects}
+	if e.self != nil {
+		smp.self = e.self
+		smp.lastCPU = e.self().cpu
+	}
+	run.prog.Start(fmt.Sprintf("%s: soak %s: %d idle intervals, churn %.3g changes/s for %s, %d quiet, every %s; %.3g connections/s; stream %s",
+		run.header.Row, clockOf(spec.Total()), spec.Idle, spec.Churn, spec.Duration.Duration, spec.Quiet, iv, spec.Rate, run.path), n)
+	defer run.prog.Done()
+	var stop string
+	for k := 1; k <= n; k++ {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Until(start.Add(time.Duration(k) * iv))):
+		}
+		if ctx.Err() != nil {
+			stop = context.Cause(ctx).Error()
+		}
+		if k == n || stop != "" {
+			// The last interval waits for the connections in flight
+			// (a connect is bounded by the timeout).
+			stopTraffic()
+			select {
+			case <-trafficDone:
+			case <-time.After(timeout + 2*time.Second):
+			}
+		}
+		x := smp.sample(k, soakStage(k, iv, churnFrom, churnTo), time.Now())
+		sr.Samples = append(sr.Samples, x)
+		write(func() error { return w.Sample(x) })
+		run.prog.Add(1)
+		if stop != "" {
+			break
+		}
+	}
+	stopProbes()
+	<-probesDone
+	_, _ = loop.stop()
+	stopped = true
+	sr.End = &reports.SoakEnd{AtNs: int64(time.Since(start)), Stopped: stop, InFlight: tr.inFlight(),
+		Changes: int(total.Load()), Unobserved: tracker.Pending()}
+	write(func() error { return w.End(*sr.End) })
+	if stop != "" {
+		return sr, ctx.Err()
+	}
+	return sr, nil
+}
+
+// clockOf formats d as hh:mm:ss.
+func clockOf(d time.Duration) string {
+	s := int64(d.Round(time.Second) / time.Second)
+	return fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
+}
+
+// soakStreamPath is where a row's soak stream goes: the run's artifact
+// folder, soak/<row>.jsonl (with the service count when the scenario
+// sweeps sizes).
+func soakStreamPath(artifacts, label string, sc *scenarios.Scenario, services int) string {
+	name := rowDir(label)
+	if len(sc.Sweep.Services) > 0 {
+		name += fmt.Sprintf("-%d", services)
+	}
+	return filepath.Join(artifacts, "soak", name+".jsonl")
+}
+
+// soakPhaseV is the soak phase (scenario block soak) as a Phase.
+var soakPhaseV = Phase{
+	PhaseRule: scenarios.PhaseRule{Name: "soak", Field: "soak", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
+		Wants: func(s *scenarios.Scenario) bool { return s.Soak != nil },
+		NotWithKubeProxy: "the soak churns through the builtin proxier's own sync loop, as the churn phase does; " +
+			"kube-proxy rows need churn through the API server (and the soak would then sample kube-proxy's process: RSS, CPU, Go heap and goroutines from its metrics)"},
+	Report: reports.SoakReport,
+	Run: func(ctx context.Context, r *Row) error {
+		if r.Mode.SyncPeriods == nil {
+			return fmt.Errorf("soak: mode %s runs no sync loop", r.Mode.Name)
+		}
+		minSync, period := r.Mode.SyncPeriods(r.Sc)
+		st, err := r.Proxier.Sync(ctx, r.Services)
+		if err != nil {
+			return fmt.Errorf("sync before the soak: %w", err)
+		}
+		label := rowLabel(r.Mode, r.Sc)
+		h := reports.SoakHeader{Tool: "proxybench " + r.O.Version, RunID: r.O.RunID, Row: label, Mode: r.Mode.Name,
+			Implementation: r.Mode.Implementation, BaseMode: r.Mode.Base, Kernel: string(r.O.Where), Services: len(r.Services),
+			Machine: MachineInfo(), Scenario: r.Sc, ProxyCPU: builtinProxyCPU, ProxyRSS: builtinProxyRSS}
+		sr, err := soakPhase(ctx, soakRun{sc: r.Sc, e: r.Env, p: r.Proxier, services: r.Services, minSync: minSync, period: period,
+			path: soakStreamPath(r.O.ArtifactDir, label, r.Sc, len(r.Services)), header: h, prog: r.Progress(), faults: r.Faults, objects: st.Objects})
+		if sr != nil {
+			r.Result.Soak = sr
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("soak: %w", err)
+		}
+		return err
+	},
+}

@@ -1,0 +1,267 @@
+//go:build linux
+
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/workload"
+	"github.com/proxybench/proxybench/workload/observe"
+)
+
+// fakeSyncs is a sync loop's record, drained by the sampler.
+type fakeSyncs struct{ recs []reports.SyncRecord }
+
+func (f *fakeSyncs) drain() []reports.SyncRecord {
+	out := f.recs
+	f.recs = nil
+	return out
+}
+
+// TestSoakSampler: a sample reads what happened since the previous one
+// (syncs' CPU, changes, changes seen with their latency, traffic) and
+// what stands at its moment (objects of the last good sync, conntrack,
+// memory), and the next sample starts from zero.
+func TestSoakSampler(t *testing.T) {
+	e := &env{}
+	ct := 0
+	e.conntrackCount = func(n int) (int, error) {
+		if n != 0 {
+			return 0, fmt.Errorf("node %d", n)
+		}
+		ct += 100
+		if ct > 200 {
+			return 0, errors.New("netlink: no conntrack")
+		}
+		return ct, nil
+	}
+	cpu := time.Second
+	self := func() selfStats {
+		cpu += 250 * time.Millisecond
+		return selfStats{rss: 80 << 20, heap: 30 << 20, goroutines: 12, cpu: cpu}
+	}
+	syncs := &fakeSyncs{}
+	var tracker observe.Tracker
+	var tr soakTraffic
+	var changes atomic.Int64
+	t0 := time.Unix(1000, 0)
+	s := &soakSampler{e: e, loop: syncs, tracker: &tracker, traffic: &tr, changes: &changes, self: self, start: t0, last: t0, lastCPU: self().cpu}
+
+	syncs.recs = []reports.SyncRecord{{SyncStats: proxymodes.SyncStats{CPU: 30 * time.Millisecond, Objects: 90}},
+		{SyncStats: proxymodes.SyncStats{CPU: 20 * time.Millisecond, Objects: 95}}, {SyncStats: proxymodes.SyncStats{CPU: 5 * time.Millisecond}, Err: "restore failed"}}
+	ep := netip.MustParseAddr("198.19.0.9")
+	var obs []*observe.Observation
+	for i := range 4 {
+		o := observe.New(workload.Change{Kind: workload.EndpointAdd, Endpoint: ep}, t0)
+		tracker.Add(o)
+		obs = append(obs, o)
+		changes.Add(1)
+		if i < 3 {
+			tracker.See(o, t0.Add(time.Duration(i+1)*10*time.Millisecond), ep, true)
+		}
+	}
+	for i := range 10 {
+		tr.schedule()
+		switch {
+		case i < 7:
+			tr.done("", time.Duration(100+i)*time.Microsecond, time.Millisecond)
+		case i < 9:
+			tr.done("timeout", 0, 0)
+		}
+	}
+	tr.schedule()
+	tr.done(overrun, 0, 3*time.Millisecond)
+
+	x := s.sample(1, reports.SoakIdle, t0.Add(time.Second))
+	want := reports.SoakSample{Index: 1, AtNs: int64(time.Second), SpanNs: int64(time.Second), Stage: reports.SoakIdle,
+		ProxyCPUNs: int64(55 * time.Millisecond), SelfRSSBytes: 80 << 20, SelfHeapBytes: 30 << 20, SelfGoroutines: 12, SelfCPUNs: int64(250 * time.Millisecond),
+		Conntrack: 100, Objects: 95, Syncs: 3, FailedSyncs: 1, Changes: 4, Observed: 3, ProgP50Ns: x.ProgP50Ns, ProgP99Ns: x.ProgP99Ns, Pending: 1,
+		Attempts: 11, OK: 7, Errors: map[string]int{"timeout": 2, overrun: 1}, LookupP50Ns: x.LookupP50Ns, LookupP99Ns: x.LookupP99Ns, LateMaxNs: int64(3 * time.Millisecond)}
+	if !reflect.DeepEqual(x, want) {
+		t.Errorf("sample\n%+v\nwant\n%+v", x, want)
+	}
+	near := func(got int64, want time.Duration) bool {
+		return got >= int64(want) && float64(got) <= float64(want)*1.001
+	}
+	if !near(x.ProgP50Ns, 20*time.Millisecond) || !near(x.ProgP99Ns, 30*time.Millisecond) {
+		t.Errorf("programming p50 %d p99 %d ns, want 20 ms and 30 ms (HDR, 3 digits)", x.ProgP50Ns, x.ProgP99Ns)
+	}
+	if x.LookupP50Ns < 102_000 || x.LookupP50Ns > 104_000 || x.LookupP99Ns < 105_000 || x.LookupP99Ns > 107_000 {
+		t.Errorf("lookup p50 %d p99 %d ns, want about 103 µs and 106 µs", x.LookupP50Ns, x.LookupP99Ns)
+	}
+	if got := tr.inFlight(); got != 1 {
+		t.Errorf("%d in flight, want 1 (one of 11 scheduled has no outcome)", got)
+	}
+
+	// Nothing new: the next sample counts nothing, keeps the objects, and
+	// a failed conntrack read is a fault, not a figure.
+	tracker.See(obs[3], t0.Add(1500*time.Millisecond), ep, true)
+	y := s.sample(2, reports.SoakChurn, t0.Add(2500*time.Millisecond))
+	if y.SpanNs != int64(1500*time.Millisecond) || y.Syncs != 0 || y.ProxyCPUNs != 0 || y.Objects != 95 || y.Changes != 0 ||
+		y.Observed != 1 || !near(y.ProgP50Ns, 1500*time.Millisecond) || y.Pending != 0 || y.Attempts != 0 || y.OK != 0 || y.Errors != nil || y.Conntrack != 200 {
+		t.Errorf("second sample %+v", y)
+	}
+	z := s.sample(3, reports.SoakChurn, t0.Add(3*time.Second))
+	if z.Conntrack != -1 || len(z.Faults) != 1 || !strings.Contains(z.Faults[0], "no conntrack") {
+		t.Errorf("conntrack %d, faults %v: want -1 and the read's error", z.Conntrack, z.Faults)
+	}
+}
+
+// TestSoakStage: idle intervals end by the churn's start, quiet ones
+// start at its end or later, the rest churn (a duration that is not a
+// whole number of intervals makes a churn interval of the one it ends
+// in).
+func TestSoakStage(t *testing.T) {
+	iv := time.Second
+	var got []string
+	for k := 1; k <= 7; k++ {
+		got = append(got, soakStage(k, iv, 2*iv, 2*iv+2500*time.Millisecond))
+	}
+	if want := "idle idle churn churn churn quiet quiet"; strings.Join(got, " ") != want {
+		t.Errorf("stages %v, want %s", got, want)
+	}
+}
+
+// TestOpenLoop: the open loop schedules rate × duration connections
+// whatever the workers do; with one slow worker and a short queue the
+// connections it cannot start are counted failed as overrun, and every
+// connection scheduled has an outcome when it returns.
+func TestOpenLoop(t *testing.T) {
+	_, svcs := phaseScenario(t, "", "")
+	for _, tc := range []struct {
+		name    string
+		workers int
+		delay   time.Duration
+		overrun bool
+	}{{"keeps up", 2, 0, false}, {"falls behind", 1, 40 * time.Millisecond, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &env{probes: func(n int) (workerPool, error) { return fakePool{n}, nil }}
+			var dials atomic.Int64
+			e.dial = func(dst netip.Addr, port uint16, _ time.Duration) (netip.AddrPort, time.Time, error) {
+				start := time.Now()
+				time.Sleep(tc.delay)
+				if dials.Add(1)%10 == 0 {
+					return netip.AddrPort{}, start, fmt.Errorf("connect %s:%d: %w", dst, port, syscall.ECONNREFUSED)
+				}
+				return netip.AddrPortFrom(dst, port), start, nil
+			}
+			pool, _ := e.probes(tc.workers)
+			var tr soakTraffic
+			start := time.Now()
+			runOpenLoop(context.Background(), e, pool, &tr, svcs, 200, 50*time.Millisecond, start, start.Add(500*time.Millisecond), 1)
+			var x reports.SoakSample
+			tr.take(&x)
+			if x.Attempts != 100 || x.OK+x.ErrorCount() != x.Attempts || tr.inFlight() != 0 {
+				t.Fatalf("%d scheduled, %d ok, errors %v, %d in flight: want 100 at 200/s over 0.5 s, each with an outcome", x.Attempts, x.OK, x.Errors, tr.inFlight())
+			}
+			if got := x.Errors[overrun] > 0; got != tc.overrun || x.Errors["refused"] == 0 {
+				t.Errorf("errors %v: want refused, and overrun %v", x.Errors, tc.overrun)
+			}
+		})
+	}
+}
+
+// soakScenario is a short soak on the fakes: 1 idle, 4 churn and 1
+// quiet interval of 100 ms.
+func soakScenario(t *testing.T) (*scenarios.Scenario, []workload.Service) {
+	t.Helper()
+	return phaseScenario(t, ", timeout: 200ms", "soak: {duration: 400ms, interval: 100ms, rate: 300, churn: 40, idle: 1, quiet: 1, probes: 2}\n")
+}
+
+// TestSoakPhaseOnFakes: a soak over the fake proxier and data plane
+// streams one sample per interval after its header, in stage order,
+// then its end line; the stream reads back as the result holds it;
+// every connection scheduled has an outcome (0 lost), changes are made
+// in the churn intervals only and seen, and the proxier synced them.
+func TestSoakPhaseOnFakes(t *testing.T) {
+	sc, svcs := soakScenario(t)
+	p := newFakeProxier()
+	if _, err := p.Sync(context.Background(), svcs); err != nil {
+		t.Fatal(err)
+	}
+	e := newFakeEnv(p)
+	e.conntrackCount = func(int) (int, error) { return 7, nil }
+	var f faults
+	path := filepath.Join(t.TempDir(), "r", "soak", "fake.jsonl")
+	sr, err := soakPhase(context.Background(), soakRun{sc: sc, e: &e.env, p: p, services: svcs, minSync: 20 * time.Millisecond, period: time.Hour,
+		path: path, header: reports.SoakHeader{Row: "fake", RunID: "abc123"}, prog: &recProgress{}, faults: &f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := reports.ReadSoakStream(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Samples, sr.Samples) || !reflect.DeepEqual(back.End, sr.End) || back.Header.Row != "fake" || back.Header.Spec != *sc.Soak {
+		t.Errorf("the stream does not hold what the result does: %d samples against %d, end %+v against %+v", len(back.Samples), len(sr.Samples), back.End, sr.End)
+	}
+	var stages []string
+	changesOutside := 0
+	for i, x := range sr.Samples {
+		stages = append(stages, x.Stage)
+		if x.Index != i+1 || x.Conntrack != 7 || x.SelfRSSBytes == 0 || x.SpanNs <= 0 {
+			t.Errorf("sample %d: %+v", i, x)
+		}
+		if x.Stage != reports.SoakChurn {
+			changesOutside += x.Changes
+		}
+	}
+	if want := "idle churn churn churn churn quiet"; strings.Join(stages, " ") != want {
+		t.Errorf("stages %v, want %s", stages, want)
+	}
+	v := reports.SoakVerdicts(sr)
+	if v.Attempts < 150 || v.Lost != 0 || !v.LostKnown || sr.End.InFlight != 0 || v.Errors != 0 {
+		t.Errorf("%d connections, %d ok, errors %v, lost %d, in flight %d: want about 180 at 300/s over 0.6 s, every one answered", v.Attempts, v.OK, v.ErrorsBy, v.Lost, sr.End.InFlight)
+	}
+	if v.Changes < 5 || changesOutside != 0 || sr.End.Changes != v.Changes || v.Observed+sr.End.Unobserved != v.Changes || v.Observed == 0 {
+		t.Errorf("%d changes (%d outside the churn), %d seen, %d unobserved", v.Changes, changesOutside, v.Observed, sr.End.Unobserved)
+	}
+	if p.syncs < 2 || len(f) != 0 {
+		t.Errorf("%d syncs, faults %v", p.syncs, f)
+	}
+}
+
+// TestSoakPhaseStopped: a soak whose run is cancelled samples the
+// interval so far, ends its stream saying why, and returns the error
+// with its samples.
+func TestSoakPhaseStopped(t *testing.T) {
+	sc, svcs := soakScenario(t)
+	sc.Soak.Duration.Duration = time.Hour
+	p := newFakeProxier()
+	if _, err := p.Sync(context.Background(), svcs); err != nil {
+		t.Fatal(err)
+	}
+	e := newFakeEnv(p)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(350*time.Millisecond, func() { cancel(errors.New("interrupted by SIGINT")) })
+	var f faults
+	path := filepath.Join(t.TempDir(), "soak.jsonl")
+	sr, err := soakPhase(ctx, soakRun{sc: sc, e: &e.env, p: p, services: svcs, minSync: 20 * time.Millisecond, period: time.Hour,
+		path: path, header: reports.SoakHeader{Row: "fake"}, prog: &recProgress{}, faults: &f})
+	if !errors.Is(err, context.Canceled) || sr == nil {
+		t.Fatalf("err %v, result %v: want the cancellation with the samples", err, sr)
+	}
+	back, rerr := reports.ReadSoakStream(path)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if n := len(back.Samples); n != 4 || back.End == nil || back.End.Stopped != "interrupted by SIGINT" || back.Samples[n-1].SpanNs >= int64(100*time.Millisecond) {
+		t.Errorf("%d samples, end %+v: want 3 whole intervals, the part of the 4th, and the end saying why", n, back.End)
+	}
+	if v := reports.SoakVerdicts(back); v.Lost != 0 {
+		t.Errorf("%d connections lost when stopped", v.Lost)
+	}
+}
