@@ -48,6 +48,10 @@ type SoakResult struct {
 	// End is the stream's last line (nil: the stream has none, it was
 	// cut: the run was killed or crashed).
 	End *SoakEnd `json:"end,omitempty"`
+	// Live is set by a reader that found the stream's run still going
+	// (its namespaces in use): a stream without an end line is then not
+	// cut but still being written. Not recorded.
+	Live bool `json:"-"`
 	// Skipped counts lines of a stream read back that were not whole
 	// (a line torn by a kill or crash, at most the last) or not a soak
 	// line; they are left out.
@@ -343,7 +347,8 @@ func shortDuration(d time.Duration) string {
 
 // CutNote says where a soak stream without an end line ends, "" for a
 // whole one: "stream ends at 00:12:40 of 1h: the run was killed or
-// crashed".
+// crashed" (Live: "stream written up to 00:12:40 of 1h so far: run
+// 3f2a1c is still going").
 func (sr *SoakResult) CutNote() string {
 	if sr.End != nil {
 		return ""
@@ -351,6 +356,9 @@ func (sr *SoakResult) CutNote() string {
 	var at time.Duration
 	if n := len(sr.Samples); n > 0 {
 		at = time.Duration(sr.Samples[n-1].AtNs)
+	}
+	if sr.Live {
+		return fmt.Sprintf("stream written up to %s of %s so far: run %s is still going", clock(at), shortDuration(sr.Header.Spec.Total()), sr.Header.RunID)
 	}
 	return fmt.Sprintf("stream ends at %s of %s: the run was killed or crashed", clock(at), shortDuration(sr.Header.Spec.Total()))
 }
@@ -397,7 +405,8 @@ func ResultFromSoakStreams(streams []*SoakResult) (*Result, error) {
 
 // Slope is a linear trend with its 95% confidence interval.
 type Slope struct {
-	// Series names what was regressed ("proxybench RSS").
+	// Series names what was regressed: "proxy RSS" (a proxy process of
+	// its own) or "proxybench RSS" (which holds a builtin proxier).
 	Series string `json:"series"`
 	// N is the number of samples; PerHour the slope in MiB/h, Lo and Hi
 	// its 95% confidence interval (NaN when N < 3).
@@ -504,7 +513,7 @@ func memorySeries(sr *SoakResult) (func(SoakSample) uint64, string) {
 			return func(s SoakSample) uint64 { return s.ProxyRSSBytes }, "proxy RSS"
 		}
 	}
-	return func(s SoakSample) uint64 { return s.SelfRSSBytes }, "proxybench RSS (holds the builtin proxier)"
+	return func(s SoakSample) uint64 { return s.SelfRSSBytes }, "proxybench RSS"
 }
 
 // SoakVerdicts computes the verdicts of sr from its samples.

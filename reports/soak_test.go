@@ -156,6 +156,10 @@ func TestSoakStreamCut(t *testing.T) {
 			if note := sr.CutNote(); note != "stream ends at "+last+" of 10s: the run was killed or crashed" {
 				t.Errorf("cut note %q", note)
 			}
+			sr.Live = true // its run still going: not cut, still being written
+			if note := sr.CutNote(); note != "stream written up to "+last+" of 10s so far: run abc123 is still going" {
+				t.Errorf("live note %q", note)
+			}
 		})
 	}
 	p := filepath.Join(t.TempDir(), "header.jsonl")
@@ -319,6 +323,25 @@ func TestSoakStreamReportsInEveryFormat(t *testing.T) {
 			if n := strings.Count(sec, `<svg class="plot"`); n != len(soakPlots) {
 				t.Errorf("html: %d plots, want one per series (%d)", n, len(soakPlots))
 			}
+		}
+	}
+}
+
+// BenchmarkSoakSample is the stream's cost per interval: one sample
+// marshalled, written and fsync'd (a soak at interval 10 s pays it once
+// every 10 s).
+func BenchmarkSoakSample(b *testing.B) {
+	spec := soakSpec()
+	w, err := CreateSoakStream(filepath.Join(b.TempDir(), "s.jsonl"), soakHeader(spec))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	x := synthSamples(spec, 0, 1, 0, 0, 1)[3]
+	b.ResetTimer()
+	for range b.N {
+		if err := w.Sample(x); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/proxybench/proxybench/internal/runner"
 	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/topology"
 )
 
 func newReportCmd() *cobra.Command {
@@ -127,6 +128,7 @@ func readForReport(path string) (*reports.Result, string, error) {
 			if err != nil {
 				return nil, err
 			}
+			sr.Live = sr.End == nil && runLive(sr.Header.RunID)
 			srs = append(srs, sr)
 		}
 		return reports.ResultFromSoakStreams(srs)
@@ -152,4 +154,17 @@ func readForReport(path string) (*reports.Result, string, error) {
 		}
 	}
 	return r, "", err
+}
+
+// runLive reports whether run id is still going: a namespace of its
+// testbed is in use (topology.LiveRuns).
+func runLive(id string) bool {
+	names, _ := topology.Leftovers()
+	var mine []string
+	for _, n := range names {
+		if topology.RunIDOf(n) == id {
+			mine = append(mine, n)
+		}
+	}
+	return len(mine) > 0 && topology.LiveRuns(mine)[id]
 }
