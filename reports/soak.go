@@ -414,6 +414,8 @@ type Slope struct {
 	PerHour float64 `json:"perHour"`
 	Lo      float64 `json:"lo"`
 	Hi      float64 `json:"hi"`
+	// Span is the time the samples cover (first to last).
+	Span time.Duration `json:"span"`
 	// Bound is the flat bound (MiB/h); Verdict is "flat" (Lo and Hi
 	// within ±Bound), "growing" (Lo > 0, not flat), "shrinking" (Hi < 0,
 	// not flat), "undecided" (the interval is wider than the bound and
@@ -463,6 +465,22 @@ func slopeVerdict(lo, hi, bound float64) string {
 		return "shrinking"
 	}
 	return "undecided"
+}
+
+// SoakLeakSpan is the shortest span of memory samples whose "growing"
+// verdict fails the row: over a shorter one the growth is mostly the
+// warm-up (the Go heap and the kernel's tables reaching their working
+// size), extrapolated to an hour; the verdict is shown, marked so.
+const SoakLeakSpan = 30 * time.Minute
+
+// memoryText is the memory verdict's cell: the verdict, its bound and
+// sample count, and a short span's mark.
+func memoryText(m Slope) string {
+	t := fmt.Sprintf("%s (±%.3g MiB/h, n=%d over %s)", m.Verdict, m.Bound, m.N, shortDuration(m.Span.Round(time.Second)))
+	if m.Verdict == "growing" && m.Span < SoakLeakSpan {
+		t += fmt.Sprintf("; under %s: warm-up, not judged a leak", shortDuration(SoakLeakSpan))
+	}
+	return t
 }
 
 // SoakCPUSettled is the CPU verdict's tolerance: the quiet tail's proxy
@@ -562,6 +580,9 @@ func SoakVerdicts(sr *SoakResult) SoakVerdict {
 	}
 	beta, lo, hi := FitSlope(x, y)
 	v.Memory = Slope{Series: name, N: len(x), PerHour: beta, Lo: lo, Hi: hi, Bound: sr.Header.Spec.FlatBound}
+	if len(x) > 1 {
+		v.Memory.Span = time.Duration((x[len(x)-1] - x[0]) * float64(time.Hour))
+	}
 	v.Memory.Verdict = slopeVerdict(lo, hi, v.Memory.Bound)
 	cores := func(cpu, span int64) float64 {
 		if span <= 0 {
@@ -674,7 +695,7 @@ func SoakVerdictSection(label string, sr *SoakResult) Section {
 	}
 	_ = s.AddRow(label, Text(SoakStatus(sr)), Int(len(sr.Samples)), Text(v.Memory.Series),
 		numOrMissing(v.Memory.PerHour, "%.2f"), numOrMissing(v.Memory.Lo, "%.2f"), numOrMissing(v.Memory.Hi, "%.2f"),
-		Text(fmt.Sprintf("%s (±%.3g MiB/h, n=%d)", v.Memory.Verdict, v.Memory.Bound, v.Memory.N)),
+		Text(memoryText(v.Memory)),
 		Int(v.Attempts), Int(v.OK), Int(v.Errors), Text(causes(v.ErrorsBy)), lost,
 		numOrMissing(v.IdleCores, "%.4f"), numOrMissing(v.QuietCores, "%.4f"), Text(v.CPU),
 		numOrMissing(v.SelfIdleCores, "%.4f"), numOrMissing(v.SelfQuietCores, "%.4f"),
@@ -683,7 +704,7 @@ func SoakVerdictSection(label string, sr *SoakResult) Section {
 	if v.LostKnown && v.Lost != 0 {
 		fail = append(fail, fmt.Sprintf("%d connections lost", v.Lost))
 	}
-	if v.Memory.Verdict == "growing" {
+	if v.Memory.Verdict == "growing" && v.Memory.Span >= SoakLeakSpan {
 		fail = append(fail, fmt.Sprintf("memory growing %.2f MiB/h [%.2f, %.2f]", v.Memory.PerHour, v.Memory.Lo, v.Memory.Hi))
 	}
 	if v.CPU == "high" {
@@ -752,7 +773,10 @@ func SoakSeriesSection(label string, sr *SoakResult) Section {
 // its slope, the lost connections and the CPU after churn.
 func SoakFinding(label string, sr *SoakResult) string {
 	v := SoakVerdicts(sr)
-	mem := fmt.Sprintf("memory %s (%s %+.2f MiB/h, 95%% CI [%.2f, %.2f], bound ±%.3g)", v.Memory.Verdict, v.Memory.Series, v.Memory.PerHour, v.Memory.Lo, v.Memory.Hi, v.Memory.Bound)
+	mem := fmt.Sprintf("memory %s (%s %+.2f MiB/h, 95%% CI [%.2f, %.2f], bound ±%.3g, over %s)", v.Memory.Verdict, v.Memory.Series, v.Memory.PerHour, v.Memory.Lo, v.Memory.Hi, v.Memory.Bound, shortDuration(v.Memory.Span.Round(time.Second)))
+	if v.Memory.Verdict == "growing" && v.Memory.Span < SoakLeakSpan {
+		mem += fmt.Sprintf(" — under %s of samples: warm-up, not judged a leak", shortDuration(SoakLeakSpan))
+	}
 	lost := fmt.Sprintf("%d of %s connections lost, %d failed (%s)", v.Lost, thousands(v.Attempts), v.Errors, causes(v.ErrorsBy))
 	if !v.LostKnown {
 		lost = fmt.Sprintf("%s connections, %d failed (lost not judged: %s)", thousands(v.Attempts), v.Errors, sr.CutNote())

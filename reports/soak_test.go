@@ -273,6 +273,15 @@ func TestSoakVerdicts(t *testing.T) {
 			}
 		})
 	}
+	// Growth over a short soak is shown, marked as warm-up, and does not
+	// fail the row.
+	short := soakSpec()
+	short.Duration.Duration = 5 * time.Minute
+	sr5 := &SoakResult{Header: soakHeader(short), Samples: synthSamples(short, 40, 0.05, 0, 0, 6), End: &SoakEnd{}}
+	sec := SoakVerdictSection("iptables", sr5)
+	if v := SoakVerdicts(sr5); v.Memory.Verdict != "growing" || sec.Rows[0].Fail != "" || !strings.Contains(sec.Rows[0].Cells[6].Text, "warm-up, not judged a leak") {
+		t.Errorf("5 min at 40 MiB/h: %+v, check %q, cell %q", v.Memory, sec.Rows[0].Fail, sec.Rows[0].Cells[6].Text)
+	}
 	// A kube-proxy row's own RSS is the series regressed.
 	sr := &SoakResult{Header: soakHeader(spec), Samples: synthSamples(spec, 0, 1, 0, 0, 4)}
 	for i := range sr.Samples {

@@ -24,6 +24,15 @@ import (
 	"github.com/proxybench/proxybench/workload/traffic"
 )
 
+// soakProbePause is each soak probe worker's pause after a connection:
+// a worker makes at most about 1000 connections/s, so the probes' own
+// connections (10 s each in conntrack's CLOSE state after the RST) do
+// not crowd the node's conntrack table over hours; it delays an
+// appearance's observation by a few ms (the probes cycle over the
+// pending changes), a disappearance's not at all (its latency runs to
+// the first probe that misses).
+const soakProbePause = time.Millisecond
+
 // soakMix is the soak's change mix: endpoint additions, removals and
 // readiness flips in equal shares (the churn phase's default), so every
 // service keeps a ready endpoint and the traffic to it never has cause
@@ -369,6 +378,7 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 					cluster.Release(o.Change.Service)
 					mu.Unlock()
 				}
+				time.Sleep(soakProbePause)
 			}
 		})
 	}()
