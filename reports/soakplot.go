@@ -50,6 +50,8 @@ var soakPlots = []struct {
 func soakPlot(r *Result, rows []ModeResult, i int, pal map[string]color.Color) (*plot.Plot, error) {
 	sp := soakPlots[i]
 	p := newPlot("soak: "+sp.title, "minutes since the soak's start", sp.y)
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	p.Legend.Left = true
 	drawn := false
 	for _, m := range rows {
 		label := r.modeLabel(m)
