@@ -120,12 +120,21 @@ type SoakSample struct {
 	// Conntrack is the node namespace's conntrack entry count at the
 	// interval's end (nf_conntrack_count; -1: not read).
 	Conntrack int `json:"conntrack"`
-	// Objects is the rule objects of the last sync so far
-	// (SyncStats.Objects); Syncs and FailedSyncs the syncs of the
-	// interval.
-	Objects     int `json:"objects"`
-	Syncs       int `json:"syncs"`
-	FailedSyncs int `json:"failedSyncs,omitempty"`
+	// Objects is every proxy object in the node's kernel at the
+	// interval's end, read back with the kernel's tools and summed as
+	// rules (leftovers.Read: the rules of the KUBE-* iptables chains and
+	// the jumps into them, the chains of nft table kube-proxy, IPVS real
+	// servers, KUBE-* ipset entries; -1: not read), ObjectsReadNs how long
+	// that read took. SyncObjects are the objects of the row's last full
+	// sync (SyncStats.Objects), WrittenObjects those the interval's syncs
+	// wrote (a partial sync writes what changed). Syncs and FailedSyncs
+	// are the syncs of the interval.
+	Objects        int   `json:"objects"`
+	ObjectsReadNs  int64 `json:"objectsReadNs,omitempty"`
+	SyncObjects    int   `json:"syncObjects,omitempty"`
+	WrittenObjects int   `json:"writtenObjects,omitempty"`
+	Syncs          int   `json:"syncs"`
+	FailedSyncs    int   `json:"failedSyncs,omitempty"`
 	// Changes are the changes made in the interval; Observed the changes
 	// whose programming latency ended in it (seen in the data plane),
 	// with its p50 and p99 in ns (0: none); Pending the changes not yet
@@ -337,10 +346,11 @@ func clock(d time.Duration) string {
 // shortDuration is d without trailing zero units ("1h1m", "6s", "1h").
 func shortDuration(d time.Duration) string {
 	s := d.String()
-	for _, z := range []string{"0s", "0m"} {
-		if strings.HasSuffix(s, z) && len(s) > len(z) && strings.ContainsAny(s[:len(s)-len(z)], "hm") {
-			s = strings.TrimSuffix(s, z)
-		}
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
 }
@@ -717,13 +727,14 @@ func SoakVerdictSection(label string, sr *SoakResult) Section {
 // SoakSeriesSection is the soak's samples, one row per interval.
 func SoakSeriesSection(label string, sr *SoakResult) Section {
 	s := Section{Phase: PhaseSoak, Title: soakSeriesTitle, Scope: "row",
-		Intro: "Each interval's sample as streamed: proxy CPU over the interval; memory, goroutines, conntrack entries of the node namespace and rule objects at its end; " +
+		Intro: "Each interval's sample as streamed: proxy CPU over the interval; memory, goroutines, conntrack entries of the node namespace and the proxy objects in its kernel (read back: KUBE-* iptables rules and jumps, nft chains of table kube-proxy, IPVS real servers, ipset entries) at its end, and the objects its syncs wrote; " +
 			"the changes made in it; the programming latency of the changes seen in it (p50, p99); the connections scheduled in it, and the successes and errors (by cause) that finished in it, with the successes' connect time (p50, p99).",
 		Columns: []Column{{Name: "interval", Key: true}, {Name: "at", Unit: "s"}, {Name: "stage"},
 			{Name: "proxy CPU", Unit: "cores", Figure: "proxy.cpu"}, {Name: "proxy RSS", Unit: "MiB", Figure: "proxy.rss"},
 			{Name: "proxybench RSS", Unit: "MiB", Figure: "self.rss"}, {Name: "proxybench heap", Unit: "MiB", Figure: "self.heap"},
 			{Name: "goroutines", Unit: "count", Figure: "self.goroutines"}, {Name: "conntrack", Unit: "count"},
-			{Name: "rule objects", Unit: "count", Figure: "objects"}, {Name: "syncs", Unit: "count"},
+			{Name: "kernel objects", Unit: "count", Figure: "objects"}, {Name: "objects written", Unit: "count", Figure: "objects.written"},
+			{Name: "syncs", Unit: "count"},
 			{Name: "changes", Unit: "count"}, {Name: "observed", Unit: "count"},
 			{Name: "programming p50", Unit: "ms", Figure: "programming.p50"}, {Name: "programming p99", Unit: "ms", Figure: "programming.p99"},
 			{Name: "connections", Unit: "count"}, {Name: "ok", Unit: "count"}, {Name: "errors", Unit: "count"}, {Name: "errors by cause"},
@@ -749,9 +760,13 @@ func SoakSeriesSection(label string, sr *SoakResult) Section {
 		if x.Conntrack >= 0 {
 			ct = Int(x.Conntrack)
 		}
+		objs := Missing()
+		if x.Objects >= 0 {
+			objs = Int(x.Objects)
+		}
 		_ = s.AddRow(label, Int(x.Index), Num(float64(x.AtNs)/1e9, "%.1f"), Text(x.Stage), cpu, prss,
 			Num(mibOf(x.SelfRSSBytes), "%.1f"), Num(mibOf(x.SelfHeapBytes), "%.1f"), Int(x.SelfGoroutines), ct,
-			Int(x.Objects), Int(x.Syncs), Int(x.Changes), Int(x.Observed),
+			objs, Int(x.WrittenObjects), Int(x.Syncs), Int(x.Changes), Int(x.Observed),
 			ms(x.ProgP50Ns, x.Observed > 0), ms(x.ProgP99Ns, x.Observed > 0),
 			Int(x.Attempts), Int(x.OK), Int(x.ErrorCount()), Text(causes(x.Errors)),
 			ms(x.LookupP50Ns, x.OK > 0), ms(x.LookupP99Ns, x.OK > 0))

@@ -354,3 +354,13 @@ func BenchmarkSoakSample(b *testing.B) {
 		}
 	}
 }
+
+// TestShortDuration: trailing zero units go, others stay.
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{time.Hour: "1h", time.Hour + time.Minute: "1h1m", 4*time.Minute + 50*time.Second: "4m50s",
+		7 * time.Minute: "7m", 6 * time.Second: "6s", 90 * time.Minute: "1h30m", time.Hour + 5*time.Second: "1h0m5s"} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -32,7 +32,7 @@ var soakPlots = []struct {
 		{"proxy RSS", func(s SoakSample) (float64, bool) { return mibOf(s.ProxyRSSBytes), s.ProxyRSSBytes > 0 }},
 	}},
 	{"conntrack entries of the node", "entries", []soakCurve{{"", func(s SoakSample) (float64, bool) { return float64(s.Conntrack), s.Conntrack >= 0 }}}},
-	{"rule objects", "objects", []soakCurve{{"", func(s SoakSample) (float64, bool) { return float64(s.Objects), true }}}},
+	{"proxy objects in the node's kernel (read back)", "objects", []soakCurve{{"", func(s SoakSample) (float64, bool) { return float64(s.Objects), s.Objects >= 0 }}}},
 	{"programming latency of the changes seen", "ms", []soakCurve{
 		{"p50", func(s SoakSample) (float64, bool) { return float64(s.ProgP50Ns) / 1e6, s.Observed > 0 }},
 		{"p99", func(s SoakSample) (float64, bool) { return float64(s.ProgP99Ns) / 1e6, s.Observed > 0 }},

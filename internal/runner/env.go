@@ -17,6 +17,7 @@ import (
 	"github.com/proxybench/proxybench/internal/lib/nspool"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/conntrack"
+	"github.com/proxybench/proxybench/proxymodes/leftovers"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -119,6 +120,13 @@ type env struct {
 	conntrackCount func(node int) (int, error)
 	// self reads proxybench's own process (readSelf); nil: readSelf.
 	self func() selfStats
+	// kernelObjects reads back every proxy object in node n's kernel
+	// (leftovers.Read: iptables and ip6tables KUBE-* chains and jumps of
+	// both back ends, nft tables named kube-proxy, IPVS virtual servers,
+	// kube-ipvs0 addresses, KUBE-* ipsets) and sums their rules (a
+	// chain's rules, a virtual server's real servers, a set's entries, a
+	// table's chains); nil: not read.
+	kernelObjects func(ctx context.Context, node int) (int, error)
 }
 
 // errNoBackend: the testbed has no shared backend host to listen in
@@ -238,6 +246,17 @@ func newEnv(tb *topology.Testbed) *env {
 			return m.New(sc, tb.Node)
 		},
 		kernel: kernelRelease,
+		kernelObjects: func(ctx context.Context, n int) (int, error) {
+			inv, err := leftovers.Read(ctx, tb.Nodes[n])
+			if err != nil {
+				return 0, err
+			}
+			total := 0
+			for _, o := range inv {
+				total += o.Rules
+			}
+			return total, nil
+		},
 		conntrackCount: func(n int) (int, error) {
 			v, err := tb.Nodes[n].ReadSysctl("net/netfilter/nf_conntrack_count")
 			if err != nil {

@@ -227,6 +227,7 @@ type soakSampler struct {
 	start   time.Time
 	last    time.Time
 	lastCPU time.Duration
+	// objects are the objects of the last full sync.
 	objects int
 }
 
@@ -241,9 +242,23 @@ func (s *soakSampler) sample(k int, stage string, now time.Time) reports.SoakSam
 			x.FailedSyncs++
 			continue
 		}
-		s.objects = r.Objects
+		x.WrittenObjects += r.Objects
+		if r.Kind == "full" {
+			s.objects = r.Objects
+		}
 	}
-	x.Objects = s.objects
+	x.SyncObjects = s.objects
+	x.Objects = -1
+	if s.e.kernelObjects != nil {
+		t0 := time.Now()
+		n, err := s.e.kernelObjects(context.Background(), 0)
+		x.ObjectsReadNs = int64(time.Since(t0))
+		if err != nil {
+			x.Faults = append(x.Faults, "kernel objects not read back: "+err.Error())
+		} else {
+			x.Objects = n
+		}
+	}
 	x.Changes = int(s.changes.Swap(0))
 	var lat []int64
 	for _, o := range s.tracker.TakeDone() {
@@ -292,7 +307,7 @@ type soakRun struct {
 	header   reports.SoakHeader
 	prog     Progress
 	faults   *faults
-	// objects are the rule objects of p's last sync before the soak.
+	// objects are the rule objects of p's full sync before the soak.
 	objects int
 }
 

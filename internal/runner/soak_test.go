@@ -32,9 +32,10 @@ func (f *fakeSyncs) drain() []reports.SyncRecord {
 }
 
 // TestSoakSampler: a sample reads what happened since the previous one
-// (syncs' CPU, changes, changes seen with their latency, traffic) and
-// what stands at its moment (objects of the last good sync, conntrack,
-// memory), and the next sample starts from zero.
+// (syncs' CPU and the objects they wrote, changes, changes seen with
+// their latency, traffic) and what stands at its moment (the kernel's
+// objects read back, conntrack, memory; the last full sync's objects),
+// and the next sample starts from zero; a failed reading is a fault.
 func TestSoakSampler(t *testing.T) {
 	e := &env{}
 	ct := 0
@@ -60,8 +61,15 @@ func TestSoakSampler(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	s := &soakSampler{e: e, loop: syncs, tracker: &tracker, traffic: &tr, changes: &changes, self: self, start: t0, last: t0, lastCPU: self().cpu}
 
-	syncs.recs = []reports.SyncRecord{{SyncStats: proxymodes.SyncStats{CPU: 30 * time.Millisecond, Objects: 90}},
-		{SyncStats: proxymodes.SyncStats{CPU: 20 * time.Millisecond, Objects: 95}}, {SyncStats: proxymodes.SyncStats{CPU: 5 * time.Millisecond}, Err: "restore failed"}}
+	reads := 0
+	e.kernelObjects = func(_ context.Context, n int) (int, error) {
+		if reads++; reads > 2 {
+			return 0, errors.New("iptables-legacy-save: exit status 4")
+		}
+		return 1200 + n, nil
+	}
+	syncs.recs = []reports.SyncRecord{{SyncStats: proxymodes.SyncStats{Kind: "full", CPU: 30 * time.Millisecond, Objects: 90}},
+		{SyncStats: proxymodes.SyncStats{Kind: "incremental", CPU: 20 * time.Millisecond, Objects: 15}}, {SyncStats: proxymodes.SyncStats{CPU: 5 * time.Millisecond}, Err: "restore failed"}}
 	ep := netip.MustParseAddr("198.19.0.9")
 	var obs []*observe.Observation
 	for i := range 4 {
@@ -88,7 +96,7 @@ func TestSoakSampler(t *testing.T) {
 	x := s.sample(1, reports.SoakIdle, t0.Add(time.Second))
 	want := reports.SoakSample{Index: 1, AtNs: int64(time.Second), SpanNs: int64(time.Second), Stage: reports.SoakIdle,
 		ProxyCPUNs: int64(55 * time.Millisecond), SelfRSSBytes: 80 << 20, SelfHeapBytes: 30 << 20, SelfGoroutines: 12, SelfCPUNs: int64(250 * time.Millisecond),
-		Conntrack: 100, Objects: 95, Syncs: 3, FailedSyncs: 1, Changes: 4, Observed: 3, ProgP50Ns: x.ProgP50Ns, ProgP99Ns: x.ProgP99Ns, Pending: 1,
+		Conntrack: 100, Objects: 1200, ObjectsReadNs: x.ObjectsReadNs, SyncObjects: 90, WrittenObjects: 105, Syncs: 3, FailedSyncs: 1, Changes: 4, Observed: 3, ProgP50Ns: x.ProgP50Ns, ProgP99Ns: x.ProgP99Ns, Pending: 1,
 		Attempts: 11, OK: 7, Errors: map[string]int{"timeout": 2, overrun: 1}, LookupP50Ns: x.LookupP50Ns, LookupP99Ns: x.LookupP99Ns, LateMaxNs: int64(3 * time.Millisecond)}
 	if !reflect.DeepEqual(x, want) {
 		t.Errorf("sample\n%+v\nwant\n%+v", x, want)
@@ -110,13 +118,13 @@ func TestSoakSampler(t *testing.T) {
 	// a failed conntrack read is a fault, not a figure.
 	tracker.See(obs[3], t0.Add(1500*time.Millisecond), ep, true)
 	y := s.sample(2, reports.SoakChurn, t0.Add(2500*time.Millisecond))
-	if y.SpanNs != int64(1500*time.Millisecond) || y.Syncs != 0 || y.ProxyCPUNs != 0 || y.Objects != 95 || y.Changes != 0 ||
+	if y.SpanNs != int64(1500*time.Millisecond) || y.Syncs != 0 || y.ProxyCPUNs != 0 || y.Objects != 1200 || y.SyncObjects != 90 || y.WrittenObjects != 0 || y.Changes != 0 ||
 		y.Observed != 1 || !near(y.ProgP50Ns, 1500*time.Millisecond) || y.Pending != 0 || y.Attempts != 0 || y.OK != 0 || y.Errors != nil || y.Conntrack != 200 {
 		t.Errorf("second sample %+v", y)
 	}
 	z := s.sample(3, reports.SoakChurn, t0.Add(3*time.Second))
-	if z.Conntrack != -1 || len(z.Faults) != 1 || !strings.Contains(z.Faults[0], "no conntrack") {
-		t.Errorf("conntrack %d, faults %v: want -1 and the read's error", z.Conntrack, z.Faults)
+	if z.Conntrack != -1 || z.Objects != -1 || len(z.Faults) != 2 || !strings.Contains(z.Faults[0], "exit status 4") || !strings.Contains(z.Faults[1], "no conntrack") {
+		t.Errorf("conntrack %d, objects %d, faults %v: want -1, -1 and the reads' errors", z.Conntrack, z.Objects, z.Faults)
 	}
 }
 
