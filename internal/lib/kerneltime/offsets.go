@@ -5,6 +5,7 @@ package kerneltime
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cilium/ebpf/btf"
 )
@@ -30,14 +31,33 @@ var errNoBTF = errors.New("no kernel BTF")
 // loadKernelSpec is the running kernel's BTF (a seam for tests).
 var loadKernelSpec = btf.LoadKernelSpec
 
-// ReadOffsets reads Offsets from the running kernel's BTF. Errors name the
-// type or member that is missing.
+// offsetsCache holds the running kernel's Offsets once read: parsing
+// vmlinux's BTF takes ~70 ms, and the kernel does not change under a
+// process.
+var offsetsCache struct {
+	sync.Mutex
+	ok  bool
+	off Offsets
+}
+
+// ReadOffsets reads Offsets from the running kernel's BTF (once per
+// process; a failure is not kept). Errors name the type or member that is
+// missing.
 func ReadOffsets() (Offsets, error) {
+	offsetsCache.Lock()
+	defer offsetsCache.Unlock()
+	if offsetsCache.ok {
+		return offsetsCache.off, nil
+	}
 	spec, err := loadKernelSpec()
 	if err != nil {
 		return Offsets{}, fmt.Errorf("%w: %v", errNoBTF, err)
 	}
-	return OffsetsFrom(spec)
+	o, err := OffsetsFrom(spec)
+	if err == nil {
+		offsetsCache.ok, offsetsCache.off = true, o
+	}
+	return o, err
 }
 
 // OffsetsFrom reads Offsets from a BTF spec.

@@ -1,0 +1,120 @@
+//go:build linux
+
+package runner
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/proxybench/proxybench/internal/testenv"
+	"github.com/proxybench/proxybench/proxymodes/modes"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/topology"
+	"github.com/proxybench/proxybench/workload"
+)
+
+// BenchmarkLookupKernelOverhead measures what lookup.kernel costs the
+// figures beside it, both ways in one run: on one testbed with iptables
+// at 10000 services, each iteration runs the traffic phase (4 positions
+// × 2000 connections, concurrency 4: one repetition of 10k-services'
+// lookup phase) once with the BPF timer and once without
+// (traffic.kernelTime: false), in alternating order, and reports the
+// phase's wall time and the connect p50 (lookup.latency, median over
+// positions), each the median over iterations, and the overhead in
+// percent: the median over iterations of each pair's on/off ratio,
+// wall-overhead-% (target < 5) and p50-overhead-% (target < 2). A pair
+// runs back to back, so a neighbour's load falls on both alike.
+func BenchmarkLookupKernelOverhead(b *testing.B) {
+	testenv.RequireKernel(b, "iptables-legacy-restore")
+	sc, err := scenarios.Parse([]byte(`
+name: lookup-kernel-overhead
+seed: 3
+repetitions: 1
+kernel: host
+modes: [iptables]
+services: {count: 10000, endpoints: {count: 3}}
+traffic: {connections: 2000, concurrency: 4, warmup: 50}
+`), "lookup-kernel-overhead.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	off := *sc
+	no := false
+	off.Traffic.KernelTime = &no
+	ctx := context.Background()
+	svcs, err := workload.Services(sc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tb, err := topology.Build(ctx, topologySpec(sc, topology.NewRunID(), svcs))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tb.Teardown()
+	echo, err := startEcho(tb, svcs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer echo.Close()
+	m, err := modes.Lookup("iptables")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := m.New(sc, tb.Node)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Cleanup(context.Background())
+	if _, err := p.Sync(ctx, svcs); err != nil {
+		b.Fatal(err)
+	}
+	e := newEnv(tb)
+	var wall, p50 [2][]float64 // [0] off, [1] on
+	phase := func(on bool) {
+		s := &off
+		if on {
+			s = sc
+		}
+		start := time.Now()
+		to, err := trafficPhase(ctx, s, e, tb.Clients, svcs, false, "iptables", &recProgress{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		i := 0
+		if on {
+			i = 1
+			if to.kernel == nil || to.kernel.Absent != "" {
+				b.Skipf("lookup.kernel not measured here: %+v", to.kernel)
+			}
+		}
+		wall[i] = append(wall[i], float64(time.Since(start)))
+		var ps []float64
+		for _, l := range to.lookup {
+			ps = append(ps, float64(l.Latency.P50))
+		}
+		slices.Sort(ps)
+		p50[i] = append(p50[i], ps[len(ps)/2])
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		phase(i%2 == 0)
+		phase(i%2 != 0)
+	}
+	b.StopTimer()
+	med := func(xs []float64) float64 { s := slices.Clone(xs); slices.Sort(s); return s[len(s)/2] }
+	b.ReportMetric(med(wall[1])/1e6, "wall-on-ms")
+	b.ReportMetric(med(wall[0])/1e6, "wall-off-ms")
+	ratio := func(xs [2][]float64) float64 {
+		var rs []float64
+		for i := range xs[0] {
+			rs = append(rs, xs[1][i]/xs[0][i])
+		}
+		return 100 * (med(rs) - 1)
+	}
+	b.ReportMetric(ratio(wall), "wall-overhead-%")
+	b.ReportMetric(med(p50[1])/1e3, "p50-on-µs")
+	b.ReportMetric(med(p50[0])/1e3, "p50-off-µs")
+	b.ReportMetric(ratio(p50), "p50-overhead-%")
+}
