@@ -103,7 +103,10 @@ func LookupKernelReport(label string, mr *ModeResult) []Section {
 			cells = append(cells, Int(0), Missing(), Missing())
 		}
 		note := ""
-		if k.Count == 0 {
+		switch {
+		case k.Count == 0 && p.Protocol == "UDP":
+			note = "UDP: lookup.kernel times TCP SYNs only"
+		case k.Count == 0:
 			note = "no SYN of this position was timed"
 		}
 		_ = s.AddRow(label, append(cells, Text(note))...)
@@ -154,4 +157,16 @@ func KernelWalkShare(mr *ModeResult) (WalkShare, bool) {
 		return WalkShare{}, false
 	}
 	return WalkShare{Kernel: float64(kl.P50 - kf.P50), Latency: float64(ll.P50 - lf.P50)}, true
+}
+
+// lookupKernelSections is lookup.kernel's section over r's rows (one
+// table; none when no row recorded the figure).
+func lookupKernelSections(r *Result) []Section {
+	var secs []Section
+	for i := range r.Modes {
+		for _, s := range LookupKernelReport(r.label(r.Modes[i]), &r.Modes[i]) {
+			secs = mergeSection(secs, s)
+		}
+	}
+	return secs
 }

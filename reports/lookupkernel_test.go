@@ -102,6 +102,11 @@ func TestLookupKernelEveryFormat(t *testing.T) {
 			}
 		}
 	}
+	var h bytes.Buffer
+	_ = WriteFormat(&h, r, "html", ReportOptions{})
+	if i, j := strings.Index(h.String(), "lookup.kernel: the node kernel"), strings.Index(h.String(), "lookup.latency CDFs"); i < 0 || i > j || strings.Count(h.String(), "lookup.kernel: the node kernel") != 1 {
+		t.Errorf("html: lookup.kernel's section at %d, the CDFs at %d; want it once, beside lookup.latency", i, j)
+	}
 	// The md table sits beside lookup.latency's: before fairness.
 	var b bytes.Buffer
 	_ = WriteFormat(&b, r, "md", ReportOptions{})

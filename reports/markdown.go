@@ -564,13 +564,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // writeLookupKernelMarkdown writes lookup.kernel's table of r's rows
 // (LookupKernelReport) beside lookup.latency's.
 func writeLookupKernelMarkdown(b *strings.Builder, r *Result) {
-	var secs []Section
-	for i := range r.Modes {
-		for _, s := range LookupKernelReport(r.label(r.Modes[i]), &r.Modes[i]) {
-			secs = mergeSection(secs, s)
-		}
-	}
-	for _, s := range secs {
+	for _, s := range lookupKernelSections(r) {
 		writeSectionMarkdown(b, s)
 		b.WriteString("\n")
 	}

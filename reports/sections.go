@@ -282,6 +282,9 @@ func htmlSectionsOf(r *Result) []htmlSection {
 	var out []htmlSection
 	seen := map[string]int{}
 	for _, s := range r.AllSections() {
+		if s.Phase == PhaseLookupKernel {
+			continue // WriteHTML puts it beside lookup.latency
+		}
 		sec := htmlSection{ID: uniqueName("section-"+htmlID(s.Phase), seen), Title: s.Title, Table: tableOf(s)}
 		sec.ID = strings.ReplaceAll(sec.ID, " #", "-")
 		if s.Intro != "" {
