@@ -306,6 +306,10 @@ type KernelTime struct {
 	// Bracket names the interval timed (the two tracepoints and what lies
 	// between them).
 	Bracket string `json:"bracket,omitempty"`
+	// Programs is the BPF program type that measured it: "tp_btf"
+	// (BTF-typed raw tracepoints) or "raw_tp" (raw tracepoints reading
+	// with bpf_probe_read_kernel, where the kernel refuses tp_btf).
+	Programs string `json:"programs,omitempty"`
 	// Absent, when set, says in words why lookup.kernel was not measured
 	// ("not root: BPF programs need CAP_BPF and CAP_PERFMON (uid 1000)",
 	// "turned off: traffic.kernelTime: false"); the positions then have

@@ -21,6 +21,8 @@ type kernelTimer interface {
 	Drain() ([]kerneltime.Sample, error)
 	// Lost is how many packets the timer had no room for.
 	Lost() (uint64, error)
+	// Kind is the program type it runs (kerneltime.KindBTF, KindRaw).
+	Kind() string
 	Close() error
 }
 
@@ -169,6 +171,7 @@ func (k *kernelAgg) finish(lookup []reports.PositionResult) (*reports.KernelTime
 	if lost, err := k.timer.Lost(); err == nil {
 		kt.Lost = lost
 	}
+	kt.Programs = k.timer.Kind()
 	_ = k.timer.Close()
 	k.timer = nil
 	kt.Unmatched = k.unmatch

@@ -36,6 +36,7 @@ func (f *fakeTimer) Drain() ([]kerneltime.Sample, error) {
 	return q, f.drainErr
 }
 func (f *fakeTimer) Lost() (uint64, error) { return 3, nil }
+func (f *fakeTimer) Kind() string          { return kerneltime.KindBTF }
 func (f *fakeTimer) Close() error          { f.closed++; return nil }
 
 // withFakeTimer makes e's driver queue kernel samples in ft for each
@@ -90,7 +91,7 @@ func TestTrafficPhaseKernelTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if to.kernel == nil || to.kernel.Absent != "" || to.kernel.Bracket != kerneltime.Bracket || to.kernel.Lost != 3 {
+	if to.kernel == nil || to.kernel.Absent != "" || to.kernel.Bracket != kerneltime.Bracket || to.kernel.Lost != 3 || to.kernel.Programs != kerneltime.KindBTF {
 		t.Fatalf("KernelTime %+v, want measured with the bracket and 3 lost", to.kernel)
 	}
 	// 3 positions × 3 repetitions × 3 chunks of 200: a warmup SYN per

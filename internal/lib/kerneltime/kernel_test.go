@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,7 +29,7 @@ type testbed struct {
 	vip, backendAddr      netip.AddrPort
 }
 
-func newTestbed(t *testing.T) *testbed {
+func newTestbed(t testing.TB) *testbed {
 	t.Helper()
 	tb := &testbed{client: testenv.NewNetns(t, "ktc"), node: testenv.NewNetns(t, "ktn"), backend: testenv.NewNetns(t, "ktb"),
 		vip: netip.MustParseAddrPort("198.18.9.9:80"), backendAddr: netip.MustParseAddrPort("198.18.250.6:8080")}
@@ -57,7 +58,7 @@ func newTestbed(t *testing.T) *testbed {
 }
 
 // inode is ns's nsfs inode.
-func inode(t *testing.T, ns *topology.Netns) uint64 {
+func inode(t testing.TB, ns *topology.Netns) uint64 {
 	ino, err := kerneltime.NetnsInode(int(ns.Handle()))
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +68,13 @@ func inode(t *testing.T, ns *topology.Netns) uint64 {
 
 // connect makes n connections from the client to the VIP through an
 // accepting listener in the backend.
-func (tb *testbed) connect(t *testing.T, n int) {
+func (tb *testbed) connect(t testing.TB, n int) {
+	tb.connectTimed(t, n)
+}
+
+// connectTimed is connect, returning each connection's connect(2) time.
+func (tb *testbed) connectTimed(t testing.TB, n int) []time.Duration {
+	var ds []time.Duration
 	var ln net.Listener
 	if err := tb.backend.Do(func() (err error) { ln, err = net.Listen("tcp", tb.backendAddr.String()); return err }); err != nil {
 		t.Fatal(err)
@@ -85,16 +92,19 @@ func (tb *testbed) connect(t *testing.T, n int) {
 	}()
 	if err := tb.client.Do(func() error {
 		for i := 0; i < n; i++ {
+			t0 := time.Now()
 			c, err := net.DialTimeout("tcp", tb.vip.String(), 2*time.Second)
 			if err != nil {
 				return err
 			}
+			ds = append(ds, time.Since(t0))
 			c.Close()
 		}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
+	return ds
 }
 
 // TestTimesSYNThroughDNAT: every connection's SYN is timed once in the
@@ -104,11 +114,20 @@ func (tb *testbed) connect(t *testing.T, n int) {
 func TestTimesSYNThroughDNAT(t *testing.T) {
 	testenv.RequireKernel(t, "iptables-legacy", "ip", "sysctl")
 	tb := newTestbed(t)
-	tm, err := kerneltime.Start(kerneltime.Config{Netns: []uint64{inode(t, tb.node)}})
+	for _, kind := range []string{kerneltime.KindBTF, kerneltime.KindRaw} {
+		t.Run(kind, func(t *testing.T) { timesSYNThroughDNAT(t, tb, kind) })
+	}
+}
+
+func timesSYNThroughDNAT(t *testing.T, tb *testbed, kind string) {
+	tm, err := kerneltime.Start(kerneltime.Config{Netns: []uint64{inode(t, tb.node)}, Kind: kind, SelfTime: true})
 	if err != nil {
 		testenv.Skip(t, kerneltime.Reason(err))
 	}
 	defer tm.Close()
+	if tm.Kind() != kind {
+		t.Errorf("Kind() = %q, want %q", tm.Kind(), kind)
+	}
 	t0 := kerneltime.MonotonicNs()
 	const conns = 40
 	tb.connect(t, conns)
@@ -142,6 +161,9 @@ func TestTimesSYNThroughDNAT(t *testing.T) {
 	}
 	if lost, err := tm.Lost(); err != nil || lost != 0 {
 		t.Errorf("Lost = %d, %v", lost, err)
+	}
+	if st, err := tm.SelfTime(); err != nil || st.EntryRuns < uint64(3*conns) || st.ExitRuns < uint64(conns) || st.EntryNs == 0 || st.ExitNs == 0 {
+		t.Errorf("SelfTime = %+v, %v; want the programs' runs counted", st, err)
 	}
 	// Drained: a second drain finds nothing new.
 	if again, err := tm.Drain(); err != nil || len(again) != 0 {
@@ -198,5 +220,80 @@ func TestStartAsNobody(t *testing.T) {
 	}
 	if !strings.HasPrefix(reason, "not root: BPF programs need CAP_BPF and CAP_PERFMON (uid 65534") {
 		t.Errorf("as nobody the reason is %q, want it to say not root\n%s", reason, out)
+	}
+}
+
+// BenchmarkConnectOverhead is the timer's cost on the fastest path it
+// sits on: connects from a client through a node with one DNAT rule to a
+// backend (three namespaces, the worst case for the relative cost: no
+// rule walk to hide it), in blocks of 200 connects with the timer
+// attached and detached in turn. It reports the median connect time of
+// both (the median of the blocks' medians) and connect-overhead-%, the
+// median over block pairs of on/off, which a loaded machine's noise
+// swamps; and, load-independent, what the programs themselves ran
+// (Config.SelfTime) per run of each and per connection (every packet of
+// the machine runs the entry program, every route lookup the exit one):
+// prog-ns/conn, and prog-%-of-connect, that over the timer-off connect
+// median. Each b.N is one pair.
+func BenchmarkConnectOverhead(b *testing.B) {
+	testenv.RequireKernel(b, "iptables-legacy", "ip", "sysctl")
+	tb := newTestbed(b)
+	tb.connect(b, 200) // warm up: conntrack and the listener
+	median := func(xs []float64) float64 {
+		s := append([]float64(nil), xs...)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	var self kerneltime.SelfTime
+	conns := 0
+	block := func(on bool) float64 {
+		var tm *kerneltime.Timer
+		if on {
+			var err error
+			tm, err = kerneltime.Start(kerneltime.Config{Netns: []uint64{inode(b, tb.node)}, SelfTime: true, Kind: os.Getenv("PROXYBENCH_KERNELTIME_KIND")})
+			if err != nil {
+				b.Skip(kerneltime.Reason(err))
+			}
+			defer tm.Close()
+		}
+		var xs []float64
+		for _, d := range tb.connectTimed(b, 200) {
+			xs = append(xs, float64(d))
+		}
+		if tm != nil {
+			st, err := tm.SelfTime()
+			if err != nil {
+				b.Fatal(err)
+			}
+			self.EntryNs, self.EntryRuns = self.EntryNs+st.EntryNs, self.EntryRuns+st.EntryRuns
+			self.ExitNs, self.ExitRuns = self.ExitNs+st.ExitNs, self.ExitRuns+st.ExitRuns
+			conns += len(xs)
+		}
+		return median(xs)
+	}
+	var on, off, ratio []float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var a, c float64
+		if i%2 == 0 {
+			a = block(true)
+			c = block(false)
+		} else {
+			c = block(false)
+			a = block(true)
+		}
+		on, off, ratio = append(on, a), append(off, c), append(ratio, a/c)
+	}
+	b.StopTimer()
+	b.ReportMetric(median(on)/1e3, "connect-on-µs")
+	b.ReportMetric(median(off)/1e3, "connect-off-µs")
+	b.ReportMetric(100*(median(ratio)-1), "connect-overhead-%")
+	if conns > 0 && self.EntryRuns > 0 && self.ExitRuns > 0 {
+		perConn := float64(self.EntryNs+self.ExitNs) / float64(conns)
+		b.ReportMetric(float64(self.EntryNs)/float64(self.EntryRuns), "entry-ns/run")
+		b.ReportMetric(float64(self.ExitNs)/float64(self.ExitRuns), "exit-ns/run")
+		b.ReportMetric(float64(self.EntryRuns+self.ExitRuns)/float64(conns), "runs/conn")
+		b.ReportMetric(perConn, "prog-ns/conn")
+		b.ReportMetric(100*perConn/median(off), "prog-%-of-connect")
 	}
 }

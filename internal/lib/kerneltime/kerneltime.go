@@ -15,15 +15,19 @@
 // transmit, the backlog queue before netif_receive_skb, forwarding,
 // POSTROUTING and the conntrack confirm.
 //
-// Two raw tracepoint programs (BPF_PROG_TYPE_RAW_TRACEPOINT, written with
-// cilium/ebpf's asm package: no compiler at run time) read the packet's
-// fields with bpf_probe_read_kernel at offsets from the running kernel's
-// BTF, filter the namespaces by their nsfs inode (struct net's ns.inum)
-// and pass one 32-byte record per packet to user space through a ring
-// buffer without waking it (Drain reads it). It needs root (CAP_BPF and
-// CAP_PERFMON), kernel BTF and a kernel that loads raw tracepoint
-// programs; where any is missing Start returns an *UnavailableError whose
-// Reason says which, in words.
+// Two programs, written with cilium/ebpf's asm package (no compiler at
+// run time), read the packet's fields at offsets from the running
+// kernel's BTF, filter the namespaces by their nsfs inode (struct net's
+// ns.inum) and pass one 32-byte record per packet to user space through a
+// ring buffer without waking it (Drain reads it). They are BTF-typed raw
+// tracepoint programs (tp_btf: BPF_PROG_TYPE_TRACING with
+// BPF_TRACE_RAW_TP, plain loads the JIT guards) where the kernel takes
+// them, else raw tracepoint programs (BPF_PROG_TYPE_RAW_TRACEPOINT, every
+// field through bpf_probe_read_kernel). fentry/fexit would need
+// trampolines, which lockdown refuses on this project's 6.18 host. It
+// needs root (CAP_BPF and CAP_PERFMON), kernel BTF and a kernel that loads
+// either program type; where any is missing Start returns an
+// *UnavailableError whose Reason says which, in words.
 package kerneltime
 
 import (
@@ -59,6 +63,12 @@ const (
 	FlagACK = 0x10
 )
 
+// The program types (Config.Kind).
+const (
+	KindBTF = "tp_btf"
+	KindRaw = "raw_tp"
+)
+
 // Sample is one packet's time in the namespace before routing.
 type Sample struct {
 	// StartNs is when the packet reached netif_receive_skb, CLOCK_MONOTONIC
@@ -88,6 +98,23 @@ type Config struct {
 	// RingBytes is the ring buffer's size, a power of two and a multiple
 	// of the page size; 0: 4 MiB (131072 records).
 	RingBytes int
+	// Kind is the program type: KindBTF (tp_btf: BTF-typed raw
+	// tracepoint programs, plain loads), KindRaw (raw tracepoint programs
+	// reading every field with bpf_probe_read_kernel), or "" for KindBTF
+	// falling back to KindRaw when the kernel refuses it.
+	Kind string
+	// SelfTime makes the programs time themselves (two more
+	// bpf_ktime_get_ns a run), for SelfTime: what the timer costs the
+	// packets it times, load-independent. Benchmarks only.
+	SelfTime bool
+}
+
+// SelfTime is the programs' own run time over every run since Start
+// (Config.SelfTime), summed over CPUs: each program from its state lookup
+// to its end, which leaves out the tracepoint's call into it.
+type SelfTime struct {
+	EntryNs, EntryRuns uint64 // netif_receive_skb's program
+	ExitNs, ExitRuns   uint64 // fib_table_lookup's program
 }
 
 // UnavailableError says why packets cannot be timed here.
@@ -121,13 +148,18 @@ type Timer struct {
 	links  []link.Link
 	reader *ringbuf.Reader
 	rec    ringbuf.Record
+	kind   string
 }
+
+// Kind is the program type the timer runs (KindBTF or KindRaw).
+func (t *Timer) Kind() string { return t.kind }
 
 // seams for tests: the program loader and the raw tracepoint attach.
 var (
-	newProgram = ebpf.NewProgram
-	attachRaw  = link.AttachRawTracepoint
-	geteuid    = os.Geteuid
+	newProgram    = ebpf.NewProgram
+	attachRaw     = link.AttachRawTracepoint
+	attachTracing = link.AttachTracing
+	geteuid       = os.Geteuid
 )
 
 // Start loads the programs, fills the namespace filter with c.Netns and
@@ -166,31 +198,94 @@ func Start(c Config) (t *Timer, err error) {
 	if t.ring, err = ebpf.NewMap(&ebpf.MapSpec{Name: "pb_kt_ring", Type: ebpf.RingBuf, MaxEntries: uint32(size)}); err != nil {
 		return t, unavailable(err, "BPF_MAP_CREATE ringbuf")
 	}
-	for _, p := range []struct {
-		name, tp string
-		ins      asm.Instructions
-	}{
-		{"pb_kt_entry", EntryTracepoint, entryProgram(off, t.state, t.netns)},
-		{"pb_kt_exit", ExitTracepoint, exitProgram(off, t.state, t.ring)},
-	} {
-		prog, perr := newProgram(&ebpf.ProgramSpec{Name: p.name, Type: ebpf.RawTracepoint, License: "GPL", Instructions: p.ins})
-		if perr != nil {
-			return t, unavailable(perr, "BPF_PROG_LOAD")
-		}
-		t.progs = append(t.progs, prog)
-		l, lerr := attachRaw(link.RawTracepointOptions{Name: p.tp, Program: prog})
-		if lerr != nil {
-			if errors.Is(lerr, unix.ENOENT) {
-				return t, &UnavailableError{Reason: fmt.Sprintf("no tracepoint %s in this kernel", p.tp), Err: lerr}
+	var inums []uint32
+	for _, ino := range c.Netns {
+		inums = append(inums, uint32(ino))
+	}
+	switch c.Kind {
+	case KindRaw:
+		err = t.attach(KindRaw, off, inums, c.SelfTime)
+	case KindBTF:
+		err = t.attach(KindBTF, off, inums, c.SelfTime)
+	case "":
+		if err = t.attach(KindBTF, off, inums, c.SelfTime); err != nil {
+			t.detach()
+			if rerr := t.attach(KindRaw, off, inums, c.SelfTime); rerr != nil {
+				err = errors.Join(rerr, err) // the raw reason first
+			} else {
+				err = nil
 			}
-			return t, unavailable(lerr, "BPF_RAW_TRACEPOINT_OPEN "+p.tp)
 		}
-		t.links = append(t.links, l)
+	default:
+		return t, fmt.Errorf("kerneltime: unknown program kind %q", c.Kind)
+	}
+	if err != nil {
+		return t, err
 	}
 	if t.reader, err = ringbuf.NewReader(t.ring); err != nil {
 		return t, fmt.Errorf("kerneltime: ring buffer: %w", err)
 	}
 	return t, nil
+}
+
+// attach loads and attaches the entry and exit programs of kind.
+func (t *Timer) attach(kind string, off Offsets, inums []uint32, self bool) error {
+	entry, exit := entryProgram(off, t.state, t.netns), exitProgram(off, t.state, t.ring)
+	typ := ebpf.RawTracepoint
+	if kind == KindBTF {
+		entry, exit = entryProgramBTF(off, t.state, t.netns, inums), exitProgramBTF(off, t.state, t.ring)
+		typ = ebpf.Tracing
+	}
+	for _, p := range []struct {
+		name, tp string
+		ins      asm.Instructions
+	}{
+		{"pb_kt_entry", EntryTracepoint, entry},
+		{"pb_kt_exit", ExitTracepoint, exit},
+	} {
+		if self {
+			ns, n := int16(stEntryNs), int16(stEntryN)
+			if p.tp == ExitTracepoint {
+				ns, n = stExitNs, stExitN
+			}
+			p.ins = withSelfTime(p.ins, stateMark(p.ins), ns, n)
+		}
+		spec := &ebpf.ProgramSpec{Name: p.name, Type: typ, License: "GPL", Instructions: p.ins}
+		if kind == KindBTF {
+			spec.AttachType, spec.AttachTo = ebpf.AttachTraceRawTp, p.tp
+		}
+		prog, err := newProgram(spec)
+		if err != nil {
+			return unavailable(err, "BPF_PROG_LOAD ("+kind+" "+p.tp+")")
+		}
+		t.progs = append(t.progs, prog)
+		var l link.Link
+		if kind == KindBTF {
+			l, err = attachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
+		} else {
+			l, err = attachRaw(link.RawTracepointOptions{Name: p.tp, Program: prog})
+		}
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return &UnavailableError{Reason: fmt.Sprintf("no tracepoint %s in this kernel", p.tp), Err: err}
+			}
+			return unavailable(err, "attach "+kind+" "+p.tp)
+		}
+		t.links = append(t.links, l)
+	}
+	t.kind = kind
+	return nil
+}
+
+// detach closes the programs and links attach made.
+func (t *Timer) detach() {
+	for _, l := range t.links {
+		_ = l.Close()
+	}
+	for _, p := range t.progs {
+		_ = p.Close()
+	}
+	t.links, t.progs, t.kind = nil, nil, ""
 }
 
 // unavailable words why a step failed.
@@ -282,6 +377,31 @@ func (t *Timer) Lost() (uint64, error) {
 		}
 	}
 	return n, nil
+}
+
+// SelfTime reads the programs' own run time (Config.SelfTime; zero
+// without it).
+func (t *Timer) SelfTime() (SelfTime, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.state == nil {
+		return SelfTime{}, errors.New("kerneltime: timer closed")
+	}
+	var per [][]byte
+	if err := t.state.Lookup(uint32(0), &per); err != nil {
+		return SelfTime{}, err
+	}
+	var st SelfTime
+	le := binary.LittleEndian
+	for _, v := range per {
+		if len(v) >= stateSize {
+			st.EntryNs += le.Uint64(v[stEntryNs:])
+			st.EntryRuns += le.Uint64(v[stEntryN:])
+			st.ExitNs += le.Uint64(v[stExitNs:])
+			st.ExitRuns += le.Uint64(v[stExitN:])
+		}
+	}
+	return st, nil
 }
 
 // Close detaches and unloads the programs and frees the maps.

@@ -95,7 +95,7 @@ func TestStartLoaderRefused(t *testing.T) {
 		t.Fatalf("Start = %v, %v; want an error", tm, err)
 	}
 	var u *UnavailableError
-	if !errors.As(err, &u) || !strings.Contains(u.Reason, "refused BPF_PROG_LOAD as root") {
+	if !errors.As(err, &u) || !strings.Contains(u.Reason, "the kernel refused BPF_PROG_LOAD (raw_tp netif_receive_skb) as root") {
 		t.Errorf("err %v; want an UnavailableError saying the load was refused", err)
 	}
 }
