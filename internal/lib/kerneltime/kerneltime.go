@@ -43,6 +43,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -173,6 +174,9 @@ func Start(c Config) (t *Timer, err error) {
 	if err != nil {
 		return nil, unavailable(err, "")
 	}
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK; later ones
+	// to the cgroup, and this is a no-op (the process's own limit).
+	_ = rlimit.RemoveMemlock()
 	size := c.RingBytes
 	if size == 0 {
 		size = 4 << 20
@@ -299,7 +303,7 @@ func unavailable(err error, step string) error {
 	case (errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES)) && uid != 0:
 		return &UnavailableError{Reason: fmt.Sprintf("not root: BPF programs need CAP_BPF and CAP_PERFMON (uid %d; %s: %v)", uid, step, errno(err)), Err: err}
 	case errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES):
-		return &UnavailableError{Reason: fmt.Sprintf("the kernel refused %s as root (%v): lockdown or a security module forbids raw tracepoint programs", step, errno(err)), Err: err}
+		return &UnavailableError{Reason: fmt.Sprintf("the kernel refused %s as root (%v): lockdown or a security module forbids tracepoint programs, or the process lacks CAP_BPF and CAP_PERFMON (a container)", step, errno(err)), Err: err}
 	}
 	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
