@@ -5,6 +5,7 @@ package runner
 import (
 	"fmt"
 	"net/netip"
+	"os"
 
 	"github.com/proxybench/proxybench/internal/lib/kerneltime"
 	"github.com/proxybench/proxybench/reports"
@@ -41,6 +42,30 @@ func startNodeTimer(tb *topology.Testbed) (kernelTimer, error) {
 		inos = append(inos, ino)
 	}
 	return kerneltime.Start(kerneltime.Config{Netns: inos})
+}
+
+// DoctorKernelTime says whether lookup.kernel can be measured by this
+// process on this kernel: it starts the timer over the process's own
+// network namespace and stops it at once. "measured here (tp_btf
+// programs)", or "not measured here: " and the reason
+// (kerneltime.Reason).
+func DoctorKernelTime() string {
+	f, err := os.Open("/proc/self/ns/net")
+	if err != nil {
+		return "not measured here: " + err.Error()
+	}
+	defer f.Close()
+	ino, err := kerneltime.NetnsInode(int(f.Fd()))
+	if err != nil {
+		return "not measured here: " + err.Error()
+	}
+	t, err := kerneltime.Start(kerneltime.Config{Netns: []uint64{ino}})
+	if err != nil {
+		return "not measured here: " + kerneltime.Reason(err)
+	}
+	kind := t.Kind()
+	_ = t.Close()
+	return "measured here (" + kind + " programs)"
 }
 
 // kernelAgg sorts a traffic phase's timed packets into positions: a

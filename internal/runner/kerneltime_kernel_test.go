@@ -5,6 +5,7 @@ package runner
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,16 @@ traffic: {connections: 300, concurrency: 2, warmup: 20, positions: [first, last]
 	}
 	if d, band := math.Abs(nft["last"]-nft["first"]), 0.25*nft["first"]+1000; d > band {
 		t.Errorf("nftables: |last − first| lookup.kernel p50 = %.2f µs, want within %.2f µs (one verdict-map lookup whatever the position)", d/1e3, band/1e3)
+	}
+}
+
+// TestDoctorKernelTime: as root on a kernel that runs the programs the
+// doctor says lookup.kernel is measured, naming the program type; else it
+// says why not.
+func TestDoctorKernelTime(t *testing.T) {
+	testenv.RequireKernel(t)
+	got := DoctorKernelTime()
+	if !strings.HasPrefix(got, "measured here (tp_btf programs)") && !strings.HasPrefix(got, "measured here (raw_tp programs)") {
+		testenv.Skip(t, "lookup.kernel not measured here: "+got)
 	}
 }
