@@ -219,7 +219,7 @@ func TestSyncFullPhase(t *testing.T) {
 	p := newFakeProxier()
 	e := newFakeEnv(p)
 	var f faults
-	stats, sum, err := syncFullPhase(context.Background(), sc, &e.env, fakeMode(), p, svcs, &recProgress{}, &f)
+	stats, sum, err := syncFullPhase(context.Background(), sc, &e.env, fakeMode(), p, svcs, &recProgress{}, &f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestSyncFullPhase(t *testing.T) {
 		t.Errorf("flushes %v faults %v, want node0 flushed once, no fault", e.flushes, f)
 	}
 	e.flushErr = errors.New("netlink: no conntrack")
-	if _, _, err := syncFullPhase(context.Background(), sc, &e.env, fakeMode(), newFakeProxier(), svcs, &recProgress{}, &f); err != nil {
+	if _, _, err := syncFullPhase(context.Background(), sc, &e.env, fakeMode(), newFakeProxier(), svcs, &recProgress{}, &f, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(f) != 1 || !strings.Contains(f[0], "no conntrack") {
@@ -241,7 +241,7 @@ func TestSyncFullPhase(t *testing.T) {
 	}
 	p2 := newFakeProxier()
 	p2.failAt = 1
-	if _, _, err := syncFullPhase(context.Background(), sc, &e.env, fakeMode(), p2, svcs, &recProgress{}, &f); err == nil {
+	if _, _, err := syncFullPhase(context.Background(), sc, &e.env, fakeMode(), p2, svcs, &recProgress{}, &f, nil); err == nil {
 		t.Error("a failed sync did not fail the phase")
 	}
 }
@@ -254,7 +254,7 @@ func TestSyncIncrementalPhase(t *testing.T) {
 	if _, err := p.Sync(context.Background(), svcs); err != nil {
 		t.Fatal(err)
 	}
-	stats, sum, err := syncIncrementalPhase(context.Background(), p, svcs, 3)
+	stats, sum, err := syncIncrementalPhase(context.Background(), p, svcs, 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestTrafficPlan(t *testing.T) {
 func TestTrafficPhase(t *testing.T) {
 	sc, svcs := phaseScenario(t, "", "failure: {downEndpointsPerService: 1}\n")
 	e := newFakeEnv(newFakeProxier())
-	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{})
+	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestTrafficPhase(t *testing.T) {
 	e.drive = func(context.Context, traffic.DriveSpec) (*traffic.DriveResult, error) {
 		return nil, errors.New("drive: enter client netns: bad handle")
 	}
-	if _, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}); err == nil || !strings.Contains(err.Error(), "enter client netns") {
+	if _, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}, nil); err == nil || !strings.Contains(err.Error(), "enter client netns") {
 		t.Errorf("err %v, want the driver's setup failure", err)
 	}
 }
@@ -388,7 +388,7 @@ traffic: {connections: 200, positions: [first, middle, last], concurrency: 2, ud
 		t.Fatal(err)
 	}
 	e := newFakeEnv(newFakeProxier())
-	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{})
+	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +448,7 @@ func TestChurnPhaseOnFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newFakeEnv(p)
-	res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{})
+	res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,12 +479,12 @@ func TestChurnPhaseFaults(t *testing.T) {
 	}
 	e := newFakeEnv(p)
 	e.probes = func(int) (workerPool, error) { return nil, errors.New(`enter netns "pb-x-c0": bad file descriptor`) }
-	if res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{}); err == nil || res != nil || p.syncs != 1 {
+	if res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{}, nil); err == nil || res != nil || p.syncs != 1 {
 		t.Fatalf("res %v err %v syncs %d: want the probes' failure before any sync", res, err, p.syncs)
 	}
 	e = newFakeEnv(p)
 	p.failAt = p.syncs + 1
-	res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{})
+	res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{}, nil)
 	if err != nil || res == nil || res.Syncs[0].Err == "" || res.FailedSyncs != 1 || len(res.Failures) != 1 {
 		t.Fatalf("err %v, res %+v: want the failed sync recorded and the phase going on", err, res)
 	}
@@ -646,7 +646,7 @@ func TestSyncFullPhaseSingleProgress(t *testing.T) {
 	m.SingleFullSync = true
 	var f faults
 	var prog countProgress
-	stats, _, err := syncFullPhase(context.Background(), sc, &e.env, m, p, svcs, &prog, &f)
+	stats, _, err := syncFullPhase(context.Background(), sc, &e.env, m, p, svcs, &prog, &f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
