@@ -174,7 +174,7 @@ func newRowMetrics(lb RowLabels) *RowMetrics {
 	r.syncLast = prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricSyncLastTimestamp, ConstLabels: cl,
 		Help: "Unix time, in seconds, when the last successful rule sync ended."})
 	r.objects = prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricSyncObjects, ConstLabels: cl,
-		Help: "Kernel objects (iptables rules, nft elements, IPVS servers) the last successful sync left programmed, as the mode counts them (measure.SyncStats.Objects)."})
+		Help: "Kernel objects (iptables rules, nft elements, IPVS servers) the last successful full sync programmed: the ruleset's size, as the mode counts it (measure.SyncStats.Objects)."})
 	r.phase = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricPhaseActive, ConstLabels: cl,
 		Help: "1 while the row's phase runs, 0 once it is over (sync.full, traffic, churn, ...)."}, []string{"phase"})
 	r.reg.MustRegister(r.lookupConns, r.connect, r.churnApplied, r.churnObserved, r.programming, r.syncDur, r.syncFailures, r.syncLast, r.objects, r.phase)
@@ -208,10 +208,11 @@ func (r *RowMetrics) Lookup(position string, latenciesNs []int64, outcomes map[s
 }
 
 // Sync observes one rule sync of kind ("full" or "incremental"; other
-// kinds count as incremental) that took wall and left objects kernel
-// objects programmed; a failed one counts in the failures and the
-// histogram (kube-proxy observes every sync's duration), not in the
-// objects and last timestamp.
+// kinds count as incremental) that took wall and programmed objects
+// kernel objects (measure.SyncStats.Objects: a full sync's is the whole
+// ruleset, an incremental one's what it wrote); a failed one counts in
+// the failures and the histogram (kube-proxy observes every sync's
+// duration), not in the objects and last timestamp.
 func (r *RowMetrics) Sync(kind string, wall time.Duration, objects int, failed bool) {
 	if r == nil {
 		return
@@ -227,7 +228,7 @@ func (r *RowMetrics) Sync(kind string, wall time.Duration, objects int, failed b
 		return
 	}
 	r.syncLast.Set(float64(time.Now().UnixNano()) / 1e9)
-	if objects > 0 {
+	if kind == "full" && objects > 0 {
 		r.objects.Set(float64(objects))
 	}
 }

@@ -130,8 +130,8 @@ func TestLiveRowSeries(t *testing.T) {
 	if f := series(t, fams, MetricSyncFailures, "kind", "full").GetCounter().GetValue(); f != 0 {
 		t.Errorf("full failures %v, want 0 (present from the start)", f)
 	}
-	if o := series(t, fams, MetricSyncObjects).GetGauge().GetValue(); o != 30004 {
-		t.Errorf("objects %v, want the last successful sync's 30004", o)
+	if o := series(t, fams, MetricSyncObjects).GetGauge().GetValue(); o != 30001 {
+		t.Errorf("objects %v, want the last successful full sync's 30001", o)
 	}
 	if ts := series(t, fams, MetricSyncLastTimestamp).GetGauge().GetValue(); math.Abs(ts-float64(time.Now().Unix())) > 60 {
 		t.Errorf("last sync timestamp %v, want about now", ts)
