@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/proxybench/proxybench/internal/monitoring"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/iptables"
 	"github.com/proxybench/proxybench/scenarios"
@@ -247,19 +250,24 @@ func TestSyncFullPhase(t *testing.T) {
 }
 
 // TestSyncIncrementalPhase: every repetition is one recorded incremental
-// sync of a moved endpoint and an unrecorded sync back.
+// sync of a moved endpoint and an unrecorded sync back; both are
+// observed live.
 func TestSyncIncrementalPhase(t *testing.T) {
 	_, svcs := phaseScenario(t, "", "")
 	p := newFakeProxier()
 	if _, err := p.Sync(context.Background(), svcs); err != nil {
 		t.Fatal(err)
 	}
-	stats, sum, err := syncIncrementalPhase(context.Background(), p, svcs, 3, nil)
+	live := monitoring.NewLive().BeginRow(monitoring.RowLabels{Mode: "fake"})
+	stats, sum, err := syncIncrementalPhase(context.Background(), p, svcs, 3, live)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(stats) != 3 || sum.Count != 3 || p.syncs != 7 {
 		t.Fatalf("%d stats, %d summarized, %d syncs; want 3, 3, 1+2*3", len(stats), sum.Count, p.syncs)
+	}
+	if n, f := liveSum(t, live, monitoring.MetricSyncDuration+"_count", "kind", "incremental"), liveSum(t, live, monitoring.MetricSyncDuration+"_count", "kind", "full"); n != 6 || f != 0 {
+		t.Errorf("live: %v incremental and %v full syncs, want 6 (3 and 3 back) and 0", n, f)
 	}
 	for _, s := range stats {
 		if s.Kind != "incremental" {
@@ -320,13 +328,24 @@ func TestTrafficPlan(t *testing.T) {
 }
 
 // TestTrafficPhase aggregates the fake driver's results per position:
-// samples, hits per live endpoint, fairness and connection counts.
+// samples, hits per live endpoint, fairness and connection counts; the
+// row's live series counted every connection by position and its
+// connect time.
 func TestTrafficPhase(t *testing.T) {
 	sc, svcs := phaseScenario(t, "", "failure: {downEndpointsPerService: 1}\n")
 	e := newFakeEnv(newFakeProxier())
-	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}, nil)
+	live := monitoring.NewLive().BeginRow(monitoring.RowLabels{Mode: "fake", Implementation: "builtin", Kernel: "host", Row: "fake"})
+	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}, live)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, l := range to.lookup {
+		answered := liveSum(t, live, monitoring.MetricLookupConnections, "position", l.Position, "outcome", monitoring.OutcomeOK)
+		all := liveSum(t, live, monitoring.MetricLookupConnections, "position", l.Position)
+		if answered != float64(len(l.SamplesNs)) || all != float64(len(l.SamplesNs)+l.Errors+l.Misses) ||
+			liveSum(t, live, monitoring.MetricLookupConnect+"_count", "position", l.Position) != answered {
+			t.Errorf("live %s: %v answered of %v, want %d of %d", l.Position, answered, all, len(l.SamplesNs), len(l.SamplesNs)+l.Errors+l.Misses)
+		}
 	}
 	lookup, fair, conns := to.lookup, to.fair, to.conns
 	if to.ports != nil {
@@ -440,7 +459,9 @@ func TestFailurePhase(t *testing.T) {
 
 // TestChurnPhaseOnFake: on a fake data plane that answers from the fake
 // proxier's last sync, the churn phase observes every change with a
-// positive latency, and the sync loop syncs incrementally.
+// positive latency, and the sync loop syncs incrementally; the row's
+// live series counted every change applied and observed, its
+// programming latency and every sync as the result has them.
 func TestChurnPhaseOnFake(t *testing.T) {
 	sc, svcs := phaseScenario(t, "", "churn: {rate: 40, duration: 1s, grace: 5s, probes: 4}\n")
 	p := newFakeProxier()
@@ -448,12 +469,19 @@ func TestChurnPhaseOnFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newFakeEnv(p)
-	res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{}, nil)
+	live := monitoring.NewLive().BeginRow(monitoring.RowLabels{Mode: "fake", Implementation: "builtin", Kernel: "host", Row: "fake"})
+	res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{}, live)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Changes < 10 || res.Observed != res.Changes || res.Unobserved != 0 {
 		t.Fatalf("%d changes, %d observed, %d unobserved", res.Changes, res.Observed, res.Unobserved)
+	}
+	if a, o, n := liveSum(t, live, monitoring.MetricChurnApplied), liveSum(t, live, monitoring.MetricChurnObserved), liveSum(t, live, monitoring.MetricProgramming+"_count"); a != float64(res.Changes) || o != float64(res.Observed) || n != o {
+		t.Errorf("live: %v applied, %v observed, %v programming observations; want %d, %d, %d", a, o, n, res.Changes, res.Observed, res.Observed)
+	}
+	if n := liveSum(t, live, monitoring.MetricSyncDuration+"_count"); n != float64(len(res.Syncs)) {
+		t.Errorf("live: %v syncs, want the loop's %d", n, len(res.Syncs))
 	}
 	for _, s := range res.Samples {
 		if s.LatencyNs <= 0 || s.LatencyNs > int64(6*time.Second) {
@@ -656,4 +684,39 @@ func TestSyncFullPhaseSingleProgress(t *testing.T) {
 	if !strings.Contains(prog.steps[0], "sync.full × 1 ") || prog.totals[0] != 1 {
 		t.Errorf("progress %q (total %d), want sync.full × 1 with a total of 1 for a mode measured once", prog.steps[0], prog.totals[0])
 	}
+}
+
+// liveSum sums the samples of family name (a histogram's "_count" reads
+// its sample counts) in r's registry whose labels match kv (name,
+// value, ...).
+func liveSum(t *testing.T, r *monitoring.RowMetrics, name string, kv ...string) float64 {
+	t.Helper()
+	fams, err := r.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, count := strings.CutSuffix(name, "_count")
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() != name && !(count && f.GetName() == base) {
+			continue
+		}
+	metric:
+		for _, m := range f.Metric {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if !slices.ContainsFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == kv[i] && l.GetValue() == kv[i+1] }) {
+					continue metric
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return sum
 }
