@@ -175,7 +175,7 @@ func TestBadInput(t *testing.T) {
 			want: []string{"--alerts: Prometheus refuses the rules", "s.yaml:8: yaml: unmarshal errors: field forr not found in type rulefmt.RuleNode", "fix:"}, lines: 1},
 		{name: "--alerts: no such file", yaml: kp, args: []string{"--alerts", "/nonexistent-pb/rules.yaml"}, root: true, want: []string{"--alerts: /nonexistent-pb/rules.yaml: no such file", "fix:"}},
 		{name: "--alerts: not a rule file", yaml: kp, args: []string{"--alerts", writeFile(t, "apiVersion: v1\nkind: ConfigMap\n")}, root: true, want: []string{"--alerts:", "s.yaml:2: kind \"ConfigMap\"", "fix:"}},
-		{name: "alerts without a kube-proxy row", yaml: "services: {count: 10}\nalerts: seeds\n", want: []string{":2:", "alerts: Prometheus scrapes kube-proxy's metrics, and no row runs kube-proxy", "fix:"}},
+		{name: "alerts without a kube-proxy row", yaml: "services: {count: 10}\nalerts: seeds\n", want: []string{":2:", "alerts: the rules are evaluated over kube-proxy's metrics, and no row runs kube-proxy", "fix:"}},
 		{name: "monitoring.timeScale 0", yaml: kp + "monitoring:\n  prometheus: true\n  timeScale: 0\n", want: []string{":6:", "monitoring.timeScale: 0: want 0.01 to 10", "fix:"}},
 		{name: "kube-proxy too old for nftables", yaml: "services: {count: 10}\nmodes: [nftables]\nimplementation: [builtin, kube-proxy]\n", args: []string{"--kube-proxy", fakeKubeProxy("v1.28.4")}, root: true, want: []string{"v1.28.4", "cannot run mode nftables", "v1.29", "fix:"}},
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/monitoring"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/syncloop"
 	"github.com/proxybench/proxybench/reports"
@@ -28,9 +29,11 @@ import (
 // change is made. A failed sync does not stop it: it is recorded
 // (ChurnResult.Failures, with its recovery), the next sync is full, as in
 // kube-proxy. With failure.syncErrors, the rule programs fail on purpose
-// (injectSyncErrors).
+// (injectSyncErrors). Every change applied, every change the probes saw
+// (with its programming latency) and every sync of the loop are
+// observed live in live as they happen (nil: not monitored).
 func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymodes.Proxier,
-	services []workload.Service, minSync, period time.Duration, prog Progress) (*reports.ChurnResult, error) {
+	services []workload.Service, minSync, period time.Duration, prog Progress, live *monitoring.RowMetrics) (*reports.ChurnResult, error) {
 	c := sc.Churn
 	rng := rand.New(rand.NewSource(sc.Seed))
 	arrivals := workload.Arrivals(c.Rate, c.Duration.Duration, c.Arrival, rng)
@@ -68,7 +71,7 @@ func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymode
 	}
 	cpu0 := proxymodes.CPUTime()
 
-	loop := startSyncLoop(ctx, p, minSync, period, start, func() []workload.Service {
+	loop := startSyncLoop(ctx, p, minSync, period, start, live, func() []workload.Service {
 		mu.Lock()
 		defer mu.Unlock()
 		return cluster.Snapshot()
@@ -89,6 +92,7 @@ func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymode
 				landed, t0, err := e.dial(o.Change.VIP, o.Change.Port, time.Second)
 				seen.add(t0.Sub(start), err == nil)
 				if tracker.See(o, t0, landed.Addr(), err == nil) {
+					live.ChurnObserved(o.Change.Kind, o.Latency)
 					mu.Lock()
 					cluster.Release(o.Change.Service)
 					mu.Unlock()
@@ -112,6 +116,7 @@ func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymode
 		mu.Unlock()
 		if ok {
 			tracker.Add(observe.New(ch, at))
+			live.ChurnApplied(ch.Kind)
 			res.ByKind[ch.Kind]++
 			loop.changed()
 		} else {
@@ -225,8 +230,8 @@ type syncLoop struct {
 // already holds the cluster's services: that was the loop's first, full,
 // sync, started at start): every sync gives p snapshot() (full when the
 // loop says so and p is a proxymodes.FullSyncer) and is recorded with its
-// offset from start.
-func startSyncLoop(ctx context.Context, p proxymodes.Proxier, minSync, period time.Duration, start time.Time, snapshot func() []workload.Service) *syncLoop {
+// offset from start, and observed in live.
+func startSyncLoop(ctx context.Context, p proxymodes.Proxier, minSync, period time.Duration, start time.Time, live *monitoring.RowMetrics, snapshot func() []workload.Service) *syncLoop {
 	l := &syncLoop{done: make(chan struct{})}
 	st := syncloop.New(minSync, period)
 	st.Start(start)
@@ -238,6 +243,11 @@ func startSyncLoop(ctx context.Context, p proxymodes.Proxier, minSync, period ti
 		snap := snapshot()
 		at := time.Since(start)
 		s, err := p.Sync(context.WithoutCancel(ctx), snap)
+		kind := "incremental"
+		if full {
+			kind = "full"
+		}
+		observeSync(live, kind, s, err)
 		rec := reports.SyncRecord{AtNs: int64(at), SyncStats: s}
 		if err != nil {
 			rec.Err = err.Error()
@@ -318,7 +328,7 @@ var churnPhaseV = Phase{
 			if _, err := r.Proxier.Sync(ctx, r.Services); err != nil {
 				return fmt.Errorf("sync before churn: %w", err)
 			}
-			cr, err := churnPhase(ctx, r.Sc, r.Env, r.Proxier, r.Services, ms, period, r.Progress())
+			cr, err := churnPhase(ctx, r.Sc, r.Env, r.Proxier, r.Services, ms, period, r.Progress(), r.Live)
 			if cr != nil {
 				r.Result.Churn = append(r.Result.Churn, *cr)
 			}

@@ -102,7 +102,7 @@ traffic: {connections: 2000, concurrency: 4, warmup: 50}
 			s = sc
 		}
 		start := time.Now()
-		to, err := trafficPhase(ctx, s, e, tb.Clients, svcs, false, "iptables", &recProgress{})
+		to, err := trafficPhase(ctx, s, e, tb.Clients, svcs, false, "iptables", &recProgress{}, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

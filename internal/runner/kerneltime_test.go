@@ -87,7 +87,7 @@ func TestTrafficPhaseKernelTime(t *testing.T) {
 	withFakeTimer(e, ft, &now)
 	defer func(f func() int64) { kernelClock = f }(kernelClock)
 	kernelClock = func() int64 { return now + 1 }
-	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{})
+	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestKernelTimeAbsentSaysWhy(t *testing.T) {
 	e.env.kernelTimer = func() (kernelTimer, error) {
 		return nil, &kerneltime.UnavailableError{Reason: "not root: BPF programs need CAP_BPF and CAP_PERFMON (uid 1000)"}
 	}
-	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{})
+	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestKernelTimeAbsentSaysWhy(t *testing.T) {
 	off, svcs := phaseScenario(t, ", kernelTime: false", "")
 	started := false
 	e.env.kernelTimer = func() (kernelTimer, error) { started = true; return &fakeTimer{}, nil }
-	to, err = trafficPhase(context.Background(), off, &e.env, nil, svcs, false, "fake", &recProgress{})
+	to, err = trafficPhase(context.Background(), off, &e.env, nil, svcs, false, "fake", &recProgress{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestKernelTimeAbsentSaysWhy(t *testing.T) {
 
 	ft := &fakeTimer{drainErr: errors.New("ring buffer: bad fd")}
 	e.env.kernelTimer = func() (kernelTimer, error) { return ft, nil }
-	to, err = trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{})
+	to, err = trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestKernelTimeAbsentSaysWhy(t *testing.T) {
 
 	// No seam (the other phases' fakes): no figure and nothing said.
 	e.env.kernelTimer = nil
-	if to, _ = trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}); to.kernel != nil {
+	if to, _ = trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}, nil); to.kernel != nil {
 		t.Errorf("without a timer seam KernelTime %+v, want nil", to.kernel)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/monitoring"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
@@ -236,9 +237,11 @@ type trafficOut struct {
 // driven from clients through the ClusterIPs (directly to endpoints when
 // direct), summed per position. It returns the per-position results, the
 // pooled fairness at the fixed positions, the per-ServicePort rows and
-// the connection count.
+// the connection count. Each driver call's connections are counted and
+// their connect times observed in live as it returns (nil: not
+// monitored).
 func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients []*topology.Netns, services []workload.Service,
-	direct bool, label string, prog Progress) (trafficOut, error) {
+	direct bool, label string, prog Progress, live *monitoring.RowMetrics) (trafficOut, error) {
 	t := sc.Traffic
 	plan := trafficPlan(t, sc.Repetitions, sc.Seed)
 	prog.Start(fmt.Sprintf("%s: traffic, %d positions × %d repetitions × %d connections", label, len(t.Positions), sc.Repetitions, t.Connections), len(plan))
@@ -258,6 +261,7 @@ func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients [
 		}
 		agg.add(st.Position, dr)
 		kt.step(services, st.Position, direct, dr)
+		observeLookup(live, st.Position, dr)
 		prog.Add(1)
 	}
 	out := trafficOut{conns: agg.conns}
@@ -292,7 +296,7 @@ var trafficPhaseV = Phase{
 			readICMP = func() (reports.ICMPCounters, error) { return reports.ICMPCounters{}, errNoCounters }
 		}
 		icmp0, icmpErr := readICMP()
-		to, err := trafficPhase(ctx, r.Sc, r.Env, r.Testbed.Clients, r.Services, r.Mode.Direct, r.Mode.Name, r.Progress())
+		to, err := trafficPhase(ctx, r.Sc, r.Env, r.Testbed.Clients, r.Services, r.Mode.Direct, r.Mode.Name, r.Progress(), r.Live)
 		if err != nil {
 			return err
 		}
