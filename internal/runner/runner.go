@@ -392,11 +392,17 @@ func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Optio
 	var f faults
 	r := &Row{Sc: sc, O: o, Testbed: tb, Env: e, Mode: m, Proxier: p, Proxiers: []proxymodes.Proxier{p}, Services: services, Result: mr, Faults: &f}
 	ran := []Phase{}
-	for _, ph := range phases {
+	for i, ph := range phases {
 		if !ph.applies(sc, m) || ph.Final {
 			continue
 		}
 		ran = append(ran, ph)
+		r.later = nil
+		for _, next := range phases[i+1:] {
+			if next.applies(sc, m) && !next.Final {
+				r.later = append(r.later, next.Name)
+			}
+		}
 		if err = ph.Run(ctx, r); err != nil {
 			break
 		}
