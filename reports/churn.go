@@ -104,6 +104,13 @@ type ChurnKubeProxy struct {
 	// kube-proxy this minSyncPeriod (sweep.minSyncPeriod): from the new
 	// process's start to its first sync seen done.
 	RestartNs int64 `json:"restartNs,omitempty"`
+	// SettleNs is how long the phase waited after its probes were done
+	// for kube-proxy to end the syncs of its last writes (the data plane
+	// shows a change when the rules are committed, before kube-proxy's
+	// rule program returns); Unsettled, when set, says it stopped waiting
+	// first (a minute) and how far kube-proxy had got.
+	SettleNs  int64  `json:"settleNs,omitempty"`
+	Unsettled string `json:"unsettled,omitempty"`
 	// Writes counts the API writes (one per change), WriteErrors those
 	// that failed (WriteError the first one's error: its change was never
 	// written, so it stays unobserved); WriteLatency is from each change
@@ -279,7 +286,7 @@ func ChurnKubeProxySections(label string, cs []ChurnResult) []Section {
 		_ = cost.AddRow(label, key, Int(int(kp.Syncs.Count)), full, partial, secMs(kp.Syncs.Mean()), secMs(kp.Syncs.Quantile(0.99)),
 			Num(float64(kp.CPUNs)/1e9, "%.2f"), Num(float64(kp.ChildCPUNs)/1e9, "%.2f"), Num(float64(kp.PeakRSSBytes)/(1<<20), "%.1f"),
 			msOf(w50), msOf(w99), Int(kp.WriteErrors))
-		for _, n := range []string{kp.PerChange, kp.WriteError} {
+		for _, n := range []string{kp.PerChange, kp.WriteError, kp.Unsettled} {
 			if n != "" {
 				lat.Notes = appendNote(lat.Notes, label+": "+n)
 			}

@@ -28,7 +28,9 @@ type churnAPI interface {
 	// (its metrics' growth, CPU, memory, the syncs and per-change lines
 	// of its log) is over what lies between.
 	BeginChurn(ctx context.Context) error
-	EndChurn(ctx context.Context) (kubeproxy.ChurnAccount, error)
+	// EndChurn waits (bounded) until the proxier has programmed triggers
+	// trigger times since BeginChurn, then returns its account.
+	EndChurn(ctx context.Context, triggers int) (kubeproxy.ChurnAccount, error)
 	// WriteChange writes change ch (s: the service after it) through the
 	// API with trigger as its last-change-trigger-time. Safe for
 	// concurrent use.
@@ -75,6 +77,9 @@ type apiApplier struct {
 	writes   int
 	errs     int
 	firstErr string
+	// triggers counts the writes that carried a trigger time (every
+	// successful one but a deletion's).
+	triggers int
 }
 
 // apiWrite is one change for the writers.
@@ -117,6 +122,9 @@ func (a *apiApplier) begin(ctx context.Context, _ time.Time, _ func() []workload
 					}
 				} else {
 					a.writeNs = append(a.writeNs, int64(took))
+					if j.ch.Kind != workload.ServiceDelete {
+						a.triggers++
+					}
 				}
 				a.mu.Unlock()
 			}
@@ -138,13 +146,14 @@ func (a *apiApplier) apply(ch workload.Change, s workload.Service, at time.Time)
 func (a *apiApplier) end(ctx context.Context, res *reports.ChurnResult, obs []*observe.Observation, start time.Time) error {
 	close(a.jobs)
 	a.wg.Wait()
-	acct, err := a.api.EndChurn(context.WithoutCancel(ctx))
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	acct, err := a.api.EndChurn(context.WithoutCancel(ctx), a.triggers)
 	kp := &reports.ChurnKubeProxy{Version: acct.Version, Programming: histogramOf(acct.Programming), Syncs: histogramOf(acct.Syncs),
 		Logged: len(acct.Programmed), PerChange: acct.PerChange, CPUNs: int64(acct.CPU), ChildCPUNs: int64(acct.ChildCPU),
 		PeakRSSBytes: acct.PeakRSS, MinSyncPeriodNs: int64(acct.MinSyncPeriod), SyncPeriodNs: int64(acct.SyncPeriod), RestartNs: a.restartNs,
-		Writes: a.writes, WriteErrors: a.errs, WriteError: a.firstErr, WriteLatency: reports.Summarize(a.writeNs)}
+		Writes: a.writes, WriteErrors: a.errs, WriteError: a.firstErr, WriteLatency: reports.Summarize(a.writeNs),
+		SettleNs: int64(acct.Settle), Unsettled: acct.Unsettled}
 	if acct.HasFullPartial {
 		f, p := histogramOf(acct.Full), histogramOf(acct.Partial)
 		kp.FullSyncs, kp.PartialSyncs = &f, &p

@@ -41,6 +41,7 @@ type fakeAPI struct {
 	logged     []kubeproxy.LoggedSync
 	begun      int
 	restarts   []time.Duration
+	triggers   []int // EndChurn's argument, per phase
 	minSync    time.Duration
 	stop       chan struct{}
 	done       chan struct{}
@@ -125,7 +126,17 @@ func (f *fakeAPI) WriteChange(_ context.Context, ch workload.Change, s workload.
 	return nil
 }
 
-func (f *fakeAPI) EndChurn(context.Context) (kubeproxy.ChurnAccount, error) {
+func (f *fakeAPI) EndChurn(_ context.Context, triggers int) (kubeproxy.ChurnAccount, error) {
+	// As kube-proxy's: wait until the loop has programmed every trigger.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		f.mu.Lock()
+		n := len(f.programmed)
+		f.mu.Unlock()
+		if n >= triggers {
+			break
+		}
+	}
+	f.triggers = append(f.triggers, triggers)
 	close(f.stop)
 	<-f.done
 	f.mu.Lock()
@@ -220,6 +231,9 @@ func TestChurnThroughFakeAPI(t *testing.T) {
 		t.Fatal("no kube-proxy account")
 	}
 	want := res.Changes - deletes
+	if !slices.Equal(f.triggers, []int{want}) {
+		t.Errorf("EndChurn waited for %v trigger times, want [%d] (the writes but deletions)", f.triggers, want)
+	}
 	if int(kp.Programming.Count) != want || kp.Logged != want || kp.Matched != want {
 		t.Errorf("programming observations %d, logged %d, matched %d: want %d (every change but the deletions)", kp.Programming.Count, kp.Logged, kp.Matched, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -75,6 +76,11 @@ type ChurnAccount struct {
 	// MinSyncPeriod and SyncPeriod are kube-proxy's, as its log's "sync
 	// params" line gives them (0 when absent).
 	MinSyncPeriod, SyncPeriod time.Duration
+	// Settle is how long EndChurn waited for kube-proxy to finish the
+	// syncs of the phase's writes; Unsettled, when set, says it stopped
+	// waiting first (ChurnSettle) and how far kube-proxy had got.
+	Settle    time.Duration
+	Unsettled string
 }
 
 // Programmed is one "Network programming" line of kube-proxy's log: the
@@ -104,6 +110,7 @@ type LoggedSync struct {
 // churnState is what BeginChurn keeps for EndChurn.
 type churnState struct {
 	before  Metrics
+	view    syncView // before, as Sync's waits read it
 	logFrom int
 	u0      Usage
 	// restoreV is the -v to put back at EndChurn ("": not raised).
@@ -126,7 +133,8 @@ func (p *Proxier) BeginChurn(ctx context.Context) error {
 	if err != nil {
 		return p.orExited(err, "the start of the churn phase")
 	}
-	st := &churnState{before: m, logFrom: p.kp.logSize(), u0: p.kp.Usage()}
+	ts, h := lastSyncOf(m)
+	st := &churnState{before: m, view: syncView{ts: ts, sync: h, programmed: programmedOf(m)}, logFrom: p.kp.logSize(), u0: p.kp.Usage()}
 	v := p.kp.Spec.Verbosity
 	if v == 0 {
 		v = 2
@@ -207,17 +215,45 @@ func (p *Proxier) WriteChange(ctx context.Context, ch workload.Change, s workloa
 	return nil
 }
 
+// ChurnSettle bounds EndChurn's wait for kube-proxy to finish the syncs
+// that program the phase's last writes.
+const ChurnSettle = time.Minute
+
 // EndChurn ends kube-proxy's account of the churn phase BeginChurn
-// started: it puts kube-proxy's -v back, scrapes its metrics again and
-// returns the growth of its histograms, its CPU and peak resident set
-// over the phase, and the syncs and per-change lines its log has since.
-func (p *Proxier) EndChurn(ctx context.Context) (ChurnAccount, error) {
+// started. It first waits, up to ChurnSettle, until kube-proxy has
+// observed triggers network-programming latencies since BeginChurn (the
+// phase's writes that carried a trigger time) and ended the sync that
+// observed the last of them (Sync's programmedWait): the data plane
+// shows a change when the rules are committed, a moment before
+// kube-proxy's rule program returns and its sync ends, so a phase that
+// ended on the data plane's word would miss its last syncs. Then it puts
+// kube-proxy's -v back, scrapes its metrics and returns the growth of its
+// histograms, its CPU and peak resident set over the phase (the wait
+// included), and the syncs and per-change lines its log has since.
+func (p *Proxier) EndChurn(ctx context.Context, triggers int) (ChurnAccount, error) {
 	st := p.churn
 	p.churn = nil
 	if st == nil || p.kp == nil {
 		return ChurnAccount{}, errors.New("kubeproxy: EndChurn without BeginChurn")
 	}
 	a := ChurnAccount{Version: p.kp.Version, PerChange: st.perChange}
+	t0 := time.Now()
+	pw := newProgrammedWait(st.view, triggers)
+	for {
+		v, err := p.syncView(ctx)
+		if err != nil {
+			return a, p.orExited(err, "the end of the churn phase")
+		}
+		if pw.done(v) {
+			break
+		}
+		if time.Since(t0) > ChurnSettle || ctx.Err() != nil {
+			a.Unsettled = fmt.Sprintf("kube-proxy had observed %d of the phase's %d trigger times when EndChurn stopped waiting after %v", v.programmed-st.view.programmed, triggers, ChurnSettle)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	a.Settle = time.Since(t0)
 	if st.restoreV != "" {
 		v, _ := strconv.Atoi(st.restoreV)
 		if err := p.kp.setVerbosity(ctx, v); err != nil {
@@ -338,7 +374,7 @@ func elapsedOf(kv []byte) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return time.Duration(f * float64(time.Second)), true
+	return time.Duration(math.Round(f * float64(time.Second))), true
 }
 
 // klogTime is the time of a klogRE match in loc, in the year that puts it

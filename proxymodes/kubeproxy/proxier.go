@@ -179,13 +179,19 @@ func (p *Proxier) syncView(ctx context.Context) (syncView, error) {
 		return syncView{}, err
 	}
 	ts, h := lastSyncOf(m)
+	return syncView{ts: ts, sync: h, programmed: programmedOf(m)}, nil
+}
+
+// programmedOf is how many network-programming latencies kube-proxy has
+// observed (every series of MetricProgramming; 0 before the first).
+func programmedOf(m Metrics) uint64 {
 	var n uint64
 	if f, ok := m[MetricProgramming]; ok {
 		for _, s := range f.GetMetric() {
 			n += s.GetHistogram().GetSampleCount()
 		}
 	}
-	return syncView{ts: ts, sync: h, programmed: n}, nil
+	return n
 }
 
 // lastSyncOf reads kube-proxy's IPv4 last-sync timestamp (zero when
