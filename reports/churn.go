@@ -89,6 +89,13 @@ type ChurnKubeProxy struct {
 	Logged    int    `json:"logged"`
 	Matched   int    `json:"matched"`
 	PerChange string `json:"perChange,omitempty"`
+	// SeenBeforeSync counts the matched changes the data plane reported
+	// seen before kube-proxy's sync that programmed them began (by its
+	// log): disappearances the probes confirmed by chance
+	// (observe.ConfirmMisses connections in a row that avoided the
+	// endpoint while it was still in the rules), whose data-plane
+	// latency is too short.
+	SeenBeforeSync int `json:"seenBeforeSync"`
 	// CPUNs and ChildCPUNs are kube-proxy's CPU time and that of the rule
 	// programs it ran over the phase (user+sys); PeakRSSBytes its largest
 	// resident set (VmRSS sampled every 20 ms) over the phase.
@@ -241,7 +248,8 @@ func ChurnKubeProxySections(label string, cs []ChurnResult) []Section {
 			{Name: "kube-proxy metric p99", Unit: "ms", Figure: "kubeproxy.p99"}, {Name: "kube-proxy metric mean", Unit: "ms", Figure: "kubeproxy.mean"},
 			{Name: "matched per change", Unit: "count", Figure: "matched"}, {Name: "kube-proxy per change p50", Unit: "ms", Figure: "perchange.kubeproxy.p50"},
 			{Name: "kube-proxy per change p99", Unit: "ms", Figure: "perchange.kubeproxy.p99"},
-			{Name: "data plane − kube-proxy p50", Unit: "ms", Figure: "perchange.gap.p50"}, {Name: "data plane − kube-proxy p99", Unit: "ms", Figure: "perchange.gap.p99"}}}
+			{Name: "data plane − kube-proxy p50", Unit: "ms", Figure: "perchange.gap.p50"}, {Name: "data plane − kube-proxy p99", Unit: "ms", Figure: "perchange.gap.p99"},
+			{Name: "seen before its sync", Unit: "count", Figure: "perchange.early"}}}
 	cost := Section{Phase: PhaseChurn, Title: churnCostTitle, Scope: "row",
 		Intro: "kube-proxy's own sync loop (its minSyncPeriod) over the churn phase: its sync histograms' growth, its CPU (own and its rule programs') and its largest resident set over the phase, and the API writes that carried the changes (from the change to the write's return).",
 		Columns: []Column{{Name: "minSyncPeriod", Key: true},
@@ -271,7 +279,8 @@ func ChurnKubeProxySections(label string, cs []ChurnResult) []Section {
 		own, gap := kubeProxyGap(c)
 		_ = lat.AddRow(label, key, Int(c.Changes), msOf(dp50), msOf(dp99), Int(c.Unobserved),
 			Int(int(kp.Programming.Count)), secMs(kp.Programming.Quantile(0.5)), secMs(kp.Programming.Quantile(0.99)), secMs(kp.Programming.Mean()),
-			Int(kp.Matched), msOf(quantileOf(0.5, own)), msOf(quantileOf(0.99, own)), msOf(quantileOf(0.5, gap)), msOf(quantileOf(0.99, gap)))
+			Int(kp.Matched), msOf(quantileOf(0.5, own)), msOf(quantileOf(0.99, own)), msOf(quantileOf(0.5, gap)), msOf(quantileOf(0.99, gap)),
+			Int(kp.SeenBeforeSync))
 		full, partial := Missing(), Missing()
 		if kp.FullSyncs != nil {
 			full = Int(int(kp.FullSyncs.Count))

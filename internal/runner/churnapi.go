@@ -163,12 +163,34 @@ func (a *apiApplier) end(ctx context.Context, res *reports.ChurnResult, obs []*o
 	if len(a.changes) != len(obs) || len(res.Samples) != len(obs) {
 		return errors.Join(err, fmt.Errorf("churn: %d changes written for %d observations", len(a.changes), len(obs)))
 	}
-	own, n := matchProgrammed(a.changes, acct.Programmed, matchTolerance)
-	for i, d := range own {
-		res.Samples[i].KubeProxyNs = int64(d)
+	line := matchProgrammed(a.changes, acct.Programmed, matchTolerance)
+	for i, j := range line {
+		if j < 0 {
+			continue
+		}
+		l := acct.Programmed[j]
+		res.Samples[i].KubeProxyNs = int64(l.Elapsed)
+		kp.Matched++
+		if obs[i].Done && seenBeforeSync(obs[i].At.Add(obs[i].Latency), l.At, acct.Logged) {
+			kp.SeenBeforeSync++
+		}
 	}
-	kp.Matched = n
 	return err
+}
+
+// seenBeforeSync reports whether the data plane's observation at seen
+// came before the start of kube-proxy's sync that programmed the change
+// (the logged sync whose span holds its "Network programming" line at
+// programmed): only a disappearance can be seen so, when ConfirmMisses
+// connections in a row avoided the endpoint by chance before any rule
+// changed.
+func seenBeforeSync(seen, programmed time.Time, syncs []kubeproxy.LoggedSync) bool {
+	for _, s := range syncs {
+		if !programmed.Before(s.Start) && !programmed.After(s.End.Add(time.Millisecond)) {
+			return seen.Before(s.Start)
+		}
+	}
+	return false
 }
 
 // histogramOf is a kube-proxy histogram's growth as the result keeps it:
@@ -216,19 +238,18 @@ func loggedSyncs(logged []kubeproxy.LoggedSync, start time.Time) []reports.SyncR
 // programming" line for it: a line of the change's service whose
 // trigger time (the line's time minus its latency) is the nearest to the
 // change's and within tol; each line pairs with one change at most, the
-// changes taken in order. It returns kube-proxy's latency per change (0:
+// changes taken in order. It returns the line's index per change (-1:
 // none matched: a deletion, which kube-proxy does not time, or a change
-// kube-proxy had not programmed when the phase ended) and how many were
-// matched.
-func matchProgrammed(changes []appliedChange, lines []kubeproxy.Programmed, tol time.Duration) ([]time.Duration, int) {
+// kube-proxy had not programmed when the phase ended).
+func matchProgrammed(changes []appliedChange, lines []kubeproxy.Programmed, tol time.Duration) []int {
 	byService := map[string][]int{}
 	for i, l := range lines {
 		byService[l.Service] = append(byService[l.Service], i)
 	}
 	used := make([]bool, len(lines))
-	out := make([]time.Duration, len(changes))
-	n := 0
+	out := make([]int, len(changes))
 	for i, c := range changes {
+		out[i] = -1
 		best, bestOff := -1, time.Duration(math.MaxInt64)
 		for _, j := range byService[c.service] {
 			if used[j] {
@@ -244,11 +265,10 @@ func matchProgrammed(changes []appliedChange, lines []kubeproxy.Programmed, tol 
 		}
 		if best >= 0 {
 			used[best] = true
-			out[i] = lines[best].Elapsed
-			n++
+			out[i] = best
 		}
 	}
-	return out, n
+	return out
 }
 
 // kubeProxyChurnPeriods readies a kube-proxy row's churn phase for one

@@ -355,9 +355,25 @@ func TestMatchProgrammed(t *testing.T) {
 		line("pb/x", t0.Add(ms(950)), ms(5)),  // another service
 		line("pb/c", t0.Add(ms(2000)), ms(5)), // more than the tolerance away
 	}
-	got, n := matchProgrammed(changes, lines, matchTolerance)
-	if want := []time.Duration{ms(1200), ms(250), ms(300), 0}; !slices.Equal(got, want) || n != 3 {
-		t.Errorf("matched %v (%d), want %v (3)", got, n, want)
+	if got, want := matchProgrammed(changes, lines, matchTolerance), []int{1, 2, 0, -1}; !slices.Equal(got, want) {
+		t.Errorf("matched lines %v, want %v", got, want)
+	}
+}
+
+// TestSeenBeforeSync: an observation before the start of the sync whose
+// span holds the change's programming line was made before any rule
+// changed; one during or after that sync was not.
+func TestSeenBeforeSync(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	syncs := []kubeproxy.LoggedSync{{Start: ms(0), End: ms(100)}, {Start: ms(1000), End: ms(1300)}}
+	for _, tc := range []struct {
+		seen, programmed int
+		want             bool
+	}{{900, 1290, true}, {1100, 1290, false}, {1350, 1290, false}, {50, 90, false}, {500, 600, false}} {
+		if got := seenBeforeSync(ms(tc.seen), ms(tc.programmed), syncs); got != tc.want {
+			t.Errorf("seen at %d ms, programmed at %d ms: %v, want %v", tc.seen, tc.programmed, got, tc.want)
+		}
 	}
 }
 
