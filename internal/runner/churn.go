@@ -26,9 +26,10 @@ import (
 // observer (workload/observe) are the phase's own, shared by both.
 type churnApplier interface {
 	// begin starts the applier at the phase's start, before the first
-	// change; snapshot is the desired state at any moment (a proxier
-	// proxybench syncs). An error ends the phase before any change.
-	begin(ctx context.Context, start time.Time, snapshot func() []workload.Service) error
+	// of its (at most) n changes; snapshot is the desired state at any
+	// moment (a proxier proxybench syncs). An error ends the phase before
+	// any change.
+	begin(ctx context.Context, start time.Time, n int, snapshot func() []workload.Service) error
 	// apply makes change ch, applied to the desired state at at, reach
 	// the proxier; s is the changed service as the state now holds it (a
 	// deleted one as it was). It returns at once: its work runs in the
@@ -82,7 +83,7 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, e *env, label string,
 	var seen probeBins
 	start := time.Now()
 	cpu0 := proxymodes.CPUTime()
-	if err := ap.begin(ctx, start, func() []workload.Service {
+	if err := ap.begin(ctx, start, len(arrivals), func() []workload.Service {
 		mu.Lock()
 		defer mu.Unlock()
 		return cluster.Snapshot()
@@ -179,7 +180,7 @@ type loopApplier struct {
 	restore         func()
 }
 
-func (a *loopApplier) begin(ctx context.Context, start time.Time, snapshot func() []workload.Service) error {
+func (a *loopApplier) begin(ctx context.Context, start time.Time, _ int, snapshot func() []workload.Service) error {
 	if se := a.sc.Failure.SyncErrors; se.Set() {
 		restore, err := injectSyncErrors(*se, a.sc.Seed)
 		if err != nil {

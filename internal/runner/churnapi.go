@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"strconv"
 	"sync"
@@ -47,7 +48,11 @@ var _ churnAPI = (*kubeproxy.Proxier)(nil)
 // apiWriters is how many API writes a kube-proxy row's churn phase has in
 // flight: the EndpointSlice controller's default
 // --concurrent-service-endpoint-syncs (5), so a slow write delays the
-// changes behind it as a cluster's controller would, not every one.
+// changes behind it as a cluster's controller would, not every one. A
+// service's changes all go to one writer (by its name), in order, as
+// the controller syncs one Service at a time: a change the probes saw
+// early (a removal confirmed by chance) frees its service for the next
+// change before its own write may have returned.
 const apiWriters = 5
 
 // matchTolerance bounds how far a kube-proxy log line's trigger time
@@ -67,8 +72,7 @@ type apiApplier struct {
 	// phase's minSyncPeriod (0: none).
 	restartNs int64
 
-	ctx  context.Context
-	jobs chan apiWrite
+	jobs []chan apiWrite // one queue per writer
 	wg   sync.WaitGroup
 
 	mu       sync.Mutex
@@ -100,18 +104,18 @@ func newAPIApplier(api churnAPI, restartNs int64) *apiApplier {
 	return &apiApplier{api: api, restartNs: restartNs}
 }
 
-func (a *apiApplier) begin(ctx context.Context, _ time.Time, _ func() []workload.Service) error {
+func (a *apiApplier) begin(ctx context.Context, _ time.Time, n int, _ func() []workload.Service) error {
 	if err := a.api.BeginChurn(ctx); err != nil {
 		return fmt.Errorf("churn: %w", err)
 	}
-	a.ctx = ctx
-	a.jobs = make(chan apiWrite, 1<<16)
 	for range apiWriters {
+		q := make(chan apiWrite, n) // apply never blocks
+		a.jobs = append(a.jobs, q)
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			for j := range a.jobs {
-				err := a.api.WriteChange(context.WithoutCancel(ctx), j.ch, j.s, j.at)
+			for j := range q {
+				err := a.api.WriteChange(ctx, j.ch, j.s, j.at)
 				took := time.Since(j.at)
 				a.mu.Lock()
 				a.writes++
@@ -134,21 +138,26 @@ func (a *apiApplier) begin(ctx context.Context, _ time.Time, _ func() []workload
 }
 
 func (a *apiApplier) apply(ch workload.Change, s workload.Service, at time.Time) {
+	name := s.Namespace + "/" + s.Name
 	a.mu.Lock()
-	a.changes = append(a.changes, appliedChange{service: s.Namespace + "/" + s.Name, at: at})
+	a.changes = append(a.changes, appliedChange{service: name, at: at})
 	a.mu.Unlock()
-	a.jobs <- apiWrite{ch: ch, s: s, at: at}
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	a.jobs[h.Sum32()%uint32(len(a.jobs))] <- apiWrite{ch: ch, s: s, at: at}
 }
 
 // end waits for the writes, ends kube-proxy's account and fills res:
 // its syncs by its log (Syncs), its figures (KubeProxy) and, per change,
 // kube-proxy's own latency where its log's line matches the change.
 func (a *apiApplier) end(ctx context.Context, res *reports.ChurnResult, obs []*observe.Observation, start time.Time) error {
-	close(a.jobs)
+	for _, q := range a.jobs {
+		close(q)
+	}
 	a.wg.Wait()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	acct, err := a.api.EndChurn(context.WithoutCancel(ctx), a.triggers)
+	acct, err := a.api.EndChurn(ctx, a.triggers)
 	kp := &reports.ChurnKubeProxy{Version: acct.Version, Programming: histogramOf(acct.Programming), Syncs: histogramOf(acct.Syncs),
 		Logged: len(acct.Programmed), PerChange: acct.PerChange, CPUNs: int64(acct.CPU), ChildCPUNs: int64(acct.ChildCPU),
 		PeakRSSBytes: acct.PeakRSS, MinSyncPeriodNs: int64(acct.MinSyncPeriod), SyncPeriodNs: int64(acct.SyncPeriod), RestartNs: a.restartNs,

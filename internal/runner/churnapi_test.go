@@ -180,7 +180,8 @@ func churnAPIScenario(t *testing.T, extra string) (*scenarios.Scenario, []worklo
 // TestChurnThroughFakeAPI: with a proxier that syncs on its own
 // (kube-proxy's seam, a fake API writer here), the churn phase writes
 // every change once, stamped with the change's own time (the instant
-// the data plane's clock starts), never syncs the proxier itself, sees
+// the data plane's clock starts), a service's changes in order, never
+// syncs the proxier itself, sees
 // every change in the data plane, and keeps the proxier's account
 // beside it: its syncs, its programming histogram, and per change its
 // own latency (none for a deletion).
@@ -203,6 +204,13 @@ func TestChurnThroughFakeAPI(t *testing.T) {
 	}
 	if len(f.writes) != res.Changes {
 		t.Fatalf("%d writes for %d changes", len(f.writes), res.Changes)
+	}
+	last := map[string]time.Time{}
+	for _, w := range f.writes {
+		if w.trigger.Before(last[w.service]) {
+			t.Errorf("%s: a write of %v reached the API after one of %v: one service's writes go in order", w.service, w.trigger, last[w.service])
+		}
+		last[w.service] = w.trigger
 	}
 	ws := slices.Clone(f.writes)
 	sort.Slice(ws, func(i, j int) bool { return ws[i].trigger.Before(ws[j].trigger) })

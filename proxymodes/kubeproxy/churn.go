@@ -239,8 +239,12 @@ func (p *Proxier) EndChurn(ctx context.Context, triggers int) (ChurnAccount, err
 	a := ChurnAccount{Version: p.kp.Version, PerChange: st.perChange}
 	t0 := time.Now()
 	pw := newProgrammedWait(st.view, triggers)
-	for {
+	for triggers > 0 {
 		v, err := p.syncView(ctx)
+		if err != nil && ctx.Err() != nil {
+			a.Unsettled = "the run was cancelled while the phase waited for kube-proxy's last syncs"
+			break
+		}
 		if err != nil {
 			return a, p.orExited(err, "the end of the churn phase")
 		}
@@ -248,12 +252,17 @@ func (p *Proxier) EndChurn(ctx context.Context, triggers int) (ChurnAccount, err
 			break
 		}
 		if time.Since(t0) > ChurnSettle || ctx.Err() != nil {
-			a.Unsettled = fmt.Sprintf("kube-proxy had observed %d of the phase's %d trigger times when EndChurn stopped waiting after %v", v.programmed-st.view.programmed, triggers, ChurnSettle)
+			a.Unsettled = fmt.Sprintf("kube-proxy had observed %d of the phase's %d trigger times when the phase stopped waiting for it after %v",
+				v.programmed-st.view.programmed, triggers, time.Since(t0).Round(time.Millisecond))
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	a.Settle = time.Since(t0)
+	// The rest also when the run was cancelled meanwhile: kube-proxy's -v
+	// goes back, and what it measured is kept.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	if st.restoreV != "" {
 		v, _ := strconv.Atoi(st.restoreV)
 		if err := p.kp.setVerbosity(ctx, v); err != nil {
