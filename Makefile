@@ -91,8 +91,9 @@ test:
 	$(GO) test -count=1 -p 1 -timeout 15m ./...
 
 ## test-slow: make test plus the slow kernel tests (PROXYBENCH_SLOW=1, root; testenv.RequireSlow skips them otherwise):
-## those whose coverage the default suite keeps more cheaply (TestKernelIPVSInGuest, TestKernelProxierReadBack, the
-## fidelity test's IPVS case without session affinity) and the guest kube-proxy tests of make test-guest-kube
+## those whose coverage the default suite keeps more cheaply (TestKernelIPVSInGuest, TestKernelProxierReadBack) and
+## those with a control plane in a guest, over its 10-minute budget (the fidelity test's IPVS cases, 60-130 s;
+## TestKernelGuestCleanupAfterKill, 60-100 s; the guest kube-proxy tests of make test-guest-kube)
 test-slow:
 	$(GO) vet ./...
 	@f=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$f" ]; then echo "gofmt needed: $$f" >&2; exit 1; fi

@@ -342,6 +342,19 @@ type ChurnSample struct {
 	AtNs        int64  `json:"atNs"` // offset from the phase start
 	LatencyNs   int64  `json:"latencyNs"`
 	KubeProxyNs int64  `json:"kubeProxyNs,omitempty"`
+	// Probes, of an unobserved change (LatencyNs -1) only, counts the
+	// probes made after it by outcome: what the data plane showed instead.
+	Probes *ProbeCounts `json:"probes,omitempty"`
+}
+
+// ProbeCounts counts probe connections of one change by outcome
+// (observe.Observation): Hits landed on the change's endpoint (for a
+// service create or delete: reached any), Elsewhere on another endpoint,
+// Failed on none.
+type ProbeCounts struct {
+	Hits      int `json:"hits"`
+	Elsewhere int `json:"elsewhere"`
+	Failed    int `json:"failed"`
 }
 
 // SyncRecord is one sync of the loop, at an offset from the phase start.
@@ -463,6 +476,7 @@ func writeChurnMarkdown(b *strings.Builder, r *Result) {
 		}
 	}
 	writeSyncFailures(b, r)
+	writeUnobserved(b, r)
 	b.WriteString("\nLatencies in ms; `≤1 s` counts observations in kube-proxy's network_programming_duration_seconds bucket le=\"1\" (one per change, or per change and node in the sim). A removal is observed at the first connection after the last one that still lands on the removed endpoint.\n")
 }
 
@@ -517,4 +531,32 @@ func sum(xs []int64) (t int64) {
 		t += x
 	}
 	return t
+}
+
+// writeUnobserved lists the changes of every churn phase that the probes
+// never saw in the data plane within the phase and its grace, with what
+// the probes after each saw instead: a removed endpoint that still
+// answered (hits), or probes that failed.
+func writeUnobserved(b *strings.Builder, r *Result) {
+	head := false
+	for _, m := range r.Modes {
+		for _, c := range m.Churn {
+			for _, s := range c.Samples {
+				if s.LatencyNs >= 0 {
+					continue
+				}
+				if !head {
+					b.WriteString("\n#### changes not observed within the phase and its grace\n\n")
+					b.WriteString("| mode | minSyncPeriod | change | at (s) | probes on its endpoint | elsewhere | failed |\n|---|--:|---|--:|--:|--:|--:|\n")
+					head = true
+				}
+				p := ProbeCounts{}
+				if s.Probes != nil {
+					p = *s.Probes
+				}
+				fmt.Fprintf(b, "| %s | %s | %s | %.3f | %d | %d | %d |\n", r.label(m), time.Duration(c.MinSyncPeriodNs), s.Kind,
+					float64(s.AtNs)/1e9, p.Hits, p.Elsewhere, p.Failed)
+			}
+		}
+	}
 }

@@ -171,7 +171,7 @@ func syncWalls(m ModeResult) []int64 {
 // observations; kubeproxy.cpu, .programs.cpu, .rss), per churn phase
 // churnFigures (keyed by its minSyncPeriod), cpu.perconn and cpu.vsnone (when the traffic CPU was measured), then
 // per position lookup.latency.{p50,p90,p99,p999,max}, lookup.vsnone.{p50,p99} (when mode none ran at that size and position),
-// lookup.errors and throughput.cps, then fairness.{jain,maxmin,pvalue}.
+// lookup.kernel.{p50,p90,p99} and lookup.kernel.other.{p50,p99} (when measured), lookup.errors and throughput.cps, then fairness.{jain,maxmin,pvalue}.
 func Figures(r *Result) []Figure {
 	var out []Figure
 	base := map[string]Summary{} // "size/position" -> none's latency
@@ -257,6 +257,15 @@ func Figures(r *Result) []Figure {
 					add("lookup.vsnone.p50", p.Position, float64(l.P50)/float64(b.P50), l.Count)
 					add("lookup.vsnone.p99", p.Position, float64(l.P99)/float64(b.P99), l.Count)
 				}
+			}
+			if k := kernelSummary(p); k.Count > 0 {
+				add("lookup.kernel.p50", p.Position, float64(k.P50), k.Count)
+				add("lookup.kernel.p90", p.Position, float64(k.P90), k.Count)
+				add("lookup.kernel.p99", p.Position, float64(k.P99), k.Count)
+			}
+			if o := kernelOtherSummary(p); o.Count > 0 {
+				add("lookup.kernel.other.p50", p.Position, float64(o.P50), o.Count)
+				add("lookup.kernel.other.p99", p.Position, float64(o.P99), o.Count)
 			}
 			add("lookup.errors", p.Position, float64(p.Errors+p.Misses), l.Count+p.Errors+p.Misses)
 			add("throughput.cps", p.Position, p.CPS, l.Count)

@@ -140,6 +140,46 @@ func Findings(r *Result) []string {
 		}
 		out = append(out, label+": "+strings.Join(parts, "; ")+".")
 	}
+	return append(out, switchFindings(r.ModeSwitch)...)
+}
+
+// switchFindings is one sentence per mode switch: its longest outage,
+// the held connections it broke, what the old mode left and what the
+// recovery cleanup left or why it failed.
+func switchFindings(switches []ModeSwitch) []string {
+	var out []string
+	for _, m := range switches {
+		if m.Error != "" && len(m.Services) == 0 {
+			out = append(out, fmt.Sprintf("mode switch %s: not measured (%s).", m.Label(), m.Error))
+			continue
+		}
+		var parts []string
+		switch ns, never := m.MaxOutage(); {
+		case never:
+			parts = append(parts, "a probed service never answered through the new mode")
+		case ns == 0:
+			parts = append(parts, "no outage")
+		default:
+			parts = append(parts, fmt.Sprintf("outage up to %s", FormatNs(float64(ns))))
+		}
+		if m.Established > 0 {
+			if broken := m.Established - m.Survived; broken > 0 {
+				parts = append(parts, fmt.Sprintf("it broke %d of %d held connections", broken, m.Established))
+			} else {
+				parts = append(parts, fmt.Sprintf("all %d held connections survived", m.Established))
+			}
+		}
+		if n := LeftoverCount(m.Leftovers); n > 0 {
+			parts = append(parts, fmt.Sprintf("the old mode left %d objects", n))
+		}
+		switch {
+		case m.CleanupError != "":
+			parts = append(parts, fmt.Sprintf("its cleanup failed (%s), %d objects stay", m.CleanupError, LeftoverCount(m.AfterCleanup)))
+		case m.Cleanup != "" && len(m.AfterCleanup) > 0:
+			parts = append(parts, fmt.Sprintf("%d objects stay after the cleanup (%s)", LeftoverCount(m.AfterCleanup), LeftoverText(m.AfterCleanup)))
+		}
+		out = append(out, "mode switch "+m.Label()+": "+strings.Join(parts, "; ")+".")
+	}
 	return out
 }
 

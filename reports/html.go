@@ -106,6 +106,10 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 		}
 		lk.Notes = append(lk.Notes, "Percentiles recomputed from the raw samples: "+Precision+".")
 		page.Sections = append(page.Sections, lk)
+		for _, s := range lookupKernelSections(g) { // beside lookup.latency
+			page.Sections = append(page.Sections, htmlSection{ID: "lookup-kernel" + gid, Title: s.Title + gtitle,
+				Notes: append(append(slices.Clone(guest), s.Intro), s.Notes...), Table: tableOf(s)})
+		}
 
 		cdf := htmlSection{ID: "cdf" + gid, Title: "lookup.latency CDFs (all repetitions, raw samples)" + gtitle, Notes: slices.Clone(guest)}
 		for _, pos := range positions(g) {

@@ -233,9 +233,6 @@ func writeKubeProxyDetails(b *strings.Builder, r *Result) {
 		sort.Strings(owned)
 		fmt.Fprintf(b, "- %s: %s %s; config %s; log %s; set by the testbed: %s\n", r.label(m), kp.Binary, strings.Join(kp.Flags, " "), kp.Config, kp.Log, strings.Join(owned, ", "))
 	}
-	for _, s := range r.Skipped {
-		fmt.Fprintf(b, "- skipped: %s\n", s)
-	}
 }
 
 // exitWords says in a sentence how a row's kube-proxy exited (e): "The

@@ -67,6 +67,12 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	// Once for the whole result: a row-scoped section's rows name their
 	// kernel in their label, and a run-scoped one may span kernels.
 	writeSectionsMarkdown(&b, r)
+	if len(r.Skipped) > 0 {
+		b.WriteString("\n### skipped\n\n")
+		for _, s := range r.Skipped {
+			fmt.Fprintf(&b, "- %s\n", s)
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -79,6 +85,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 // whose phase kept only its Section). Every other format, and every other
 // phase, renders sections generically: a new phase needs no entry here.
 var bespokeMarkdown = map[string]func(m ModeResult) bool{
+	PhaseLookupKernel:   func(m ModeResult) bool { return LookupKernelReport("", &m) != nil },
 	PhaseTransitions:    func(m ModeResult) bool { return len(m.Transitions) > 0 },
 	PhaseSyncDisruption: func(m ModeResult) bool { return len(m.SyncDisruption) > 0 },
 	PhaseLifecycle:      func(m ModeResult) bool { return len(m.Lifecycle) > 0 },
@@ -146,6 +153,7 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 		}
 	}
 	b.WriteString("\n")
+	writeLookupKernelMarkdown(b, r)
 	writePortsMarkdown(b, r)
 	writeErrorKinds(b, r)
 	for _, w := range append(FaultWarnings(r), baselineWarnings(r, base)...) {
@@ -557,4 +565,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// writeLookupKernelMarkdown writes lookup.kernel's table of r's rows
+// (LookupKernelReport) beside lookup.latency's.
+func writeLookupKernelMarkdown(b *strings.Builder, r *Result) {
+	for _, s := range lookupKernelSections(r) {
+		writeSectionMarkdown(b, s)
+		b.WriteString("\n")
+	}
 }

@@ -104,9 +104,12 @@ type SwitchService struct {
 	Attempts  int    `json:"attempts"`
 	Failed    int    `json:"failed"`
 	OutageNs  int64  `json:"outageNs"`
-	// LastOldNs and FirstNewNs bound the outage (from Start; -1 unknown).
-	LastOldNs  int64 `json:"lastOldNs"`
-	FirstNewNs int64 `json:"firstNewNs"`
+	// LastOldNs and FirstNewNs bound the outage, from Start: LastOldNs is
+	// negative when the last answer through the old rules came before
+	// Start, nil when unknown (no failure, or no answer before it; results
+	// before schema 2026-12-02 wrote -1); FirstNewNs is -1 when unknown.
+	LastOldNs  *int64 `json:"lastOldNs,omitempty"`
+	FirstNewNs int64  `json:"firstNewNs"`
 }
 
 // Leftover is a group of proxy objects read back from the node's kernel:
@@ -202,16 +205,20 @@ func ModeSwitchSections(switches []ModeSwitch) []Section {
 			"while probes connect to the probed services. Outage: per service, its longest run of failed connections, from the answer before it to the first answer after it; " +
 			"the longest over the probed services (a run of failures, not the span of sporadic timeouts). Leftovers: the old mode's objects still in the kernel after the switch that the new mode does not own; " +
 			"after the cleanup (kube-proxy --cleanup, or builtin's CleanupLeftovers of every mode, with the new proxier stopped) every proxy object left.",
-		Columns: []Column{{Name: "kernel"}, {Name: "outage max", Unit: "s", Figure: "modeswitch.outage.max"}, {Name: "services out", Unit: "count"},
-			{Name: "attempts", Unit: "count"}, {Name: "failed", Unit: "count", Figure: "modeswitch.failed"}, {Name: "slow", Unit: "count", Figure: "modeswitch.slow"},
-			{Name: "established", Unit: "count"}, {Name: "survived", Unit: "count", Figure: "modeswitch.established.survived"},
-			{Name: "new first sync", Unit: "s", Figure: "modeswitch.firstsync"}, {Name: "startup cleanup"},
-			{Name: "leftovers", Unit: "count", Figure: "modeswitch.leftovers"}, {Name: "leftovers named"},
-			{Name: "cleanup"}, {Name: "after cleanup", Unit: "count", Figure: "modeswitch.leftovers.aftercleanup"}, {Name: "after cleanup named"},
-			{Name: "recovery outage", Unit: "s"}, {Name: "recovery first sync", Unit: "s"}}}
+		Columns: []Column{{Name: "kernel"}, {Name: "outage max", Unit: "s", Figure: "outage.max"}, {Name: "services out", Unit: "count", Figure: "services.out"},
+			{Name: "attempts", Unit: "count", Figure: "attempts"}, {Name: "failed", Unit: "count", Figure: "failed"}, {Name: "slow", Unit: "count", Figure: "slow"},
+			{Name: "established", Unit: "count", Figure: "established"}, {Name: "survived", Unit: "count", Figure: "established.survived"}, {Name: "broken how"},
+			{Name: "new first sync", Unit: "s", Figure: "firstsync"}, {Name: "its sync by kube-proxy's metric", Unit: "s", Figure: "firstsync.metric"},
+			{Name: "startup cleanup"}, {Name: "startup cleanup took", Unit: "s", Figure: "startupcleanup"},
+			{Name: "leftovers", Unit: "count", Figure: "leftovers"}, {Name: "leftovers named"},
+			{Name: "cleanup"}, {Name: "cleanup took", Unit: "s", Figure: "cleanup"},
+			{Name: "after cleanup", Unit: "count", Figure: "leftovers.aftercleanup"}, {Name: "after cleanup named"},
+			{Name: "recovery attempts", Unit: "count", Figure: "recovery.attempts"}, {Name: "recovery failed", Unit: "count", Figure: "recovery.failed"},
+			{Name: "recovery outage", Unit: "s", Figure: "recovery.outage"}, {Name: "recovery first sync", Unit: "s", Figure: "recovery.firstsync"}}}
 	per := Section{Phase: "modeSwitch", Title: "mode switch: outage per probed service", Scope: "run",
-		Intro:   "Per probed service of each switch: connections made from the switch's start, those that failed, and the outage window (from the switch's start: the last answer through the old rules, the first through the new).",
-		Columns: []Column{{Name: "service"}, {Name: "cluster IP"}, {Name: "attempts", Unit: "count"}, {Name: "failed", Unit: "count"}, {Name: "outage", Unit: "s", Figure: "modeswitch.outage"}, {Name: "last old", Unit: "s"}, {Name: "first new", Unit: "s"}}}
+		Intro: "Per probed service of each switch: connections made from the switch's start, those that failed, and the outage window (from the switch's start: the last answer through the old rules, negative when it came before the start, and the first through the new).",
+		Columns: []Column{{Name: "service", Key: true}, {Name: "cluster IP"}, {Name: "attempts", Unit: "count", Figure: "service.attempts"}, {Name: "failed", Unit: "count", Figure: "service.failed"},
+			{Name: "outage", Unit: "s", Figure: "service.outage"}, {Name: "last old", Unit: "s", Figure: "service.lastold"}, {Name: "first new", Unit: "s", Figure: "service.firstnew"}}}
 	secs := func(ns int64) Cell {
 		if ns < 0 {
 			return Text("never")
@@ -235,19 +242,32 @@ func ModeSwitchSections(switches []ModeSwitch) []Section {
 		if m.CleanupError != "" {
 			cleanup += " (failed: " + m.CleanupError + ")"
 		}
-		rec, recSync := Missing(), Missing()
+		rec, recSync, recAtt, recFailed := Missing(), Missing(), Missing(), Missing()
 		if m.Recovery != nil {
 			rec = secs(m.RecoveryOutageNs)
 			recSync = secs(m.RecoveryFirstSyncNs)
+			recAtt, recFailed = Int(m.Recovery.Attempts), Int(m.Recovery.Failed)
+		}
+		metric := Missing() // builtin: no metric of its own
+		if m.ProxyMetricNs > 0 {
+			metric = secs(m.ProxyMetricNs)
+		}
+		took := func(ns int64, what string) Cell {
+			if ns <= 0 || what == "" {
+				return Missing()
+			}
+			return secs(ns)
 		}
 		first := secs(m.FirstSyncNs)
 		if len(m.Services) == 0 && m.Error != "" {
 			outCell, first = Missing(), Missing()
 		}
 		row := SectionRow{Row: label, Cells: []Cell{Text(m.Kernel), outCell, Int(nOut), Int(m.Window.Attempts), Int(m.Window.Failed), Int(m.Window.Slow),
-			Int(m.Established), Int(m.Survived), first, Text(orDash(m.StartupCleanup)),
+			Int(m.Established), Int(m.Survived), Text(orDash(strings.Join(m.BrokenHow, "; "))), first, metric,
+			Text(orDash(m.StartupCleanup)), took(m.StartupCleanupNs, m.StartupCleanup),
 			Int(LeftoverCount(m.Leftovers)), Text(LeftoverText(m.Leftovers)),
-			Text(orDash(cleanup)), Int(LeftoverCount(m.AfterCleanup)), Text(LeftoverText(m.AfterCleanup)), rec, recSync}}
+			Text(orDash(cleanup)), took(m.CleanupNs, m.Cleanup), Int(LeftoverCount(m.AfterCleanup)), Text(LeftoverText(m.AfterCleanup)),
+			recAtt, recFailed, rec, recSync}}
 		switch {
 		case m.Error != "":
 			row.Fail = m.Error
@@ -261,14 +281,16 @@ func ModeSwitchSections(switches []ModeSwitch) []Section {
 			}
 		}
 		for _, s := range m.Services {
-			bound := func(ns int64) Cell { // -1: no failure, or no answer after it
-				if ns < 0 {
-					return Missing()
-				}
-				return secs(ns)
+			lastOld := Missing() // no failure, or no answer before it
+			if s.LastOldNs != nil && *s.LastOldNs != -1 {
+				lastOld = Num(float64(*s.LastOldNs)/1e9, "%.3f")
+			}
+			firstNew := Missing() // no failure, or no answer after it
+			if s.FirstNewNs >= 0 {
+				firstNew = secs(s.FirstNewNs)
 			}
 			per.Rows = append(per.Rows, SectionRow{Row: label, Cells: []Cell{Text(s.Service), Text(s.ClusterIP), Int(s.Attempts), Int(s.Failed),
-				secs(s.OutageNs), bound(s.LastOldNs), bound(s.FirstNewNs)}})
+				secs(s.OutageNs), lastOld, firstNew}})
 		}
 	}
 	return []Section{sum, per}

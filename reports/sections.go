@@ -58,6 +58,7 @@ var typedSections = []struct {
 	phase  string
 	report func(label string, mr *ModeResult) []Section
 }{
+	{PhaseLookupKernel, LookupKernelReport},
 	{PhaseTransitions, TransitionsReport},
 	{PhaseSyncDisruption, SyncDisruptionReport},
 	{PhaseLifecycle, LifecycleReport},
@@ -233,41 +234,46 @@ func tableOf(s Section) [][]string {
 // bespoke writer (bespokeMarkdown): "### <Title>", the intro, a table
 // (numeric columns right-aligned) and the notes as a list.
 func writeSectionsMarkdown(b *strings.Builder, r *Result) {
-	md := strings.NewReplacer("|", `\|`, "\n", " ")
 	for _, s := range r.AllSections() {
 		if bespokeMarkdownShows(r, s.Phase) {
 			continue
 		}
-		fmt.Fprintf(b, "\n### %s\n\n", md.Replace(s.Title))
-		if s.Intro != "" {
-			b.WriteString(s.Intro + "\n\n")
-		}
-		t := tableOf(s)
-		align := []string{"---"}
-		for _, c := range s.Columns {
-			if c.Unit != "" {
-				align = append(align, "--:")
-			} else {
-				align = append(align, "---")
-			}
-		}
-		if hasFail(s) {
+		writeSectionMarkdown(b, s)
+	}
+}
+
+// writeSectionMarkdown writes one section as writeSectionsMarkdown does.
+func writeSectionMarkdown(b *strings.Builder, s Section) {
+	md := strings.NewReplacer("|", `\|`, "\n", " ")
+	fmt.Fprintf(b, "\n### %s\n\n", md.Replace(s.Title))
+	if s.Intro != "" {
+		b.WriteString(s.Intro + "\n\n")
+	}
+	t := tableOf(s)
+	align := []string{"---"}
+	for _, c := range s.Columns {
+		if c.Unit != "" {
+			align = append(align, "--:")
+		} else {
 			align = append(align, "---")
 		}
-		for i, line := range t {
-			for j := range line {
-				line[j] = md.Replace(line[j])
-			}
-			b.WriteString("| " + strings.Join(line, " | ") + " |\n")
-			if i == 0 {
-				b.WriteString("|" + strings.Join(align, "|") + "|\n")
-			}
+	}
+	if hasFail(s) {
+		align = append(align, "---")
+	}
+	for i, line := range t {
+		for j := range line {
+			line[j] = md.Replace(line[j])
 		}
-		if len(s.Notes) > 0 {
-			b.WriteString("\n")
-			for _, n := range s.Notes {
-				b.WriteString("- " + n + "\n")
-			}
+		b.WriteString("| " + strings.Join(line, " | ") + " |\n")
+		if i == 0 {
+			b.WriteString("|" + strings.Join(align, "|") + "|\n")
+		}
+	}
+	if len(s.Notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range s.Notes {
+			b.WriteString("- " + n + "\n")
 		}
 	}
 }
@@ -278,6 +284,9 @@ func htmlSectionsOf(r *Result) []htmlSection {
 	var out []htmlSection
 	seen := map[string]int{}
 	for _, s := range r.AllSections() {
+		if s.Phase == PhaseLookupKernel {
+			continue // WriteHTML puts it beside lookup.latency
+		}
 		sec := htmlSection{ID: uniqueName("section-"+htmlID(s.Phase), seen), Title: s.Title, Table: tableOf(s)}
 		sec.ID = strings.ReplaceAll(sec.ID, " #", "-")
 		if s.Intro != "" {

@@ -58,7 +58,7 @@ var numericFields = []struct {
 	{"modeSwitch.services", "modes: [iptables, nftables]\nservices: {count: 10}\nmodeSwitch:\n  pairs: [{from: iptables, to: nftables}]\n  services: @\n", ""},
 	{"modeSwitch.interval", "modes: [iptables, nftables]\nservices: {count: 10}\nmodeSwitch:\n  pairs: [{from: iptables, to: nftables}]\n  interval: @\n", "zf"},
 	{"modeSwitch.timeout", "modes: [iptables, nftables]\nservices: {count: 10}\nmodeSwitch:\n  pairs: [{from: iptables, to: nftables}]\n  timeout: @\n", "f"},
-	{"modeSwitch.slow", "modes: [iptables, nftables]\nservices: {count: 10}\nmodeSwitch:\n  pairs: [{from: iptables, to: nftables}]\n  slow: @\n", "f"},
+	{"modeSwitch.slow", "modes: [iptables, nftables]\nservices: {count: 10}\nmodeSwitch:\n  pairs: [{from: iptables, to: nftables}]\n  timeout: 2s\n  slow: @\n", "f"},
 	{"modeSwitch.settle", "modes: [iptables, nftables]\nservices: {count: 10}\nmodeSwitch:\n  pairs: [{from: iptables, to: nftables}]\n  settle: @\n", "zf"},
 	{"modeSwitch.established", "modes: [iptables, nftables]\nservices: {count: 10}\nmodeSwitch:\n  pairs: [{from: iptables, to: nftables}]\n  established: @\n", "z"},
 	{"transitions.sourcePort", "services: {count: 10}\ntransitions:\n  sourcePort: @\n", ""},

@@ -74,6 +74,10 @@ func (s *Scenario) setModeSwitchDefaults() {
 			d.p.Duration = d.v
 		}
 	}
+	// A default slow threshold stays below a short timeout given.
+	if !s.has("modeSwitch.slow") && ms.Timeout.Duration > 0 && ms.Slow.Duration >= ms.Timeout.Duration {
+		ms.Slow.Duration = ms.Timeout.Duration / 2
+	}
 }
 
 // ModeSwitchProblems checks the modeSwitch block (Validate): each pair names two different modes of
@@ -92,12 +96,17 @@ func ModeSwitchProblems(s *Scenario) []*FieldError {
 	if len(ms.Pairs) == 0 {
 		add("modeSwitch.pairs", "is empty", "list at least one switch, e.g. pairs: [{from: iptables, to: nftables}]")
 	}
+	badMode := false // a pair names no mode or an unknown one (reported once, per side)
 	for i, p := range ms.Pairs {
 		f := fmt.Sprintf("modeSwitch.pairs[%d]", i)
 		for _, side := range []struct{ name, mode string }{{"from", p.From}, {"to", p.To}} {
 			field := f + "." + side.name
 			switch {
+			case side.mode == "":
+				badMode = true
+				add(field, "is missing", "name the mode the node switches "+side.name+": one of "+strings.Join(ModeSwitchModes, ", "))
 			case !slices.Contains(ModeSwitchModes, side.mode):
+				badMode = true
 				fix := "use one of " + strings.Join(ModeSwitchModes, ", ")
 				if n := closest(side.mode, ModeSwitchModes); n != "" {
 					fix = fmt.Sprintf("did you mean %q?", n)
@@ -112,11 +121,18 @@ func ModeSwitchProblems(s *Scenario) []*FieldError {
 			add(f, fmt.Sprintf("%s is listed twice (also modeSwitch.pairs[%d])", p, j), "remove the duplicate")
 		}
 	}
-	if len(ms.Pairs) > 0 && !slices.ContainsFunc(ms.Pairs, func(p ModeSwitchPair) bool { return slices.Contains(s.Modes, p.From) && slices.Contains(s.Modes, p.To) }) {
+	if len(ms.Pairs) > 0 && !badMode && !slices.ContainsFunc(ms.Pairs, func(p ModeSwitchPair) bool { return slices.Contains(s.Modes, p.From) && slices.Contains(s.Modes, p.To) }) {
 		add("modeSwitch.pairs", fmt.Sprintf("no pair has both its modes in modes (%s): none would run", strings.Join(s.Modes, ", ")), "add the pairs' modes to modes (a pair runs where both its modes run; one with a mode left out is skipped)")
 	}
 	if ms.Services < 1 || ms.Services > 1000 {
 		add("modeSwitch.services", fmt.Sprintf("%d is out of range", ms.Services), "use 1..1000")
+	}
+	if n := s.Services.Count; s.has("modeSwitch.services") && ms.Services > n && n > 0 && ms.Services <= 1000 {
+		add("modeSwitch.services", fmt.Sprintf("%d probed services, but services.count is %d", ms.Services, n), fmt.Sprintf("use at most %d (or leave it out: 8, or every service when fewer)", n))
+	}
+	if s.has("modeSwitch.slow") && ms.Slow.Duration > 0 && ms.Timeout.Duration > 0 && ms.Slow.Duration >= ms.Timeout.Duration {
+		add("modeSwitch.slow", fmt.Sprintf("%s is not below modeSwitch.timeout %s: no connection could count as slow", ms.Slow.Duration, ms.Timeout.Duration),
+			"use a slow threshold below the timeout, such as "+(ms.Timeout.Duration/4).String())
 	}
 	if ms.Established < 0 || ms.Established > 1000 {
 		add("modeSwitch.established", fmt.Sprintf("%d is out of range", ms.Established), "use 0..1000")

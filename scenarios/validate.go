@@ -402,9 +402,43 @@ func (c *checker) prefix(field, v string) (netip.Prefix, bool) {
 	case p.Masked() != p:
 		c.add(field, fmt.Sprintf("%s has host bits set", p), "write "+p.Masked().String())
 	default:
+		if sp, what := SpecialOverlap(p); what != "" {
+			c.add(field, fmt.Sprintf("%s overlaps %s %s, which no cluster can use for its addresses", p, what, sp),
+				"use addresses from the benchmarking range 198.18.0.0/15 (RFC 2544), such as the default")
+			return p, false
+		}
 		return p, true
 	}
 	return p, false
+}
+
+// specialRanges are the IPv4 and IPv6 ranges a cluster cannot address
+// pods, nodes or services from (RFC 6890's special-purpose registry:
+// "this network" and unspecified, loopback, link-local, multicast).
+var specialRanges = []struct {
+	p    netip.Prefix
+	what string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), "the unspecified (\"this network\") range"},
+	{netip.MustParsePrefix("127.0.0.0/8"), "the loopback range"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "the link-local range"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "the multicast range"},
+	{netip.MustParsePrefix("::/128"), "the unspecified address"},
+	{netip.MustParsePrefix("::1/128"), "the loopback address"},
+	{netip.MustParsePrefix("fe80::/10"), "the link-local range"},
+	{netip.MustParsePrefix("ff00::/8"), "the multicast range"},
+}
+
+// SpecialOverlap returns the special-purpose range p overlaps and its
+// name (loopback, multicast, link-local, unspecified; RFC 6890), or an
+// empty name.
+func SpecialOverlap(p netip.Prefix) (netip.Prefix, string) {
+	for _, r := range specialRanges {
+		if r.p.Addr().Is4() == p.Addr().Is4() && r.p.Overlaps(p) {
+			return r.p, r.what
+		}
+	}
+	return netip.Prefix{}, ""
 }
 
 // duration checks d >= 0, and d > 0 when positive.

@@ -377,12 +377,12 @@ func printDump(w io.Writer, f *dumpFlags, kernel string, readings []fidelity.Rea
 // one guest) in a user-mode-linux guest on kernel k and returns its
 // readings (runner.RunCommandInUML; the guest prints them as JSON).
 func dumpInGuest(ctx context.Context, sc *scenarios.Scenario, f *dumpFlags, k *uml.Kernel, impls []string, kb fidelity.KubeBinaries, runID string) ([]fidelity.Reading, error) {
-	dir, err := os.MkdirTemp("", uml.WorkDirPattern(runID))
+	wd, err := uml.NewWorkDir(runID)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	_ = os.Chmod(dir, 0o755)
+	defer wd.Remove()
+	dir := wd.Path
 	y, err := sc.YAML()
 	if err != nil {
 		return nil, err

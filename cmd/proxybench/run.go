@@ -523,8 +523,13 @@ them and go with them; the root namespace is never touched. A run that is
 still going (a process holds one of its namespaces) is left alone. It kills
 the etcd, kube-apiserver and kube-proxy processes of killed runs (they carry
 PROXYBENCH_CHILD_OF_RUN=<runid>) and removes their temporary folders. It also
-kills user-mode-linux guests whose proxybench was killed, and removes their
-work folders.`,
+kills the user-mode-linux guests of killed runs (every host process of the
+guest: the kernel, its helpers, the processes of the guest's programs) and
+removes their work folders (` + os.TempDir() + `/proxybench-uml-<runid>-*),
+first saving the modes the guest had finished to the run's result path. A
+guest's run is going while its proxybench holds the work folder (a lock
+that dies with it); such a guest is left alone and named, with its
+proxybench's pid.`,
 		Example: "  proxybench cleanup\n  proxybench cleanup --run 3fa9c1",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -548,17 +553,23 @@ work folders.`,
 			for _, n := range skipped {
 				fmt.Println("kept netns", n, "(its run is still going)")
 			}
-			killed, dirs := uml.CleanupOrphans(runID)
-			for _, k := range killed {
-				fmt.Println("killed orphaned user-mode-linux guest", k)
+			g, gerr := uml.CleanupOrphans(runID, runner.KeepGuestCheckpoint)
+			for _, k := range g.Killed {
+				fmt.Println("killed orphaned user-mode-linux guest process", k)
 			}
-			for _, d := range dirs {
+			for _, s := range g.Saved {
+				fmt.Printf("saved what the killed run's guest had finished: %s ('proxybench report %s' renders it)\n", s, s)
+			}
+			for _, d := range g.Removed {
 				fmt.Println("removed", d)
 			}
-			if err != nil {
+			for _, k := range g.Kept {
+				fmt.Println("kept user-mode-linux guest of", k+": its run is still going")
+			}
+			if err = errors.Join(err, gerr); err != nil {
 				return &exitError{1, err}
 			}
-			if len(done)+len(killed)+len(dirs) == 0 {
+			if len(done)+len(g.Killed)+len(g.Removed) == 0 {
 				fmt.Println("nothing to clean up")
 			}
 			return nil
@@ -581,12 +592,13 @@ func newVersionCmd() *cobra.Command {
 }
 
 // printWarnings prints the checks' warnings (a metric name an alert
-// reads that no row exports) on stderr, before anything is built.
+// reads that no row exports, a network prefix overlapping the host's
+// addresses) on stderr, before anything is built.
 func printWarnings(c *runner.Checked) {
 	if c == nil {
 		return
 	}
 	for _, w := range c.Warnings {
-		fmt.Fprintln(os.Stderr, "warning: alerts: "+w)
+		fmt.Fprintln(os.Stderr, "warning: "+w)
 	}
 }

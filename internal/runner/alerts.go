@@ -152,7 +152,7 @@ func loadAlerts(ctx context.Context, sc *scenarios.Scenario, o Options) (*alertR
 		out.Run = run
 	}
 	for _, u := range rs.Unexported(monitoring.KubeProxyExports) {
-		out.Warnings = append(out.Warnings, fmt.Sprintf("%s:%d: %s reads %s, which no row exports (the rows' Prometheus scrapes kube-proxy only: kubeproxy_*, go_*, process_*, rest_client_*): it cannot fire here",
+		out.Warnings = append(out.Warnings, fmt.Sprintf("alerts: %s:%d: %s reads %s, which no row exports (the rows' Prometheus scrapes kube-proxy only: kubeproxy_*, go_*, process_*, rest_client_*): it cannot fire here",
 			rs.Path, u.Line, u.Rule, u.Metric))
 	}
 	return out, nil

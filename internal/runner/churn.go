@@ -353,6 +353,7 @@ func summarizeSamples(res *reports.ChurnResult, obs []*observe.Observation, star
 			res.Observed++
 		} else {
 			res.Unobserved++
+			s.Probes = &reports.ProbeCounts{Hits: o.Hits, Elsewhere: o.Elsewhere, Failed: o.Failed}
 		}
 		res.Samples = append(res.Samples, s)
 	}

@@ -53,7 +53,7 @@ func checkChurn(t *testing.T, sc *scenarios.Scenario, modes ...string) {
 		}
 		for _, s := range c.Samples {
 			if s.LatencyNs <= 0 || time.Duration(s.LatencyNs) >= limit {
-				t.Errorf("%s: %s at %v: latency %v not in (0, %v)", m.Mode, s.Kind, time.Duration(s.AtNs), time.Duration(s.LatencyNs), limit)
+				t.Errorf("%s: %s at %v: latency %v not in (0, %v); probes after it %+v", m.Mode, s.Kind, time.Duration(s.AtNs), time.Duration(s.LatencyNs), limit, s.Probes)
 			}
 		}
 		inc := 0

@@ -112,6 +112,11 @@ type env struct {
 	newProxier func(sc *scenarios.Scenario, m proxymodes.Mode) (proxymodes.Proxier, error)
 	// kernel is the running kernel's release (uname(2): kernelRelease).
 	kernel func() string
+	// kernelTimer starts lookup.kernel's in-kernel timer over the node
+	// namespaces (startNodeTimer); its error's kerneltime.Reason says
+	// why it cannot run. nil: the traffic phase records no lookup.kernel
+	// (the phases' fakes).
+	kernelTimer func() (kernelTimer, error)
 }
 
 // errNoBackend: the testbed has no shared backend host to listen in
@@ -230,7 +235,8 @@ func newEnv(tb *topology.Testbed) *env {
 		newProxier: func(sc *scenarios.Scenario, m proxymodes.Mode) (proxymodes.Proxier, error) {
 			return m.New(sc, tb.Node)
 		},
-		kernel: kernelRelease,
+		kernel:      kernelRelease,
+		kernelTimer: func() (kernelTimer, error) { return startNodeTimer(tb) },
 	}
 }
 

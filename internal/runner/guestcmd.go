@@ -73,12 +73,12 @@ func RunCommandInUML(ctx context.Context, c GuestCommand) (*GuestOutput, error) 
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", uml.WorkDirPattern(c.RunID))
+	wd, err := uml.NewWorkDir(c.RunID)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	_ = os.Chmod(dir, 0o755)
+	defer wd.Remove()
+	dir := wd.Path
 	// The init script runs Argv with stderr joined to stdout (the
 	// console): a shell wrapper sends only stdout to the file.
 	wrapper := filepath.Join(dir, "cmd.sh")

@@ -54,8 +54,8 @@ func TestKernelRunCommandInUML(t *testing.T) {
 	if !strings.Contains(string(out.Guest.Log), "to-stderr") {
 		t.Errorf("the console lacks the command's stderr:\n%s", out.Guest.Log)
 	}
-	if _, removed := uml.CleanupOrphans(id); len(removed) > 0 {
-		t.Errorf("the guest's work folder was left: %v", removed)
+	if c, err := uml.CleanupOrphans(id, nil); err != nil || len(c.Removed) > 0 {
+		t.Errorf("the guest's work folder was left: %v (%v)", c.Removed, err)
 	}
 	t.Logf("guest %s: boot %v, run %v", k.Name, out.Guest.Boot, out.Guest.Elapsed)
 }

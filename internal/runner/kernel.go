@@ -648,12 +648,26 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", uml.WorkDirPattern(o.RunID))
+	// The work folder is held until it is removed: `proxybench cleanup`
+	// tells a live run's guest from a killed one's by it (uml.WorkDir).
+	wd, err := uml.NewWorkDir(o.RunID)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	_ = os.Chmod(dir, 0o755)
+	defer wd.Remove()
+	dir := wd.Path
+	// Where cleanup saves the guest's finished modes if this process is
+	// killed before it reads them back (KeepGuestCheckpoint).
+	keep := guestKeep{Kernel: k.Name}
+	if o.ArtifactDir != "" {
+		if keep.ArtifactDir, err = filepath.Abs(o.ArtifactDir); err != nil {
+			return nil, err
+		}
+		keep.Result = keep.ArtifactDir + ".json"
+	}
+	if err := writeGuestKeep(dir, keep); err != nil {
+		return nil, err
+	}
 	// The guest's working folder is its own (uml.GuestMount): it finds
 	// kube-apiserver, etcd and the default kube-proxy in the absolute
 	// folder found here, not from its own executable's folder or ./bin.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,7 +47,21 @@ func runModeSwitch(ctx context.Context, s *RunState) error {
 	in := switchInput{sc: sc, env: s.Env, sw: newSwitchEnv(s.Testbed), services: s.Services, prog: s.O.Progress, kernel: string(s.O.Where)}
 	for _, pair := range sc.ModeSwitch.Pairs {
 		if !slices.Contains(sc.Modes, pair.From) || !slices.Contains(sc.Modes, pair.To) {
-			s.Result.Skipped = append(s.Result.Skipped, fmt.Sprintf("modeSwitch %s: not on this kernel (its modes here: %v)", pair, sc.Modes))
+			var out []string
+			for _, m := range []string{pair.From, pair.To} {
+				if !slices.Contains(sc.Modes, m) && !slices.Contains(out, m) {
+					out = append(out, m)
+				}
+			}
+			where := "on this kernel"
+			switch s.O.Where {
+			case WhereHost:
+				where = "on the host kernel"
+			case WhereGuest:
+				where = "in the user-mode-linux guest"
+			}
+			s.Result.Skipped = append(s.Result.Skipped, fmt.Sprintf("modeSwitch %s: %s not among the modes run %s (%s): left out of modes (or by --modes), or run on another kernel of this run",
+				pair, strings.Join(out, " and "), where, strings.Join(sc.Modes, ", ")))
 			continue
 		}
 		from, err := modes.Lookup(pair.From)
@@ -394,7 +409,7 @@ func outages(services []workload.Service, targets []workload.Target, recs []prob
 	out := make([]reports.SwitchService, len(targets))
 	for i, t := range targets {
 		s := services[t.Service]
-		ss := reports.SwitchService{Service: s.Name, ClusterIP: s.ClusterIP.String(), LastOldNs: -1, FirstNewNs: -1}
+		ss := reports.SwitchService{Service: s.Name, ClusterIP: s.ClusterIP.String(), FirstNewNs: -1}
 		rs := by[i]
 		sort.Slice(rs, func(a, b int) bool { return rs[a].start.Before(rs[b].start) })
 		var lastOK time.Time // answer of the last success so far
@@ -418,9 +433,9 @@ func outages(services []workload.Service, targets []workload.Target, recs []prob
 				}
 				if d := int64(at.Sub(start)); d > ss.OutageNs {
 					ss.OutageNs, ss.FirstNewNs = d, int64(at.Sub(from))
-					ss.LastOldNs = -1
+					ss.LastOldNs = nil
 					if !lastOK.IsZero() {
-						ss.LastOldNs = int64(lastOK.Sub(from))
+						ss.LastOldNs = nsPtr(lastOK.Sub(from))
 					}
 				}
 				inRun = false
@@ -429,9 +444,9 @@ func outages(services []workload.Service, targets []workload.Target, recs []prob
 		}
 		if inRun { // the last run never ended
 			ss.OutageNs, ss.FirstNewNs = -1, -1
-			ss.LastOldNs = -1
+			ss.LastOldNs = nil
 			if !lastOK.IsZero() {
-				ss.LastOldNs = int64(lastOK.Sub(from))
+				ss.LastOldNs = nsPtr(lastOK.Sub(from))
 			}
 		}
 		out[i] = ss
@@ -653,4 +668,11 @@ func joinWords(ws []string) string {
 		out += ", " + w
 	}
 	return out + " and " + ws[len(ws)-1]
+}
+
+// nsPtr is d in ns, as a pointer (a figure that may be unknown, and
+// negative when known).
+func nsPtr(d time.Duration) *int64 {
+	v := int64(d)
+	return &v
 }

@@ -44,13 +44,13 @@ func TestSwitchOutages(t *testing.T) {
 	// Two runs of failures with a success between: the longer one, from
 	// the baseline success (-499 ms) to the one at 301 ms (the other,
 	// 301 to 702 ms, is shorter).
-	if s := got[0]; s.Attempts != 4 || s.Failed != 2 || s.LastOldNs != int64(-499*time.Millisecond) || s.FirstNewNs != int64(301*time.Millisecond) || s.OutageNs != int64(800*time.Millisecond) {
+	if s := got[0]; s.Attempts != 4 || s.Failed != 2 || s.LastOldNs == nil || *s.LastOldNs != int64(-499*time.Millisecond) || s.FirstNewNs != int64(301*time.Millisecond) || s.OutageNs != int64(800*time.Millisecond) {
 		t.Errorf("service 0: %+v", s)
 	}
 	if s := got[1]; s.OutageNs != 0 || s.Failed != 0 || s.Attempts != 2 {
 		t.Errorf("service 1 (no failure): %+v", s)
 	}
-	if s := got[2]; s.OutageNs != -1 || s.LastOldNs != int64(11*time.Millisecond) {
+	if s := got[2]; s.OutageNs != -1 || s.LastOldNs == nil || *s.LastOldNs != int64(11*time.Millisecond) {
 		t.Errorf("service 2 (never back): %+v", s)
 	}
 }

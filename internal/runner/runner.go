@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,6 +151,9 @@ func preflight(ctx context.Context, sc *scenarios.Scenario, o Options) (*Checked
 	c.alerts = ar
 	if ar != nil {
 		c.Warnings = ar.Warnings
+	}
+	if sc.Engine != "sim" {
+		c.Warnings = append(c.Warnings, topology.HostOverlaps(networkPrefixes(sc))...)
 	}
 	return c, nil
 }
@@ -582,4 +586,18 @@ func checkpoint(res *reports.Result, path string) {
 	if err := cp.Write(path); err != nil {
 		fmt.Fprintf(os.Stderr, "proxybench: checkpoint %s: %v\n", path, err)
 	}
+}
+
+// networkPrefixes are sc's network prefixes by field, those that parse
+// (validate has refused the others).
+func networkPrefixes(sc *scenarios.Scenario) map[string]netip.Prefix {
+	out := map[string]netip.Prefix{}
+	n := sc.Network
+	for field, v := range map[string]string{"network.serviceCIDR": n.ServiceCIDR, "network.podCIDR": n.PodCIDR,
+		"network.nodeCIDR": n.NodeCIDR, "network.clusterCIDR": n.ClusterCIDR, "network.clientCIDR": sc.ClientPrefixString()} {
+		if p, err := netip.ParsePrefix(v); err == nil {
+			out[field] = p
+		}
+	}
+	return out
 }

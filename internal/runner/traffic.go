@@ -226,6 +226,10 @@ type trafficOut struct {
 	fair   reports.FairnessSummary
 	ports  []reports.PortResult // splitByPort only
 	conns  int
+	// kernel says how lookup.kernel was measured (nil: no timer seam);
+	// kernelFault is a failure part-way through it.
+	kernel      *reports.KernelTime
+	kernelFault string
 }
 
 // trafficPhase is the traffic phase of one mode: trafficPlan's steps,
@@ -240,6 +244,8 @@ func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients [
 	prog.Start(fmt.Sprintf("%s: traffic, %d positions × %d repetitions × %d connections", label, len(t.Positions), sc.Repetitions, t.Connections), len(plan))
 	defer prog.Done()
 	agg := newTrafficAgg(services)
+	kt := newKernelAgg(sc, e.kernelTimer)
+	defer kt.close()
 	for _, st := range plan {
 		dr, err := e.drive(ctx, traffic.DriveSpec{
 			Clients: clients, Services: services, Direct: direct, Position: st.Position,
@@ -251,10 +257,12 @@ func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients [
 			return trafficOut{}, fmt.Errorf("traffic at %s: %w", st.Position, err)
 		}
 		agg.add(st.Position, dr)
+		kt.step(services, st.Position, direct, dr)
 		prog.Add(1)
 	}
 	out := trafficOut{conns: agg.conns}
 	out.lookup, out.fair = agg.results(t.Positions, sc.Failure.DownEndpointsPerService)
+	out.kernel, out.kernelFault = kt.finish(out.lookup)
 	if splitByPort(sc) {
 		out.ports = agg.portResults(out.lookup, t.UDP.SourcePortLabel())
 	}
@@ -271,8 +279,8 @@ func flatIndex(flat []workload.Target, t workload.Target) int {
 }
 
 // trafficPhaseV is the traffic phase as a Phase: lookup latency per
-// position (trafficPhase), the ICMP counters over it, the CPU it took
-// and the proxy's memory after it.
+// position (trafficPhase) with lookup.kernel beside it, the ICMP
+// counters over it, the CPU it took and the proxy's memory after it.
 var trafficPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "traffic", Field: "traffic", Scope: scenarios.ScopeRow},
 	Core:      true,
@@ -289,6 +297,10 @@ var trafficPhaseV = Phase{
 			return err
 		}
 		mr.Lookup, mr.Fairness, mr.Ports, mr.TrafficConns = to.lookup, to.fair, to.ports, to.conns
+		mr.KernelTime = to.kernel
+		if to.kernelFault != "" {
+			r.Faults.add("lookup.kernel: %s", to.kernelFault)
+		}
 		if icmp1, err1 := readICMP(); errors.Is(icmpErr, errNoCounters) {
 			// a testbed without counters (unit tests' fakes)
 		} else if icmpErr == nil && err1 == nil {

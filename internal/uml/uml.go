@@ -9,7 +9,10 @@
 // 6.1, IP_VS and netfilter as modules loaded from the guest's own module
 // tree, no nf_tables ip family).
 // The guest is a child process group of ours: on timeout, error or
-// cancellation it is killed and nothing of it remains.
+// cancellation it is killed and nothing of it remains; it gets SIGKILL
+// when its proxybench dies (PR_SET_PDEATHSIG), and CleanupOrphans finds
+// what a killed run left (its work folder, held while the run lives; a
+// guest that outlived it).
 package uml
 
 import (
@@ -21,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -230,8 +234,7 @@ func Run(ctx context.Context, g Guest) (*Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.Timeout)
 	defer cancel()
-	cmd := exec.Command(k.Path, "mem="+strconv.Itoa(g.MemoryMiB)+"M", "rootfstype=hostfs", "rootflags=/", "ro",
-		"init="+script, "con=null", "con0=fd:0,fd:1", "quiet")
+	cmd := exec.Command(k.Path, kernelArgs(g, script)...)
 	var log lockedBuffer
 	var out io.Writer = &log
 	if g.Console != nil {
@@ -241,11 +244,10 @@ func Run(ctx context.Context, g Guest) (*Result, error) {
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	done, err := startLocked(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", k.Path, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	var waitErr error
 	select {
 	case waitErr = <-done:
@@ -280,6 +282,51 @@ func Run(ctx context.Context, g Guest) (*Result, error) {
 	return res, nil
 }
 
+// kernelArgs is the guest kernel's command line: memory, the host's root
+// through hostfs (read-only), init, the console on fds 0 and 1, and the
+// machine's identity: umid (the work folder's name, so ps shows the run
+// ID) and uml_dir=WorkDir, so the umid folder (pid file, mconsole socket;
+// arch/um/os-Linux/umid.c), which a killed kernel cannot remove, lives
+// and goes with the work folder and not in ~/.uml. When the socket's path
+// would not fit a sockaddr_un (108 bytes), ~/.uml is kept.
+func kernelArgs(g Guest, script string) []string {
+	args := []string{"mem=" + strconv.Itoa(g.MemoryMiB) + "M", "rootfstype=hostfs", "rootflags=/", "ro",
+		"init=" + script, "con=null", "con0=fd:0,fd:1", "quiet"}
+	umid := filepath.Base(g.WorkDir)
+	if len(umid) > 63 { // UMID_LEN 64, with its NUL
+		umid = umid[len(umid)-63:]
+	}
+	if len(filepath.Join(g.WorkDir, umid, "mconsole")) < 108 {
+		args = append(args, "umid="+umid, "uml_dir="+g.WorkDir)
+	}
+	return args
+}
+
+// startLocked starts cmd from an OS thread of its own and returns the
+// channel its Wait result comes on. PR_SET_PDEATHSIG fires when the
+// forking thread ends, not the process (prctl(2)); the Go runtime ends a
+// thread when a goroutine exits locked to it (topology.StartProcess does
+// so on purpose), so a guest forked from a shared thread could be killed
+// mid-run. The thread here stays locked, waiting, until the guest exits.
+func startLocked(cmd *exec.Cmd) (<-chan error, error) {
+	started := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// No UnlockOSThread: the thread ends with this goroutine.
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		done <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return done, nil
+}
+
 func tail(b []byte, n int) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
@@ -303,53 +350,4 @@ func (l *lockedBuffer) Bytes() []byte {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]byte(nil), l.b.Bytes()...)
-}
-
-// workPrefix starts the host work folders of guests started by runs
-// (os.MkdirTemp("", workPrefix+runID+"-")).
-const workPrefix = "proxybench-uml-"
-
-// WorkDirPattern returns the os.MkdirTemp pattern of a run's guest folder.
-func WorkDirPattern(runID string) string { return workPrefix + runID + "-" }
-
-// CleanupOrphans kills user-mode-linux guests left behind by a killed
-// proxybench (a user-mode-linux process, any kernel, whose init script lives in a
-// proxybench-uml-<runID>-* folder and whose parent is gone: reparented to
-// init) and removes such folders no guest uses. With runID, only that
-// run's. It returns the killed PIDs and the removed folders.
-func CleanupOrphans(runID string) (killed []string, removed []string) {
-	inUse := map[string]bool{}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		if p.Name()[0] < '0' || p.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(b), "rootfstype=hostfs") {
-			continue
-		}
-		i := strings.Index(string(b), "init=")
-		j := strings.Index(string(b), workPrefix+runID)
-		if i < 0 || j < 0 {
-			continue
-		}
-		dir := filepath.Dir(strings.SplitN(string(b)[i+len("init="):], "\x00", 2)[0])
-		st, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
-		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
-		if len(f) > 1 && f[1] == "1" { // ppid 1: its proxybench is gone
-			pid, _ := strconv.Atoi(p.Name())
-			if syscall.Kill(pid, syscall.SIGKILL) == nil {
-				killed = append(killed, p.Name())
-			}
-			continue
-		}
-		inUse[dir] = true
-	}
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), workPrefix+runID+"*"))
-	for _, d := range dirs {
-		if !inUse[d] && os.RemoveAll(d) == nil {
-			removed = append(removed, d)
-		}
-	}
-	return killed, removed
 }

@@ -31,6 +31,13 @@ type Observation struct {
 	Done    bool
 	Latency time.Duration
 
+	// Probes counts the probes started after the change, by outcome:
+	// Hits landed on the change's endpoint (a service change: reached
+	// any), Elsewhere landed on another endpoint, Failed reached none.
+	// An unobserved change is explained by them (a removed endpoint that
+	// still answered, or probes that failed).
+	Hits, Elsewhere, Failed int
+
 	appear  bool
 	lastHit time.Time
 	miss    time.Time // start of the first miss after the last hit
@@ -74,6 +81,14 @@ func (o *Observation) See(start time.Time, landed netip.Addr, ok bool) bool {
 		hit = ok
 	default:
 		hit = ok && landed == o.Change.Endpoint
+	}
+	switch {
+	case hit:
+		o.Hits++
+	case ok:
+		o.Elsewhere++
+	default:
+		o.Failed++
 	}
 	if o.appear {
 		if hit {

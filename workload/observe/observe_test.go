@@ -77,6 +77,10 @@ func TestDisappearance(t *testing.T) {
 	if o.Latency != 3*ms {
 		t.Errorf("latency %v, want 3ms: from the change to the first miss after the last hit", o.Latency)
 	}
+	// Every probe after the change is counted by its outcome.
+	if o.Hits != 1 || o.Elsewhere != need+1 || o.Failed != need-1 {
+		t.Errorf("probes: %d hits, %d elsewhere, %d failed; want 1, %d, %d", o.Hits, o.Elsewhere, o.Failed, need+1, need-1)
+	}
 }
 
 func TestServiceChanges(t *testing.T) {
