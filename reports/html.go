@@ -530,7 +530,7 @@ func capacityTable(plan []ModeCapacity) [][]string {
 func htmlFigures(r *Result) [][]string {
 	t := [][]string{{"figure", "mode", "services", "position", "value", "n"}}
 	for _, f := range Figures(r) {
-		t = append(t, []string{f.Name, f.Mode, thousands(f.Services), f.Position, f.Text(), fmt.Sprint(f.N)})
+		t = append(t, []string{f.Name, f.Mode, thousands(f.Services), f.Where(), f.Text(), fmt.Sprint(f.N)})
 	}
 	return t
 }

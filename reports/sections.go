@@ -28,10 +28,11 @@ import (
 
 // AllSections returns r's sections: r.Sections, then a section built
 // from the typed fields (ModeResult.Transitions, .SyncDisruption,
-// .Lifecycle, .ConnReuse) of each of the four phases that have them but
-// no section in r.Sections, as results saved before phases returned
-// sections have (one row set per ModeResult, labelled as the Markdown
-// tables label it). r is not changed.
+// .Lifecycle, .ConnReuse, and .Churn's kube-proxy accounts) of each of
+// the phases that have them but no section in r.Sections, as results
+// saved before phases returned sections have (one row set per
+// ModeResult, labelled as the Markdown tables label it). r is not
+// changed.
 func (r *Result) AllSections() []Section {
 	out := append([]Section(nil), r.Sections...)
 	have := map[string]bool{}
@@ -62,6 +63,7 @@ var typedSections = []struct {
 	{PhaseSyncDisruption, SyncDisruptionReport},
 	{PhaseLifecycle, LifecycleReport},
 	{PhaseConnReuse, ConnReuseReport},
+	{PhaseChurn, ChurnKubeProxyReport},
 }
 
 // SyncDisruptionReport is the sync-disruption phase's sections of one

@@ -159,6 +159,23 @@ var KubeProxyFigures = map[string]FigureKind{
 	"kubeproxy.rss":          {false, false, "kube-proxy's peak resident set (VmHWM), bytes"},
 }
 
+// ChurnFigures are the figures of a churn phase, one value per phase (a
+// row runs one per sweep.minSyncPeriod value; the figure's key names
+// it), from the data plane's observation of every row's changes, and
+// for a kube-proxy row from kube-proxy's own metrics over the phase
+// (kubeproxy.churn.*; docs/kube-proxy.md, "Churn through the API").
+var ChurnFigures = map[string]FigureKind{
+	"churn.programming.p50":            {true, false, "median programming latency under churn, seen from the data plane: from the change to the first probe connection through the ClusterIP that shows it"},
+	"churn.programming.p99":            {true, false, "99th percentile programming latency under churn, seen from the data plane"},
+	"churn.unobserved.count":           {false, false, "churn changes the probes never saw in the data plane within churn.grace"},
+	"kubeproxy.churn.programming.p50":  {true, false, "kube-proxy rows: kube-proxy's network programming latency under churn (kubeproxy_network_programming_duration_seconds over the churn phase: trigger time to the rules written), median interpolated in its buckets as histogram_quantile does"},
+	"kubeproxy.churn.programming.p99":  {true, false, "kube-proxy rows: 99th percentile of kube-proxy's network programming latency over the churn phase, interpolated in its buckets"},
+	"kubeproxy.churn.programming.mean": {true, false, "kube-proxy rows: mean of kube-proxy's network programming latency over the churn phase (its histogram's sum over its count)"},
+	"kubeproxy.churn.syncs.count":      {false, false, "kube-proxy rows: kube-proxy's syncs during the churn phase (kubeproxy_sync_proxy_rules_duration_seconds' count)"},
+	"kubeproxy.churn.cpu":              {true, false, "kube-proxy rows: CPU time (user+sys) of kube-proxy and the rule programs it ran over the churn phase"},
+	"kubeproxy.churn.rss":              {false, false, "kube-proxy rows: kube-proxy's largest resident set (VmRSS, sampled every 20 ms) over the churn phase, bytes"},
+}
+
 // ErrorCauses are the causes a failed connection is counted under
 // (traffic.ErrorKind): refused (ICMP port unreachable or RST to the SYN,
 // e.g. a REJECT for a service without endpoints), timeout, reset,
@@ -167,6 +184,9 @@ var ErrorCauses = []string{"refused", "timeout", "reset", "unreachable", "other"
 
 func init() {
 	for k, v := range KubeProxyFigures {
+		GateFigures[k] = v
+	}
+	for k, v := range ChurnFigures {
 		GateFigures[k] = v
 	}
 	// Per cause: lookup.<cause>.count, and its time from connect to
@@ -282,6 +302,9 @@ func (s *Scenario) validateGates(add func(field, msg, fix string)) {
 		if (g.Services != 0 || s.has(f+"services")) && !slices.Contains(s.Sizes(), g.Services) {
 			add(f+"services", fmt.Sprintf("%d is not a measured size", g.Services),
 				"use one of "+strings.Trim(strings.Join(strings.Fields(fmt.Sprint(s.Sizes())), ", "), "[]")+", or remove it to check every size")
+		}
+		if (strings.HasPrefix(g.Figure, "churn.") || strings.HasPrefix(g.Figure, "kubeproxy.churn.")) && s.Churn.Rate <= 0 {
+			add(f+"figure", g.Figure+" is a churn figure, and this scenario has no churn phase", "set churn.rate, or gate on another figure")
 		}
 		if strings.HasPrefix(g.Figure, "lookup.vsnone.") && !slices.Contains(s.Modes, BaselineMode) {
 			add(f+"figure", g.Figure+" needs mode none as the baseline", "add none to modes")

@@ -125,6 +125,10 @@ type Row struct {
 	// cleanups run when the row ends, last added first (the nodes
 	// phase's other proxiers).
 	cleanups []func() error
+	// later names the phases that run on the row after the running one
+	// (not the final ones), for a phase that leaves the proxier
+	// reconfigured (the churn sweep's kube-proxy restarts).
+	later []string
 }
 
 // Progress is the row's progress sink.

@@ -423,11 +423,17 @@ func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Optio
 		defer r.Live.Phase(ph.Name, false)
 		return ph.Run(ctx, r)
 	}
-	for _, ph := range phases {
+	for i, ph := range phases {
 		if !ph.applies(sc, m) || ph.Final {
 			continue
 		}
 		ran = append(ran, ph)
+		r.later = nil
+		for _, next := range phases[i+1:] {
+			if next.applies(sc, m) && !next.Final {
+				r.later = append(r.later, next.Name)
+			}
+		}
 		if err = run(ph); err != nil {
 			break
 		}
