@@ -80,7 +80,7 @@ func (o CompareOptions) withDefaults() CompareOptions {
 // kube-proxy's own histogram, with its CPU and peak RSS over the phase.
 var CompareFigures = []string{
 	"lookup.latency.p50", "lookup.latency.p99", "lookup.vsnone.p50", "lookup.vsnone.p99",
-	"lookup.kernel.p50", "lookup.kernel.p99",
+	"lookup.kernel.p50", "lookup.kernel.p90", "lookup.kernel.p99", "lookup.kernel.other.p50", "lookup.kernel.other.p99",
 	"sync.full", "sync.full.vsraw", "sync.incremental", "cpu.perconn", "cpu.vsnone",
 	"kubeproxy.sync.full", "kubeproxy.sync.partial", "kubeproxy.programming",
 	"kubeproxy.cpu", "kubeproxy.programs.cpu", "kubeproxy.rss",

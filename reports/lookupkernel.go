@@ -137,8 +137,15 @@ func (d WalkShare) shareText() string {
 }
 
 // KernelWalkShare is mr's WalkShare when both figures were measured at
-// the first and last positions.
+// the first and last positions of a mode whose lookup walks a list in
+// the scenario's order (Traits.Walk set, not Unordered): the share of a
+// rule walk means nothing for a lookup of fixed cost (nftables' maps) or
+// a row whose first and last services sit anywhere in the list (a
+// kube-proxy iptables row).
 func KernelWalkShare(mr *ModeResult) (WalkShare, bool) {
+	if mr.Traits.Walk == "" || mr.Traits.Unordered {
+		return WalkShare{}, false
+	}
 	var first, last *PositionResult
 	for i := range mr.Lookup {
 		switch mr.Lookup[i].Position {

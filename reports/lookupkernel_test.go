@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
@@ -31,7 +32,7 @@ func kernelResult() *Result {
 	kt := &KernelTime{Bracket: "netif_receive_skb → fib_table_lookup", Unmatched: 12}
 	r.Modes = []ModeResult{
 		{Mode: "none", Services: 10000, KernelTime: kt, Lookup: []PositionResult{pos("first", 20e3, 500, 360), pos("last", 20e3, 500, 360)}},
-		{Mode: "iptables", Services: 10000, KernelTime: kt, Lookup: []PositionResult{pos("first", 30e3, 3e3, 900), pos("last", 130e3, 100e3, 950)}},
+		{Mode: "iptables", Services: 10000, KernelTime: kt, Traits: measure.ModeTraits{Walk: "KUBE-SERVICES"}, Lookup: []PositionResult{pos("first", 30e3, 3e3, 900), pos("last", 130e3, 100e3, 950)}},
 		{Mode: "nftables", Services: 10000, KernelTime: &KernelTime{Absent: "not root: BPF programs need CAP_BPF and CAP_PERFMON (uid 1000)"},
 			Lookup: []PositionResult{pos("first", 31e3, 0, 0), pos("last", 31e3, 0, 0)}},
 	}
@@ -76,6 +77,15 @@ func TestLookupKernelWalkShare(t *testing.T) {
 	}
 	if _, ok := KernelWalkShare(&r.Modes[2]); ok {
 		t.Error("nftables without lookup.kernel has a walk share")
+	}
+	// A lookup of fixed cost, and a walk in no fixed order, have no share.
+	if _, ok := KernelWalkShare(&r.Modes[0]); ok {
+		t.Error("none (no walk) has a walk share")
+	}
+	kp := r.Modes[1]
+	kp.Traits.Unordered = true
+	if _, ok := KernelWalkShare(&kp); ok {
+		t.Error("a row whose services sit in no fixed order has a walk share")
 	}
 }
 

@@ -262,6 +262,8 @@ func (s *Scenario) validateGates(add func(field, msg, fix string)) {
 				fix = fmt.Sprintf("did you mean %q?", c)
 			}
 			add(f+"figure", fmt.Sprintf("unknown figure %q", g.Figure), fix)
+		case strings.HasPrefix(g.Figure, "lookup.kernel.") && !s.Traffic.KernelTimeOn():
+			add(f+"figure", g.Figure+" is not measured: traffic.kernelTime is false", "remove the gate, or set traffic.kernelTime: true")
 		}
 		if g.Op == "" {
 			add(f+"op", "is missing", `write op: "<" (or "<=", ">", ">=")`)
