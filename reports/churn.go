@@ -2,9 +2,13 @@ package reports
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"gonum.org/v1/gonum/stat"
 
 	"github.com/proxybench/proxybench/measure"
 )
@@ -49,6 +53,263 @@ type ChurnResult struct {
 	// each with its recovery.
 	FailedSyncs int           `json:"failedSyncs,omitempty"`
 	Failures    []SyncFailure `json:"failures,omitempty"`
+	// KubeProxy is a kube-proxy row's own account of the phase (nil for
+	// builtin rows): the changes went through the API and kube-proxy ran
+	// its own sync loop, so Syncs are the syncs its log shows and CPUNs
+	// is proxybench's side (the writes, probes and echo server).
+	KubeProxy *ChurnKubeProxy `json:"kubeProxy,omitempty"`
+}
+
+// ChurnKubeProxy is what a kube-proxy row's churn phase measured of
+// kube-proxy itself, beside the data plane's observation of the same
+// changes (ChurnResult.Latency). Every change was written through the
+// API (its EndpointSlice, or its Service and slice) with
+// endpoints.kubernetes.io/last-change-trigger-time set to the time of
+// the change, the instant the data plane's clock starts too.
+type ChurnKubeProxy struct {
+	// Version is kube-proxy's version.
+	Version string `json:"version"`
+	// Programming is kubeproxy_network_programming_duration_seconds
+	// (IPv4) over the phase: the growth of kube-proxy's histogram between
+	// scrapes at the phase's start and end. One observation per trigger
+	// time a sync programmed (a deletion has none), from the trigger time
+	// to the end of that sync's rule write.
+	Programming KubeProxyHistogram `json:"programming"`
+	// Syncs is kubeproxy_sync_proxy_rules_duration_seconds over the
+	// phase; FullSyncs and PartialSyncs its full and partial variants
+	// (nil for a mode without them: IPVS).
+	Syncs        KubeProxyHistogram  `json:"syncs"`
+	FullSyncs    *KubeProxyHistogram `json:"fullSyncs,omitempty"`
+	PartialSyncs *KubeProxyHistogram `json:"partialSyncs,omitempty"`
+	// Logged counts the "Network programming" lines of kube-proxy's log
+	// over the phase (one per programmed trigger time, at -v 4); Matched
+	// those matched to one of the phase's changes (by service and trigger
+	// time: ChurnSample.KubeProxyNs). PerChange says how the log came to
+	// have them, or why it has none.
+	Logged    int    `json:"logged"`
+	Matched   int    `json:"matched"`
+	PerChange string `json:"perChange,omitempty"`
+	// SeenBeforeSync counts the matched changes the data plane reported
+	// seen before kube-proxy's sync that programmed them began (by its
+	// log): disappearances the probes confirmed by chance
+	// (observe.ConfirmMisses connections in a row that avoided the
+	// endpoint while it was still in the rules), whose data-plane
+	// latency is too short.
+	SeenBeforeSync int `json:"seenBeforeSync"`
+	// CPUNs and ChildCPUNs are kube-proxy's CPU time and that of the rule
+	// programs it ran over the phase (user+sys); PeakRSSBytes its largest
+	// resident set (VmRSS sampled every 20 ms) over the phase.
+	CPUNs        int64 `json:"cpuNs"`
+	ChildCPUNs   int64 `json:"childCpuNs"`
+	PeakRSSBytes int64 `json:"peakRssBytes"`
+	// MinSyncPeriodNs and SyncPeriodNs are kube-proxy's own, as its log
+	// gave them for the phase (a swept 0 is 1 ns for iptables and
+	// nftables: kube-proxy reads 0 as 1 s there).
+	MinSyncPeriodNs int64 `json:"minSyncPeriodNs"`
+	SyncPeriodNs    int64 `json:"syncPeriodNs"`
+	// RestartNs, when > 0, is the restart before the phase that gave
+	// kube-proxy this minSyncPeriod (sweep.minSyncPeriod): from the new
+	// process's start to its first sync seen done.
+	RestartNs int64 `json:"restartNs,omitempty"`
+	// SettleNs is how long the phase waited after its probes were done
+	// for kube-proxy to end the syncs of its last writes (the data plane
+	// shows a change when the rules are committed, before kube-proxy's
+	// rule program returns); Unsettled, when set, says it stopped waiting
+	// first (a minute) and how far kube-proxy had got.
+	SettleNs  int64  `json:"settleNs,omitempty"`
+	Unsettled string `json:"unsettled,omitempty"`
+	// Writes counts the API writes (one per change), WriteErrors those
+	// that failed (WriteError the first one's error: its change was never
+	// written, so it stays unobserved); WriteLatency is from each change
+	// to its write's return.
+	Writes       int     `json:"writes"`
+	WriteErrors  int     `json:"writeErrors,omitempty"`
+	WriteError   string  `json:"writeError,omitempty"`
+	WriteLatency Summary `json:"writeLatency"`
+}
+
+// KubeProxyHistogram is the growth of one of kube-proxy's histograms over
+// a phase: Count observations summing to SumSeconds, and Buckets
+// cumulative with kube-proxy's bounds (LE in seconds, "+Inf" last).
+type KubeProxyHistogram struct {
+	Count      uint64   `json:"count"`
+	SumSeconds float64  `json:"sumSeconds"`
+	Buckets    []Bucket `json:"buckets,omitempty"`
+}
+
+// Mean is SumSeconds/Count (NaN without observations).
+func (h KubeProxyHistogram) Mean() float64 {
+	if h.Count == 0 {
+		return math.NaN()
+	}
+	return h.SumSeconds / float64(h.Count)
+}
+
+// Quantile is the q-quantile (0..1) of h in seconds as Prometheus's
+// histogram_quantile computes it from cumulative buckets: the bucket
+// holding rank q×count, linearly interpolated between its lower bound
+// (0 for the first) and its upper bound; in the +Inf bucket, the last
+// finite bound. NaN without observations. It is an estimate within a
+// bucket's width (kube-proxy's programming buckets are 0.25 s, 0.5 s,
+// then 1 s apart).
+func (h KubeProxyHistogram) Quantile(q float64) float64 {
+	if h.Count == 0 || len(h.Buckets) == 0 {
+		return math.NaN()
+	}
+	total := float64(h.Buckets[len(h.Buckets)-1].Count)
+	if total == 0 {
+		return math.NaN()
+	}
+	rank := q * total
+	lower, prev := 0.0, 0.0
+	for _, b := range h.Buckets {
+		c := float64(b.Count)
+		if b.LE == "+Inf" {
+			return lower // the last finite bound
+		}
+		upper, err := strconv.ParseFloat(b.LE, 64)
+		if err != nil {
+			return math.NaN()
+		}
+		if c >= rank && c > prev {
+			return lower + (upper-lower)*(rank-prev)/(c-prev)
+		}
+		lower, prev = upper, c
+	}
+	return lower
+}
+
+// kubeProxyGap is, over c's changes matched to a kube-proxy observation
+// (ChurnSample.KubeProxyNs), kube-proxy's own latency and the data
+// plane's minus kube-proxy's (ns, may be negative), each as sorted
+// samples.
+func kubeProxyGap(c ChurnResult) (own, gap []float64) {
+	for _, s := range c.Samples {
+		if s.KubeProxyNs > 0 && s.LatencyNs >= 0 {
+			own = append(own, float64(s.KubeProxyNs))
+			gap = append(gap, float64(s.LatencyNs-s.KubeProxyNs))
+		}
+	}
+	slices.Sort(own)
+	slices.Sort(gap)
+	return own, gap
+}
+
+// quantileOf is the q-quantile of sorted xs (gonum's empirical
+// quantile), NaN when empty.
+func quantileOf(q float64, xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	return stat.Quantile(q, stat.Empirical, xs, nil)
+}
+
+// PhaseChurn is the churn phase's name in Section.Phase.
+const PhaseChurn = "churn"
+
+// ChurnKubeProxyReport is the churn phase's sections of one row (as
+// SyncDisruptionReport): for a kube-proxy row, ChurnKubeProxySections of
+// its churn phases; none for a builtin row (its churn figures are the
+// core table's).
+func ChurnKubeProxyReport(label string, mr *ModeResult) []Section {
+	has := false
+	for _, c := range mr.Churn {
+		has = has || c.KubeProxy != nil
+	}
+	if !has {
+		return nil
+	}
+	return ChurnKubeProxySections(label, mr.Churn)
+}
+
+// churnSectionTitles are the titles of ChurnKubeProxySections.
+const (
+	churnLatencyTitle = "programming latency under churn: kube-proxy's own metric beside the data plane"
+	churnCostTitle    = "kube-proxy under churn: syncs, CPU, memory and API writes"
+)
+
+// ChurnKubeProxySections are two sections of one kube-proxy row's churn
+// phases (one row per phase, keyed by minSyncPeriod): programming
+// latency by the data plane (every change: p50, p99 of the observed,
+// how many were never seen), by kube-proxy's
+// network_programming_duration_seconds over the phase (observations,
+// p50 and p99 interpolated in its buckets, the exact mean), and per
+// change where its log's line matched the change (kube-proxy's own p50
+// and p99, and the data plane's minus kube-proxy's); then kube-proxy's
+// syncs (its sync histograms' counts and mean), CPU, peak RSS and the
+// API writes' latency. Durations in ms, CPU in s.
+func ChurnKubeProxySections(label string, cs []ChurnResult) []Section {
+	lat := Section{Phase: PhaseChurn, Title: churnLatencyTitle, Scope: "row",
+		Intro: "Both clocks start at the change (the trigger time written on the EndpointSlice). kube-proxy's stops when the sync that programmed the change has written its rules (its histogram, p50/p99 interpolated in its buckets as histogram_quantile does; per change from its log's \"Network programming\" line); the data plane's at the first probe connection through the ClusterIP that shows the change (a removal: the first of the connections that no longer reach the endpoint).",
+		Columns: []Column{{Name: "minSyncPeriod", Key: true},
+			{Name: "changes", Unit: "count"}, {Name: "data plane p50", Unit: "ms", Figure: "dataplane.p50"}, {Name: "data plane p99", Unit: "ms", Figure: "dataplane.p99"},
+			{Name: "unobserved", Unit: "count"},
+			{Name: "kube-proxy metric n", Unit: "count", Figure: "kubeproxy.n"}, {Name: "kube-proxy metric p50", Unit: "ms", Figure: "kubeproxy.p50"},
+			{Name: "kube-proxy metric p99", Unit: "ms", Figure: "kubeproxy.p99"}, {Name: "kube-proxy metric mean", Unit: "ms", Figure: "kubeproxy.mean"},
+			{Name: "matched per change", Unit: "count", Figure: "matched"}, {Name: "kube-proxy per change p50", Unit: "ms", Figure: "perchange.kubeproxy.p50"},
+			{Name: "kube-proxy per change p99", Unit: "ms", Figure: "perchange.kubeproxy.p99"},
+			{Name: "data plane − kube-proxy p50", Unit: "ms", Figure: "perchange.gap.p50"}, {Name: "data plane − kube-proxy p99", Unit: "ms", Figure: "perchange.gap.p99"},
+			{Name: "seen before its sync", Unit: "count", Figure: "perchange.early"}}}
+	cost := Section{Phase: PhaseChurn, Title: churnCostTitle, Scope: "row",
+		Intro: "kube-proxy's own sync loop (its minSyncPeriod) over the churn phase: its sync histograms' growth, its CPU (own and its rule programs') and its largest resident set over the phase, and the API writes that carried the changes (from the change to the write's return).",
+		Columns: []Column{{Name: "minSyncPeriod", Key: true},
+			{Name: "syncs", Unit: "count"}, {Name: "full", Unit: "count"}, {Name: "partial", Unit: "count"},
+			{Name: "sync mean", Unit: "ms", Figure: "sync.mean"}, {Name: "sync p99", Unit: "ms", Figure: "sync.p99"},
+			{Name: "kube-proxy CPU", Unit: "s", Figure: "cpu"}, {Name: "rule programs CPU", Unit: "s", Figure: "programs.cpu"},
+			{Name: "peak RSS", Unit: "MiB", Figure: "rss"},
+			{Name: "API write p50", Unit: "ms", Figure: "write.p50"}, {Name: "API write p99", Unit: "ms", Figure: "write.p99"},
+			{Name: "write errors", Unit: "count", Figure: "write.errors"}}}
+	msOf := func(ns float64) Cell {
+		if math.IsNaN(ns) {
+			return Missing()
+		}
+		return Num(ns/1e6, "%.1f")
+	}
+	secMs := func(s float64) Cell { return msOf(s * 1e9) }
+	for _, c := range cs {
+		kp := c.KubeProxy
+		if kp == nil {
+			continue
+		}
+		key := Text(time.Duration(c.MinSyncPeriodNs).String())
+		dp50, dp99 := math.NaN(), math.NaN()
+		if c.Latency.Count > 0 {
+			dp50, dp99 = float64(c.Latency.P50), float64(c.Latency.P99)
+		}
+		own, gap := kubeProxyGap(c)
+		_ = lat.AddRow(label, key, Int(c.Changes), msOf(dp50), msOf(dp99), Int(c.Unobserved),
+			Int(int(kp.Programming.Count)), secMs(kp.Programming.Quantile(0.5)), secMs(kp.Programming.Quantile(0.99)), secMs(kp.Programming.Mean()),
+			Int(kp.Matched), msOf(quantileOf(0.5, own)), msOf(quantileOf(0.99, own)), msOf(quantileOf(0.5, gap)), msOf(quantileOf(0.99, gap)),
+			Int(kp.SeenBeforeSync))
+		full, partial := Missing(), Missing()
+		if kp.FullSyncs != nil {
+			full = Int(int(kp.FullSyncs.Count))
+		}
+		if kp.PartialSyncs != nil {
+			partial = Int(int(kp.PartialSyncs.Count))
+		}
+		w50, w99 := math.NaN(), math.NaN()
+		if kp.WriteLatency.Count > 0 {
+			w50, w99 = float64(kp.WriteLatency.P50), float64(kp.WriteLatency.P99)
+		}
+		_ = cost.AddRow(label, key, Int(int(kp.Syncs.Count)), full, partial, secMs(kp.Syncs.Mean()), secMs(kp.Syncs.Quantile(0.99)),
+			Num(float64(kp.CPUNs)/1e9, "%.2f"), Num(float64(kp.ChildCPUNs)/1e9, "%.2f"), Num(float64(kp.PeakRSSBytes)/(1<<20), "%.1f"),
+			msOf(w50), msOf(w99), Int(kp.WriteErrors))
+		for _, n := range []string{kp.PerChange, kp.WriteError, kp.Unsettled} {
+			if n != "" {
+				lat.Notes = appendNote(lat.Notes, label+": "+n)
+			}
+		}
+	}
+	return []Section{lat, cost}
+}
+
+// appendNote appends n to notes unless it is there.
+func appendNote(notes []string, n string) []string {
+	if containsString(notes, n) {
+		return notes
+	}
+	return append(notes, n)
 }
 
 // SyncFailure is one failed sync of a churn phase and its recovery.
@@ -71,11 +332,16 @@ type SyncFailure struct {
 	ProbeErrors int `json:"probeErrors"`
 }
 
-// ChurnSample is one change and its programming latency (-1 when unobserved).
+// ChurnSample is one change and its programming latency (-1 when
+// unobserved). KubeProxyNs, for a kube-proxy row, is kube-proxy's own
+// programming latency of the change: its log's "Network programming"
+// line for the change's service whose trigger time is the change's (0:
+// none matched, e.g. a service deletion, which kube-proxy does not time).
 type ChurnSample struct {
-	Kind      string `json:"kind"`
-	AtNs      int64  `json:"atNs"` // offset from the phase start
-	LatencyNs int64  `json:"latencyNs"`
+	Kind        string `json:"kind"`
+	AtNs        int64  `json:"atNs"` // offset from the phase start
+	LatencyNs   int64  `json:"latencyNs"`
+	KubeProxyNs int64  `json:"kubeProxyNs,omitempty"`
 	// Probes, of an unobserved change (LatencyNs -1) only, counts the
 	// probes made after it by outcome: what the data plane showed instead.
 	Probes *ProbeCounts `json:"probes,omitempty"`

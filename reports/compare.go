@@ -74,12 +74,19 @@ func (o CompareOptions) withDefaults() CompareOptions {
 // kube-proxy's own full and partial sync durations and network programming
 // latency, its CPU, peak RSS and its rule programs' CPU) are what differs
 // between two kube-proxy builds, e.g. `compare RUN.json --rows "nftables
-// (kube-proxy v1.36.3)","nftables (kube-proxy v1.37.2)"`.
+// (kube-proxy v1.36.3)","nftables (kube-proxy v1.37.2)"`. The churn
+// figures (churnFigures) are judged per churn phase (its minSyncPeriod):
+// programming latency by the data plane and, for kube-proxy rows, by
+// kube-proxy's own histogram, with its CPU and peak RSS over the phase.
 var CompareFigures = []string{
 	"lookup.latency.p50", "lookup.latency.p99", "lookup.vsnone.p50", "lookup.vsnone.p99",
+	"lookup.kernel.p50", "lookup.kernel.p90", "lookup.kernel.p99", "lookup.kernel.other.p50", "lookup.kernel.other.p99",
 	"sync.full", "sync.full.vsraw", "sync.incremental", "cpu.perconn", "cpu.vsnone",
 	"kubeproxy.sync.full", "kubeproxy.sync.partial", "kubeproxy.programming",
 	"kubeproxy.cpu", "kubeproxy.programs.cpu", "kubeproxy.rss",
+	"churn.programming.p50", "churn.programming.p99",
+	"kubeproxy.churn.programming.p50", "kubeproxy.churn.programming.p99", "kubeproxy.churn.programming.mean",
+	"kubeproxy.churn.cpu", "kubeproxy.churn.rss",
 }
 
 // NotInBoth is the verdict of a figure only one side has (a kube-proxy
@@ -97,6 +104,12 @@ func Basis(figure string) string {
 		return "per-run mean of kube-proxy's histogram (no per-sync samples in the result)"
 	case "kubeproxy.cpu", "kubeproxy.programs.cpu", "kubeproxy.rss":
 		return "per-run total (CPU) or peak (RSS) of the row"
+	case "kubeproxy.churn.programming.p50", "kubeproxy.churn.programming.p99":
+		return "per-run quantile of kube-proxy's histogram over the churn phase, interpolated in its buckets (histogram_quantile)"
+	case "kubeproxy.churn.programming.mean":
+		return "per-run mean of kube-proxy's histogram over the churn phase"
+	case "kubeproxy.churn.cpu", "kubeproxy.churn.rss":
+		return "per-run total (CPU, own + rule programs) or peak (VmRSS) over the churn phase"
 	case "sync.incremental", "sync.full":
 		return "per-run median over the run's syncs (per-sync samples)"
 	}
@@ -112,7 +125,9 @@ type Change struct {
 	// BaseServices is the base side's size when it differs (AnySize).
 	BaseServices int    `json:"baseServices,omitempty"`
 	Position     string `json:"position,omitempty"`
-	Unit         string `json:"unit"`
+	// MinSyncPeriod is a churn figure's phase's (Figure.MinSyncPeriod).
+	MinSyncPeriod string `json:"minSyncPeriod,omitempty"`
+	Unit          string `json:"unit"`
 	// BaseRuns and NewRuns are the figure per run (each computed from
 	// that run's raw samples only), in Unit.
 	BaseRuns []float64 `json:"baseRuns"`
@@ -168,7 +183,7 @@ func (c Change) Flagged() bool { return c.Verdict == "regression" || c.Verdict =
 
 // Key names the figure as gates and reports do.
 func (c Change) Key() string {
-	f := Figure{Name: c.Figure, Mode: c.Mode, Kernel: c.Kernel, Position: c.Position, Services: c.Services}
+	f := Figure{Name: c.Figure, Mode: c.Mode, Kernel: c.Kernel, Position: c.Position, MinSyncPeriod: c.MinSyncPeriod, Services: c.Services}
 	return f.Key()
 }
 
@@ -259,7 +274,7 @@ func runFigures(r *Result, anySize bool) (keys []string, figs map[string]Figure)
 		if isGuest(kernel) {
 			kernel = "uml"
 		}
-		k := fmt.Sprint(f.Name, "|", mode, "|", kernel, "|", f.Position)
+		k := fmt.Sprint(f.Name, "|", mode, "|", kernel, "|", f.Position, "|", f.MinSyncPeriod)
 		if !anySize {
 			k += fmt.Sprint("|", f.Services)
 		}
@@ -305,7 +320,7 @@ func CompareRuns(base, cur []*Result, opt CompareOptions) []Change {
 	need := NeedRuns(opt.Alpha)
 	var out, oneSide []Change
 	change := func(f Figure, bf, nf []Figure) Change {
-		c := Change{Figure: f.Name, Mode: f.Mode, Kernel: f.Kernel, Services: f.Services, Position: f.Position, Unit: f.Unit,
+		c := Change{Figure: f.Name, Mode: f.Mode, Kernel: f.Kernel, Services: f.Services, Position: f.Position, MinSyncPeriod: f.MinSyncPeriod, Unit: f.Unit,
 			Alpha: opt.Alpha, NeedRuns: need, Basis: Basis(f.Name)}
 		for _, x := range bf {
 			c.BaseRuns = append(c.BaseRuns, x.Value)
@@ -524,6 +539,9 @@ func WriteComparison(w io.Writer, cs []Change, opt CompareOptions) error {
 			bases = append(bases, c.Basis)
 		}
 		pos := c.Position
+		if c.MinSyncPeriod != "" {
+			pos = "minSyncPeriod " + c.MinSyncPeriod // a churn phase's
+		}
 		if pos == "" {
 			pos = "-"
 		}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"gonum.org/v1/gonum/stat"
 
@@ -28,6 +29,10 @@ type Figure struct {
 	// Position is the service position of lookup.* and throughput.cps
 	// figures; empty for the others.
 	Position string `json:"position,omitempty"`
+	// MinSyncPeriod is the minSyncPeriod of a churn figure's phase
+	// ("1s"; a row runs one churn phase per sweep.minSyncPeriod value);
+	// empty for the others.
+	MinSyncPeriod string `json:"minSyncPeriod,omitempty"`
 	// Value is in Unit: ns for durations.
 	Value float64 `json:"value"`
 	// Unit is "ns", "ratio", "count", "conn/s", "bytes", "index" or "p".
@@ -48,8 +53,20 @@ func (f Figure) Key() string {
 	if f.Position != "" {
 		sel = append(sel, "position="+f.Position)
 	}
+	if f.MinSyncPeriod != "" {
+		sel = append(sel, "minSyncPeriod="+f.MinSyncPeriod)
+	}
 	sel = append(sel, fmt.Sprintf("services=%d", f.Services))
 	return f.Name + "{" + strings.Join(sel, ",") + "}"
+}
+
+// Where is the figure's place within its row for the tables and CSV:
+// its service position, or "minSyncPeriod=1s" for a churn figure.
+func (f Figure) Where() string {
+	if f.MinSyncPeriod != "" {
+		return "minSyncPeriod=" + f.MinSyncPeriod
+	}
+	return f.Position
 }
 
 // Text formats Value with its unit: durations in µs, ms or s, ratios
@@ -100,7 +117,7 @@ func unitOf(name string) string {
 		return "conn/s"
 	case name == "fairness.pvalue":
 		return "p"
-	case name == "kubeproxy.rss":
+	case name == "kubeproxy.rss", name == "kubeproxy.churn.rss":
 		return "bytes"
 	}
 	return "index"
@@ -151,9 +168,10 @@ func syncWalls(m ModeResult) []int64 {
 // sync.incremental (when measured), for a kube-proxy row the
 // scenarios.KubeProxyFigures it has (kubeproxy.sync.full, .sync.partial,
 // .programming: kube-proxy's histogram mean over the row, IPv4, N its
-// observations; kubeproxy.cpu, .programs.cpu, .rss), cpu.perconn and cpu.vsnone (when the traffic CPU was measured), then
+// observations; kubeproxy.cpu, .programs.cpu, .rss), per churn phase
+// churnFigures (keyed by its minSyncPeriod), cpu.perconn and cpu.vsnone (when the traffic CPU was measured), then
 // per position lookup.latency.{p50,p90,p99,p999,max}, lookup.vsnone.{p50,p99} (when mode none ran at that size and position),
-// lookup.errors and throughput.cps, then fairness.{jain,maxmin,pvalue}.
+// lookup.kernel.{p50,p90,p99} and lookup.kernel.other.{p50,p99} (when measured), lookup.errors and throughput.cps, then fairness.{jain,maxmin,pvalue}.
 func Figures(r *Result) []Figure {
 	var out []Figure
 	base := map[string]Summary{} // "size/position" -> none's latency
@@ -215,6 +233,12 @@ func Figures(r *Result) []Figure {
 				add("kubeproxy.rss", "", float64(kp.PeakRSSBytes), 1)
 			}
 		}
+		for _, c := range m.Churn {
+			for _, f := range churnFigures(c) {
+				f.Mode, f.Services, f.Kernel, f.variant = m.Mode, size, kernel, variant
+				out = append(out, f)
+			}
+		}
 		if c, ok := cpuPerConn(m); ok {
 			add("cpu.perconn", "", c, m.TrafficConns)
 			if b := baseCPU[baseKey(m, "")]; b > 0 {
@@ -233,6 +257,15 @@ func Figures(r *Result) []Figure {
 					add("lookup.vsnone.p50", p.Position, float64(l.P50)/float64(b.P50), l.Count)
 					add("lookup.vsnone.p99", p.Position, float64(l.P99)/float64(b.P99), l.Count)
 				}
+			}
+			if k := kernelSummary(p); k.Count > 0 {
+				add("lookup.kernel.p50", p.Position, float64(k.P50), k.Count)
+				add("lookup.kernel.p90", p.Position, float64(k.P90), k.Count)
+				add("lookup.kernel.p99", p.Position, float64(k.P99), k.Count)
+			}
+			if o := kernelOtherSummary(p); o.Count > 0 {
+				add("lookup.kernel.other.p50", p.Position, float64(o.P50), o.Count)
+				add("lookup.kernel.other.p99", p.Position, float64(o.P99), o.Count)
 			}
 			add("lookup.errors", p.Position, float64(p.Errors+p.Misses), l.Count+p.Errors+p.Misses)
 			add("throughput.cps", p.Position, p.CPS, l.Count)
@@ -305,4 +338,46 @@ func modeSize(r *Result, m ModeResult) int {
 		return m.Services
 	}
 	return r.Scenario.Services.Count
+}
+
+// churnFigures are one churn phase's figures (Mode, Services, Kernel left
+// to the caller; MinSyncPeriod set): churn.programming.p50 and .p99 of
+// the changes the data plane showed (N observed) and
+// churn.unobserved.count; for a kube-proxy row (ChurnResult.KubeProxy)
+// kubeproxy.churn.programming.p50, .p99 (interpolated in kube-proxy's
+// buckets, KubeProxyHistogram.Quantile) and .mean of its
+// network_programming_duration_seconds over the phase (N its
+// observations), kubeproxy.churn.syncs.count, kubeproxy.churn.cpu (own +
+// rule programs) and kubeproxy.churn.rss (peak VmRSS over the phase).
+func churnFigures(c ChurnResult) []Figure {
+	ms := time.Duration(c.MinSyncPeriodNs).String()
+	var out []Figure
+	add := func(name string, v float64, n int) {
+		if math.IsNaN(v) {
+			return
+		}
+		out = append(out, Figure{Name: name, MinSyncPeriod: ms, Value: v, Unit: unitOf(name), N: n})
+	}
+	if c.Latency.Count > 0 {
+		add("churn.programming.p50", float64(c.Latency.P50), c.Latency.Count)
+		add("churn.programming.p99", float64(c.Latency.P99), c.Latency.Count)
+	}
+	add("churn.unobserved.count", float64(c.Unobserved), c.Changes)
+	kp := c.KubeProxy
+	if kp == nil {
+		return out
+	}
+	if n := int(kp.Programming.Count); n > 0 {
+		add("kubeproxy.churn.programming.p50", kp.Programming.Quantile(0.5)*1e9, n)
+		add("kubeproxy.churn.programming.p99", kp.Programming.Quantile(0.99)*1e9, n)
+		add("kubeproxy.churn.programming.mean", kp.Programming.Mean()*1e9, n)
+	}
+	add("kubeproxy.churn.syncs.count", float64(kp.Syncs.Count), 1)
+	if kp.CPUNs > 0 {
+		add("kubeproxy.churn.cpu", float64(kp.CPUNs+kp.ChildCPUNs), 1)
+	}
+	if kp.PeakRSSBytes > 0 {
+		add("kubeproxy.churn.rss", float64(kp.PeakRSSBytes), 1)
+	}
+	return out
 }

@@ -114,7 +114,7 @@ func WriteCSV(w io.Writer, r *Result) error {
 		if f.Kernel != "" {
 			mode += "@" + f.Kernel
 		}
-		_ = cw.Write([]string{mode, strconv.Itoa(f.Services), f.Position, f.Name,
+		_ = cw.Write([]string{mode, strconv.Itoa(f.Services), f.Where(), f.Name,
 			strconv.FormatFloat(f.Value, 'g', -1, 64), f.Unit, strconv.Itoa(f.N)})
 	}
 	for _, rec := range csvSectionRecords(r) {

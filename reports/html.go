@@ -109,6 +109,10 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 		}
 		lk.Notes = append(lk.Notes, "Percentiles recomputed from the raw samples: "+Precision+".")
 		page.Sections = append(page.Sections, lk)
+		for _, s := range lookupKernelSections(g) { // beside lookup.latency
+			page.Sections = append(page.Sections, htmlSection{ID: "lookup-kernel" + gid, Title: s.Title + gtitle,
+				Notes: append(append(slices.Clone(guest), s.Intro), s.Notes...), Table: tableOf(s)})
+		}
 
 		cdf := htmlSection{ID: "cdf" + gid, Title: "lookup.latency CDFs (all repetitions, raw samples)" + gtitle, Notes: slices.Clone(guest)}
 		for _, pos := range positions(g) {
@@ -543,7 +547,7 @@ func capacityTable(plan []ModeCapacity) [][]string {
 func htmlFigures(r *Result) [][]string {
 	t := [][]string{{"figure", "mode", "services", "position", "value", "n"}}
 	for _, f := range Figures(r) {
-		t = append(t, []string{f.Name, f.Mode, thousands(f.Services), f.Position, f.Text(), fmt.Sprint(f.N)})
+		t = append(t, []string{f.Name, f.Mode, thousands(f.Services), f.Where(), f.Text(), fmt.Sprint(f.N)})
 	}
 	return t
 }

@@ -90,6 +90,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 // whose phase kept only its Section). Every other format, and every other
 // phase, renders sections generically: a new phase needs no entry here.
 var bespokeMarkdown = map[string]func(m ModeResult) bool{
+	PhaseLookupKernel:   func(m ModeResult) bool { return LookupKernelReport("", &m) != nil },
 	PhaseTransitions:    func(m ModeResult) bool { return len(m.Transitions) > 0 },
 	PhaseSyncDisruption: func(m ModeResult) bool { return len(m.SyncDisruption) > 0 },
 	PhaseLifecycle:      func(m ModeResult) bool { return len(m.Lifecycle) > 0 },
@@ -157,6 +158,7 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 		}
 	}
 	b.WriteString("\n")
+	writeLookupKernelMarkdown(b, r)
 	writePortsMarkdown(b, r)
 	writeErrorKinds(b, r)
 	for _, w := range append(FaultWarnings(r), baselineWarnings(r, base)...) {
@@ -568,4 +570,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// writeLookupKernelMarkdown writes lookup.kernel's table of r's rows
+// (LookupKernelReport) beside lookup.latency's.
+func writeLookupKernelMarkdown(b *strings.Builder, r *Result) {
+	for _, s := range lookupKernelSections(r) {
+		writeSectionMarkdown(b, s)
+		b.WriteString("\n")
+	}
 }

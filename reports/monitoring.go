@@ -37,7 +37,12 @@ type Monitoring struct {
 	// HoldSeconds is monitoring.hold: how long the row stayed up after
 	// its last phase before the read-back.
 	HoldSeconds float64 `json:"holdSeconds,omitempty"`
-	// Targets are the scraped kube-proxies.
+	// LiveOnly: a builtin row's server, which scraped proxybench's own
+	// live metrics alone and ran no rules (the rule file reads
+	// kube-proxy's series, which a builtin row has not).
+	LiveOnly bool `json:"liveOnly,omitempty"`
+	// Targets are the scraped targets: the row's kube-proxy (job
+	// kube-proxy) and proxybench's own metrics (job proxybench).
 	Targets []MonitoredTarget `json:"targets,omitempty"`
 	// Alerts has one entry per alerting rule and label set it was active
 	// with, and one (State "inactive") per alerting rule never active.
@@ -123,8 +128,9 @@ func MonitoringSection(label string, m *Monitoring) []Section {
 		return nil
 	}
 	s := Section{Phase: MonitoringPhase, Title: "alerts and recording rules (Prometheus)", Scope: "row",
-		Intro: "Prometheus scraped each kube-proxy row's kube-proxy and evaluated the rule file itself; " +
-			"per row, which alerts fired, when (seconds from the row's Prometheus start) and at what value, and what the recording rules gave.",
+		Intro: "Prometheus scraped each kube-proxy row's kube-proxy and proxybench's own live metrics and evaluated the rule file itself; " +
+			"per row, which alerts fired, when (seconds from the row's Prometheus start) and at what value, and what the recording rules gave. " +
+			"A builtin row's Prometheus scraped proxybench's live metrics alone, without the rules.",
 		Columns: []Column{{Name: "rule"}, {Name: "kind"}, {Name: "labels"}, {Name: "state"},
 			{Name: "active at", Unit: "s", Figure: "alert.active_at"}, {Name: "fired at", Unit: "s", Figure: "alert.fired_at"},
 			{Name: "value", Figure: "rule.value"}, {Name: "peak / max", Figure: "rule.max"}, {Name: "detail"}}}
@@ -166,7 +172,11 @@ func MonitoringSection(label string, m *Monitoring) []Section {
 		detail := fmt.Sprintf("%d samples, %d numeric; min %s", r.Samples, r.Values, num(r.Min).Text)
 		_ = s.AddRow(label, Text(r.Record), Text("record"), Text(labelText(r.Labels)), Text(state), Missing(), Missing(), num(r.Last), num(r.Max), Text(detail))
 	}
-	run := fmt.Sprintf("%s: Prometheus %s, every %gs, rules %s", label, orDash(m.Prometheus), m.IntervalSeconds, orDash(m.RuleFile))
+	rules := orDash(m.RuleFile)
+	if m.LiveOnly {
+		rules = "none (a builtin row: proxybench's own live metrics only)"
+	}
+	run := fmt.Sprintf("%s: Prometheus %s, every %gs, rules %s", label, orDash(m.Prometheus), m.IntervalSeconds, rules)
 	if m.TimeScale != 1 && m.TimeScale != 0 {
 		run += fmt.Sprintf(" with for: and range windows ×%g", m.TimeScale)
 	}

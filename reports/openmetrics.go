@@ -193,6 +193,9 @@ func WriteOpenMetrics(w io.Writer, r *Result) error {
 		if f.Position != "" {
 			extra = []string{"position", f.Position}
 		}
+		if f.MinSyncPeriod != "" {
+			extra = append(extra, "min_sync_period", f.MinSyncPeriod)
+		}
 		g.Metric = append(g.Metric, &dto.Metric{Label: labels(m, extra...), Gauge: &dto.Gauge{Value: proto.Float64(v)}})
 	}
 	for _, n := range order {

@@ -177,8 +177,13 @@ type ModeResult struct {
 	// ProxyRSSBytes is the proxy process's resident memory after the
 	// traffic phase, for modes whose data path is in this process.
 	ProxyRSSBytes uint64 `json:"proxyRssBytes,omitempty"`
-	// Lookup holds lookup.latency per service position.
+	// Lookup holds lookup.latency per service position (and
+	// lookup.kernel, PositionResult.Kernel).
 	Lookup []PositionResult `json:"lookup"`
+	// KernelTime says how lookup.kernel was measured in the traffic
+	// phase, or why it was not (nil: results before it existed, and rows
+	// without a traffic phase).
+	KernelTime *KernelTime `json:"kernelTime,omitempty"`
 	// Fairness pools the fixed-position services' hits.
 	Fairness FairnessSummary `json:"fairness"`
 	// Ports splits the traffic phase by ServicePort (services.ports, or
@@ -279,6 +284,46 @@ type PositionResult struct {
 	SamplesNs []int64 `json:"samplesNs"`
 	// TTFBSamplesNs are the raw times to first byte, in ns.
 	TTFBSamplesNs []int64 `json:"ttfbSamplesNs,omitempty"`
+	// Kernel is lookup.kernel at this position: the node kernel's own
+	// time for each recorded connection's SYN, from netif_receive_skb on
+	// the node's end of the client's veth to the SYN's input route
+	// lookup (fib_table_lookup): ip_rcv, the PREROUTING hooks (conntrack
+	// creating the entry, the nat table's rule walk: KUBE-SERVICES →
+	// KUBE-SVC → KUBE-SEP for iptables, the verdict maps for nftables)
+	// and the lookup's start, in ns, measured in the kernel by BPF
+	// (internal/lib/kerneltime). Zero when not measured:
+	// ModeResult.KernelTime says why.
+	Kernel Summary `json:"kernel,omitzero"`
+	// KernelSamplesNs are lookup.kernel's raw samples, one per SYN, ns.
+	KernelSamplesNs []int64 `json:"kernelSamplesNs,omitempty"`
+	// KernelOther is the same interval for the position's other packets
+	// to the service (the handshake's ACK, the echo's data, FIN and RST:
+	// conntrack finds their entry, no rule is walked),
+	// lookup.kernel.other; KernelOtherSamplesNs its raw samples.
+	KernelOther          Summary `json:"kernelOther,omitzero"`
+	KernelOtherSamplesNs []int64 `json:"kernelOtherSamplesNs,omitempty"`
+}
+
+// KernelTime says how a row's lookup.kernel was measured, or why not.
+type KernelTime struct {
+	// Bracket names the interval timed (the two tracepoints and what lies
+	// between them).
+	Bracket string `json:"bracket,omitempty"`
+	// Programs is the BPF program type that measured it: "tp_btf"
+	// (BTF-typed raw tracepoints) or "raw_tp" (raw tracepoints reading
+	// with bpf_probe_read_kernel, where the kernel refuses tp_btf).
+	Programs string `json:"programs,omitempty"`
+	// Absent, when set, says in words why lookup.kernel was not measured
+	// ("not root: BPF programs need CAP_BPF and CAP_PERFMON (uid 1000)",
+	// "turned off: traffic.kernelTime: false"); the positions then have
+	// no Kernel figures.
+	Absent string `json:"absent,omitempty"`
+	// Lost are packets the ring buffer had no room for; Unmatched are
+	// timed packets of the node that belong to no position's connections
+	// (the backend's answers, packets outside a position's recorded
+	// window), left out of every figure.
+	Lost      uint64 `json:"lost,omitempty"`
+	Unmatched int    `json:"unmatched,omitempty"`
 }
 
 // Write stores r as indented JSON at path atomically: it writes a

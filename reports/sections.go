@@ -28,10 +28,11 @@ import (
 
 // AllSections returns r's sections: r.Sections, then a section built
 // from the typed fields (ModeResult.Transitions, .SyncDisruption,
-// .Lifecycle, .ConnReuse) of each of the four phases that have them but
-// no section in r.Sections, as results saved before phases returned
-// sections have (one row set per ModeResult, labelled as the Markdown
-// tables label it). r is not changed.
+// .Lifecycle, .ConnReuse, and .Churn's kube-proxy accounts) of each of
+// the phases that have them but no section in r.Sections, as results
+// saved before phases returned sections have (one row set per
+// ModeResult, labelled as the Markdown tables label it). r is not
+// changed.
 func (r *Result) AllSections() []Section {
 	out := append([]Section(nil), r.Sections...)
 	have := map[string]bool{}
@@ -57,10 +58,12 @@ var typedSections = []struct {
 	phase  string
 	report func(label string, mr *ModeResult) []Section
 }{
+	{PhaseLookupKernel, LookupKernelReport},
 	{PhaseTransitions, TransitionsReport},
 	{PhaseSyncDisruption, SyncDisruptionReport},
 	{PhaseLifecycle, LifecycleReport},
 	{PhaseConnReuse, ConnReuseReport},
+	{PhaseChurn, ChurnKubeProxyReport},
 	{PhaseSoak, SoakReport},
 }
 
@@ -232,41 +235,46 @@ func tableOf(s Section) [][]string {
 // bespoke writer (bespokeMarkdown): "### <Title>", the intro, a table
 // (numeric columns right-aligned) and the notes as a list.
 func writeSectionsMarkdown(b *strings.Builder, r *Result) {
-	md := strings.NewReplacer("|", `\|`, "\n", " ")
 	for _, s := range r.AllSections() {
 		if bespokeMarkdownShows(r, s.Phase) {
 			continue
 		}
-		fmt.Fprintf(b, "\n### %s\n\n", md.Replace(s.Title))
-		if s.Intro != "" {
-			b.WriteString(s.Intro + "\n\n")
-		}
-		t := tableOf(s)
-		align := []string{"---"}
-		for _, c := range s.Columns {
-			if c.Unit != "" {
-				align = append(align, "--:")
-			} else {
-				align = append(align, "---")
-			}
-		}
-		if hasFail(s) {
+		writeSectionMarkdown(b, s)
+	}
+}
+
+// writeSectionMarkdown writes one section as writeSectionsMarkdown does.
+func writeSectionMarkdown(b *strings.Builder, s Section) {
+	md := strings.NewReplacer("|", `\|`, "\n", " ")
+	fmt.Fprintf(b, "\n### %s\n\n", md.Replace(s.Title))
+	if s.Intro != "" {
+		b.WriteString(s.Intro + "\n\n")
+	}
+	t := tableOf(s)
+	align := []string{"---"}
+	for _, c := range s.Columns {
+		if c.Unit != "" {
+			align = append(align, "--:")
+		} else {
 			align = append(align, "---")
 		}
-		for i, line := range t {
-			for j := range line {
-				line[j] = md.Replace(line[j])
-			}
-			b.WriteString("| " + strings.Join(line, " | ") + " |\n")
-			if i == 0 {
-				b.WriteString("|" + strings.Join(align, "|") + "|\n")
-			}
+	}
+	if hasFail(s) {
+		align = append(align, "---")
+	}
+	for i, line := range t {
+		for j := range line {
+			line[j] = md.Replace(line[j])
 		}
-		if len(s.Notes) > 0 {
-			b.WriteString("\n")
-			for _, n := range s.Notes {
-				b.WriteString("- " + n + "\n")
-			}
+		b.WriteString("| " + strings.Join(line, " | ") + " |\n")
+		if i == 0 {
+			b.WriteString("|" + strings.Join(align, "|") + "|\n")
+		}
+	}
+	if len(s.Notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range s.Notes {
+			b.WriteString("- " + n + "\n")
 		}
 	}
 }
@@ -277,6 +285,9 @@ func htmlSectionsOf(r *Result) []htmlSection {
 	var out []htmlSection
 	seen := map[string]int{}
 	for _, s := range r.AllSections() {
+		if s.Phase == PhaseLookupKernel {
+			continue // WriteHTML puts it beside lookup.latency
+		}
 		sec := htmlSection{ID: uniqueName("section-"+htmlID(s.Phase), seen), Title: s.Title, Table: tableOf(s)}
 		sec.ID = strings.ReplaceAll(sec.ID, " #", "-")
 		if s.Intro != "" {

@@ -48,6 +48,10 @@ type SoakResult struct {
 	// End is the stream's last line (nil: the stream has none, it was
 	// cut: the run was killed or crashed).
 	End *SoakEnd `json:"end,omitempty"`
+	// KubeProxy is a kube-proxy row's own account of the soak (as the
+	// churn phase's: its histograms' growth, CPU, peak RSS, log lines),
+	// read at its end; nil for a builtin row and in a stream.
+	KubeProxy *ChurnKubeProxy `json:"kubeProxy,omitempty"`
 	// Live is set by a reader that found the stream's run still going
 	// (its namespaces in use): a stream without an end line is then not
 	// cut but still being written. Not recorded.
@@ -703,6 +707,11 @@ func SoakVerdictSection(label string, sr *SoakResult) Section {
 	if sr.Skipped > 0 {
 		s.Notes = append(s.Notes, fmt.Sprintf("%s: %d line(s) of the stream were not whole and were left out.", label, sr.Skipped))
 	}
+	if kp := sr.KubeProxy; kp != nil {
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: kube-proxy %s's own account of the soak: %d network-programming observations (p50 %s), %d syncs (mean %.3f s), %d API writes (%d failed), CPU %.1f s and %.1f s in its rule programs, peak RSS %.1f MiB.",
+			label, kp.Version, kp.Programming.Count, secondsText(kp.Programming.Quantile(0.5)), kp.Syncs.Count, kp.Syncs.SumSeconds/math.Max(float64(kp.Syncs.Count), 1),
+			kp.Writes, kp.WriteErrors, float64(kp.CPUNs)/1e9, float64(kp.ChildCPUNs)/1e9, float64(kp.PeakRSSBytes)/(1<<20)))
+	}
 	_ = s.AddRow(label, Text(SoakStatus(sr)), Int(len(sr.Samples)), Text(v.Memory.Series),
 		numOrMissing(v.Memory.PerHour, "%.2f"), numOrMissing(v.Memory.Lo, "%.2f"), numOrMissing(v.Memory.Hi, "%.2f"),
 		Text(memoryText(v.Memory)),
@@ -824,4 +833,12 @@ func (r *Result) soakStreamsOnly() bool {
 		}
 	}
 	return len(r.Modes) > 0
+}
+
+// secondsText is a histogram quantile in seconds as text ("-": NaN).
+func secondsText(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f s", v)
 }

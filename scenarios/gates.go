@@ -118,25 +118,30 @@ type FigureKind struct {
 // GateFigures lists the figures a gate may name (docs/scenario.md,
 // "Gates"). Every one is computed by reports.Figures from a saved result.
 var GateFigures = map[string]FigureKind{
-	"lookup.latency.p50":  {true, true, "median TCP connect time through the ClusterIP"},
-	"lookup.latency.p90":  {true, true, "90th percentile connect time"},
-	"lookup.latency.p99":  {true, true, "99th percentile connect time"},
-	"lookup.latency.p999": {true, true, "99.9th percentile connect time"},
-	"lookup.latency.max":  {true, true, "slowest connect"},
-	"lookup.vsnone.p50":   {false, true, "p50 connect time over mode none's p50 at the same position and size (1 = no overhead)"},
-	"lookup.vsnone.p99":   {false, true, "p99 connect time over mode none's p99 at the same position and size"},
-	"lookup.errors":       {false, true, "failed or misrouted connections"},
-	"throughput.cps":      {false, true, "connections per second (closed loop, the scenario's concurrency)"},
-	"sync.full":           {true, false, "median wall time of a full sync"},
-	"sync.full.max":       {true, false, "slowest full sync"},
-	"sync.full.cpu":       {true, false, "median CPU time of a full sync (the proxy's thread and rule programs, user+sys)"},
-	"sync.full.vsraw":     {false, false, "median over repetitions of a full sync's wall time over the time its raw tool took on the same bytes (iptables-restore; nft for nftables): 1 = no overhead beyond the tool"},
-	"cpu.perconn":         {true, false, "CPU time (user+sys, driver, echo server and proxy) per connection of the traffic phase"},
-	"cpu.vsnone":          {false, false, "cpu.perconn over mode none's in the same run, size and kernel (1 = no proxy cost)"},
-	"sync.incremental":    {true, false, "median wall time of an incremental sync (one endpoint moved; kube-proxy rows: the EndpointSlice written through the API until kube-proxy finished the sync that programmed it)"},
-	"fairness.jain":       {false, false, "lowest Jain's index over the fixed-position services (1 = even)"},
-	"fairness.maxmin":     {false, false, "largest max/min endpoint share (0 when an endpoint starved)"},
-	"fairness.pvalue":     {false, false, "chi-square p-value of the pooled hits against the expected shares"},
+	"lookup.latency.p50":      {true, true, "median TCP connect time through the ClusterIP"},
+	"lookup.latency.p90":      {true, true, "90th percentile connect time"},
+	"lookup.latency.p99":      {true, true, "99th percentile connect time"},
+	"lookup.latency.p999":     {true, true, "99.9th percentile connect time"},
+	"lookup.latency.max":      {true, true, "slowest connect"},
+	"lookup.vsnone.p50":       {false, true, "p50 connect time over mode none's p50 at the same position and size (1 = no overhead)"},
+	"lookup.vsnone.p99":       {false, true, "p99 connect time over mode none's p99 at the same position and size"},
+	"lookup.kernel.p50":       {true, true, "median node-kernel time of a new connection's SYN from netif_receive_skb to its input route lookup (ip_rcv, conntrack, the nat rule walk), measured by BPF"},
+	"lookup.kernel.p90":       {true, true, "90th percentile of lookup.kernel"},
+	"lookup.kernel.p99":       {true, true, "99th percentile of lookup.kernel"},
+	"lookup.kernel.other.p50": {true, true, "median node-kernel time of the same connections' other packets (ACK, data, FIN, RST: conntrack hits), same bracket as lookup.kernel"},
+	"lookup.kernel.other.p99": {true, true, "99th percentile of lookup.kernel.other"},
+	"lookup.errors":           {false, true, "failed or misrouted connections"},
+	"throughput.cps":          {false, true, "connections per second (closed loop, the scenario's concurrency)"},
+	"sync.full":               {true, false, "median wall time of a full sync"},
+	"sync.full.max":           {true, false, "slowest full sync"},
+	"sync.full.cpu":           {true, false, "median CPU time of a full sync (the proxy's thread and rule programs, user+sys)"},
+	"sync.full.vsraw":         {false, false, "median over repetitions of a full sync's wall time over the time its raw tool took on the same bytes (iptables-restore; nft for nftables): 1 = no overhead beyond the tool"},
+	"cpu.perconn":             {true, false, "CPU time (user+sys, driver, echo server and proxy) per connection of the traffic phase"},
+	"cpu.vsnone":              {false, false, "cpu.perconn over mode none's in the same run, size and kernel (1 = no proxy cost)"},
+	"sync.incremental":        {true, false, "median wall time of an incremental sync (one endpoint moved; kube-proxy rows: the EndpointSlice written through the API until kube-proxy finished the sync that programmed it)"},
+	"fairness.jain":           {false, false, "lowest Jain's index over the fixed-position services (1 = even)"},
+	"fairness.maxmin":         {false, false, "largest max/min endpoint share (0 when an endpoint starved)"},
+	"fairness.pvalue":         {false, false, "chi-square p-value of the pooled hits against the expected shares"},
 }
 
 // KubeProxyFigures are the figures of a kube-proxy row only (the real
@@ -154,6 +159,23 @@ var KubeProxyFigures = map[string]FigureKind{
 	"kubeproxy.rss":          {false, false, "kube-proxy's peak resident set (VmHWM), bytes"},
 }
 
+// ChurnFigures are the figures of a churn phase, one value per phase (a
+// row runs one per sweep.minSyncPeriod value; the figure's key names
+// it), from the data plane's observation of every row's changes, and
+// for a kube-proxy row from kube-proxy's own metrics over the phase
+// (kubeproxy.churn.*; docs/kube-proxy.md, "Churn through the API").
+var ChurnFigures = map[string]FigureKind{
+	"churn.programming.p50":            {true, false, "median programming latency under churn, seen from the data plane: from the change to the first probe connection through the ClusterIP that shows it"},
+	"churn.programming.p99":            {true, false, "99th percentile programming latency under churn, seen from the data plane"},
+	"churn.unobserved.count":           {false, false, "churn changes the probes never saw in the data plane within churn.grace"},
+	"kubeproxy.churn.programming.p50":  {true, false, "kube-proxy rows: kube-proxy's network programming latency under churn (kubeproxy_network_programming_duration_seconds over the churn phase: trigger time to the rules written), median interpolated in its buckets as histogram_quantile does"},
+	"kubeproxy.churn.programming.p99":  {true, false, "kube-proxy rows: 99th percentile of kube-proxy's network programming latency over the churn phase, interpolated in its buckets"},
+	"kubeproxy.churn.programming.mean": {true, false, "kube-proxy rows: mean of kube-proxy's network programming latency over the churn phase (its histogram's sum over its count)"},
+	"kubeproxy.churn.syncs.count":      {false, false, "kube-proxy rows: kube-proxy's syncs during the churn phase (kubeproxy_sync_proxy_rules_duration_seconds' count)"},
+	"kubeproxy.churn.cpu":              {true, false, "kube-proxy rows: CPU time (user+sys) of kube-proxy and the rule programs it ran over the churn phase"},
+	"kubeproxy.churn.rss":              {false, false, "kube-proxy rows: kube-proxy's largest resident set (VmRSS, sampled every 20 ms) over the churn phase, bytes"},
+}
+
 // ErrorCauses are the causes a failed connection is counted under
 // (traffic.ErrorKind): refused (ICMP port unreachable or RST to the SYN,
 // e.g. a REJECT for a service without endpoints), timeout, reset,
@@ -162,6 +184,9 @@ var ErrorCauses = []string{"refused", "timeout", "reset", "unreachable", "other"
 
 func init() {
 	for k, v := range KubeProxyFigures {
+		GateFigures[k] = v
+	}
+	for k, v := range ChurnFigures {
 		GateFigures[k] = v
 	}
 	// Per cause: lookup.<cause>.count, and its time from connect to
@@ -237,6 +262,8 @@ func (s *Scenario) validateGates(add func(field, msg, fix string)) {
 				fix = fmt.Sprintf("did you mean %q?", c)
 			}
 			add(f+"figure", fmt.Sprintf("unknown figure %q", g.Figure), fix)
+		case strings.HasPrefix(g.Figure, "lookup.kernel.") && !s.Traffic.KernelTimeOn():
+			add(f+"figure", g.Figure+" is not measured: traffic.kernelTime is false", "remove the gate, or set traffic.kernelTime: true")
 		}
 		if g.Op == "" {
 			add(f+"op", "is missing", `write op: "<" (or "<=", ">", ">=")`)
@@ -277,6 +304,9 @@ func (s *Scenario) validateGates(add func(field, msg, fix string)) {
 		if (g.Services != 0 || s.has(f+"services")) && !slices.Contains(s.Sizes(), g.Services) {
 			add(f+"services", fmt.Sprintf("%d is not a measured size", g.Services),
 				"use one of "+strings.Trim(strings.Join(strings.Fields(fmt.Sprint(s.Sizes())), ", "), "[]")+", or remove it to check every size")
+		}
+		if (strings.HasPrefix(g.Figure, "churn.") || strings.HasPrefix(g.Figure, "kubeproxy.churn.")) && s.Churn.Rate <= 0 {
+			add(f+"figure", g.Figure+" is a churn figure, and this scenario has no churn phase", "set churn.rate, or gate on another figure")
 		}
 		if strings.HasPrefix(g.Figure, "lookup.vsnone.") && !slices.Contains(s.Modes, BaselineMode) {
 			add(f+"figure", g.Figure+" needs mode none as the baseline", "add none to modes")

@@ -46,4 +46,9 @@ func TestGates(t *testing.T) {
 			t.Errorf("%s: want %s at line 4 with %q, got %v", c.gate, c.field, c.msg, err)
 		}
 	}
+	// A gate on lookup.kernel when it is turned off could never pass.
+	_, err = Parse([]byte("services:\n  count: 10\ntraffic: {kernelTime: false}\ngates:\n  - {figure: lookup.kernel.p50, op: \"<\", value: 1ms}\n"), "g.yaml")
+	if err == nil || !strings.Contains(err.Error(), "gates[0].figure: lookup.kernel.p50 is not measured: traffic.kernelTime is false") {
+		t.Errorf("a lookup.kernel gate with kernelTime off: %v", err)
+	}
 }

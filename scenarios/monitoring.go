@@ -8,11 +8,14 @@ import (
 	"time"
 )
 
-// MonitoringSpec puts Prometheus in the loop of every kube-proxy row:
-// Debian's prometheus server runs inside the row's control-plane
-// namespace (nothing listens in the root namespace), scrapes the row's
-// kube-proxy over its node's link at Interval, evaluates the scenario's
-// Alerts, and keeps its TSDB in the row's folder beside the result.
+// MonitoringSpec puts Prometheus in the loop of every row: in a
+// kube-proxy row Debian's prometheus server runs inside the row's
+// control-plane namespace (nothing listens in the root namespace),
+// scrapes the row's kube-proxy over its node's link and proxybench's own
+// live metrics at Interval, evaluates the scenario's Alerts, and keeps
+// its TSDB in the row's folder beside the result; in a builtin row it
+// runs in a namespace of its own and scrapes proxybench's live metrics
+// alone (no rules: they read kube-proxy's series).
 type MonitoringSpec struct {
 	// Prometheus turns it on (alerts: does too).
 	Prometheus bool `yaml:"prometheus,omitempty" json:"prometheus,omitempty"`
@@ -34,8 +37,8 @@ type MonitoringSpec struct {
 	Hold Duration `yaml:"hold,omitempty" json:"hold,omitempty"`
 }
 
-// Monitored reports whether kube-proxy rows run Prometheus
-// (monitoring.prometheus, or alerts).
+// Monitored reports whether rows run Prometheus (monitoring.prometheus,
+// or alerts).
 func (s *Scenario) Monitored() bool { return s.Monitoring.Prometheus || s.Alerts != "" }
 
 // SetMonitoringDefaults fills monitoring's defaults when it is on (after
@@ -56,8 +59,10 @@ func (s *Scenario) monitoringDefaults() {
 }
 
 // CheckMonitoring returns monitoring's and alerts' problems with s (the
-// alerts phase's rule Check): the interval and time scale in range, and a
-// kube-proxy row to monitor. The rule file itself is checked by
+// alerts phase's rule Check): the interval and time scale in range, and,
+// with alerts, a kube-proxy row whose series the rules read
+// (monitoring.prometheus alone also watches builtin rows: proxybench's
+// own live metrics). The rule file itself is checked by
 // Prometheus's promtool before a run (runner.Preflight).
 func CheckMonitoring(s *Scenario) []*FieldError {
 	if !s.Monitored() {
@@ -73,12 +78,8 @@ func CheckMonitoring(s *Scenario) []*FieldError {
 	if f := s.Monitoring.TimeScale; f < 0.01 || f > 10 {
 		out = append(out, &FieldError{Field: "monitoring.timeScale", Msg: fmt.Sprintf("%v: want 0.01 to 10", f), Fix: "write timeScale: 0.1 (for: 5m becomes 30s) or leave it out (1: the rules as written)"})
 	}
-	if !s.UsesKubeProxy() {
-		field := "monitoring.prometheus"
-		if s.Alerts != "" {
-			field = "alerts"
-		}
-		out = append(out, &FieldError{Field: field, Msg: "Prometheus scrapes kube-proxy's metrics, and no row runs kube-proxy",
+	if s.Alerts != "" && !s.UsesKubeProxy() {
+		out = append(out, &FieldError{Field: "alerts", Msg: "the rules are evaluated over kube-proxy's metrics, and no row runs kube-proxy (builtin rows' Prometheus scrapes proxybench's own live metrics, without rules)",
 			Fix: "add implementation: [builtin, kube-proxy] (or run --implementation builtin,kube-proxy) with a mode kube-proxy has (iptables, ipvs, nftables)"})
 	}
 	return out

@@ -346,7 +346,15 @@ type TrafficSpec struct {
 	// UDP sets the source ports of the UDP exchanges (UDP ServicePorts):
 	// kernel-chosen by default.
 	UDP UDPTrafficSpec `yaml:"udp,omitempty" json:"udp,omitempty"`
+	// KernelTime measures lookup.kernel in the traffic phase: the node
+	// kernel's time per SYN in PREROUTING, by BPF (default true; false
+	// turns it off, and the result says so where the figure would be).
+	KernelTime *bool `yaml:"kernelTime,omitempty" json:"kernelTime,omitempty"`
 }
+
+// KernelTimeOn says whether the traffic phase measures lookup.kernel
+// (KernelTime, default true).
+func (t TrafficSpec) KernelTimeOn() bool { return t.KernelTime == nil || *t.KernelTime }
 
 // UDPTrafficSpec picks the source port of each UDP exchange of the
 // traffic phase (one datagram each way, from a new socket). With

@@ -59,6 +59,7 @@ func TestParseErrors(t *testing.T) {
 		{"loopback service cidr", "services:\n  count: 10\nnetwork:\n  serviceCIDR: 127.0.0.0/24\n", "network.serviceCIDR", 4, "overlaps the loopback range 127.0.0.0/8"},
 		{"multicast service cidr", "services:\n  count: 10\nnetwork:\n  serviceCIDR: 224.0.0.0/24\n", "network.serviceCIDR", 4, "overlaps the multicast range 224.0.0.0/4"},
 		{"link-local pod cidr", "services:\n  count: 10\nnetwork:\n  podCIDR: 169.254.0.0/17\n", "network.podCIDR", 4, "overlaps the link-local range"},
+		{"reserved service cidr", "services:\n  count: 10\nnetwork:\n  serviceCIDR: 240.0.0.0/24\n", "network.serviceCIDR", 4, "overlaps the reserved range"},
 		{"cidr holding this network", "services:\n  count: 10\nnetwork:\n  clusterCIDR: 0.0.0.0/1\n", "network.clusterCIDR", 4, "the unspecified"},
 		{"cluster cidr invalid", "services:\n  count: 10\nnetwork:\n  clusterCIDR: x\n", "network.clusterCIDR", 4, "not a CIDR"},
 		{"pod overlaps service", "services:\n  count: 10\nnetwork:\n  podCIDR: 198.18.0.0/17\n", "network.podCIDR", 4, "overlaps serviceCIDR"},

@@ -416,7 +416,8 @@ func (c *checker) prefix(field, v string) (netip.Prefix, bool) {
 
 // specialRanges are the IPv4 and IPv6 ranges a cluster cannot address
 // pods, nodes or services from (RFC 6890's special-purpose registry:
-// "this network" and unspecified, loopback, link-local, multicast).
+// "this network" and unspecified, loopback, link-local, multicast, and
+// the reserved 240.0.0.0/4 with the limited broadcast address).
 var specialRanges = []struct {
 	p    netip.Prefix
 	what string
@@ -425,6 +426,7 @@ var specialRanges = []struct {
 	{netip.MustParsePrefix("127.0.0.0/8"), "the loopback range"},
 	{netip.MustParsePrefix("169.254.0.0/16"), "the link-local range"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "the multicast range"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "the reserved range (with the limited broadcast address 255.255.255.255)"},
 	{netip.MustParsePrefix("::/128"), "the unspecified address"},
 	{netip.MustParsePrefix("::1/128"), "the loopback address"},
 	{netip.MustParsePrefix("fe80::/10"), "the link-local range"},

@@ -75,6 +75,15 @@ type ModeCost struct {
 	// depend on position (nftables map lookups, IPVS hash chains: ~0).
 	PerRuleNs    float64 `json:"perRuleNs"`
 	PerServiceNs float64 `json:"perServiceNs"`
+	// KernelPerRuleNs is the kernel's own cost of one rule walked, from
+	// lookup.kernel (the SYN's time in the node's PREROUTING, measured by
+	// BPF, over mode none's at the same size and position: the slope
+	// against the rules walked), in ns; KernelOverheadNs the intercept
+	// (conntrack and the NAT setup). 0 when the results hold no
+	// lookup.kernel. PerRuleNs minus it is what a rule costs a connect
+	// beyond the walk (the SYNs queued behind other SYNs' walks, caches).
+	KernelPerRuleNs  float64 `json:"kernelPerRuleNs,omitempty"`
+	KernelOverheadNs float64 `json:"kernelOverheadNs,omitempty"`
 	// Full is sync.full wall time against the objects a full sync
 	// programs (rules, nft objects, netlink objects); Incremental is
 	// sync.incremental wall time against the objects of the whole
@@ -362,6 +371,7 @@ func FitCalibration(results []*reports.Result, known []proxymodes.Mode) (*Calibr
 	c := &Calibration{Version: CalibrationVersion, Modes: map[string]*ModeCost{}}
 	type pt struct{ x, y float64 }
 	look := map[string][]pt{}
+	klook := map[string][]pt{} // lookup.kernel p50 over none's against rules walked
 	full := map[string][]pt{}
 	bytesPts := map[string][]pt{}
 	inc := map[string][]pt{}
@@ -382,7 +392,8 @@ func FitCalibration(results []*reports.Result, known []proxymodes.Mode) (*Calibr
 		if r.Scenario != nil {
 			c.IPTablesBackend = r.Scenario.IPTables.Backend
 		}
-		none := map[string]int64{} // size/position -> p50
+		none := map[string]int64{}  // size/position -> p50
+		noneK := map[string]int64{} // size/position -> lookup.kernel p50
 		for _, m := range r.Modes {
 			size := m.Services
 			if size == 0 && r.Scenario != nil {
@@ -395,6 +406,9 @@ func FitCalibration(results []*reports.Result, known []proxymodes.Mode) (*Calibr
 				for _, p := range m.Lookup {
 					sum := reports.Summarize(p.SamplesNs)
 					none[fmt.Sprint(size, p.Position)] = sum.P50
+					if len(p.KernelSamplesNs) > 0 {
+						noneK[fmt.Sprint(size, p.Position)] = reports.Summarize(p.KernelSamplesNs).P50
+					}
 					base = append(base, p.SamplesNs...)
 					if p.CPS > 0 && r.Scenario != nil {
 						cycles = append(cycles, float64(r.Scenario.Traffic.Concurrency)/p.CPS*1e9-sum.Mean)
@@ -421,6 +435,9 @@ func FitCalibration(results []*reports.Result, known []proxymodes.Mode) (*Calibr
 					x = float64(p.Index + 1) // rules walked (KUBE-SERVICES, KUBE-PORTALS-CONTAINER)
 				}
 				look[m.Mode] = append(look[m.Mode], pt{x, y})
+				if kb, ok := noneK[fmt.Sprint(size, p.Position)]; ok && len(p.KernelSamplesNs) > 0 {
+					klook[m.Mode] = append(klook[m.Mode], pt{x, float64(reports.Summarize(p.KernelSamplesNs).P50 - kb)})
+				}
 			}
 			var walls []float64
 			for _, s := range m.SyncFull {
@@ -485,6 +502,16 @@ func FitCalibration(results []*reports.Result, known []proxymodes.Mode) (*Calibr
 				mc.PerRuleNs = math.Max(b, 0)
 			} else {
 				mc.PerServiceNs = math.Max(b, 0)
+			}
+		}
+		if xs, ys := split(klook[mode]); len(xs) > 0 {
+			a, b := stat.Mean(ys, nil), 0.0
+			if len(xs) > 1 && !allSame(xs) {
+				a, b = stat.LinearRegression(xs, ys, nil, false)
+			}
+			mc.KernelOverheadNs = math.Max(a, 0)
+			if modeOf(mode).Sim.Lookup == proxymodes.LookupLinear {
+				mc.KernelPerRuleNs = math.Max(b, 0)
 			}
 		}
 		mc.Full = FitCurve(split(full[mode]))

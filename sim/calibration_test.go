@@ -89,3 +89,38 @@ func TestEstimateMissing(t *testing.T) {
 		t.Errorf("ipvs without nftables: overhead %g, want 6000", v.LookupOverheadNs)
 	}
 }
+
+// TestFitCalibrationKernelPerRule: with lookup.kernel in the results the
+// fit also gives the kernel's own cost per rule walked (lookup.kernel p50
+// over none's against the rules walked) and its intercept, apart from
+// the connect time's slope; without it both stay 0.
+func TestFitCalibrationKernelPerRule(t *testing.T) {
+	const size = 1000
+	samples := func(ns int64) []int64 { return []int64{ns, ns, ns} }
+	row := func(mode string, first, last, kfirst, klast int64) reports.ModeResult {
+		return reports.ModeResult{Mode: mode, Services: size, Lookup: []reports.PositionResult{
+			{Position: "first", Index: 0, SamplesNs: samples(first), KernelSamplesNs: samples(kfirst)},
+			{Position: "last", Index: size - 1, SamplesNs: samples(last), KernelSamplesNs: samples(klast)},
+		}}
+	}
+	r := &reports.Result{Modes: []reports.ModeResult{
+		row("none", 20000, 20000, 500, 500),
+		row("iptables", 30000, 30000+999*12, 3000, 3000+999*8), // connect 12 ns a rule, the kernel's walk 8
+	}}
+	c, err := FitCalibration([]*reports.Result{r}, modes.All)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ipt := c.Modes["iptables"]
+	if math.Abs(ipt.PerRuleNs-12) > 0.3 || math.Abs(ipt.KernelPerRuleNs-8) > 0.2 || math.Abs(ipt.KernelOverheadNs-2500) > 50 {
+		t.Errorf("iptables: perRule %g, kernelPerRule %g, kernelOverhead %g; want 12, 8, 2500", ipt.PerRuleNs, ipt.KernelPerRuleNs, ipt.KernelOverheadNs)
+	}
+	for i := range r.Modes {
+		for j := range r.Modes[i].Lookup {
+			r.Modes[i].Lookup[j].KernelSamplesNs = nil
+		}
+	}
+	if c, _ = FitCalibration([]*reports.Result{r}, modes.All); c.Modes["iptables"].KernelPerRuleNs != 0 {
+		t.Errorf("without lookup.kernel: kernelPerRule %g, want 0", c.Modes["iptables"].KernelPerRuleNs)
+	}
+}

@@ -27,8 +27,11 @@ func newCompareCmd() *cobra.Command {
 		Short: "Compare runs figure by figure across runs, with a rank test and a noise floor",
 		Long: `compare judges every gate figure of the NEW runs against the BASE runs
 across runs: each run gives one value per figure (lookup.latency.p50 and .p99,
-lookup.vsnone.p50 and .p99, sync.full, sync.full.vsraw, cpu.perconn,
-cpu.vsnone; each computed from that run's own raw samples), and the values of
+lookup.vsnone.p50 and .p99, lookup.kernel.p50/.p90/.p99 and
+lookup.kernel.other.p50/.p99, sync.full, sync.full.vsraw, sync.incremental,
+cpu.perconn, cpu.vsnone, the churn and kube-proxy figures: the full list is
+--gate's error on an unknown name; each computed from that run's own raw
+samples), and the values of
 the two sides are compared with the two-sided Mann-Whitney U test
 (golang.org/x/perf/benchmath, as benchstat). A result may hold several runs
 ('run --count N'); several files per side are pooled. A change is flagged only

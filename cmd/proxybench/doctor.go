@@ -32,7 +32,8 @@ each one's configuration supports, and boots each (about 2 s for a kernel
 make kernels built, 20 s for Debian's, which loads modules) to probe the
 same modes there, which is where --kernel uml:<version> runs them. It says
 which folder kube-proxy rows take kube-proxy, kube-apiserver and etcd from
-($PROXYBENCH_KUBE_BIN, else beside proxybench, else ./bin; see run --help).`,
+($PROXYBENCH_KUBE_BIN, else beside proxybench, else ./bin; see run --help),
+and whether lookup.kernel (BPF) can be measured on each kernel, or why not.`,
 		Example: "  proxybench doctor\n  proxybench doctor --no-uml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -51,6 +52,7 @@ which folder kube-proxy rows take kube-proxy, kube-apiserver and etcd from
 			} else {
 				fmt.Printf("\nkube-proxy rows: kube-proxy, kube-apiserver and etcd from %s\n", dir)
 			}
+			fmt.Printf("lookup.kernel (the node kernel's time per SYN, by BPF): %s\n", runner.DoctorKernelTime())
 			if inGuest {
 				return nil
 			}

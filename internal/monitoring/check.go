@@ -218,7 +218,7 @@ var PrometheusOwn = []string{"up", "scrape_duration_seconds", "scrape_samples_sc
 	"scrape_series_added", "ALERTS", "ALERTS_FOR_STATE"}
 
 // Unexported returns, per rule of s (in file order), the metric names it
-// reads that neither exports (KubeProxyExports, or the names a TSDB
+// reads that neither exports (RowExports, or the names a TSDB
 // holds), PrometheusOwn, nor a recording rule of s provides: names that
 // rule can never see in this testbed.
 func (s *RuleSet) Unexported(exports func(name string) bool) []Missing {

@@ -55,11 +55,31 @@ func KubeProxyExports(name string) bool {
 			return true
 		}
 	}
-	if slices.Contains(KubeProxyMetrics, name) {
+	return hasFamily(KubeProxyMetrics, name)
+}
+
+// LiveExports reports whether proxybench's own live metrics endpoint
+// (Live.Handler: job LiveJob) has family name: LiveMetrics, with a
+// histogram's suffixes, and the Go runtime's and process's go_* and
+// process_* (client_golang's collectors).
+func LiveExports(name string) bool {
+	return strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") || hasFamily(LiveMetrics, name)
+}
+
+// RowExports reports whether a row's Prometheus can hold family name:
+// kube-proxy's (KubeProxyExports) or proxybench's own live metrics
+// (LiveExports). The warning before a run about a rule reading a name no
+// row exports uses it.
+func RowExports(name string) bool { return KubeProxyExports(name) || LiveExports(name) }
+
+// hasFamily reports whether name is one of families, or a histogram's
+// _bucket, _sum or _count series of one.
+func hasFamily(families []string, name string) bool {
+	if slices.Contains(families, name) {
 		return true
 	}
 	for _, suf := range []string{"_bucket", "_sum", "_count"} {
-		if b, ok := strings.CutSuffix(name, suf); ok && slices.Contains(KubeProxyMetrics, b) {
+		if b, ok := strings.CutSuffix(name, suf); ok && slices.Contains(families, b) {
 			return true
 		}
 	}

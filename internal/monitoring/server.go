@@ -48,9 +48,14 @@ type ServerSpec struct {
 	// Interval is the scrape and rule evaluation interval.
 	Interval time.Duration
 	// Job is the scrape job's name (the seeds' KubeProxyDown reads
-	// up{job="kube-proxy"}).
+	// up{job="kube-proxy"}) of Targets; no Targets: no such job.
 	Job     string
 	Targets []Target
+	// Live, when set, is proxybench's own metrics endpoint (Live.Handler):
+	// Start serves it on 127.0.0.1:LivePort of NS, from a socket opened
+	// inside NS (never the root namespace), and scrapes it as job
+	// LiveJob at Interval; Stop closes it.
+	Live http.Handler
 	// Rules are the rules the server evaluates (as run: scaled); nil:
 	// none.
 	Rules *RuleSet
@@ -65,19 +70,34 @@ type Server struct {
 	Started time.Time
 	// Client queries it, dialling from inside Spec.NS.
 	Client *Client
+	// live serves Spec.Live (nil without it).
+	live *http.Server
 }
 
 // dirs are the TSDB folders a live server of this process holds: a
 // second server on the same folder would fail on its lock file.
 var dirs sync.Map
 
-// Config is the prometheus.yml of spec: one job scraping every target at
-// the interval, the rule file when there are rules.
+// LiveAddr is where a server's Prometheus scrapes proxybench's own
+// metrics, in the server's namespace.
+var LiveAddr = fmt.Sprintf("127.0.0.1:%d", LivePort)
+
+// Config is the prometheus.yml of spec: job spec.Job scraping every
+// target and, with spec.Live, job LiveJob scraping proxybench's own
+// metrics at LiveAddr, both at the interval; the rule file when there
+// are rules.
 func Config(spec ServerSpec) ([]byte, error) {
 	scrapeTimeout := min(spec.Interval, 10*time.Second)
 	var static []map[string]any
 	for _, t := range spec.Targets {
 		static = append(static, map[string]any{"targets": []string{t.Addr}, "labels": t.Labels})
+	}
+	var jobs []map[string]any
+	if len(static) > 0 {
+		jobs = append(jobs, map[string]any{"job_name": spec.Job, "static_configs": static})
+	}
+	if spec.Live != nil {
+		jobs = append(jobs, map[string]any{"job_name": LiveJob, "static_configs": []map[string]any{{"targets": []string{LiveAddr}}}})
 	}
 	cfg := map[string]any{
 		"global": map[string]any{
@@ -85,7 +105,7 @@ func Config(spec ServerSpec) ([]byte, error) {
 			"evaluation_interval": FormatDuration(spec.Interval),
 			"scrape_timeout":      FormatDuration(scrapeTimeout),
 		},
-		"scrape_configs": []map[string]any{{"job_name": spec.Job, "static_configs": static}},
+		"scrape_configs": jobs,
 	}
 	if spec.Rules != nil {
 		cfg["rule_files"] = []string{filepath.Join(spec.Dir, "rules.yaml")}
@@ -93,11 +113,12 @@ func Config(spec ServerSpec) ([]byte, error) {
 	return yaml.Marshal(cfg)
 }
 
-// Start writes spec's configuration and rules into spec.Dir and starts
-// Prometheus inside spec.NS (topology.StartProcess: a child of the run,
-// killed with proxybench), listening on 127.0.0.1:Port there, its TSDB in
-// Dir/data; it returns once /-/ready answers. On error nothing is left
-// running.
+// Start writes spec's configuration and rules into spec.Dir, serves
+// spec.Live at LiveAddr of spec.NS when set, and starts Prometheus inside
+// spec.NS (topology.StartProcess: a child of the run, killed with
+// proxybench), listening on 127.0.0.1:Port there, its TSDB in Dir/data;
+// it returns once /-/ready answers. On error nothing is left running or
+// listening.
 func Start(ctx context.Context, spec ServerSpec) (*Server, error) {
 	if spec.Binary == "" {
 		spec.Binary = Binary
@@ -145,6 +166,17 @@ func Start(ctx context.Context, spec ServerSpec) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var live *http.Server
+	if spec.Live != nil {
+		if live, err = serveLive(spec.NS, spec.Live); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if !ok && live != nil {
+			_ = live.Close()
+		}
+	}()
 	cmd := exec.Command(bin,
 		"--config.file="+cfgPath,
 		"--storage.tsdb.path="+data,
@@ -161,7 +193,7 @@ func Start(ctx context.Context, spec ServerSpec) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Spec: spec, Proc: p, Started: time.Now(), Client: &Client{Base: fmt.Sprintf("http://127.0.0.1:%d", Port), HTTP: nsHTTP(spec.NS)}}
+	s := &Server{Spec: spec, Proc: p, live: live, Started: time.Now(), Client: &Client{Base: fmt.Sprintf("http://127.0.0.1:%d", Port), HTTP: nsHTTP(spec.NS)}}
 	rctx, cancel := context.WithTimeout(ctx, spec.ReadyTimeout)
 	defer cancel()
 	for !s.Client.Ready(rctx) {
@@ -177,6 +209,26 @@ func Start(ctx context.Context, spec ServerSpec) (*Server, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// serveLive serves h at LiveAddr of ns: the listening socket is opened
+// on a thread inside ns (topology.Netns.Do), so it stays in ns; the
+// server's goroutines accept on it from any thread.
+func serveLive(ns *topology.Netns, h http.Handler) (*http.Server, error) {
+	var l net.Listener
+	err := ns.Do(func() error {
+		var err error
+		l, err = net.Listen("tcp", LiveAddr)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("proxybench's metrics endpoint in %s: %w", ns.Name, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	return srv, nil
 }
 
 // nsHTTP is an HTTP client whose connections are dialled from inside ns.
@@ -201,11 +253,25 @@ func (s *Server) Stop() error {
 	}
 	err := s.Proc.Stop(30 * time.Second)
 	s.Proc = nil
+	if s.live != nil {
+		_ = s.live.Close()
+		s.live = nil
+	}
 	dirs.Delete(filepath.Join(s.Spec.Dir, "data"))
 	if err != nil {
 		return fmt.Errorf("prometheus: %w", err)
 	}
 	return nil
+}
+
+// ScrapeTargets is how many targets the server scrapes: Spec.Targets,
+// and proxybench's own metrics with Spec.Live.
+func (s *Server) ScrapeTargets() int {
+	n := len(s.Spec.Targets)
+	if s.Spec.Live != nil {
+		n++
+	}
+	return n
 }
 
 // TSDB is the server's data folder.

@@ -21,8 +21,9 @@ import (
 // other phases, also when one of them stopped the row, while the row's
 // control plane and its Prometheus still run. It reads back what
 // Prometheus's own rule evaluation gave over the row (monitoring.Evaluate)
-// into ModeResult.Monitoring. Rows without kube-proxy have no Prometheus
-// and get nothing.
+// into ModeResult.Monitoring. A builtin row's Prometheus (rowPrometheus)
+// scraped proxybench's own live metrics alone and ran no rules: its
+// record has the targets and the TSDB, no alerts.
 var alertsPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "alerts", Field: "monitoring", Scope: scenarios.ScopeRow,
 		Wants: func(s *scenarios.Scenario) bool { return s.Monitored() }},
@@ -40,11 +41,24 @@ type prometheusHolder interface {
 	PrometheusCPU() time.Duration
 }
 
+// rowServer is the row's Prometheus: a kube-proxy row's Proxier's, a
+// builtin row's own (Row.prom); nil when the row has none.
+func (r *Row) rowServer() prometheusHolder {
+	if r.prom != nil {
+		return r.prom
+	}
+	if ph, ok := r.Proxier.(prometheusHolder); ok {
+		return ph
+	}
+	return nil
+}
+
 // alertsPhase evaluates node0's Prometheus (the row's; each node's
-// kube-proxy has its own control plane and Prometheus, node0's is read).
+// kube-proxy has its own control plane and Prometheus, node0's is read;
+// a builtin row's scrapes proxybench alone and runs no rules).
 func alertsPhase(ctx context.Context, r *Row) error {
-	ph, ok := r.Proxier.(prometheusHolder)
-	if !ok {
+	ph := r.rowServer()
+	if ph == nil {
 		return nil
 	}
 	srv, first, restarts := ph.Prometheus()
@@ -53,7 +67,10 @@ func alertsPhase(ctx context.Context, r *Row) error {
 	}
 	sc := r.Sc
 	m := &reports.Monitoring{TSDB: srv.TSDB(), RuleFile: sc.Alerts, IntervalSeconds: sc.Monitoring.Interval.Seconds(),
-		TimeScale: sc.Monitoring.TimeScale, Started: first, Restarts: restarts}
+		TimeScale: sc.Monitoring.TimeScale, Started: first, Restarts: restarts, LiveOnly: r.prom != nil}
+	if m.LiveOnly {
+		m.RuleFile, m.TimeScale = "", 1
+	}
 	r.Result.Monitoring = m
 	rules := srv.Spec.Rules
 	if rules == nil {
@@ -63,7 +80,8 @@ func alertsPhase(ctx context.Context, r *Row) error {
 	}
 	// monitoring.hold: the row stays up (kube-proxy syncing every
 	// syncPeriod, Prometheus evaluating) so for: can pass.
-	if hold := sc.Monitoring.Hold.Duration; hold > 0 {
+	// A builtin row's server runs no rules: nothing to hold for.
+	if hold := sc.Monitoring.Hold.Duration; hold > 0 && !m.LiveOnly {
 		prog := r.Progress()
 		prog.Start(fmt.Sprintf("%s: monitoring.hold, kube-proxy and Prometheus running %v", r.Mode.Name, hold), 1)
 		select {
@@ -75,13 +93,15 @@ func alertsPhase(ctx context.Context, r *Row) error {
 			return nil
 		}
 	}
-	m.HoldSeconds = sc.Monitoring.Hold.Seconds()
+	if !m.LiveOnly {
+		m.HoldSeconds = sc.Monitoring.Hold.Seconds()
+	}
 	// A scrape of every target at least (a row shorter than Prometheus's
 	// target discovery may have none yet), then one more evaluation after
 	// the row's last phase, so its end is in.
 	step := sc.Monitoring.Interval.Duration
 	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second+2*step)
-	monitoring.WaitScraped(wctx, srv.Client, len(srv.Spec.Targets), first, step)
+	monitoring.WaitScraped(wctx, srv.Client, srv.ScrapeTargets(), first, step)
 	wcancel()
 	select {
 	case <-ctx.Done():
@@ -151,8 +171,8 @@ func loadAlerts(ctx context.Context, sc *scenarios.Scenario, o Options) (*alertR
 		}
 		out.Run = run
 	}
-	for _, u := range rs.Unexported(monitoring.KubeProxyExports) {
-		out.Warnings = append(out.Warnings, fmt.Sprintf("alerts: %s:%d: %s reads %s, which no row exports (the rows' Prometheus scrapes kube-proxy only: kubeproxy_*, go_*, process_*, rest_client_*): it cannot fire here",
+	for _, u := range rs.Unexported(monitoring.RowExports) {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("alerts: %s:%d: %s reads %s, which no row exports (the rows' Prometheus scrapes kube-proxy, kubeproxy_*, go_*, process_*, rest_client_*, and proxybench's own live metrics, proxybench_*): it cannot fire here",
 			rs.Path, u.Line, u.Rule, u.Metric))
 	}
 	return out, nil
@@ -188,10 +208,14 @@ func oneLine(err error) string {
 }
 
 // monitor is the kube-proxy rows' Prometheus (nil when sc is not
-// monitored).
-func monitor(sc *scenarios.Scenario, ar *alertRules) *kubeproxy.Monitor {
+// monitored), scraping live too (proxybench's own metrics; nil: not).
+func monitor(sc *scenarios.Scenario, ar *alertRules, live *monitoring.Live) *kubeproxy.Monitor {
 	if !sc.Monitored() || ar == nil {
 		return nil
 	}
-	return &kubeproxy.Monitor{Interval: sc.Monitoring.Interval.Duration, Rules: ar.Run}
+	m := &kubeproxy.Monitor{Interval: sc.Monitoring.Interval.Duration, Rules: ar.Run}
+	if live != nil {
+		m.Live = live.Handler()
+	}
+	return m
 }

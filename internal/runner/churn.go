@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/monitoring"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/syncloop"
 	"github.com/proxybench/proxybench/reports"
@@ -17,20 +18,56 @@ import (
 	"github.com/proxybench/proxybench/workload/observe"
 )
 
-// churnPhase changes the cluster at the scenario's churn rate while the
-// mode's sync loop (kube-proxy's semantics, minSync and period) keeps p in
-// step, and probes the data plane from the client namespaces to time each
-// change's programming latency (package observe): from the change to the
-// first connection through the VIP that lands on a new endpoint, or, for
-// a removal, to the first connection after the last one that still lands
-// on it. p must be in sync with services when it is called. A probe
-// worker that cannot enter its namespace fails the phase before any
-// change is made. A failed sync does not stop it: it is recorded
-// (ChurnResult.Failures, with its recovery), the next sync is full, as in
-// kube-proxy. With failure.syncErrors, the rule programs fail on purpose
-// (injectSyncErrors).
+// churnApplier is how a churn phase's changes reach the row's proxier:
+// the one part that differs between a proxier proxybench syncs itself
+// (builtin: the mode's sync loop, loopApplier) and one that runs its own
+// sync loop and takes the changes through an API (kube-proxy: each change
+// an API write, apiApplier). The change generator (workload.Cluster at
+// the scenario's arrivals and mix), the probes and the data-plane
+// observer (workload/observe) are the phase's own, shared by both.
+type churnApplier interface {
+	// begin starts the applier at the phase's start, before the first
+	// of its (at most) n changes; snapshot is the desired state at any
+	// moment (a proxier proxybench syncs). An error ends the phase before
+	// any change.
+	begin(ctx context.Context, start time.Time, n int, snapshot func() []workload.Service) error
+	// apply makes change ch, applied to the desired state at at, reach
+	// the proxier; s is the changed service as the state now holds it (a
+	// deleted one as it was). It returns at once: its work runs in the
+	// background.
+	apply(ch workload.Change, s workload.Service, at time.Time)
+	// end stops the applier once the probes are done (grace included)
+	// and fills res with its side of the phase: the syncs (Syncs), and a
+	// proxier's own account (KubeProxy, each sample's KubeProxyNs); res's
+	// samples are filled already, in the order of obs.
+	end(ctx context.Context, res *reports.ChurnResult, obs []*observe.Observation, start time.Time) error
+}
+
+// churnPhase is the churn phase of a proxier proxybench syncs itself:
+// runChurn with the mode's sync loop (loopApplier, kube-proxy's
+// semantics: minSync and period) keeping p in step. A failed sync does
+// not stop it: it is recorded (ChurnResult.Failures, with its recovery),
+// the next sync is full, as in kube-proxy. With failure.syncErrors, the
+// rule programs fail on purpose (injectSyncErrors).
 func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymodes.Proxier,
-	services []workload.Service, minSync, period time.Duration, prog Progress) (*reports.ChurnResult, error) {
+	services []workload.Service, minSync, period time.Duration, prog Progress, live *monitoring.RowMetrics) (*reports.ChurnResult, error) {
+	return runChurn(ctx, sc, e, p.Mode(), services, &loopApplier{p: p, sc: sc, minSync: minSync, period: period, live: live}, minSync, period, prog, live)
+}
+
+// runChurn changes the cluster at the scenario's churn rate, hands each
+// change to ap (which makes it reach the row's proxier, label), and
+// probes the data plane from the client namespaces to time each
+// change's programming latency (package observe): from the change to
+// the first connection through the VIP that lands on a new endpoint, or,
+// for a removal, to the first connection after the last one that still
+// lands on it. The proxier must be in sync with services when it is
+// called. A probe worker that cannot enter its namespace fails the phase
+// before any change is made. minSync and period are recorded as the
+// phase's. Every change applied and every change the probes saw (with
+// its programming latency) are observed in live as they happen (nil:
+// not monitored).
+func runChurn(ctx context.Context, sc *scenarios.Scenario, e *env, label string, services []workload.Service, ap churnApplier,
+	minSync, period time.Duration, prog Progress, live *monitoring.RowMetrics) (*reports.ChurnResult, error) {
 	c := sc.Churn
 	rng := rand.New(rand.NewSource(sc.Seed))
 	arrivals := workload.Arrivals(c.Rate, c.Duration.Duration, c.Arrival, rng)
@@ -48,31 +85,14 @@ func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymode
 	var tracker observe.Tracker
 	var seen probeBins
 	start := time.Now()
-	if se := sc.Failure.SyncErrors; se.Set() {
-		restore, err := injectSyncErrors(*se, sc.Seed)
-		if err != nil {
-			return nil, fmt.Errorf("failure.syncErrors: %w", err)
-		}
-		// A proxier that resolved its program before (nftables) looks
-		// it up again: the wrapper now, the real one after.
-		tr, _ := p.(proxymodes.ToolResolver)
-		if tr != nil {
-			tr.ResolveTools()
-		}
-		defer func() {
-			restore()
-			if tr != nil {
-				tr.ResolveTools()
-			}
-		}()
-	}
 	cpu0 := proxymodes.CPUTime()
-
-	loop := startSyncLoop(ctx, p, minSync, period, start, func() []workload.Service {
+	if err := ap.begin(ctx, start, len(arrivals), func() []workload.Service {
 		mu.Lock()
 		defer mu.Unlock()
 		return cluster.Snapshot()
-	})
+	}); err != nil {
+		return nil, err
+	}
 
 	// Probes: every worker cycles over the changes not yet observed.
 	probeCtx, stopProbes := context.WithCancel(ctx)
@@ -89,6 +109,7 @@ func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymode
 				landed, t0, err := e.dial(o.Change.VIP, o.Change.Port, time.Second)
 				seen.add(t0.Sub(start), err == nil)
 				if tracker.See(o, t0, landed.Addr(), err == nil) {
+					live.ChurnObserved(o.Change.Kind, o.Latency)
 					mu.Lock()
 					cluster.Release(o.Change.Service)
 					mu.Unlock()
@@ -97,7 +118,7 @@ func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymode
 		})
 	}()
 
-	prog.Start(fmt.Sprintf("%s: churn %.3g changes/s for %s, minSyncPeriod %s", p.Mode(), c.Rate, c.Duration.Duration, minSync), len(arrivals))
+	prog.Start(fmt.Sprintf("%s: churn %.3g changes/s for %s, minSyncPeriod %s", label, c.Rate, c.Duration.Duration, minSync), len(arrivals))
 	for _, off := range arrivals {
 		select {
 		case <-ctx.Done():
@@ -108,12 +129,17 @@ func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymode
 		}
 		mu.Lock()
 		ch, ok := cluster.Next(rng, c.Mix)
+		var svc workload.Service
+		if ok {
+			svc = cluster.Services[ch.Service]
+		}
 		at := time.Now()
 		mu.Unlock()
 		if ok {
 			tracker.Add(observe.New(ch, at))
+			live.ChurnApplied(ch.Kind)
 			res.ByKind[ch.Kind]++
-			loop.changed()
+			ap.apply(ch, svc, at)
 		} else {
 			res.Skipped++
 		}
@@ -127,19 +153,71 @@ func churnPhase(ctx context.Context, sc *scenarios.Scenario, e *env, p proxymode
 	}
 	stopProbes()
 	<-probesDone
-	syncs, syncErr := loop.stop()
+	obs := tracker.All()
+	summarizeSamples(res, obs, start)
+	endErr := ap.end(ctx, res, obs, start)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	res.CPUNs = int64(proxymodes.CPUTime() - cpu0)
-	res.Syncs = syncs
-	summarizeChurn(res, tracker.All(), start)
-	// A failed sync is data, not the end (kube-proxy logs it, makes the
-	// next sync full and carries on): recorded with its recovery.
-	_ = syncErr
-	res.Failures = syncFailures(syncs, &seen, res.Samples)
+	summarizeSyncs(res)
+	if res.KubeProxy != nil {
+		// kube-proxy's syncs by its log carry no CPU: its own and its rule
+		// programs' over the phase stand for the syncs'.
+		res.SyncCPUNs = res.KubeProxy.CPUNs + res.KubeProxy.ChildCPUNs
+	}
+	res.Failures = syncFailures(res.Syncs, &seen, res.Samples)
 	res.FailedSyncs = len(res.Failures)
-	return res, nil
+	return res, endErr
+}
+
+// loopApplier is the churn phase's applier for a proxier proxybench syncs
+// itself: the mode's sync loop (syncloop: kube-proxy's minSyncPeriod and
+// syncPeriod semantics) syncs p to the desired state after each change,
+// every sync recorded. A failed sync is data, not the end (kube-proxy
+// logs it, makes the next sync full and carries on). With
+// failure.syncErrors the rule programs fail on purpose meanwhile.
+type loopApplier struct {
+	p               proxymodes.Proxier
+	sc              *scenarios.Scenario
+	minSync, period time.Duration
+	live            *monitoring.RowMetrics
+	loop            *syncLoop
+	restore         func()
+}
+
+func (a *loopApplier) begin(ctx context.Context, start time.Time, _ int, snapshot func() []workload.Service) error {
+	if se := a.sc.Failure.SyncErrors; se.Set() {
+		restore, err := injectSyncErrors(*se, a.sc.Seed)
+		if err != nil {
+			return fmt.Errorf("failure.syncErrors: %w", err)
+		}
+		// A proxier that resolved its program before (nftables) looks
+		// it up again: the wrapper now, the real one after.
+		tr, _ := a.p.(proxymodes.ToolResolver)
+		if tr != nil {
+			tr.ResolveTools()
+		}
+		a.restore = func() {
+			restore()
+			if tr != nil {
+				tr.ResolveTools()
+			}
+		}
+	}
+	a.loop = startSyncLoop(ctx, a.p, a.minSync, a.period, start, a.live, snapshot)
+	return nil
+}
+
+func (a *loopApplier) apply(workload.Change, workload.Service, time.Time) { a.loop.changed() }
+
+func (a *loopApplier) end(_ context.Context, res *reports.ChurnResult, _ []*observe.Observation, _ time.Time) error {
+	syncs, _ := a.loop.stop() // a failed sync is recorded in syncs
+	if a.restore != nil {
+		a.restore()
+	}
+	res.Syncs = syncs
+	return nil
 }
 
 // probeBins counts probe connections and failed ones per 100 ms of a
@@ -225,8 +303,8 @@ type syncLoop struct {
 // already holds the cluster's services: that was the loop's first, full,
 // sync, started at start): every sync gives p snapshot() (full when the
 // loop says so and p is a proxymodes.FullSyncer) and is recorded with its
-// offset from start.
-func startSyncLoop(ctx context.Context, p proxymodes.Proxier, minSync, period time.Duration, start time.Time, snapshot func() []workload.Service) *syncLoop {
+// offset from start, and observed in live.
+func startSyncLoop(ctx context.Context, p proxymodes.Proxier, minSync, period time.Duration, start time.Time, live *monitoring.RowMetrics, snapshot func() []workload.Service) *syncLoop {
 	l := &syncLoop{done: make(chan struct{})}
 	st := syncloop.New(minSync, period)
 	st.Start(start)
@@ -238,6 +316,11 @@ func startSyncLoop(ctx context.Context, p proxymodes.Proxier, minSync, period ti
 		snap := snapshot()
 		at := time.Since(start)
 		s, err := p.Sync(context.WithoutCancel(ctx), snap)
+		kind := "incremental"
+		if full {
+			kind = "full"
+		}
+		observeSync(live, kind, s, err)
 		rec := reports.SyncRecord{AtNs: int64(at), SyncStats: s}
 		if err != nil {
 			rec.Err = err.Error()
@@ -268,11 +351,10 @@ func (l *syncLoop) stop() ([]reports.SyncRecord, error) {
 	return l.syncs, l.err
 }
 
-// summarizeChurn fills res's samples, counts, programming-latency summary
-// and buckets from the observations (an unobserved change is a sample
-// with latency -1), and the sync summaries and buckets per kind from
-// res.Syncs.
-func summarizeChurn(res *reports.ChurnResult, obs []*observe.Observation, start time.Time) {
+// summarizeSamples fills res's samples, counts, programming-latency
+// summary and buckets from the observations (an unobserved change is a
+// sample with latency -1).
+func summarizeSamples(res *reports.ChurnResult, obs []*observe.Observation, start time.Time) {
 	var lat []int64
 	for _, o := range obs {
 		s := reports.ChurnSample{Kind: o.Change.Kind, AtNs: int64(o.At.Sub(start)), LatencyNs: -1}
@@ -289,6 +371,11 @@ func summarizeChurn(res *reports.ChurnResult, obs []*observe.Observation, start 
 	res.Changes = len(obs)
 	res.Latency = reports.Summarize(lat)
 	res.LatencyBuckets = reports.BucketCounts(lat, reports.ProgrammingBuckets())
+}
+
+// summarizeSyncs fills res's sync summaries and buckets per kind, and the
+// syncs' CPU, from res.Syncs.
+func summarizeSyncs(res *reports.ChurnResult) {
 	byKind := map[string][]int64{}
 	for _, s := range res.Syncs {
 		byKind[s.Kind] = append(byKind[s.Kind], int64(s.Wall))
@@ -303,27 +390,63 @@ func summarizeChurn(res *reports.ChurnResult, obs []*observe.Observation, start 
 
 // churnPhaseV is the churn phase (churn.rate > 0) as a Phase: one churn
 // run per minSyncPeriod value of the mode (a sweep of periods), each
-// after a sync back to services.
+// after a sync back to services. A builtin row's changes reach its
+// proxier through the mode's sync loop (loopApplier); a kube-proxy row's
+// through the API, kube-proxy syncing on its own (apiApplier), restarted
+// with each swept minSyncPeriod (and with its own again after the sweep
+// when a later phase runs on it).
 var churnPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "churn", Field: "churn", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
-		Wants:            func(s *scenarios.Scenario) bool { return s.Churn.Rate > 0 },
-		NotWithKubeProxy: "the churn phase drives the proxier's sync loop directly; kube-proxy runs its own (sync.incremental goes through the API)"},
-	Core: true,
+		Wants: func(s *scenarios.Scenario) bool { return s.Churn.Rate > 0 }},
+	Core:   true,
+	Report: reports.ChurnKubeProxyReport,
 	Run: func(ctx context.Context, r *Row) error {
 		values, period, err := r.Mode.ChurnSyncPeriods(r.Sc)
 		if err != nil {
 			return err
 		}
+		api, viaAPI := r.Proxier.(churnAPI)
+		if r.Mode.Implementation == scenarios.ImplKubeProxy && !viaAPI {
+			return fmt.Errorf("churn: the %s row's proxier (%T) takes no API writes", r.Mode.Name, r.Proxier)
+		}
+		swept := len(r.Sc.Sweep.MinSyncPeriod) > 0
+		var own time.Duration // kube-proxy's minSyncPeriod before the sweep
+		if viaAPI {
+			own, _ = api.SyncPeriods()
+		}
+		restarted := false
 		for _, ms := range values {
 			if _, err := r.Proxier.Sync(ctx, r.Services); err != nil {
 				return fmt.Errorf("sync before churn: %w", err)
 			}
-			cr, err := churnPhase(ctx, r.Sc, r.Env, r.Proxier, r.Services, ms, period, r.Progress())
+			var cr *reports.ChurnResult
+			if viaAPI {
+				minSync, kpPeriod, restartNs, err := kubeProxyChurnPeriods(ctx, api, ms, swept)
+				if err != nil {
+					return err
+				}
+				restarted = restarted || restartNs > 0
+				cr, err = runChurn(ctx, r.Sc, r.Env, r.Proxier.Mode(), r.Services, newAPIApplier(api, restartNs), minSync, kpPeriod, r.Progress(), r.Live)
+				if cr != nil {
+					r.Result.Churn = append(r.Result.Churn, *cr)
+				}
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			cr, err = churnPhase(ctx, r.Sc, r.Env, r.Proxier, r.Services, ms, period, r.Progress(), r.Live)
 			if cr != nil {
 				r.Result.Churn = append(r.Result.Churn, *cr)
 			}
 			if err != nil {
 				return err
+			}
+		}
+		if restarted && len(r.later) > 0 && own > 0 {
+			// The row's later phases run on kube-proxy as configured.
+			if _, _, err := api.UseMinSyncPeriod(ctx, own); err != nil {
+				return fmt.Errorf("churn: restart kube-proxy with its own minSyncPeriod %v for %v: %w", own, r.later, err)
 			}
 		}
 		return nil

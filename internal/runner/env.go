@@ -127,6 +127,11 @@ type env struct {
 	// chain's rules, a virtual server's real servers, a set's entries, a
 	// table's chains); nil: not read.
 	kernelObjects func(ctx context.Context, node int) (int, error)
+	// kernelTimer starts lookup.kernel's in-kernel timer over the node
+	// namespaces (startNodeTimer); its error's kerneltime.Reason says
+	// why it cannot run. nil: the traffic phase records no lookup.kernel
+	// (the phases' fakes).
+	kernelTimer func() (kernelTimer, error)
 }
 
 // errNoBackend: the testbed has no shared backend host to listen in
@@ -245,7 +250,8 @@ func newEnv(tb *topology.Testbed) *env {
 		newProxier: func(sc *scenarios.Scenario, m proxymodes.Mode) (proxymodes.Proxier, error) {
 			return m.New(sc, tb.Node)
 		},
-		kernel: kernelRelease,
+		kernel:      kernelRelease,
+		kernelTimer: func() (kernelTimer, error) { return startNodeTimer(tb) },
 		kernelObjects: func(ctx context.Context, n int) (int, error) {
 			inv, err := leftovers.Read(ctx, tb.Nodes[n])
 			if err != nil {

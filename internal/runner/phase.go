@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/proxybench/proxybench/internal/monitoring"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
@@ -116,9 +117,19 @@ type Row struct {
 	Faults *faults
 	// Sections are the report sections the row's phases added.
 	Sections []reports.Section
+	// Live is the row's live metrics, updated as the phases measure
+	// (nil when the scenario is not monitored: every method is a no-op).
+	Live *monitoring.RowMetrics
+	// prom is a builtin row's Prometheus (nil: not monitored, or a
+	// kube-proxy row, whose Proxier holds its own).
+	prom *rowPrometheus
 	// cleanups run when the row ends, last added first (the nodes
 	// phase's other proxiers).
 	cleanups []func() error
+	// later names the phases that run on the row after the running one
+	// (not the final ones), for a phase that leaves the proxier
+	// reconfigured (the churn sweep's kube-proxy restarts).
+	later []string
 }
 
 // Progress is the row's progress sink.

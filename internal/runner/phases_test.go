@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/proxybench/proxybench/internal/monitoring"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/iptables"
 	"github.com/proxybench/proxybench/scenarios"
@@ -219,7 +222,7 @@ func TestSyncFullPhase(t *testing.T) {
 	p := newFakeProxier()
 	e := newFakeEnv(p)
 	var f faults
-	stats, sum, err := syncFullPhase(context.Background(), sc, &e.env, fakeMode(), p, svcs, &recProgress{}, &f)
+	stats, sum, err := syncFullPhase(context.Background(), sc, &e.env, fakeMode(), p, svcs, &recProgress{}, &f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +236,7 @@ func TestSyncFullPhase(t *testing.T) {
 		t.Errorf("flushes %v faults %v, want node0 flushed once, no fault", e.flushes, f)
 	}
 	e.flushErr = errors.New("netlink: no conntrack")
-	if _, _, err := syncFullPhase(context.Background(), sc, &e.env, fakeMode(), newFakeProxier(), svcs, &recProgress{}, &f); err != nil {
+	if _, _, err := syncFullPhase(context.Background(), sc, &e.env, fakeMode(), newFakeProxier(), svcs, &recProgress{}, &f, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(f) != 1 || !strings.Contains(f[0], "no conntrack") {
@@ -241,25 +244,30 @@ func TestSyncFullPhase(t *testing.T) {
 	}
 	p2 := newFakeProxier()
 	p2.failAt = 1
-	if _, _, err := syncFullPhase(context.Background(), sc, &e.env, fakeMode(), p2, svcs, &recProgress{}, &f); err == nil {
+	if _, _, err := syncFullPhase(context.Background(), sc, &e.env, fakeMode(), p2, svcs, &recProgress{}, &f, nil); err == nil {
 		t.Error("a failed sync did not fail the phase")
 	}
 }
 
 // TestSyncIncrementalPhase: every repetition is one recorded incremental
-// sync of a moved endpoint and an unrecorded sync back.
+// sync of a moved endpoint and an unrecorded sync back; both are
+// observed live.
 func TestSyncIncrementalPhase(t *testing.T) {
 	_, svcs := phaseScenario(t, "", "")
 	p := newFakeProxier()
 	if _, err := p.Sync(context.Background(), svcs); err != nil {
 		t.Fatal(err)
 	}
-	stats, sum, err := syncIncrementalPhase(context.Background(), p, svcs, 3)
+	live := monitoring.NewLive().BeginRow(monitoring.RowLabels{Mode: "fake"})
+	stats, sum, err := syncIncrementalPhase(context.Background(), p, svcs, 3, live)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(stats) != 3 || sum.Count != 3 || p.syncs != 7 {
 		t.Fatalf("%d stats, %d summarized, %d syncs; want 3, 3, 1+2*3", len(stats), sum.Count, p.syncs)
+	}
+	if n, f := liveSum(t, live, monitoring.MetricSyncDuration+"_count", "kind", "incremental"), liveSum(t, live, monitoring.MetricSyncDuration+"_count", "kind", "full"); n != 6 || f != 0 {
+		t.Errorf("live: %v incremental and %v full syncs, want 6 (3 and 3 back) and 0", n, f)
 	}
 	for _, s := range stats {
 		if s.Kind != "incremental" {
@@ -320,13 +328,24 @@ func TestTrafficPlan(t *testing.T) {
 }
 
 // TestTrafficPhase aggregates the fake driver's results per position:
-// samples, hits per live endpoint, fairness and connection counts.
+// samples, hits per live endpoint, fairness and connection counts; the
+// row's live series counted every connection by position and its
+// connect time.
 func TestTrafficPhase(t *testing.T) {
 	sc, svcs := phaseScenario(t, "", "failure: {downEndpointsPerService: 1}\n")
 	e := newFakeEnv(newFakeProxier())
-	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{})
+	live := monitoring.NewLive().BeginRow(monitoring.RowLabels{Mode: "fake", Implementation: "builtin", Kernel: "host", Row: "fake"})
+	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}, live)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, l := range to.lookup {
+		answered := liveSum(t, live, monitoring.MetricLookupConnections, "position", l.Position, "outcome", monitoring.OutcomeOK)
+		all := liveSum(t, live, monitoring.MetricLookupConnections, "position", l.Position)
+		if answered != float64(len(l.SamplesNs)) || all != float64(len(l.SamplesNs)+l.Errors+l.Misses) ||
+			liveSum(t, live, monitoring.MetricLookupConnect+"_count", "position", l.Position) != answered {
+			t.Errorf("live %s: %v answered of %v, want %d of %d", l.Position, answered, all, len(l.SamplesNs), len(l.SamplesNs)+l.Errors+l.Misses)
+		}
 	}
 	lookup, fair, conns := to.lookup, to.fair, to.conns
 	if to.ports != nil {
@@ -360,7 +379,7 @@ func TestTrafficPhase(t *testing.T) {
 	e.drive = func(context.Context, traffic.DriveSpec) (*traffic.DriveResult, error) {
 		return nil, errors.New("drive: enter client netns: bad handle")
 	}
-	if _, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}); err == nil || !strings.Contains(err.Error(), "enter client netns") {
+	if _, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}, nil); err == nil || !strings.Contains(err.Error(), "enter client netns") {
 		t.Errorf("err %v, want the driver's setup failure", err)
 	}
 }
@@ -388,7 +407,7 @@ traffic: {connections: 200, positions: [first, middle, last], concurrency: 2, ud
 		t.Fatal(err)
 	}
 	e := newFakeEnv(newFakeProxier())
-	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{})
+	to, err := trafficPhase(context.Background(), sc, &e.env, nil, svcs, false, "fake", &recProgress{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +459,9 @@ func TestFailurePhase(t *testing.T) {
 
 // TestChurnPhaseOnFake: on a fake data plane that answers from the fake
 // proxier's last sync, the churn phase observes every change with a
-// positive latency, and the sync loop syncs incrementally.
+// positive latency, and the sync loop syncs incrementally; the row's
+// live series counted every change applied and observed, its
+// programming latency and every sync as the result has them.
 func TestChurnPhaseOnFake(t *testing.T) {
 	sc, svcs := phaseScenario(t, "", "churn: {rate: 40, duration: 1s, grace: 5s, probes: 4}\n")
 	p := newFakeProxier()
@@ -448,12 +469,19 @@ func TestChurnPhaseOnFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newFakeEnv(p)
-	res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{})
+	live := monitoring.NewLive().BeginRow(monitoring.RowLabels{Mode: "fake", Implementation: "builtin", Kernel: "host", Row: "fake"})
+	res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{}, live)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Changes < 10 || res.Observed != res.Changes || res.Unobserved != 0 {
 		t.Fatalf("%d changes, %d observed, %d unobserved", res.Changes, res.Observed, res.Unobserved)
+	}
+	if a, o, n := liveSum(t, live, monitoring.MetricChurnApplied), liveSum(t, live, monitoring.MetricChurnObserved), liveSum(t, live, monitoring.MetricProgramming+"_count"); a != float64(res.Changes) || o != float64(res.Observed) || n != o {
+		t.Errorf("live: %v applied, %v observed, %v programming observations; want %d, %d, %d", a, o, n, res.Changes, res.Observed, res.Observed)
+	}
+	if n := liveSum(t, live, monitoring.MetricSyncDuration+"_count"); n != float64(len(res.Syncs)) {
+		t.Errorf("live: %v syncs, want the loop's %d", n, len(res.Syncs))
 	}
 	for _, s := range res.Samples {
 		if s.LatencyNs <= 0 || s.LatencyNs > int64(6*time.Second) {
@@ -479,12 +507,12 @@ func TestChurnPhaseFaults(t *testing.T) {
 	}
 	e := newFakeEnv(p)
 	e.probes = func(int) (workerPool, error) { return nil, errors.New(`enter netns "pb-x-c0": bad file descriptor`) }
-	if res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{}); err == nil || res != nil || p.syncs != 1 {
+	if res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{}, nil); err == nil || res != nil || p.syncs != 1 {
 		t.Fatalf("res %v err %v syncs %d: want the probes' failure before any sync", res, err, p.syncs)
 	}
 	e = newFakeEnv(p)
 	p.failAt = p.syncs + 1
-	res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{})
+	res, err := churnPhase(context.Background(), sc, &e.env, p, svcs, 20*time.Millisecond, time.Hour, &recProgress{}, nil)
 	if err != nil || res == nil || res.Syncs[0].Err == "" || res.FailedSyncs != 1 || len(res.Failures) != 1 {
 		t.Fatalf("err %v, res %+v: want the failed sync recorded and the phase going on", err, res)
 	}
@@ -646,7 +674,7 @@ func TestSyncFullPhaseSingleProgress(t *testing.T) {
 	m.SingleFullSync = true
 	var f faults
 	var prog countProgress
-	stats, _, err := syncFullPhase(context.Background(), sc, &e.env, m, p, svcs, &prog, &f)
+	stats, _, err := syncFullPhase(context.Background(), sc, &e.env, m, p, svcs, &prog, &f, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -656,4 +684,39 @@ func TestSyncFullPhaseSingleProgress(t *testing.T) {
 	if !strings.Contains(prog.steps[0], "sync.full × 1 ") || prog.totals[0] != 1 {
 		t.Errorf("progress %q (total %d), want sync.full × 1 with a total of 1 for a mode measured once", prog.steps[0], prog.totals[0])
 	}
+}
+
+// liveSum sums the samples of family name (a histogram's "_count" reads
+// its sample counts) in r's registry whose labels match kv (name,
+// value, ...).
+func liveSum(t *testing.T, r *monitoring.RowMetrics, name string, kv ...string) float64 {
+	t.Helper()
+	fams, err := r.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, count := strings.CutSuffix(name, "_count")
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() != name && !(count && f.GetName() == base) {
+			continue
+		}
+	metric:
+		for _, m := range f.Metric {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if !slices.ContainsFunc(m.Label, func(l *dto.LabelPair) bool { return l.GetName() == kv[i] && l.GetValue() == kv[i+1] }) {
+					continue metric
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return sum
 }

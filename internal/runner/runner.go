@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/monitoring"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
@@ -92,6 +93,10 @@ type Options struct {
 	// the host; the guest's entry (GuestPlan, `proxybench guest-run`)
 	// sets WhereGuest.
 	Where Where
+
+	// live is the run's live metrics (Run sets it for a monitored
+	// scenario; nil: none kept).
+	live *monitoring.Live
 }
 
 func (o *Options) defaults() {
@@ -214,6 +219,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 	if err != nil {
 		return nil, err
 	}
+	if sc.Monitored() {
+		o.live = monitoring.NewLive()
+	}
 	sizes := sc.Sizes()
 	perSize := make([][]workload.Service, len(sizes))
 	for i, n := range sizes {
@@ -260,7 +268,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			if err != nil {
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
-			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e), o.Where, monitor(sc, checked.alerts)) {
+			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e), o.Where, monitor(sc, checked.alerts, o.live)) {
 				for _, vsc := range modeVariants(sc.AtSize(n), m) {
 					mr, secs, err := runRow(ctx, Phases, vsc, o, tb, e, perSize[i], row)
 					if mr != nil {
@@ -395,13 +403,38 @@ func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Optio
 	}
 	var f faults
 	r := &Row{Sc: sc, O: o, Testbed: tb, Env: e, Mode: m, Proxier: p, Proxiers: []proxymodes.Proxier{p}, Services: services, Result: mr, Faults: &f}
+	r.Live = o.live.BeginRow(rowLabels(m, sc, o.Where))
+	defer o.live.EndRow(r.Live)
+	if _, kp := p.(prometheusHolder); o.live != nil && !kp {
+		// A builtin row's Prometheus (a kube-proxy row's starts with its
+		// control plane): before the first phase, so the whole row is in
+		// its TSDB.
+		rp, perr := startRowPrometheus(ctx, r, o.live, filepath.Join(o.ArtifactDir, rowDir(rowLabel(m, sc))))
+		if perr != nil {
+			_ = p.Cleanup(context.WithoutCancel(ctx))
+			return mr, nil, perr
+		}
+		r.prom = rp
+		r.Defer(rp.stop)
+	}
 	ran := []Phase{}
-	for _, ph := range phases {
+	run := func(ph Phase) error {
+		r.Live.Phase(ph.Name, true)
+		defer r.Live.Phase(ph.Name, false)
+		return ph.Run(ctx, r)
+	}
+	for i, ph := range phases {
 		if !ph.applies(sc, m) || ph.Final {
 			continue
 		}
 		ran = append(ran, ph)
-		if err = ph.Run(ctx, r); err != nil {
+		r.later = nil
+		for _, next := range phases[i+1:] {
+			if next.applies(sc, m) && !next.Final {
+				r.later = append(r.later, next.Name)
+			}
+		}
+		if err = run(ph); err != nil {
 			break
 		}
 	}
@@ -410,7 +443,7 @@ func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Optio
 			continue
 		}
 		ran = append(ran, ph)
-		if ferr := ph.Run(ctx, r); ferr != nil && err == nil {
+		if ferr := run(ph); ferr != nil && err == nil {
 			err = ferr
 		}
 	}

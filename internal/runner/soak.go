@@ -16,7 +16,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/monitoring"
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
@@ -42,6 +44,8 @@ var soakMix = scenarios.ChurnMix{EndpointAdd: 1, EndpointRemove: 1, ReadinessFli
 // What a builtin row's proxy figures measure (the stream's header says
 // it, and the report).
 const (
+	kubeProxyCPU    = "kube-proxy's CPU time and that of the rule programs it ran (user+system, /proc/<pid>/stat)"
+	kubeProxyRSS    = "kube-proxy's resident set (VmRSS); its Go heap and goroutines from its metrics endpoint (go_memstats_heap_alloc_bytes, go_goroutines)"
 	builtinProxyCPU = "the CPU of its syncs (the syncing thread and the rule programs it ran, SyncStats.CPU; the kernel's packet path is not in it)"
 	builtinProxyRSS = "not separable: the builtin proxier runs inside proxybench, whose RSS (proxybench RSS) holds it, with the traffic driver and the probes"
 )
@@ -217,8 +221,12 @@ func soakStage(k int, iv, churnFrom, churnTo time.Duration) string {
 // the last one (syncs, changes, observations, traffic, CPU) and what
 // stands at its moment (memory, conntrack, pending changes).
 type soakSampler struct {
-	e       *env
+	e *env
+	// loop is the sync loop of a proxier proxybench syncs (builtin): its
+	// syncs are the proxy's; proc a proxy with a process of its own
+	// (kube-proxy), whose resources are. One of them is set.
 	loop    interface{ drain() []reports.SyncRecord }
+	proc    soakProcess
 	tracker *observe.Tracker
 	traffic *soakTraffic
 	changes *atomic.Int64
@@ -229,29 +237,78 @@ type soakSampler struct {
 	lastCPU time.Duration
 	// objects are the objects of the last full sync.
 	objects int
+	// procCPU and procSyncs are proc's CPU (its own and its rule
+	// programs') and syncs at the last sample.
+	procCPU   time.Duration
+	procSyncs uint64
 }
 
-// sample takes interval k's sample, ending now.
-func (s *soakSampler) sample(k int, stage string, now time.Time) reports.SoakSample {
+// soakProcess is a proxier with a process of its own whose resources a
+// soak samples (kubeproxy.Proxier).
+type soakProcess interface {
+	Resources(ctx context.Context) (kubeproxy.Resources, error)
+}
+
+// startProc reads proc's resources at the soak's start (the sampler's
+// first deltas are from them).
+func (s *soakSampler) startProc(ctx context.Context) error {
+	if s.proc == nil {
+		return nil
+	}
+	r, err := s.proc.Resources(ctx)
+	if err != nil {
+		return err
+	}
+	s.procCPU, s.procSyncs = r.CPU+r.ChildCPU, r.Syncs
+	return nil
+}
+
+// sample takes interval k's sample, ending now. Its error is the proxy
+// process's exit (proxymodes.Failed): the sample holds what was read.
+func (s *soakSampler) sample(ctx context.Context, k int, stage string, now time.Time) (reports.SoakSample, error) {
 	x := reports.SoakSample{Index: k, AtNs: int64(now.Sub(s.start)), SpanNs: int64(now.Sub(s.last)), Stage: stage, Conntrack: -1}
 	s.last = now
-	for _, r := range s.loop.drain() {
-		x.Syncs++
-		x.ProxyCPUNs += int64(r.CPU)
-		if r.Err != "" {
-			x.FailedSyncs++
-			continue
+	var exited error
+	if s.loop != nil {
+		for _, r := range s.loop.drain() {
+			x.Syncs++
+			x.ProxyCPUNs += int64(r.CPU)
+			if r.Err != "" {
+				x.FailedSyncs++
+				continue
+			}
+			x.WrittenObjects += r.Objects
+			if r.Kind == "full" {
+				s.objects = r.Objects
+			}
 		}
-		x.WrittenObjects += r.Objects
-		if r.Kind == "full" {
-			s.objects = r.Objects
+	}
+	if s.proc != nil {
+		r, err := s.proc.Resources(ctx)
+		var fl *proxymodes.Failed
+		switch {
+		case errors.As(err, &fl):
+			exited = err
+			x.Faults = append(x.Faults, "the proxy exited: "+err.Error())
+		case err != nil:
+			x.Faults = append(x.Faults, "the proxy's resources not read: "+err.Error())
+		default:
+			cpu := r.CPU + r.ChildCPU
+			x.ProxyCPUNs, s.procCPU = int64(cpu-s.procCPU), cpu
+			x.ProxyRSSBytes = uint64(max(r.RSS, 0))
+			if r.Scraped {
+				x.ProxyHeapBytes, x.ProxyGoroutines = r.Heap, r.Goroutines
+				x.Syncs, s.procSyncs = int(r.Syncs-s.procSyncs), r.Syncs
+			} else {
+				x.Faults = append(x.Faults, "the proxy's metrics not scraped (no heap, goroutines, syncs): "+r.ScrapeErr)
+			}
 		}
 	}
 	x.SyncObjects = s.objects
 	x.Objects = -1
 	if s.e.kernelObjects != nil {
 		t0 := time.Now()
-		n, err := s.e.kernelObjects(context.Background(), 0)
+		n, err := s.e.kernelObjects(ctx, 0)
 		x.ObjectsReadNs = int64(time.Since(t0))
 		if err != nil {
 			x.Faults = append(x.Faults, "kernel objects not read back: "+err.Error())
@@ -281,7 +338,7 @@ func (s *soakSampler) sample(k int, stage string, now time.Time) reports.SoakSam
 	x.SelfRSSBytes, x.SelfHeapBytes, x.SelfGoroutines = st.rss, st.heap, st.goroutines
 	x.SelfCPUNs = int64(st.cpu - s.lastCPU)
 	s.lastCPU = st.cpu
-	return x
+	return x, exited
 }
 
 // drain returns the syncs recorded since the last drain and forgets
@@ -294,36 +351,44 @@ func (l *syncLoop) drain() []reports.SyncRecord {
 	return out
 }
 
-// soakRun is one row's soak: its proxier, sync periods, where its stream
-// goes and what its header says.
+// soakRun is one row's soak: how its changes reach its proxier, where
+// its stream goes and what its header says.
 type soakRun struct {
 	sc       *scenarios.Scenario
 	e        *env
-	p        proxymodes.Proxier
 	services []workload.Service
-	minSync  time.Duration
-	period   time.Duration
-	path     string
-	header   reports.SoakHeader
-	prog     Progress
-	faults   *faults
-	// objects are the rule objects of p's full sync before the soak.
+	// ap makes each change reach the row's proxier: a *loopApplier (the
+	// mode's sync loop, builtin) or an *apiApplier (API writes,
+	// kube-proxy syncing on its own); proc is the proxier's process when
+	// it has one of its own (kube-proxy: its resources are sampled), nil
+	// for a builtin one (its sync loop's syncs are).
+	ap     churnApplier
+	proc   soakProcess
+	live   *monitoring.RowMetrics
+	path   string
+	header reports.SoakHeader
+	prog   Progress
+	faults *faults
+	// objects are the rule objects of the proxier's full sync before the
+	// soak.
 	objects int
 }
 
 // soakPhase soaks one row (scenario block soak): for (idle+quiet)
-// intervals plus duration, it keeps p in step with a cluster churned at
-// soak.churn changes/s (Poisson arrivals of workload.Cluster.Next with
-// soakMix; changes only during the duration, after the idle
-// intervals), through the mode's sync loop (kube-proxy's semantics,
-// startSyncLoop); times each change's programming latency with probes
-// (package observe); drives soak.rate connections/s open loop
-// (runOpenLoop); and at the end of every interval writes one sample to
-// the stream at run.path (reports.SoakWriter: fsync'd), which the result
-// keeps too. p must be in sync with services. On ctx's end the interval
-// so far is sampled, the end line says why and the soak returns ctx's
-// error with what it measured; a stream that cannot be written is a
-// fault (the samples stay in the result).
+// intervals plus duration, it churns the cluster at soak.churn changes/s
+// (Poisson arrivals of workload.Cluster.Next with soakMix; changes only
+// during the duration, after the idle intervals), each change handed to
+// run.ap (the churn phase's appliers: the mode's sync loop for a
+// builtin row, API writes for a kube-proxy row); times each change's
+// programming latency with probes (package observe); drives soak.rate
+// connections/s open loop (runOpenLoop); and at the end of every
+// interval writes one sample to the stream at run.path
+// (reports.SoakWriter: fsync'd), which the result keeps too. The
+// proxier must be in sync with services. On ctx's end, or when the
+// proxy's process exits, the interval so far is sampled, the end line
+// says why and the soak returns the error with what it measured; a
+// stream that cannot be written is a fault (the samples stay in the
+// result).
 func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 	sc, e, spec := run.sc, run.e, run.sc.Soak
 	iv := spec.Interval.Duration
@@ -331,6 +396,11 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 	churnFrom := time.Duration(spec.Idle) * iv
 	churnTo := churnFrom + spec.Duration.Duration
 	timeout := sc.Traffic.Timeout.Duration
+	rng := rand.New(rand.NewSource(sc.Seed))
+	var arrivals []time.Duration
+	if spec.Churn > 0 {
+		arrivals = workload.Arrivals(spec.Churn, spec.Duration.Duration, "poisson", rng)
+	}
 
 	probes, err := e.probes(spec.Probes)
 	if err != nil {
@@ -343,6 +413,13 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 	}
 	defer workers.Close()
 
+	var mu sync.Mutex // guards cluster
+	cluster := workload.NewCluster(sc, run.services)
+	snapshot := func() []workload.Service {
+		mu.Lock()
+		defer mu.Unlock()
+		return cluster.Snapshot()
+	}
 	start := time.Now()
 	run.header.Started, run.header.Spec = start, *spec
 	sr := &reports.SoakResult{Stream: run.path, Header: run.header}
@@ -358,22 +435,28 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 			run.faults.add("soak stream %s not written from %s on (the result keeps every sample): %v", run.path, clockOf(time.Since(start)), err)
 		}
 	}
+	if err := run.ap.begin(ctx, start, len(arrivals), snapshot); err != nil {
+		return nil, fmt.Errorf("soak: %w", err)
+	}
+	smp := &soakSampler{e: e, proc: run.proc, traffic: nil, self: readSelf, start: start, last: start, objects: run.objects}
+	if la, ok := run.ap.(*loopApplier); ok {
+		smp.loop = la.loop
+	}
+	if e.self != nil {
+		smp.self = e.self
+	}
+	smp.lastCPU = smp.self().cpu
+	if err := smp.startProc(ctx); err != nil {
+		res := &reports.ChurnResult{}
+		return nil, errors.Join(fmt.Errorf("soak: the proxy's resources: %w", err), run.ap.end(ctx, res, nil, start))
+	}
 
-	var mu sync.Mutex // guards cluster
-	cluster := workload.NewCluster(sc, run.services)
 	var tracker observe.Tracker
 	var changes, total atomic.Int64
-	loop := startSyncLoop(ctx, run.p, run.minSync, run.period, start, func() []workload.Service {
-		mu.Lock()
-		defer mu.Unlock()
-		return cluster.Snapshot()
-	})
-	stopped := false
-	defer func() {
-		if !stopped {
-			loop.stop()
-		}
-	}()
+	// An API applier matches kube-proxy's log to every change at its end:
+	// it needs them all (a builtin row's soak keeps none).
+	_, viaAPI := run.ap.(*apiApplier)
+	var all []*observe.Observation
 
 	// Probes: every worker cycles over the changes not yet observed.
 	probeCtx, stopProbes := context.WithCancel(ctx)
@@ -389,6 +472,7 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 				}
 				landed, t0, err := e.dial(o.Change.VIP, o.Change.Port, time.Second)
 				if tracker.See(o, t0, landed.Addr(), err == nil) {
+					run.live.ChurnObserved(o.Change.Kind, o.Latency)
 					mu.Lock()
 					cluster.Release(o.Change.Service)
 					mu.Unlock()
@@ -397,17 +481,12 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 			}
 		})
 	}()
-	defer func() { stopProbes(); <-probesDone }()
 
 	// Churn: Poisson arrivals over the duration, after the idle intervals.
 	churnDone := make(chan struct{})
 	go func() {
 		defer close(churnDone)
-		if spec.Churn <= 0 {
-			return
-		}
-		rng := rand.New(rand.NewSource(sc.Seed))
-		for _, off := range workload.Arrivals(spec.Churn, spec.Duration.Duration, "poisson", rng) {
+		for _, off := range arrivals {
 			select {
 			case <-ctx.Done():
 				return
@@ -415,17 +494,26 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 			}
 			mu.Lock()
 			ch, ok := cluster.Next(rng, soakMix)
+			var svc workload.Service
+			if ok {
+				svc = cluster.Services[ch.Service]
+			}
 			at := time.Now()
 			mu.Unlock()
-			if ok {
-				tracker.Add(observe.New(ch, at))
-				changes.Add(1)
-				total.Add(1)
-				loop.changed()
+			if !ok {
+				continue
 			}
+			o := observe.New(ch, at)
+			tracker.Add(o)
+			if viaAPI {
+				all = append(all, o)
+			}
+			run.live.ChurnApplied(ch.Kind)
+			changes.Add(1)
+			total.Add(1)
+			run.ap.apply(ch, svc, at)
 		}
 	}()
-	defer func() { <-churnDone }()
 
 	// Traffic: open loop over every interval.
 	var tr soakTraffic
@@ -438,23 +526,19 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 		runOpenLoop(trafficCtx, e, workers, &tr, run.services, spec.Rate, timeout, start, end, sc.Seed+1)
 	}()
 
-	smp := &soakSampler{e: e, loop: loop, tracker: &tracker, traffic: &tr, changes: &changes, self: readSelf,
-		start: start, last: start, lastCPU: readSelf().cpu, objects: run.objects}
-	if e.self != nil {
-		smp.self = e.self
-		smp.lastCPU = e.self().cpu
-	}
+	smp.tracker, smp.traffic, smp.changes = &tracker, &tr, &changes
 	run.prog.Start(fmt.Sprintf("%s: soak %s: %d idle intervals, churn %.3g changes/s for %s, %d quiet, every %s; %.3g connections/s; stream %s",
 		run.header.Row, clockOf(spec.Total()), spec.Idle, spec.Churn, spec.Duration.Duration, spec.Quiet, iv, spec.Rate, run.path), n)
 	defer run.prog.Done()
 	var stop string
+	var stopErr error
 	for k := 1; k <= n; k++ {
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Until(start.Add(time.Duration(k) * iv))):
 		}
 		if ctx.Err() != nil {
-			stop = context.Cause(ctx).Error()
+			stop, stopErr = context.Cause(ctx).Error(), ctx.Err()
 		}
 		if k == n || stop != "" {
 			// The last interval waits for the connections in flight
@@ -465,23 +549,35 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 			case <-time.After(timeout + 2*time.Second):
 			}
 		}
-		x := smp.sample(k, soakStage(k, iv, churnFrom, churnTo), time.Now())
+		x, exited := smp.sample(context.WithoutCancel(ctx), k, soakStage(k, iv, churnFrom, churnTo), time.Now())
 		sr.Samples = append(sr.Samples, x)
 		write(func() error { return w.Sample(x) })
 		run.prog.Add(1)
+		if exited != nil && stop == "" {
+			stop, stopErr = exited.Error(), exited
+		}
 		if stop != "" {
 			break
 		}
 	}
+	stopTraffic()
 	stopProbes()
 	<-probesDone
-	_, _ = loop.stop()
-	stopped = true
+	<-churnDone // no change is applied after the applier's end
+	res := &reports.ChurnResult{}
+	if viaAPI {
+		summarizeSamples(res, all, start)
+	}
+	endErr := run.ap.end(context.WithoutCancel(ctx), res, all, start)
+	sr.KubeProxy = res.KubeProxy
 	sr.End = &reports.SoakEnd{AtNs: int64(time.Since(start)), Stopped: stop, InFlight: tr.inFlight(),
 		Changes: int(total.Load()), Unobserved: tracker.Pending()}
 	write(func() error { return w.End(*sr.End) })
-	if stop != "" {
-		return sr, ctx.Err()
+	if stopErr != nil {
+		return sr, stopErr
+	}
+	if endErr != nil {
+		run.faults.add("soak: the end of kube-proxy's account: %v", endErr)
 	}
 	return sr, nil
 }
@@ -503,18 +599,16 @@ func soakStreamPath(artifacts, label string, sc *scenarios.Scenario, services in
 	return filepath.Join(artifacts, "soak", name+".jsonl")
 }
 
-// soakPhaseV is the soak phase (scenario block soak) as a Phase.
+// soakPhaseV is the soak phase (scenario block soak) as a Phase: a
+// builtin row's changes reach its proxier through the mode's sync loop
+// (loopApplier), a kube-proxy row's through the API, kube-proxy syncing
+// on its own (apiApplier), as in the churn phase; a kube-proxy row's
+// process is sampled (CPU, RSS, Go heap, goroutines, syncs).
 var soakPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "soak", Field: "soak", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
-		Wants: func(s *scenarios.Scenario) bool { return s.Soak != nil },
-		NotWithKubeProxy: "the soak churns through the builtin proxier's own sync loop, as the churn phase does; " +
-			"kube-proxy rows need churn through the API server (and the soak would then sample kube-proxy's process: RSS, CPU, Go heap and goroutines from its metrics)"},
+		Wants: func(s *scenarios.Scenario) bool { return s.Soak != nil }},
 	Report: reports.SoakReport,
 	Run: func(ctx context.Context, r *Row) error {
-		if r.Mode.SyncPeriods == nil {
-			return fmt.Errorf("soak: mode %s runs no sync loop", r.Mode.Name)
-		}
-		minSync, period := r.Mode.SyncPeriods(r.Sc)
 		st, err := r.Proxier.Sync(ctx, r.Services)
 		if err != nil {
 			return fmt.Errorf("sync before the soak: %w", err)
@@ -523,8 +617,27 @@ var soakPhaseV = Phase{
 		h := reports.SoakHeader{Tool: "proxybench " + r.O.Version, RunID: r.O.RunID, Row: label, Mode: r.Mode.Name,
 			Implementation: r.Mode.Implementation, BaseMode: r.Mode.Base, Kernel: string(r.O.Where), Services: len(r.Services),
 			Machine: MachineInfo(), Scenario: r.Sc, ProxyCPU: builtinProxyCPU, ProxyRSS: builtinProxyRSS}
-		sr, err := soakPhase(ctx, soakRun{sc: r.Sc, e: r.Env, p: r.Proxier, services: r.Services, minSync: minSync, period: period,
-			path: soakStreamPath(r.O.ArtifactDir, label, r.Sc, len(r.Services)), header: h, prog: r.Progress(), faults: r.Faults, objects: st.Objects})
+		run := soakRun{sc: r.Sc, e: r.Env, services: r.Services, live: r.Live, header: h, prog: r.Progress(), faults: r.Faults,
+			path: soakStreamPath(r.O.ArtifactDir, label, r.Sc, len(r.Services)), objects: st.Objects}
+		api, viaAPI := r.Proxier.(churnAPI)
+		switch {
+		case r.Mode.Implementation == scenarios.ImplKubeProxy && !viaAPI:
+			return fmt.Errorf("soak: the %s row's proxier (%T) takes no API writes", r.Mode.Name, r.Proxier)
+		case viaAPI:
+			proc, ok := r.Proxier.(soakProcess)
+			if !ok {
+				return fmt.Errorf("soak: the %s row's proxier (%T) has no process to sample", r.Mode.Name, r.Proxier)
+			}
+			run.ap, run.proc = newAPIApplier(api, 0), proc
+			run.header.ProxyCPU, run.header.ProxyRSS = kubeProxyCPU, kubeProxyRSS
+		default:
+			if r.Mode.SyncPeriods == nil {
+				return fmt.Errorf("soak: mode %s runs no sync loop", r.Mode.Name)
+			}
+			minSync, period := r.Mode.SyncPeriods(r.Sc)
+			run.ap = &loopApplier{p: r.Proxier, sc: r.Sc, minSync: minSync, period: period, live: r.Live}
+		}
+		sr, err := soakPhase(ctx, run)
 		if sr != nil {
 			r.Result.Soak = sr
 		}

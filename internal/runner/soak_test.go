@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
@@ -93,7 +94,7 @@ func TestSoakSampler(t *testing.T) {
 	tr.schedule()
 	tr.done(overrun, 0, 3*time.Millisecond)
 
-	x := s.sample(1, reports.SoakIdle, t0.Add(time.Second))
+	x, _ := s.sample(context.Background(), 1, reports.SoakIdle, t0.Add(time.Second))
 	want := reports.SoakSample{Index: 1, AtNs: int64(time.Second), SpanNs: int64(time.Second), Stage: reports.SoakIdle,
 		ProxyCPUNs: int64(55 * time.Millisecond), SelfRSSBytes: 80 << 20, SelfHeapBytes: 30 << 20, SelfGoroutines: 12, SelfCPUNs: int64(250 * time.Millisecond),
 		Conntrack: 100, Objects: 1200, ObjectsReadNs: x.ObjectsReadNs, SyncObjects: 90, WrittenObjects: 105, Syncs: 3, FailedSyncs: 1, Changes: 4, Observed: 3, ProgP50Ns: x.ProgP50Ns, ProgP99Ns: x.ProgP99Ns, Pending: 1,
@@ -117,12 +118,12 @@ func TestSoakSampler(t *testing.T) {
 	// Nothing new: the next sample counts nothing, keeps the objects, and
 	// a failed conntrack read is a fault, not a figure.
 	tracker.See(obs[3], t0.Add(1500*time.Millisecond), ep, true)
-	y := s.sample(2, reports.SoakChurn, t0.Add(2500*time.Millisecond))
+	y, _ := s.sample(context.Background(), 2, reports.SoakChurn, t0.Add(2500*time.Millisecond))
 	if y.SpanNs != int64(1500*time.Millisecond) || y.Syncs != 0 || y.ProxyCPUNs != 0 || y.Objects != 1200 || y.SyncObjects != 90 || y.WrittenObjects != 0 || y.Changes != 0 ||
 		y.Observed != 1 || !near(y.ProgP50Ns, 1500*time.Millisecond) || y.Pending != 0 || y.Attempts != 0 || y.OK != 0 || y.Errors != nil || y.Conntrack != 200 {
 		t.Errorf("second sample %+v", y)
 	}
-	z := s.sample(3, reports.SoakChurn, t0.Add(3*time.Second))
+	z, _ := s.sample(context.Background(), 3, reports.SoakChurn, t0.Add(3*time.Second))
 	if z.Conntrack != -1 || z.Objects != -1 || len(z.Faults) != 2 || !strings.Contains(z.Faults[0], "exit status 4") || !strings.Contains(z.Faults[1], "no conntrack") {
 		t.Errorf("conntrack %d, objects %d, faults %v: want -1, -1 and the reads' errors", z.Conntrack, z.Objects, z.Faults)
 	}
@@ -204,7 +205,7 @@ func TestSoakPhaseOnFakes(t *testing.T) {
 	e.conntrackCount = func(int) (int, error) { return 7, nil }
 	var f faults
 	path := filepath.Join(t.TempDir(), "r", "soak", "fake.jsonl")
-	sr, err := soakPhase(context.Background(), soakRun{sc: sc, e: &e.env, p: p, services: svcs, minSync: 20 * time.Millisecond, period: time.Hour,
+	sr, err := soakPhase(context.Background(), soakRun{sc: sc, e: &e.env, services: svcs, ap: &loopApplier{p: p, sc: sc, minSync: 20 * time.Millisecond, period: time.Hour},
 		path: path, header: reports.SoakHeader{Row: "fake", RunID: "abc123"}, prog: &recProgress{}, faults: &f})
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +258,7 @@ func TestSoakPhaseStopped(t *testing.T) {
 	time.AfterFunc(350*time.Millisecond, func() { cancel(errors.New("interrupted by SIGINT")) })
 	var f faults
 	path := filepath.Join(t.TempDir(), "soak.jsonl")
-	sr, err := soakPhase(ctx, soakRun{sc: sc, e: &e.env, p: p, services: svcs, minSync: 20 * time.Millisecond, period: time.Hour,
+	sr, err := soakPhase(ctx, soakRun{sc: sc, e: &e.env, services: svcs, ap: &loopApplier{p: p, sc: sc, minSync: 20 * time.Millisecond, period: time.Hour},
 		path: path, header: reports.SoakHeader{Row: "fake"}, prog: &recProgress{}, faults: &f})
 	if !errors.Is(err, context.Canceled) || sr == nil {
 		t.Fatalf("err %v, result %v: want the cancellation with the samples", err, sr)
@@ -271,5 +272,84 @@ func TestSoakPhaseStopped(t *testing.T) {
 	}
 	if v := reports.SoakVerdicts(back); v.Lost != 0 {
 		t.Errorf("%d connections lost when stopped", v.Lost)
+	}
+}
+
+// fakeKubeProxy is a fakeAPI (kube-proxy behind its API server) with a
+// process of its own: its CPU grows 10 ms per read, its RSS is 40 MiB,
+// heap 12 MiB, 90 goroutines, and its syncs are the fake loop's; after
+// exitAt reads it has exited.
+type fakeKubeProxy struct {
+	*fakeAPI
+	reads  atomic.Int64
+	exitAt int64
+}
+
+func (f *fakeKubeProxy) Resources(context.Context) (kubeproxy.Resources, error) {
+	n := f.reads.Add(1)
+	if f.exitAt > 0 && n >= f.exitAt {
+		return kubeproxy.Resources{}, &proxymodes.Failed{Msg: "kube-proxy exited (killed)"}
+	}
+	f.mu.Lock()
+	syncs := len(f.logged)
+	f.mu.Unlock()
+	return kubeproxy.Resources{CPU: time.Duration(n) * 10 * time.Millisecond, ChildCPU: time.Duration(n) * time.Millisecond, RSS: 40 << 20,
+		Scraped: true, Heap: 12 << 20, Goroutines: 90, Syncs: uint64(syncs)}, nil
+}
+
+// TestSoakThroughFakeAPI: a kube-proxy row's soak writes every change
+// through the API (never syncs the proxier itself), sees them in the data
+// plane, samples the proxy's process (its CPU growth, RSS, heap,
+// goroutines and syncs), regresses the proxy's own RSS, and keeps
+// kube-proxy's own account of the soak; a kube-proxy that exits stops
+// the soak with its error, the stream ended saying so.
+func TestSoakThroughFakeAPI(t *testing.T) {
+	sc, svcs := soakScenario(t)
+	f := &fakeKubeProxy{fakeAPI: newFakeAPI()}
+	if _, err := f.Sync(context.Background(), svcs); err != nil {
+		t.Fatal(err)
+	}
+	e := newFakeEnv(f.fakeProxier)
+	var fl faults
+	path := filepath.Join(t.TempDir(), "kp.jsonl")
+	sr, err := soakPhase(context.Background(), soakRun{sc: sc, e: &e.env, services: svcs, ap: newAPIApplier(f, 0), proc: f,
+		path: path, header: reports.SoakHeader{Row: "fake (kube-proxy)"}, prog: &recProgress{}, faults: &fl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.syncs != 1 {
+		t.Errorf("the proxier was synced %d times: kube-proxy syncs on its own", f.syncs)
+	}
+	v := reports.SoakVerdicts(sr)
+	if v.Changes < 5 || len(f.writes) != v.Changes || v.Observed != v.Changes || v.Lost != 0 {
+		t.Errorf("%d changes, %d written, %d seen, %d lost", v.Changes, len(f.writes), v.Observed, v.Lost)
+	}
+	syncs := 0
+	for _, x := range sr.Samples {
+		syncs += x.Syncs
+		if x.ProxyCPUNs != int64(11*time.Millisecond) || x.ProxyRSSBytes != 40<<20 || x.ProxyHeapBytes != 12<<20 || x.ProxyGoroutines != 90 || len(x.Faults) > 0 {
+			t.Errorf("interval %d: proxy CPU %v, RSS %d, heap %d, goroutines %d, faults %v", x.Index, time.Duration(x.ProxyCPUNs), x.ProxyRSSBytes, x.ProxyHeapBytes, x.ProxyGoroutines, x.Faults)
+		}
+	}
+	if syncs == 0 || v.Memory.Series != "proxy RSS" || sr.KubeProxy == nil || sr.KubeProxy.Writes != v.Changes {
+		t.Errorf("%d syncs sampled, memory series %q, kube-proxy account %+v", syncs, v.Memory.Series, sr.KubeProxy)
+	}
+
+	// kube-proxy exits in the third interval.
+	f2 := &fakeKubeProxy{fakeAPI: newFakeAPI(), exitAt: 4}
+	if _, err := f2.Sync(context.Background(), svcs); err != nil {
+		t.Fatal(err)
+	}
+	e2 := newFakeEnv(f2.fakeProxier)
+	path2 := filepath.Join(t.TempDir(), "kp2.jsonl")
+	sr2, err := soakPhase(context.Background(), soakRun{sc: sc, e: &e2.env, services: svcs, ap: newAPIApplier(f2, 0), proc: f2,
+		path: path2, header: reports.SoakHeader{Row: "fake (kube-proxy)"}, prog: &recProgress{}, faults: &fl})
+	var failed *proxymodes.Failed
+	if !errors.As(err, &failed) || sr2 == nil || len(sr2.Samples) != 3 || sr2.End == nil || !strings.Contains(sr2.End.Stopped, "exited") {
+		t.Fatalf("err %v; samples %d, end %+v: want the exit, 3 samples and an end saying why", err, len(sr2.Samples), sr2.End)
+	}
+	back, _ := reports.ReadSoakStream(path2)
+	if back == nil || back.End == nil || back.End.Stopped != sr2.End.Stopped {
+		t.Errorf("the stream's end %+v", back)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/proxybench/proxybench/internal/monitoring"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
@@ -30,8 +31,10 @@ func (f *faults) add(format string, a ...any) { *f = append(*f, fmt.Sprintf(form
 // last by p on the node, whose conntrack table is flushed first and which
 // then carries the traffic. A failed flush is a fault (the traffic could
 // inherit another mode's NAT decisions), a failed sync an error.
+//
+// Every sync is observed live in live (nil: not monitored).
 func syncFullPhase(ctx context.Context, sc *scenarios.Scenario, e *env, m proxymodes.Mode, p proxymodes.Proxier,
-	services []workload.Service, prog Progress, f *faults) ([]proxymodes.SyncStats, reports.Summary, error) {
+	services []workload.Service, prog Progress, f *faults, live *monitoring.RowMetrics) ([]proxymodes.SyncStats, reports.Summary, error) {
 	runs := sc.Repetitions
 	if m.SingleFullSync {
 		runs = 1 // measured once, on the node: the progress says so
@@ -58,6 +61,7 @@ func syncFullPhase(ctx context.Context, sc *scenarios.Scenario, e *env, m proxym
 			}
 			st, err = p.Sync(ctx, services)
 		}
+		observeSync(live, "full", st, err)
 		var u *proxymodes.Unfinished
 		var fl *proxymodes.Failed
 		var kept proxymodes.SyncStats
@@ -97,18 +101,22 @@ func syncFullPhase(ctx context.Context, sc *scenarios.Scenario, e *env, m proxym
 // moves to a fresh pod IP (moveOneEndpoint) and p syncs, then syncs back
 // (the way back is not recorded). p must hold services. On an error the
 // syncs measured before it are returned with it (a failed sync is no
-// figure: it is not among them).
-func syncIncrementalPhase(ctx context.Context, p proxymodes.Proxier, services []workload.Service, reps int) ([]proxymodes.SyncStats, reports.Summary, error) {
+// figure: it is not among them). Every sync, the way back too, is
+// observed live in live (nil: not monitored).
+func syncIncrementalPhase(ctx context.Context, p proxymodes.Proxier, services []workload.Service, reps int, live *monitoring.RowMetrics) ([]proxymodes.SyncStats, reports.Summary, error) {
 	var out []proxymodes.SyncStats
 	var incs []int64
 	for rep := 0; rep < reps; rep++ {
 		st, err := p.Sync(ctx, moveOneEndpoint(services, rep))
+		observeSync(live, "incremental", st, err)
 		if err != nil {
 			return out, reports.Summarize(incs), fmt.Errorf("incremental sync %d of %d: %w", rep+1, reps, err)
 		}
 		out = append(out, st)
 		incs = append(incs, int64(st.Wall))
-		if _, err := p.Sync(ctx, services); err != nil {
+		back, err := p.Sync(ctx, services)
+		observeSync(live, "incremental", back, err)
+		if err != nil {
 			return out, reports.Summarize(incs), fmt.Errorf("sync back after incremental sync %d of %d: %w", rep+1, reps, err)
 		}
 	}
@@ -144,7 +152,7 @@ var syncFullPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "sync.full", Field: "repetitions", Scope: scenarios.ScopeRow},
 	Core:      true,
 	Run: func(ctx context.Context, r *Row) (err error) {
-		r.Result.SyncFull, r.Result.SyncFullSummary, err = syncFullPhase(ctx, r.Sc, r.Env, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults)
+		r.Result.SyncFull, r.Result.SyncFullSummary, err = syncFullPhase(ctx, r.Sc, r.Env, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults, r.Live)
 		return err
 	},
 }
@@ -154,7 +162,7 @@ var syncIncrementalPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "sync.incremental", Field: "repetitions", Scope: scenarios.ScopeRow, Rules: true},
 	Core:      true,
 	Run: func(ctx context.Context, r *Row) (err error) {
-		r.Result.SyncIncremental, r.Result.SyncIncrementalSummary, err = syncIncrementalPhase(ctx, r.Proxier, r.Services, r.Sc.Repetitions)
+		r.Result.SyncIncremental, r.Result.SyncIncrementalSummary, err = syncIncrementalPhase(ctx, r.Proxier, r.Services, r.Sc.Repetitions, r.Live)
 		return err
 	},
 }

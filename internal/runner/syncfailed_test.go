@@ -94,7 +94,7 @@ func TestSyncIncrementalPhaseKeepsEarlierSyncs(t *testing.T) {
 	if _, err := p.Sync(context.Background(), svcs); err != nil {
 		t.Fatal(err)
 	}
-	stats, sum, err := syncIncrementalPhase(context.Background(), p, svcs, 3)
+	stats, sum, err := syncIncrementalPhase(context.Background(), p, svcs, 3, nil)
 	if err == nil || !strings.Contains(err.Error(), "incremental sync 3 of 3") {
 		t.Fatalf("err %v, want the third incremental sync's failure", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/monitoring"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
@@ -226,20 +227,28 @@ type trafficOut struct {
 	fair   reports.FairnessSummary
 	ports  []reports.PortResult // splitByPort only
 	conns  int
+	// kernel says how lookup.kernel was measured (nil: no timer seam);
+	// kernelFault is a failure part-way through it.
+	kernel      *reports.KernelTime
+	kernelFault string
 }
 
 // trafficPhase is the traffic phase of one mode: trafficPlan's steps,
 // driven from clients through the ClusterIPs (directly to endpoints when
 // direct), summed per position. It returns the per-position results, the
 // pooled fairness at the fixed positions, the per-ServicePort rows and
-// the connection count.
+// the connection count. Each driver call's connections are counted and
+// their connect times observed in live as it returns (nil: not
+// monitored).
 func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients []*topology.Netns, services []workload.Service,
-	direct bool, label string, prog Progress) (trafficOut, error) {
+	direct bool, label string, prog Progress, live *monitoring.RowMetrics) (trafficOut, error) {
 	t := sc.Traffic
 	plan := trafficPlan(t, sc.Repetitions, sc.Seed)
 	prog.Start(fmt.Sprintf("%s: traffic, %d positions × %d repetitions × %d connections", label, len(t.Positions), sc.Repetitions, t.Connections), len(plan))
 	defer prog.Done()
 	agg := newTrafficAgg(services)
+	kt := newKernelAgg(sc, e.kernelTimer)
+	defer kt.close()
 	for _, st := range plan {
 		dr, err := e.drive(ctx, traffic.DriveSpec{
 			Clients: clients, Services: services, Direct: direct, Position: st.Position,
@@ -251,10 +260,13 @@ func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients [
 			return trafficOut{}, fmt.Errorf("traffic at %s: %w", st.Position, err)
 		}
 		agg.add(st.Position, dr)
+		kt.step(services, st.Position, direct, dr)
+		observeLookup(live, st.Position, dr)
 		prog.Add(1)
 	}
 	out := trafficOut{conns: agg.conns}
 	out.lookup, out.fair = agg.results(t.Positions, sc.Failure.DownEndpointsPerService)
+	out.kernel, out.kernelFault = kt.finish(out.lookup)
 	if splitByPort(sc) {
 		out.ports = agg.portResults(out.lookup, t.UDP.SourcePortLabel())
 	}
@@ -271,8 +283,8 @@ func flatIndex(flat []workload.Target, t workload.Target) int {
 }
 
 // trafficPhaseV is the traffic phase as a Phase: lookup latency per
-// position (trafficPhase), the ICMP counters over it, the CPU it took
-// and the proxy's memory after it.
+// position (trafficPhase) with lookup.kernel beside it, the ICMP
+// counters over it, the CPU it took and the proxy's memory after it.
 var trafficPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "traffic", Field: "traffic", Scope: scenarios.ScopeRow},
 	Core:      true,
@@ -284,11 +296,15 @@ var trafficPhaseV = Phase{
 			readICMP = func() (reports.ICMPCounters, error) { return reports.ICMPCounters{}, errNoCounters }
 		}
 		icmp0, icmpErr := readICMP()
-		to, err := trafficPhase(ctx, r.Sc, r.Env, r.Testbed.Clients, r.Services, r.Mode.Direct, r.Mode.Name, r.Progress())
+		to, err := trafficPhase(ctx, r.Sc, r.Env, r.Testbed.Clients, r.Services, r.Mode.Direct, r.Mode.Name, r.Progress(), r.Live)
 		if err != nil {
 			return err
 		}
 		mr.Lookup, mr.Fairness, mr.Ports, mr.TrafficConns = to.lookup, to.fair, to.ports, to.conns
+		mr.KernelTime = to.kernel
+		if to.kernelFault != "" {
+			r.Faults.add("lookup.kernel: %s", to.kernelFault)
+		}
 		if icmp1, err1 := readICMP(); errors.Is(icmpErr, errNoCounters) {
 			// a testbed without counters (unit tests' fakes)
 		} else if icmpErr == nil && err1 == nil {

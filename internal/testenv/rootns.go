@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -74,4 +75,31 @@ func CompareRoot(t testing.TB, before, after map[string]string) {
 			t.Errorf("root namespace changed: %s appeared", k)
 		}
 	}
+}
+
+// RootListeners lists the TCP and UDP sockets listening in the root
+// namespace (`ss -Hltunp`, run from this process, which lives there)
+// that belong to this process or to one of pids (its testbed children):
+// a testbed must never listen there. Lines as ss prints them; nil when
+// there are none, or without ss.
+func RootListeners(t testing.TB, pids ...int) []string {
+	t.Helper()
+	if _, err := exec.LookPath("ss"); err != nil {
+		return nil
+	}
+	out, err := exec.Command("ss", "-Hltunp").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ss -Hltunp: %v: %s", err, out)
+	}
+	own := append([]int{os.Getpid()}, pids...)
+	var found []string
+	for _, l := range strings.Split(string(out), "\n") {
+		for _, p := range own {
+			if strings.Contains(l, "pid="+strconv.Itoa(p)+",") {
+				found = append(found, strings.TrimSpace(l))
+				break
+			}
+		}
+	}
+	return found
 }

@@ -363,6 +363,17 @@ func checkValues(sc *scenarios.Scenario, cfg map[string]any, kc *v1alpha1.KubePr
 			out = append(out, &scenarios.FieldError{Field: mField, Msg: fmt.Sprintf("%s is above %s.syncPeriod %s, which kube-proxy refuses (it runs mode %s here)", mn, m, s, m),
 				Fix: "make minSyncPeriod at most syncPeriod"})
 		}
+		// The churn phase restarts kube-proxy with each swept value
+		// (UseMinSyncPeriod), which kube-proxy validates as its own.
+		if sc.Churn.Rate > 0 && s > 0 {
+			for i, v := range sc.Sweep.MinSyncPeriod {
+				if eff := KubeProxyMinSync(m, v.Duration); eff > s {
+					out = append(out, &scenarios.FieldError{Field: fmt.Sprintf("sweep.minSyncPeriod[%d]", i),
+						Msg: fmt.Sprintf("%s is above syncPeriod %s of mode %s, which kube-proxy refuses (its churn phase restarts kube-proxy with each value)", v.Duration, s, m),
+						Fix: fmt.Sprintf("use at most %s, or raise %s.syncPeriod", s, m)})
+				}
+			}
+		}
 	}
 	bit := func(field string, b *int32) {
 		if b != nil && (*b < 0 || *b > 31) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -17,7 +18,8 @@ import (
 // namespace, scraping the row's kube-proxy over the node's link (kube-proxy
 // then binds its metrics endpoint to 0.0.0.0 of the node namespace,
 // ConfigSpec.MetricsAnyAddress) from each kube-proxy start on, and
-// evaluating Rules. Every control plane of the row (a Cleanup and first
+// proxybench's own metrics (Live) in that namespace, and evaluating
+// Rules. Every control plane of the row (a Cleanup and first
 // Sync start a new one) gets its own server on the same TSDB, Dir/data.
 type Monitor struct {
 	// Binary is the prometheus program ("": on PATH).
@@ -28,6 +30,11 @@ type Monitor struct {
 	Rules *monitoring.RuleSet
 	// Dir is the server's folder ("": the Proxier's Dir/prometheus).
 	Dir string
+	// Live, when set, is proxybench's own metrics endpoint
+	// (monitoring.Live.Handler): each server also scrapes it, as job
+	// monitoring.LiveJob, served in the control plane's namespace
+	// (monitoring.ServerSpec.Live).
+	Live http.Handler
 }
 
 // promState is a Proxier's Prometheus: the running server, when the
@@ -57,7 +64,7 @@ func (p *Proxier) startPrometheus(ctx context.Context) (time.Duration, error) {
 	addr := net.JoinHostPort(p.cp.NodeAddr(0).String(), strconv.Itoa(MetricsPort))
 	target := monitoring.Target{Addr: addr, Labels: map[string]string{"node": p.spec.Node.Name, "row": p.Mode()}}
 	srv, err := monitoring.Start(ctx, monitoring.ServerSpec{RunID: p.runID, NS: p.cp.NS, Binary: m.Binary, Dir: dir, Interval: m.Interval,
-		Job: "kube-proxy", Targets: []monitoring.Target{target}, Rules: m.Rules})
+		Job: "kube-proxy", Targets: []monitoring.Target{target}, Rules: m.Rules, Live: m.Live})
 	if err != nil {
 		return 0, fmt.Errorf("kubeproxy: %w", err)
 	}

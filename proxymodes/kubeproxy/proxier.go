@@ -94,9 +94,12 @@ type Proxier struct {
 	runID string
 	cp    *controlplane.ControlPlane
 	kp    *Proxy
-	last  map[string]workload.Service
-	info  map[string]string
-	rec   *measure.KubeProxy
+	// last is what the API holds (the services of the last Sync, with the
+	// churn phase's writes, WriteChange, under lastMu).
+	lastMu sync.Mutex
+	last   map[string]workload.Service
+	info   map[string]string
+	rec    *measure.KubeProxy
 	// halted is the kube-proxy Halt stopped, until Resume; restarts
 	// counts the processes stopped so far (the old logs' suffixes).
 	halted   *Proxy
@@ -116,6 +119,8 @@ type Proxier struct {
 	exitRec *measure.KubeProxyExit
 	// prom is the Prometheus of the current control plane (Monitor).
 	prom promState
+	// churn is the running churn phase's account (BeginChurn).
+	churn *churnState
 }
 
 // NewProxier returns a Proxier; nothing starts before the first Sync.
@@ -174,13 +179,19 @@ func (p *Proxier) syncView(ctx context.Context) (syncView, error) {
 		return syncView{}, err
 	}
 	ts, h := lastSyncOf(m)
+	return syncView{ts: ts, sync: h, programmed: programmedOf(m)}, nil
+}
+
+// programmedOf is how many network-programming latencies kube-proxy has
+// observed (every series of MetricProgramming; 0 before the first).
+func programmedOf(m Metrics) uint64 {
 	var n uint64
 	if f, ok := m[MetricProgramming]; ok {
 		for _, s := range f.GetMetric() {
 			n += s.GetHistogram().GetSampleCount()
 		}
 	}
-	return syncView{ts: ts, sync: h, programmed: n}, nil
+	return n
 }
 
 // lastSyncOf reads kube-proxy's IPv4 last-sync timestamp (zero when

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -295,7 +296,13 @@ func Start(ctx context.Context, spec Spec) (*Proxy, error) {
 
 // get fetches http://127.0.0.1:port/path inside the node namespace.
 func (p *Proxy) get(ctx context.Context, port int, path string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), nil)
+	return p.do(ctx, http.MethodGet, port, path, nil)
+}
+
+// do sends method http://127.0.0.1:port/path with body (nil: none)
+// inside the node namespace and returns the status and the answer.
+func (p *Proxy) do(ctx context.Context, method string, port int, path string, body io.Reader) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), body)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -430,10 +437,20 @@ type Usage struct {
 	PeakRSS, ChildPeakRSS int64
 	// Children counts the distinct child processes seen by the sampler.
 	Children int
+	// RSS is kube-proxy's resident set (VmRSS, bytes) at the last sample,
+	// and WindowPeakRSS the largest VmRSS sampled since the last
+	// StartRSSWindow (0 before the first).
+	RSS, WindowPeakRSS int64
 }
 
 // Usage returns the process's usage so far (after Stop: at its exit).
 func (p *Proxy) Usage() Usage { return p.res.usage() }
+
+// StartRSSWindow starts a window over which Usage's WindowPeakRSS is the
+// largest resident set sampled (every 20 ms, from the current one on):
+// VmHWM is the peak since the process started, which a phase after the
+// first sync cannot tell apart from the first sync's.
+func (p *Proxy) StartRSSWindow() { p.res.startWindow() }
 
 // Programs returns the rule programs kube-proxy ran so far, by command.
 func (p *Proxy) Programs() []measure.ProgramUse { return p.res.programs() }
@@ -493,6 +510,12 @@ func (w *resourceWatch) stop() {
 	w.once.Do(func() { close(w.done) })
 }
 
+func (w *resourceWatch) startWindow() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.u.WindowPeakRSS = w.u.RSS
+}
+
 func (w *resourceWatch) usage() Usage {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -508,7 +531,7 @@ func (w *resourceWatch) sample() {
 		return // exited: keep the last sample
 	}
 	f := statFields(stat)
-	hwm := vmHWM(w.pid)
+	hwm, rss := vmMem(w.pid)
 	// Children of every thread: Go forks from whichever thread runs the
 	// exec, and /proc/<pid>/task/<tid>/children lists only that thread's.
 	var kids []int
@@ -533,6 +556,10 @@ func (w *resourceWatch) sample() {
 		w.u.ChildCPU = time.Duration(cut+cst) * time.Second / ticks
 	}
 	w.u.PeakRSS = max(w.u.PeakRSS, hwm)
+	if rss > 0 {
+		w.u.RSS = rss
+		w.u.WindowPeakRSS = max(w.u.WindowPeakRSS, rss)
+	}
 	now := time.Now()
 	live := map[int]bool{}
 	for _, k := range kids {
@@ -547,7 +574,7 @@ func (w *resourceWatch) sample() {
 		execd := !strings.HasPrefix(c, "pid ") && !strings.HasPrefix(c, w.self)
 		kh := int64(0)
 		if execd {
-			kh = vmHWM(k)
+			kh, _ = vmMem(k)
 			w.u.ChildPeakRSS = max(w.u.ChildPeakRSS, kh)
 		}
 		if r := w.alive[k]; r != nil {
@@ -635,19 +662,25 @@ func statFields(stat []byte) []string {
 	return strings.Fields(string(stat[i+1:]))
 }
 
-// vmHWM is the process's peak resident set (bytes), 0 when unknown.
-func vmHWM(pid int) int64 {
+// vmMem is the process's peak and current resident set (VmHWM and
+// VmRSS of /proc/<pid>/status, bytes), 0 when unknown.
+func vmMem(pid int) (hwm, rss int64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return 0, 0
+	}
+	kb := func(v string) int64 {
+		n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		return n << 10
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kb << 10
+			hwm = kb(v)
+		} else if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			rss = kb(v)
 		}
 	}
-	return 0
+	return hwm, rss
 }
 
 // errNoMetric is returned by the metric accessors for a missing family.

@@ -35,11 +35,19 @@ func (p *Proxier) SwitchMode(ctx context.Context, mode string, pass map[string]a
 	if _, _, err := Config(ConfigSpec{Mode: mode, Pass: pass}); err != nil {
 		return time.Time{}, st, err
 	}
+	return p.restart(ctx, mode, pass, "mode switch to "+mode)
+}
+
+// restart stops the running kube-proxy (its rules stay) and starts a new
+// one with mode and pass over the same control plane and API objects,
+// returning when its first IPv4 sync is done (Resume); stopped is when
+// the old process had exited, which the record's Earlier keeps as why.
+func (p *Proxier) restart(ctx context.Context, mode string, pass map[string]any, why string) (stopped time.Time, st proxymodes.SyncStats, err error) {
 	if err := p.Halt(ctx, false); err != nil {
 		return time.Time{}, st, err
 	}
 	stopped = time.Now()
-	p.earlier[len(p.earlier)-1].Why = "mode switch to " + mode
+	p.earlier[len(p.earlier)-1].Why = why
 	s := &p.halted.Spec
 	s.Config.Mode, s.Config.Pass, s.IPTablesBackend = mode, pass, p.spec.IPTablesBackend
 	p.spec.Mode, p.spec.Pass = mode, pass

@@ -142,7 +142,12 @@ func NodeIP(node *topology.Netns, nodeNet netip.Prefix) (netip.Addr, error) {
 // mode: the scenario's block of that mode, spelt as kube-proxy spells it
 // (iptables/nftables: syncPeriod, minSyncPeriod; ipvs: scheduler,
 // excludeCIDRs, the timeouts, syncPeriod, minSyncPeriod), with
-// kubeProxy.config merged over it verbatim. An owned field is an error
+// kubeProxy.config merged over it verbatim. A scenario with churn (the
+// churn phase, or a soak's) gets enableProfiling: true unless
+// kubeProxy.config sets it, so the phase can raise kube-proxy's -v for
+// its per-change log lines
+// (BeginChurn; profiling only adds /debug handlers to the metrics
+// endpoint in the node namespace). An owned field is an error
 // (CheckPass).
 func PassFromScenario(sc *scenarios.Scenario, mode string) (map[string]any, error) {
 	out := map[string]any{}
@@ -159,6 +164,9 @@ func PassFromScenario(sc *scenarios.Scenario, mode string) (map[string]any, erro
 			v["excludeCIDRs"] = append([]string(nil), sc.IPVS.ExcludeCIDRs...)
 		}
 		out["ipvs"] = v
+	}
+	if sc.Churn.Rate > 0 || sc.Soak != nil && sc.Soak.Churn > 0 {
+		out["enableProfiling"] = true
 	}
 	merge(out, deepCopy(sc.KubeProxy.Config))
 	if err := CheckPass(out); err != nil {

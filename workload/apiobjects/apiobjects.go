@@ -347,3 +347,50 @@ func UpdateSlice(ctx context.Context, c kubernetes.Interface, s workload.Service
 	}
 	return nil
 }
+
+// CreateService creates Service s (ServiceWithAffinity) and then its
+// EndpointSlice stamped with trigger, as a new Service reaches a cluster:
+// the Service first, then the EndpointSlice controller's slice for it
+// with the time of the change as its last-change-trigger-time. It
+// retries as Create does (a ClusterIP not yet allocatable, a timeout).
+func CreateService(ctx context.Context, c kubernetes.Interface, s workload.Service, affinity time.Duration, trigger time.Time) error {
+	if err := createService(ctx, c, s, affinity); err != nil {
+		return err
+	}
+	slice := EndpointSlice(s, trigger)
+	err := retryCreate(ctx, func() error {
+		_, err := c.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, slice, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("apiobjects: create EndpointSlice %s/%s: %w", s.Namespace, SliceName(s), err)
+	}
+	return nil
+}
+
+// DeleteService deletes Service s and then its EndpointSlice, as a cluster
+// removes a Service (the EndpointSlice controller's slices go after it;
+// kube-proxy drops a deleted slice's trigger time, so the deletion adds
+// no network-programming observation).
+func DeleteService(ctx context.Context, c kubernetes.Interface, s workload.Service) error {
+	if err := c.CoreV1().Services(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("apiobjects: delete Service %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	if err := c.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, SliceName(s), metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("apiobjects: delete EndpointSlice %s/%s: %w", s.Namespace, SliceName(s), err)
+	}
+	return nil
+}
+
+// ReplaceSlice writes s's EndpointSlice built from s (its current
+// endpoints and their conditions) stamped with trigger, in one
+// unconditional update (no resourceVersion: the EndpointSlice strategy
+// allows it, pkg/registry/discovery/endpointslice), as the EndpointSlice
+// controller writes a slice from its informer's copy in one request.
+// UpdateSlice reads the slice first.
+func ReplaceSlice(ctx context.Context, c kubernetes.Interface, s workload.Service, trigger time.Time) error {
+	if _, err := c.DiscoveryV1().EndpointSlices(s.Namespace).Update(ctx, EndpointSlice(s, trigger), metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("apiobjects: update EndpointSlice %s/%s: %w", s.Namespace, SliceName(s), err)
+	}
+	return nil
+}

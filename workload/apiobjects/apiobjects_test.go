@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/netip"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -47,5 +49,42 @@ func TestCreateServiceStoredDespiteTimeout(t *testing.T) {
 	other.ClusterIP = netip.MustParseAddr("198.18.27.169")
 	if stored(context.Background(), c, other) {
 		t.Error("stored() accepts a Service of that name with another ClusterIP")
+	}
+}
+
+// TestCreateDeleteService: CreateService stores the Service and a slice
+// stamped with the trigger time (RFC 3339 with nanoseconds, the
+// annotation kube-proxy reads); DeleteService removes both.
+func TestCreateDeleteService(t *testing.T) {
+	s := workload.Service{Namespace: "pb", Name: "svc-churn-00020", ClusterIP: netip.MustParseAddr("198.18.0.21"),
+		Ports:     []workload.ServicePort{{Name: "p80", Port: 80, TargetPort: 8080, Protocol: "TCP"}},
+		Endpoints: []workload.Endpoint{workload.NewEndpoint(netip.MustParseAddr("198.19.0.9"))}}
+	c := fake.NewSimpleClientset()
+	ctx := context.Background()
+	trigger := time.Date(2026, 12, 2, 1, 2, 3, 456789012, time.UTC)
+	if err := CreateService(ctx, c, s, 0, trigger); err != nil {
+		t.Fatal(err)
+	}
+	sl, err := c.DiscoveryV1().EndpointSlices("pb").Get(ctx, SliceName(s), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sl.Annotations[TriggerTimeAnnotation]; got != "2026-12-02T01:02:03.456789012Z" {
+		t.Errorf("trigger annotation %q", got)
+	}
+	if _, err := c.CoreV1().Services("pb").Get(ctx, s.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("Service not created: %v", err)
+	}
+	if err := DeleteService(ctx, c, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Services("pb").Get(ctx, s.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Service after DeleteService: %v", err)
+	}
+	if _, err := c.DiscoveryV1().EndpointSlices("pb").Get(ctx, SliceName(s), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("EndpointSlice after DeleteService: %v", err)
+	}
+	if err := DeleteService(ctx, c, s); err == nil {
+		t.Error("deleting a Service that is gone: no error")
 	}
 }

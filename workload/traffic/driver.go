@@ -75,6 +75,11 @@ type DriveResult struct {
 	// Elapsed is the wall time of the recorded part; Connections/Elapsed is
 	// the closed-loop connection rate.
 	Elapsed time.Duration
+	// RecordStartMonoNs is when the first recorded connection started,
+	// CLOCK_MONOTONIC ns (the clock of the kernel's bpf_ktime_get_ns, so
+	// in-kernel packet times can be told apart from the warmup's); 0
+	// when none was.
+	RecordStartMonoNs int64
 	// ByPort splits the recorded connections by ServicePort index within
 	// its service (Services[i].Ports[j] counts under j), so a multi-port
 	// service's ports (dns-tcp, dns) each get their figures.
@@ -122,7 +127,8 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 	}
 	total := int64(spec.Warmup + spec.Connections)
 	var next atomic.Int64
-	var startRec atomic.Int64 // unix ns when the first recorded connection starts
+	var startRec atomic.Int64  // unix ns when the first recorded connection starts
+	var startMono atomic.Int64 // the same, CLOCK_MONOTONIC ns
 	per := make([][]sample, spec.Concurrency)
 	err := nspool.Run(spec.Concurrency, func(w int) nspool.Namespace { return spec.Clients[w%len(spec.Clients)] }, func(w int) {
 		rng := rand.New(rand.NewSource(spec.Seed + int64(w)*7919))
@@ -133,6 +139,9 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 				return
 			}
 			if i == int64(spec.Warmup) {
+				var ts unix.Timespec
+				_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+				startMono.CompareAndSwap(0, ts.Nano())
 				startRec.CompareAndSwap(0, time.Now().UnixNano())
 			}
 			t := res.Target
@@ -155,6 +164,7 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 	if st := startRec.Load(); st != 0 {
 		res.Elapsed = end.Sub(time.Unix(0, st))
 	}
+	res.RecordStartMonoNs = startMono.Load()
 	res.ByPort = map[int]*PortSamples{}
 	for _, ss := range per {
 		for _, s := range ss {
