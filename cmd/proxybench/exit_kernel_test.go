@@ -62,9 +62,20 @@ func TestKernelRunKeepsKilledKubeProxyRow(t *testing.T) {
 	if kp == nil {
 		t.Fatal("kube-proxy row has no record")
 	}
-	if n, _ := measure.MetricDelta(nil, kp.AfterFullSync, "kubeproxy_sync_proxy_rules_duration_seconds", "IPv4"); n < 1 ||
-		kp.FirstSyncNs <= 0 || kp.ControlPlaneNs <= 0 || kp.APIObjects < 20 || kp.CPUNs <= 0 || kp.PeakRSSBytes <= 0 {
-		t.Errorf("record %+v: want the setup, the first sync with kube-proxy's metric of it, CPU and RSS", kp)
+	if kp.ControlPlaneNs <= 0 || kp.APIObjects < 20 || kp.CPUNs <= 0 || kp.PeakRSSBytes <= 0 {
+		t.Errorf("record %+v: want the setup, CPU and RSS", kp)
+	}
+	// kube-proxy's sync runner allows a burst of 2 syncs (pkg/proxy
+	// async.BoundedFrequencyRunner, burstSyncs): when a change lands just
+	// after the first sync, the second restore (the kill) follows within
+	// milliseconds, before any scrape saw the first done; the row then
+	// says kube-proxy died during its first sync, which is what was seen.
+	if n, _ := measure.MetricDelta(nil, kp.AfterFullSync, "kubeproxy_sync_proxy_rules_duration_seconds", "IPv4"); kp.Exit == nil || !strings.Contains(kp.Exit.During, "first sync") {
+		if n < 1 || kp.FirstSyncNs <= 0 {
+			t.Errorf("record %+v: killed after its first sync was seen, want that sync with kube-proxy's metric of it", kp)
+		}
+	} else {
+		t.Logf("the kill came before a scrape saw the first sync done (%s): its metric is not checked", kp.Exit.During)
 	}
 	if e := kp.Exit; e == nil || e.Signal != "SIGKILL" || e.Status != "signal: killed" || e.During == "" || len(e.LogTail) == 0 || e.LastScrapeNs <= 0 {
 		t.Errorf("record's exit %+v: want SIGKILL, when, the last scrape and the log's tail", kp.Exit)
