@@ -149,3 +149,43 @@ func TestKernelSoakLosesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelSoakKubeProxy: a short soak of a kube-proxy row (100
+// services, iptables, 4 s of churn through the API server) samples
+// kube-proxy's own process every interval (RSS, Go heap and goroutines
+// from its metrics endpoint), regresses kube-proxy's RSS, loses no
+// connection, sees its changes, and keeps kube-proxy's own account of
+// the soak. About 15 s (the control plane's start): behind
+// PROXYBENCH_SLOW.
+func TestKernelSoakKubeProxy(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-legacy-restore")
+	testenv.RequireSlow(t, "a control plane and kube-proxy for a 7 s soak: about 15 s")
+	kb := testenv.RequireKube(t)
+	env := []string{"PROXYBENCH_KUBE_BIN=" + filepath.Dir(kb.KubeProxy)}
+	out := filepath.Join(t.TempDir(), "r.json")
+	body := strings.Replace(soakBody("{duration: 4s, interval: 1s, rate: 50, churn: 5, idle: 1, quiet: 2}"), "modes: [iptables]\n", "modes: [iptables]\nimplementation: [kube-proxy]\n", 1)
+	if _, stderr, code := run(t, env, "run", "--quiet", "--output", out, writeFile(t, body)); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	res, err := reports.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Modes) != 1 || res.Modes[0].Soak == nil || res.Modes[0].Implementation != "kube-proxy" {
+		t.Fatalf("no kube-proxy soak in the result: %+v", res.Modes)
+	}
+	sr := res.Modes[0].Soak
+	for _, x := range sr.Samples {
+		if x.ProxyRSSBytes < 10<<20 || x.ProxyHeapBytes == 0 || x.ProxyGoroutines == 0 || len(x.Faults) > 0 {
+			t.Errorf("interval %d: kube-proxy RSS %d, heap %d, goroutines %d, faults %v", x.Index, x.ProxyRSSBytes, x.ProxyHeapBytes, x.ProxyGoroutines, x.Faults)
+		}
+	}
+	v := reports.SoakVerdicts(sr)
+	t.Logf("%d connections, lost %d; %d changes, %d seen; memory %+v; CPU idle %.3f quiet %.3f; kube-proxy %+v", v.Attempts, v.Lost, v.Changes, v.Observed, v.Memory, v.IdleCores, v.QuietCores, sr.KubeProxy)
+	if v.Lost != 0 || v.Attempts < 300 || v.Changes < 5 || v.Observed != v.Changes || v.Memory.Series != "proxy RSS" {
+		t.Errorf("%d connections, %d lost; %d changes, %d seen; memory series %q", v.Attempts, v.Lost, v.Changes, v.Observed, v.Memory.Series)
+	}
+	if kp := sr.KubeProxy; kp == nil || kp.Writes != v.Changes || kp.Programming.Count == 0 {
+		t.Errorf("kube-proxy's own account %+v: want every change written and its programming observed", kp)
+	}
+}
