@@ -114,20 +114,7 @@ func entryProgram(o Offsets, state, netns *ebpf.Map) asm.Instructions {
 			asm.JNE.Imm(asm.R0, 0, "exit"),
 		}
 	}
-	var p asm.Instructions
-	p = append(p,
-		asm.Mov.Reg(asm.R6, asm.R1),
-		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
-		asm.LoadMapPtr(asm.R1, state.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "exit"),
-		asm.Mov.Reg(asm.R9, asm.R0),
-		asm.Mov.Imm(asm.R1, 0),
-		asm.StoreMem(asm.R9, stStart, asm.R1, asm.DWord), // disarm
-		asm.LoadMem(asm.R7, asm.R6, 0, asm.DWord),        // skb
-	)
+	p := entryState(state)
 	p = append(p, read(-16, 8, asm.R7, o.SkbDev)...)
 	p = append(p,
 		asm.LoadMem(asm.R8, asm.RFP, -16, asm.DWord), // dev
@@ -162,42 +149,10 @@ func entryProgram(o Offsets, state, netns *ebpf.Map) asm.Instructions {
 	p = append(p, read(-16, 8, asm.R7, o.SkbData)...)
 	p = append(p, asm.LoadMem(asm.R7, asm.RFP, -16, asm.DWord)) // the IPv4 header
 	p = append(p, read(-40, 20, asm.R7, 0)...)
-	p = append(p,
-		asm.LoadMem(asm.R1, asm.RFP, -40, asm.Byte), // version, ihl
-		asm.Mov.Reg(asm.R2, asm.R1),
-		asm.RSh.Imm(asm.R2, 4),
-		asm.JNE.Imm(asm.R2, 4, "exit"),
-		asm.And.Imm(asm.R1, 0x0f),
-		asm.LSh.Imm(asm.R1, 2),
-		asm.JLT.Imm(asm.R1, 20, "exit"),
-		asm.LoadMem(asm.R2, asm.RFP, -40+9, asm.Byte), // protocol
-		asm.JNE.Imm(asm.R2, 6, "exit"),
-		asm.LoadMem(asm.R2, asm.RFP, -40+6, asm.Half), // frag_off
-		asm.And.Imm(asm.R2, fragMaskLE),
-		asm.JNE.Imm(asm.R2, 0, "exit"),
-		asm.LoadMem(asm.R2, asm.RFP, -40+12, asm.Word),
-		asm.StoreMem(asm.R9, stSaddr, asm.R2, asm.Word),
-		asm.LoadMem(asm.R2, asm.RFP, -40+16, asm.Word),
-		asm.StoreMem(asm.R9, stDaddr, asm.R2, asm.Word),
-		// the TCP header's first 14 bytes, at data + ihl*4
-		asm.Mov.Reg(asm.R3, asm.R7),
-		asm.Add.Reg(asm.R3, asm.R1),
-		asm.Mov.Reg(asm.R1, asm.RFP),
-		asm.Add.Imm(asm.R1, -56),
-		asm.Mov.Imm(asm.R2, 14),
-		asm.FnProbeReadKernel.Call(),
-		asm.JNE.Imm(asm.R0, 0, "exit"),
-		asm.LoadMem(asm.R1, asm.RFP, -56, asm.Half),
-		asm.StoreMem(asm.R9, stSport, asm.R1, asm.Half),
-		asm.LoadMem(asm.R1, asm.RFP, -54, asm.Half),
-		asm.StoreMem(asm.R9, stDport, asm.R1, asm.Half),
-		asm.LoadMem(asm.R1, asm.RFP, -56+13, asm.Byte),
-		asm.StoreMem(asm.R9, stFlags, asm.R1, asm.Byte),
-		asm.FnKtimeGetNs.Call(),
-		asm.StoreMem(asm.R9, stStart, asm.R0, asm.DWord),
-		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
-		asm.Return(),
-	)
+	p = append(p, ipv4Header(-40)...)
+	// the TCP header's first 14 bytes, at data + ihl*4
+	p = append(p, tcpHeader(-56)...)
+	p = append(p, armState(-56)...)
 	return p
 }
 
@@ -213,18 +168,7 @@ func entryProgram(o Offsets, state, netns *ebpf.Map) asm.Instructions {
 // interval is ip_rcv, the PREROUTING hooks (conntrack, the nat rule
 // walk) and the route lookup's start.
 func exitProgram(o Offsets, state, ring *ebpf.Map) asm.Instructions {
-	return asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1),
-		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
-		asm.LoadMapPtr(asm.R1, state.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "exit"),
-		asm.Mov.Reg(asm.R9, asm.R0),
-		asm.LoadMem(asm.R7, asm.R9, stStart, asm.DWord),
-		asm.JEq.Imm(asm.R7, 0, "exit"),
-		asm.LoadMem(asm.R8, asm.R6, 8, asm.DWord), // flp
+	p := append(exitState(state),
 		asm.Mov.Reg(asm.R1, asm.RFP),
 		asm.Add.Imm(asm.R1, -16),
 		asm.Mov.Imm(asm.R2, 4),
@@ -241,39 +185,12 @@ func exitProgram(o Offsets, state, ring *ebpf.Map) asm.Instructions {
 		asm.Mov.Reg(asm.R3, asm.R8),
 		asm.Add.Imm(asm.R3, int32(o.FlowDaddr)),
 		asm.FnProbeReadKernel.Call(), // zeroes the buffer on failure
-		asm.FnKtimeGetNs.Call(),
-		asm.Sub.Reg(asm.R0, asm.R7),
-		asm.StoreMem(asm.RFP, -48+recStart, asm.R7, asm.DWord),
-		asm.StoreMem(asm.RFP, -48+recNs, asm.R0, asm.Word),
-		asm.LoadMem(asm.R1, asm.R9, stDaddr, asm.Word),
-		asm.StoreMem(asm.RFP, -48+recDaddr, asm.R1, asm.Word),
+	)
+	p = append(p, timeRecord()...)
+	return append(append(p,
 		asm.LoadMem(asm.R1, asm.RFP, -16, asm.Word),
 		asm.StoreMem(asm.RFP, -48+recRouted, asm.R1, asm.Word),
-		asm.LoadMem(asm.R1, asm.R9, stSaddr, asm.Word),
-		asm.StoreMem(asm.RFP, -48+recSaddr, asm.R1, asm.Word),
-		asm.LoadMem(asm.R1, asm.R9, stDport, asm.Half),
-		asm.StoreMem(asm.RFP, -48+recDport, asm.R1, asm.Half),
-		asm.LoadMem(asm.R1, asm.R9, stSport, asm.Half),
-		asm.StoreMem(asm.RFP, -48+recSport, asm.R1, asm.Half),
-		asm.LoadMem(asm.R1, asm.R9, stFlags, asm.Byte),
-		asm.StoreMem(asm.RFP, -48+recFlags, asm.R1, asm.Byte),
-		asm.StoreImm(asm.RFP, -48+recFlags+1, 0, asm.Byte),
-		asm.StoreImm(asm.RFP, -48+recFlags+2, 0, asm.Half),
-		asm.Mov.Imm(asm.R1, 0),
-		asm.StoreMem(asm.R9, stStart, asm.R1, asm.DWord), // disarm
-		asm.LoadMapPtr(asm.R1, ring.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -48),
-		asm.Mov.Imm(asm.R3, recordSize),
-		asm.Mov.Imm(asm.R4, brNoWakeup),
-		asm.FnRingbufOutput.Call(),
-		asm.JEq.Imm(asm.R0, 0, "exit"),
-		asm.LoadMem(asm.R1, asm.R9, stLost, asm.DWord),
-		asm.Add.Imm(asm.R1, 1),
-		asm.StoreMem(asm.R9, stLost, asm.R1, asm.DWord),
-		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
-		asm.Return(),
-	}
+	), emitRecord(ring)...)
 }
 
 // stateMark is the index of the instruction that puts the state in R9
@@ -300,24 +217,13 @@ const maxInlineNetns = 16
 // few loads; the headers (skb->data is not a BTF-typed pointer) are read
 // with one bpf_probe_read_kernel of 40 bytes (a second for IP options).
 func entryProgramBTF(o Offsets, state, netns *ebpf.Map, inums []uint32) asm.Instructions {
-	p := asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1),
-		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
-		asm.LoadMapPtr(asm.R1, state.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -4),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "exit"),
-		asm.Mov.Reg(asm.R9, asm.R0),
-		asm.Mov.Imm(asm.R1, 0),
-		asm.StoreMem(asm.R9, stStart, asm.R1, asm.DWord), // disarm
-		asm.LoadMem(asm.R7, asm.R6, 0, asm.DWord),        // skb
+	p := append(entryState(state),
 		asm.LoadMem(asm.R8, asm.R7, int16(o.SkbDev), asm.DWord),
 		asm.JEq.Imm(asm.R8, 0, "exit"),
 		asm.LoadMem(asm.R1, asm.R8, int16(o.DevNet), asm.DWord),
 		asm.JEq.Imm(asm.R1, 0, "exit"),
 		asm.LoadMem(asm.R1, asm.R1, int16(o.NetInum), asm.Word),
-	}
+	)
 	if len(inums) <= maxInlineNetns {
 		for _, ino := range inums {
 			p = append(p, asm.JEq.Imm32(asm.R1, int32(ino), "ours")) // inums are u32
@@ -345,48 +251,38 @@ func entryProgramBTF(o Offsets, state, netns *ebpf.Map, inums []uint32) asm.Inst
 		asm.Mov.Reg(asm.R3, asm.R7),
 		asm.FnProbeReadKernel.Call(),
 		asm.JNE.Imm(asm.R0, 0, "exit"),
-		asm.LoadMem(asm.R1, asm.RFP, -56, asm.Byte), // version, ihl
-		asm.Mov.Reg(asm.R2, asm.R1),
-		asm.RSh.Imm(asm.R2, 4),
-		asm.JNE.Imm(asm.R2, 4, "exit"),
-		asm.And.Imm(asm.R1, 0x0f),
-		asm.LSh.Imm(asm.R1, 2),
-		asm.JLT.Imm(asm.R1, 20, "exit"),
-		asm.LoadMem(asm.R2, asm.RFP, -56+9, asm.Byte), // protocol
-		asm.JNE.Imm(asm.R2, 6, "exit"),
-		asm.LoadMem(asm.R2, asm.RFP, -56+6, asm.Half), // frag_off
-		asm.And.Imm(asm.R2, fragMaskLE),
-		asm.JNE.Imm(asm.R2, 0, "exit"),
-		asm.LoadMem(asm.R2, asm.RFP, -56+12, asm.Word),
-		asm.StoreMem(asm.R9, stSaddr, asm.R2, asm.Word),
-		asm.LoadMem(asm.R2, asm.RFP, -56+16, asm.Word),
-		asm.StoreMem(asm.R9, stDaddr, asm.R2, asm.Word),
-		asm.JEq.Imm(asm.R1, 20, "tcp"),
-		// IP options: the TCP header's first 14 bytes at data + ihl*4
-		asm.Mov.Reg(asm.R3, asm.R7),
-		asm.Add.Reg(asm.R3, asm.R1),
-		asm.Mov.Reg(asm.R1, asm.RFP),
-		asm.Add.Imm(asm.R1, -36),
-		asm.Mov.Imm(asm.R2, 14),
-		asm.FnProbeReadKernel.Call(),
-		asm.JNE.Imm(asm.R0, 0, "exit"),
-		asm.LoadMem(asm.R1, asm.RFP, -36, asm.Half).WithSymbol("tcp"),
-		asm.StoreMem(asm.R9, stSport, asm.R1, asm.Half),
-		asm.LoadMem(asm.R1, asm.RFP, -34, asm.Half),
-		asm.StoreMem(asm.R9, stDport, asm.R1, asm.Half),
-		asm.LoadMem(asm.R1, asm.RFP, -36+13, asm.Byte),
-		asm.StoreMem(asm.R9, stFlags, asm.R1, asm.Byte),
-		asm.FnKtimeGetNs.Call(),
-		asm.StoreMem(asm.R9, stStart, asm.R0, asm.DWord),
-		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
-		asm.Return(),
 	)
+	p = append(p, ipv4Header(-56)...)
+	p = append(p, asm.JEq.Imm(asm.R1, 20, "tcp"))
+	// IP options: the TCP header's first 14 bytes at data + ihl*4
+	p = append(p, tcpHeader(-36)...)
+	arm := armState(-36)
+	arm[0] = arm[0].WithSymbol("tcp")
+	p = append(p, arm...)
 	return p
 }
 
 // exitProgramBTF is exitProgram as a tp_btf program: flowi4's fields by
 // plain loads.
 func exitProgramBTF(o Offsets, state, ring *ebpf.Map) asm.Instructions {
+	p := append(exitState(state),
+		asm.JEq.Imm(asm.R8, 0, "exit"),
+		asm.LoadMem(asm.R1, asm.R8, int16(o.FlowIif), asm.Word),
+		asm.LoadMem(asm.R2, asm.R9, stIfindex, asm.Word),
+		asm.JNE.Reg(asm.R1, asm.R2, "exit"),
+		asm.LoadMem(asm.R1, asm.R8, int16(o.FlowDaddr), asm.Word),
+		asm.StoreMem(asm.RFP, -48+recRouted, asm.R1, asm.Word),
+	)
+	p = append(p, timeRecord()...)
+	return append(p, emitRecord(ring)...)
+}
+
+// The fragments both program types share (raw_tp and tp_btf differ in
+// how they read the skb, device and flowi4 fields, not in these).
+
+// lookupState looks this CPU's state up (R6 = the context, R9 = the
+// state; "exit" when there is none).
+func lookupState(state *ebpf.Map) asm.Instructions {
 	return asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
@@ -396,21 +292,102 @@ func exitProgramBTF(o Offsets, state, ring *ebpf.Map) asm.Instructions {
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "exit"),
 		asm.Mov.Reg(asm.R9, asm.R0),
+	}
+}
+
+// entryState is an entry program's start: the state looked up and
+// disarmed, R7 = the skb.
+func entryState(state *ebpf.Map) asm.Instructions {
+	return append(lookupState(state),
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(asm.R9, stStart, asm.R1, asm.DWord), // disarm
+		asm.LoadMem(asm.R7, asm.R6, 0, asm.DWord),        // skb
+	)
+}
+
+// exitState is an exit program's start: the state looked up, "exit"
+// unless armed; R7 = the armed time, R8 = the flowi4.
+func exitState(state *ebpf.Map) asm.Instructions {
+	return append(lookupState(state),
 		asm.LoadMem(asm.R7, asm.R9, stStart, asm.DWord),
 		asm.JEq.Imm(asm.R7, 0, "exit"),
 		asm.LoadMem(asm.R8, asm.R6, 8, asm.DWord), // flp
-		asm.JEq.Imm(asm.R8, 0, "exit"),
-		asm.LoadMem(asm.R1, asm.R8, int16(o.FlowIif), asm.Word),
-		asm.LoadMem(asm.R2, asm.R9, stIfindex, asm.Word),
-		asm.JNE.Reg(asm.R1, asm.R2, "exit"),
-		asm.LoadMem(asm.R1, asm.R8, int16(o.FlowDaddr), asm.Word),
-		asm.StoreMem(asm.RFP, -48+recRouted, asm.R1, asm.Word),
+	)
+}
+
+// ipv4Header checks the IPv4 header copied to the stack at h: version 4,
+// ihl >= 5 (R1 = its length in bytes), TCP, first fragment; it stores
+// the addresses in the state.
+func ipv4Header(h int16) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R1, asm.RFP, h, asm.Byte), // version, ihl
+		asm.Mov.Reg(asm.R2, asm.R1),
+		asm.RSh.Imm(asm.R2, 4),
+		asm.JNE.Imm(asm.R2, 4, "exit"),
+		asm.And.Imm(asm.R1, 0x0f),
+		asm.LSh.Imm(asm.R1, 2),
+		asm.JLT.Imm(asm.R1, 20, "exit"),
+		asm.LoadMem(asm.R2, asm.RFP, h+9, asm.Byte), // protocol
+		asm.JNE.Imm(asm.R2, 6, "exit"),
+		asm.LoadMem(asm.R2, asm.RFP, h+6, asm.Half), // frag_off
+		asm.And.Imm(asm.R2, fragMaskLE),
+		asm.JNE.Imm(asm.R2, 0, "exit"),
+		asm.LoadMem(asm.R2, asm.RFP, h+12, asm.Word),
+		asm.StoreMem(asm.R9, stSaddr, asm.R2, asm.Word),
+		asm.LoadMem(asm.R2, asm.RFP, h+16, asm.Word),
+		asm.StoreMem(asm.R9, stDaddr, asm.R2, asm.Word),
+	}
+}
+
+// tcpHeader copies the TCP header's first 14 bytes (at R7, the IPv4
+// header, + R1, its length) to the stack at t.
+func tcpHeader(t int16) asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R3, asm.R7),
+		asm.Add.Reg(asm.R3, asm.R1),
+		asm.Mov.Reg(asm.R1, asm.RFP),
+		asm.Add.Imm(asm.R1, int32(t)),
+		asm.Mov.Imm(asm.R2, 14),
+		asm.FnProbeReadKernel.Call(),
+		asm.JNE.Imm(asm.R0, 0, "exit"),
+	}
+}
+
+// armState stores the ports and flags of the TCP header on the stack at
+// t and arms the state with the time; it ends the program ("exit").
+func armState(t int16) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMem(asm.R1, asm.RFP, t, asm.Half),
+		asm.StoreMem(asm.R9, stSport, asm.R1, asm.Half),
+		asm.LoadMem(asm.R1, asm.RFP, t+2, asm.Half),
+		asm.StoreMem(asm.R9, stDport, asm.R1, asm.Half),
+		asm.LoadMem(asm.R1, asm.RFP, t+13, asm.Byte),
+		asm.StoreMem(asm.R9, stFlags, asm.R1, asm.Byte),
+		asm.FnKtimeGetNs.Call(),
+		asm.StoreMem(asm.R9, stStart, asm.R0, asm.DWord),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("exit"),
+		asm.Return(),
+	}
+}
+
+// timeRecord starts the record at -48: the armed time (R7), the
+// interval to now, the destination.
+func timeRecord() asm.Instructions {
+	return asm.Instructions{
 		asm.FnKtimeGetNs.Call(),
 		asm.Sub.Reg(asm.R0, asm.R7),
 		asm.StoreMem(asm.RFP, -48+recStart, asm.R7, asm.DWord),
 		asm.StoreMem(asm.RFP, -48+recNs, asm.R0, asm.Word),
 		asm.LoadMem(asm.R1, asm.R9, stDaddr, asm.Word),
 		asm.StoreMem(asm.RFP, -48+recDaddr, asm.R1, asm.Word),
+	}
+}
+
+// emitRecord finishes the record at -48 from the state, disarms the
+// state and writes the record to the ring buffer (counting it lost when
+// there is no room); it ends the program ("exit").
+func emitRecord(ring *ebpf.Map) asm.Instructions {
+	return asm.Instructions{
 		asm.LoadMem(asm.R1, asm.R9, stSaddr, asm.Word),
 		asm.StoreMem(asm.RFP, -48+recSaddr, asm.R1, asm.Word),
 		asm.LoadMem(asm.R1, asm.R9, stDport, asm.Half),
