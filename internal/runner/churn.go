@@ -94,29 +94,14 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, e *env, label string,
 		return nil, err
 	}
 
-	// Probes: every worker cycles over the changes not yet observed.
-	probeCtx, stopProbes := context.WithCancel(ctx)
-	probesDone := make(chan struct{})
-	go func() {
-		defer close(probesDone)
-		probes.Each(func(int) {
-			for probeCtx.Err() == nil {
-				o := tracker.Next()
-				if o == nil {
-					time.Sleep(200 * time.Microsecond)
-					continue
-				}
-				landed, t0, err := e.dial(o.Change.VIP, o.Change.Port, time.Second)
-				seen.add(t0.Sub(start), err == nil)
-				if tracker.See(o, t0, landed.Addr(), err == nil) {
-					live.ChurnObserved(o.Change.Kind, o.Latency)
-					mu.Lock()
-					cluster.Release(o.Change.Service)
-					mu.Unlock()
-				}
-			}
+	stopProbes := probeChanges(ctx, probes, e, &tracker, 200*time.Microsecond, 0,
+		func(t0 time.Time, ok bool) { seen.add(t0.Sub(start), ok) },
+		func(o *observe.Observation) {
+			live.ChurnObserved(o.Change.Kind, o.Latency)
+			mu.Lock()
+			cluster.Release(o.Change.Service)
+			mu.Unlock()
 		})
-	}()
 
 	prog.Start(fmt.Sprintf("%s: churn %.3g changes/s for %s, minSyncPeriod %s", label, c.Rate, c.Duration.Duration, minSync), len(arrivals))
 	for _, off := range arrivals {
@@ -152,7 +137,6 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, e *env, label string,
 		time.Sleep(20 * time.Millisecond)
 	}
 	stopProbes()
-	<-probesDone
 	obs := tracker.All()
 	summarizeSamples(res, obs, start)
 	endErr := ap.end(ctx, res, obs, start)
@@ -451,4 +435,43 @@ var churnPhaseV = Phase{
 		}
 		return nil
 	},
+}
+
+// probeChanges starts the probe workers of a churn or soak phase: each
+// cycles over tr's pending changes (Tracker.Next), dials the change's
+// VIP with a 1 s timeout and reports it (Tracker.See), calling dialled
+// (nil: none) for every probe and done for each probe that completes an
+// observation; a worker with nothing pending sleeps idle, and every probe
+// is followed by pause (0: none). The returned stop ends the workers and
+// waits for them.
+func probeChanges(ctx context.Context, probes workerPool, e *env, tr *observe.Tracker, idle, pause time.Duration,
+	dialled func(t0 time.Time, ok bool), done func(o *observe.Observation)) (stop func()) {
+	probeCtx, cancel := context.WithCancel(ctx)
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		probes.Each(func(int) {
+			for probeCtx.Err() == nil {
+				o := tr.Next()
+				if o == nil {
+					time.Sleep(idle)
+					continue
+				}
+				landed, t0, err := e.dial(o.Change.VIP, o.Change.Port, time.Second)
+				if dialled != nil {
+					dialled(t0, err == nil)
+				}
+				if tr.See(o, t0, landed.Addr(), err == nil) {
+					done(o)
+				}
+				if pause > 0 {
+					time.Sleep(pause)
+				}
+			}
+		})
+	}()
+	return func() {
+		cancel()
+		<-finished
+	}
 }

@@ -458,29 +458,13 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 	_, viaAPI := run.ap.(*apiApplier)
 	var all []*observe.Observation
 
-	// Probes: every worker cycles over the changes not yet observed.
-	probeCtx, stopProbes := context.WithCancel(ctx)
-	probesDone := make(chan struct{})
-	go func() {
-		defer close(probesDone)
-		probes.Each(func(int) {
-			for probeCtx.Err() == nil {
-				o := tracker.Next()
-				if o == nil {
-					time.Sleep(time.Millisecond)
-					continue
-				}
-				landed, t0, err := e.dial(o.Change.VIP, o.Change.Port, time.Second)
-				if tracker.See(o, t0, landed.Addr(), err == nil) {
-					run.live.ChurnObserved(o.Change.Kind, o.Latency)
-					mu.Lock()
-					cluster.Release(o.Change.Service)
-					mu.Unlock()
-				}
-				time.Sleep(soakProbePause)
-			}
+	stopProbes := probeChanges(ctx, probes, e, &tracker, time.Millisecond, soakProbePause, nil,
+		func(o *observe.Observation) {
+			run.live.ChurnObserved(o.Change.Kind, o.Latency)
+			mu.Lock()
+			cluster.Release(o.Change.Service)
+			mu.Unlock()
 		})
-	}()
 
 	// Churn: Poisson arrivals over the duration, after the idle intervals.
 	churnDone := make(chan struct{})
@@ -562,7 +546,6 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 	}
 	stopTraffic()
 	stopProbes()
-	<-probesDone
 	<-churnDone // no change is applied after the applier's end
 	res := &reports.ChurnResult{}
 	if viaAPI {
