@@ -13,6 +13,11 @@ import (
 	"github.com/proxybench/proxybench/scenarios"
 )
 
+// churnScenario has 8 probe workers: the tracker spreads its probes
+// evenly over the pending changes and a removal of one of 3 endpoints
+// needs 18 probes in a row that miss it (observe.ConfirmMisses), so with
+// the default 2 workers a loaded guest's probe rate (about 40/s seen)
+// left 38 of 95 changes at 17 misses each when the grace ended.
 func churnScenario(t *testing.T, modes string) *scenarios.Scenario {
 	t.Helper()
 	sc, err := scenarios.Parse([]byte(`
@@ -21,7 +26,7 @@ repetitions: 1
 modes: `+modes+`
 services: {count: 200, endpoints: {count: 3}}
 traffic: {connections: 100, positions: [first]}
-churn: {rate: 40, duration: 2s, grace: 15s}
+churn: {rate: 40, duration: 2s, grace: 15s, probes: 8}
 iptables: {minSyncPeriod: 200ms}
 nftables: {minSyncPeriod: 200ms}
 ipvs: {minSyncPeriod: 200ms}
