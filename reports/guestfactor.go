@@ -22,8 +22,10 @@ type GuestFactor struct {
 	// Walk is the bridge's rule walk in the guest over the host's: p50 at
 	// the last service minus p50 at the first. 0 when the host's walk is
 	// too small to divide by (last under 1.2× first, as Findings calls a
-	// lookup flat) or either difference is not positive.
-	Walk float64
+	// lookup flat) or either difference is not positive; WalkWhy then
+	// says which.
+	Walk    float64
+	WalkWhy string `json:",omitempty"`
 	// Connect is the baseline's p50 at the last service in the guest over
 	// the host's: a connect through no rules.
 	Connect float64
@@ -62,7 +64,14 @@ func GuestFactors(r *Result) []GuestFactor {
 		}
 		hf, hl := posSummary(*hb, "first").P50, posSummary(*hb, "last").P50
 		gf, gl := posSummary(*gb, "first").P50, posSummary(*gb, "last").P50
-		if hf > 0 && float64(hl) >= 1.2*float64(hf) && gl > gf && gf > 0 {
+		switch {
+		case hf <= 0 || gf <= 0:
+			g.WalkWhy = "no first-service lookup on both"
+		case float64(hl) < 1.2*float64(hf):
+			g.WalkWhy = fmt.Sprintf("the host's lookup is flat: last %s under 1.2× first %s", FormatNs(float64(hl)), FormatNs(float64(hf)))
+		case gl <= gf:
+			g.WalkWhy = fmt.Sprintf("the guest's lookup is flat: last %s not above first %s", FormatNs(float64(gl)), FormatNs(float64(gf)))
+		default:
 			g.Walk = float64(gl-gf) / float64(hl-hf)
 		}
 		if k.Baseline != "" {

@@ -113,6 +113,8 @@ func TestGuestFactors(t *testing.T) {
 	r.Modes[1].Lookup[1].SamplesNs = r.Modes[1].Lookup[0].SamplesNs
 	if g := GuestFactors(r)[0]; g.Walk != 0 || strings.Contains(g.Sentence(), "walk") || !strings.Contains(g.Sentence(), "iptables' full sync took 4.6× the host's") {
 		t.Errorf("flat host lookup: walk %v, sentence %q", g.Walk, g.Sentence())
+	} else if !strings.HasPrefix(g.WalkWhy, "the host's lookup is flat") {
+		t.Errorf("flat host lookup: why %q, want the host named", g.WalkWhy)
 	}
 	r.Kernels[1].Bridge = ""
 	if gs := GuestFactors(r); gs != nil {

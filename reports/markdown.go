@@ -300,7 +300,7 @@ func guestFactorCells(g GuestFactor) string {
 		return "- (" + why + ")"
 	}
 	return fmt.Sprintf("sync.full p50 %s, rule walk (p50 at the last service − the first) %s, %s connect p50 at the last service %s",
-		f(g.Sync, "not measured on both"), f(g.Walk, "the host's lookup is flat"), possessive(orDash(g.Baseline)), f(g.Connect, "no baseline on both"))
+		f(g.Sync, "not measured on both"), f(g.Walk, orDash(g.WalkWhy)), possessive(orDash(g.Baseline)), f(g.Connect, "no baseline on both"))
 }
 
 // label names a ModeResult in tables: the mode, with its size in a sweep.
