@@ -80,8 +80,12 @@ func Version(ctx context.Context, bin string) (string, error) {
 }
 
 // answerTimeout bounds `kube-proxy --version` and `--help`, which answer
-// at once; a binary that hangs must not hang validate or run.
-var answerTimeout = 10 * time.Second
+// at once on a quiet machine; a binary that hangs must not hang validate
+// or run. It is generous because the first start of the 114 MB binary
+// reads it from disk: on a 2-core machine at load 25 with its page cache
+// cold, `--help` took 6.5 s and `--version` over 10 s (the old bound,
+// which refused a working binary).
+var answerTimeout = 60 * time.Second
 
 // timedCommand is an exec.Cmd under its own deadline (answerTimeout):
 // at the deadline its whole process group is killed and, a second later,
