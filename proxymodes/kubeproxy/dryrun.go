@@ -13,7 +13,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/proxybench/proxybench/scenarios"
 )
@@ -65,7 +64,9 @@ func DryRun(ctx context.Context, bin, mode string, sc *scenarios.Scenario) error
 	if err != nil {
 		return &ConfigError{Field: "kubeProxy.config", Reason: err.Error()}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	// answerTimeout (60 s): at load 57 on this 2-core machine the dry run
+	// was killed at the old 20 s.
+	ctx, cancel := context.WithTimeout(ctx, answerTimeout)
 	defer cancel()
 	// A file of our own, not /dev/stdin: a user-mode-linux guest's /dev
 	// has no stdin link (kube-proxy then failed with "open /dev/stdin: no
