@@ -137,8 +137,7 @@ func connReusePhase(ctx context.Context, r *Row) (out []reports.ConnReusePass, e
 // connReusePhaseV is the conn-reuse phase as a Phase.
 var connReusePhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "connReuse", Field: "connReuse", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
-		Wants:            func(s *scenarios.Scenario) bool { return s.ConnReuse != nil },
-		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
+		Wants: func(s *scenarios.Scenario) bool { return s.ConnReuse != nil }},
 	Report: reports.ConnReuseReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
 		if r.Result.ConnReuse, err = connReusePhase(ctx, r); err != nil {

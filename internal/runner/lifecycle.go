@@ -196,8 +196,7 @@ func lifecyclePhase(ctx context.Context, r *Row) (out []reports.LifecycleChange,
 // lifecyclePhaseV is the lifecycle phase as a Phase.
 var lifecyclePhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "lifecycle", Field: "lifecycle", Scope: scenarios.ScopeRow, Rules: true,
-		Wants:            func(s *scenarios.Scenario) bool { return s.Lifecycle != nil },
-		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
+		Wants: func(s *scenarios.Scenario) bool { return s.Lifecycle != nil }},
 	Report: reports.LifecycleReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
 		if r.Result.Lifecycle, err = lifecyclePhase(ctx, r); err != nil {
