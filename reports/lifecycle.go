@@ -12,8 +12,12 @@ import (
 type LifecycleChange struct {
 	// Name is "removal" (endpoint A removed), "terminating" (A marked
 	// terminating: not ready, still serving), "drain-refill" (every
-	// endpoint removed, then one new endpoint) or "restart" (A replaced by
-	// a new address while clients hold connections).
+	// endpoint removed, then one new endpoint), "restart" (A replaced by
+	// a new address while clients hold connections),
+	// "all-serving-terminating" (every endpoint terminating and still
+	// serving: kube-proxy falls back to them, KEP-1669, so new
+	// connections reach them) or "all-terminating" (every endpoint
+	// terminating and no longer serving: new connections fail).
 	Name string `json:"name"`
 	// Held connections open before the change, HeldOnChanged those on the
 	// endpoint(s) the change took away, Broken those no longer open
