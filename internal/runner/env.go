@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -72,6 +73,9 @@ type env struct {
 	// back (applyNodeSysctls: /proc/sys through topology.Netns.Sysctl
 	// and ReadSysctl).
 	nodeSysctls func(sc *scenarios.Scenario, prefix string, override map[string]string) (map[string]string, error)
+	// nodeSysctl reads sysctl key (dotted: net.ipv4.vs.expire_nodest_conn)
+	// in node0's namespace (topology.Netns.ReadSysctl).
+	nodeSysctl func(key string) (string, error)
 	// clientSysctl writes sysctl key (a /proc/sys path such as
 	// net/ipv4/tcp_tw_reuse) in client pod 0's namespace
 	// (topology.Netns.Sysctl).
@@ -203,6 +207,9 @@ func newEnv(tb *topology.Testbed) *env {
 		},
 		nodeSysctls: func(sc *scenarios.Scenario, prefix string, override map[string]string) (map[string]string, error) {
 			return applyNodeSysctls(sc, tb, prefix, override)
+		},
+		nodeSysctl: func(key string) (string, error) {
+			return tb.Nodes[0].ReadSysctl(strings.ReplaceAll(key, ".", "/"))
 		},
 		clientSysctl: func(key, value string) error { return tb.Clients[0].Sysctl(key, value) },
 		inClient:     func(fn func() error) error { return tb.Clients[0].Do(fn) },
