@@ -140,6 +140,16 @@ func lifecyclePhase(ctx context.Context, r *Row) (out []reports.LifecycleChange,
 			closeAll()
 			return out, err
 		}
+		if m.VSSysctls && e.realServers != nil {
+			// The kernel's view of the change (graceful termination keeps
+			// a removed real server at weight 0 while it has
+			// connections), read before the observation starts.
+			if rs, err := e.realServers(ctx, web.ClusterIP, 80); err != nil {
+				f.add("lifecycle %s: IPVS real servers not read: %v", ch.name, err)
+			} else {
+				rc.RealServers = rs
+			}
+		}
 		t0 := time.Now()
 		refilled := ch.name != "drain-refill"
 		for time.Since(t0) < lc.Observe.Duration {

@@ -374,3 +374,23 @@ func TestLifecyclePhaseErrors(t *testing.T) {
 		t.Errorf("%d changes, faults %q: want all six and the failed flush after them as a fault", len(r.Result.Lifecycle), *r.Faults)
 	}
 }
+
+// TestParseRealServers reads ipvsadm -Ln -t's real servers, a weight-0
+// one with connections (graceful termination) included, and leaves the
+// headers out.
+func TestParseRealServers(t *testing.T) {
+	out := []byte(`IP Virtual Server version 1.2.1 (size=4096)
+Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn
+TCP  198.18.0.22:80 rr
+  -> 198.19.0.61:5353             Masq    0      4          0
+  -> 198.19.0.62:5353             Masq    1      4          1
+`)
+	got := parseRealServers(out)
+	if want := []string{"198.19.0.61:5353 w0 a4 i0", "198.19.0.62:5353 w1 a4 i1"}; !slices.Equal(got, want) {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if got := parseRealServers(nil); got != nil {
+		t.Errorf("empty output: %q", got)
+	}
+}
