@@ -35,7 +35,9 @@ type Transition struct {
 	// ConntrackDeleted is the entries the change's sync deleted;
 	// FlowsBefore the client's UDP flows in the node's conntrack table just
 	// before it, as "reply source" addresses.
-	// On a kube-proxy row ConntrackDeleted is kube-proxy's own count
+	// restart-1to0to1's count is over both its syncs (to 0 endpoints,
+	// then to the new one). On a kube-proxy row ConntrackDeleted is
+	// kube-proxy's own count
 	// (KubeProxy.Deleted, its counter; its log's when it has none).
 	ConntrackDeleted int      `json:"conntrackDeleted"`
 	FlowsBefore      []string `json:"flowsBefore,omitempty"`

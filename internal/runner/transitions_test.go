@@ -335,7 +335,7 @@ func TestTransitionsPhaseOnFake(t *testing.T) {
 	}{
 		{"0to1-new-service", true, "[" + vip + "]", 1, "live"},
 		{"endpoint-removal", true, "[" + a + "]", 1, "live"},
-		{"restart-1to0to1", true, "[]", 0, "live"}, // a's entry went with the 0-endpoint sync
+		{"restart-1to0to1", true, "[]", 1, "live"}, // a's entry went with the 0-endpoint sync, counted in
 		{"0to1-new-service", false, "[" + vip + "]", 0, "lost"},
 		{"endpoint-removal", false, "[" + a + "]", 0, "stale"},
 		{"restart-1to0to1", false, "[" + a + "]", 0, "stale"},
@@ -484,10 +484,11 @@ func TestTransitionsPhaseKubeProxyOnFake(t *testing.T) {
 		name    string
 		deleted int
 		after   string
-	}{{"0to1-new-service", 1, "[]"}, {"endpoint-removal", 1, "[]"}, {"restart-1to0to1", 0, "[]"}} {
+		runs    int
+	}{{"0to1-new-service", 1, "[]", 1}, {"endpoint-removal", 1, "[]", 1}, {"restart-1to0to1", 1, "[]", 2}} { // restart: both its syncs
 		tr := out[i]
 		kp := tr.KubeProxy
-		if tr.Name != w.name || !tr.Cleanup || kp == nil || tr.ConntrackDeleted != w.deleted || kp.Deleted != w.deleted || kp.Runs != 1 || kp.LogDeleted != w.deleted {
+		if tr.Name != w.name || !tr.Cleanup || kp == nil || tr.ConntrackDeleted != w.deleted || kp.Deleted != w.deleted || kp.Runs != w.runs || kp.LogDeleted != w.deleted {
 			t.Errorf("transition %d: %s cleanup %v, %d deleted, kube-proxy %+v; want %s with kube-proxy's own %d", i, tr.Name, tr.Cleanup, tr.ConntrackDeleted, kp, w.name, w.deleted)
 			continue
 		}
