@@ -301,26 +301,16 @@ var (
 // time is taken in loc in the year that puts it nearest ref.
 func ParseChurnLog(log []byte, ref time.Time, loc *time.Location) (programmed []Programmed, syncs []LoggedSync) {
 	var cur *LoggedSync
-	sc := bufio.NewScanner(bytes.NewReader(log))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		m := klogRE.FindSubmatch(sc.Bytes())
-		if m == nil {
-			continue
-		}
+	eachIPv4Line(log, func(m [][]byte) {
 		rest := m[8]
-		if f := kvFamily.FindSubmatch(rest); f != nil && string(f[1]) != "IPv4" {
-			continue
-		}
 		at := klogTime(m, ref, loc)
 		switch msg := string(m[7]); {
 		case msg == "Network programming":
 			e := kvEndpoint.FindSubmatch(rest)
 			d, ok := elapsedOf(rest)
-			if e == nil || !ok {
-				continue
+			if e != nil && ok {
+				programmed = append(programmed, Programmed{Service: string(e[1]), At: at, Elapsed: d})
 			}
-			programmed = append(programmed, Programmed{Service: string(e[1]), At: at, Elapsed: d})
 		case msg == "Syncing iptables rules" || msg == "Syncing nftables rules":
 			kind := "partial"
 			if f := kvFullSync.FindSubmatch(rest); f != nil && string(f[1]) == "true" {
@@ -343,8 +333,26 @@ func ParseChurnLog(log []byte, ref time.Time, loc *time.Location) (programmed []
 			syncs = append(syncs, s)
 			cur = nil
 		}
-	}
+	})
 	return programmed, syncs
+}
+
+// eachIPv4Line calls fn with the klogRE match of each line of log in
+// klog's text format that is not of another IP family than IPv4 (a line
+// without ipFamily counts).
+func eachIPv4Line(log []byte, fn func(m [][]byte)) {
+	sc := bufio.NewScanner(bytes.NewReader(log))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		m := klogRE.FindSubmatch(sc.Bytes())
+		if m == nil {
+			continue
+		}
+		if f := kvFamily.FindSubmatch(m[8]); f != nil && string(f[1]) != "IPv4" {
+			continue
+		}
+		fn(m)
+	}
 }
 
 // elapsedOf reads an elapsed= value: a quoted Go duration

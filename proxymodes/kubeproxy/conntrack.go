@@ -3,8 +3,6 @@
 package kubeproxy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -144,17 +142,8 @@ var kvDeleted = regexp.MustCompile(`\bentriesDeleted=(\d+)`)
 // "Failed to clear all conntrack entries" or "Failed to list conntrack
 // entries" line (errs; the clear failure's entriesDeleted counts too).
 func ParseConntrackLog(log []byte) (runs, deleted int, errs []string) {
-	sc := bufio.NewScanner(bytes.NewReader(log))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		m := klogRE.FindSubmatch(sc.Bytes())
-		if m == nil {
-			continue
-		}
+	eachIPv4Line(log, func(m [][]byte) {
 		rest := m[8]
-		if f := kvFamily.FindSubmatch(rest); f != nil && string(f[1]) != "IPv4" {
-			continue
-		}
 		n := 0
 		if d := kvDeleted.FindSubmatch(rest); d != nil {
 			n, _ = strconv.Atoi(string(d[1]))
@@ -167,7 +156,7 @@ func ParseConntrackLog(log []byte) (runs, deleted int, errs []string) {
 			deleted += n
 			errs = append(errs, msg+string(rest))
 		}
-	}
+	})
 	return runs, deleted, errs
 }
 
