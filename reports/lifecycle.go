@@ -12,8 +12,12 @@ import (
 type LifecycleChange struct {
 	// Name is "removal" (endpoint A removed), "terminating" (A marked
 	// terminating: not ready, still serving), "drain-refill" (every
-	// endpoint removed, then one new endpoint) or "restart" (A replaced by
-	// a new address while clients hold connections).
+	// endpoint removed, then one new endpoint), "restart" (A replaced by
+	// a new address while clients hold connections),
+	// "all-serving-terminating" (every endpoint terminating and still
+	// serving: kube-proxy falls back to them, KEP-1669, so new
+	// connections reach them) or "all-terminating" (every endpoint
+	// terminating and no longer serving: new connections fail).
 	Name string `json:"name"`
 	// Held connections open before the change, HeldOnChanged those on the
 	// endpoint(s) the change took away, Broken those no longer open
@@ -33,6 +37,24 @@ type LifecycleChange struct {
 	// ActiveAfter is, for restart, the open connections per endpoint after
 	// each batch of held new connections (index = batch).
 	ActiveAfter []map[string]int `json:"activeAfter,omitempty"`
+	// RealServers, on an IPVS row, are the web service's IPVS real
+	// servers right after the change's sync, "address weight active
+	// inactive" each (ipvsadm -Ln): graceful termination shows as a
+	// removed endpoint kept at weight 0 while it has connections
+	// (kube-proxy's pkg/proxy/ipvs/graceful_termination.go).
+	RealServers []string `json:"realServers,omitempty"`
+}
+
+// realServerNotes are the notes of cs's IPVS real servers after each
+// change, labelled with label.
+func realServerNotes(label string, cs []LifecycleChange) []string {
+	var out []string
+	for _, c := range cs {
+		if len(c.RealServers) > 0 {
+			out = append(out, fmt.Sprintf("%s %s: IPVS real servers after the sync (address weight active inactive): %s", label, c.Name, strings.Join(c.RealServers, "; ")))
+		}
+	}
+	return out
 }
 
 func writeLifecycleMarkdown(b *strings.Builder, r *Result) {
@@ -79,6 +101,19 @@ func writeLifecycleMarkdown(b *strings.Builder, r *Result) {
 	if len(restarts) > 0 {
 		b.WriteString("\nActive connections per endpoint after a restart (the restarted endpoint has a new address; each batch opens and holds more connections):\n\n")
 		b.WriteString(strings.Join(restarts, "\n") + "\n")
+	}
+	var rs []string
+	for _, m := range r.Modes {
+		name := m.Mode
+		if m.Kernel == "uml" {
+			name += " (uml)"
+		}
+		for _, n := range realServerNotes(name, m.Lifecycle) {
+			rs = append(rs, "- "+n)
+		}
+	}
+	if len(rs) > 0 {
+		b.WriteString("\n" + strings.Join(rs, "\n") + "\n")
 	}
 }
 
@@ -128,5 +163,6 @@ func LifecycleSection(label string, cs []LifecycleChange) Section {
 				label, c.Name, i+1, strings.Join(parts, ", ")))
 		}
 	}
+	s.Notes = append(s.Notes, realServerNotes(label, cs)...)
 	return s
 }

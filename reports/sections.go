@@ -31,8 +31,9 @@ import (
 // .Lifecycle, .ConnReuse, and .Churn's kube-proxy accounts) of each of
 // the phases that have them but no section in r.Sections, as results
 // saved before phases returned sections have (one row set per
-// ModeResult, labelled as the Markdown tables label it). r is not
-// changed.
+// ModeResult, labelled as the Markdown tables label it), then the
+// sections that put kube-proxy rows' per-change figures beside
+// builtin's (PhaseSideBySide). r is not changed.
 func (r *Result) AllSections() []Section {
 	out := append([]Section(nil), r.Sections...)
 	have := map[string]bool{}
@@ -49,7 +50,7 @@ func (r *Result) AllSections() []Section {
 			}
 		}
 	}
-	return out
+	return append(out, PhaseSideBySide(r)...)
 }
 
 // typedSections are the phases whose figures a ModeResult keeps in typed

@@ -385,28 +385,26 @@ func TestSeenBeforeSync(t *testing.T) {
 	}
 }
 
-// TestChurnRefusalGone: validate accepts churn with kube-proxy rows, and
-// still refuses the phases that do not run with kube-proxy yet, saying
-// so.
+// TestChurnRefusalGone: validate accepts churn, transitions, lifecycle
+// and connReuse with kube-proxy rows (each runs with kube-proxy now: no
+// phase of those says NotWithKubeProxy), and refuses none of them with
+// "not yet with implementation kube-proxy".
 func TestChurnRefusalGone(t *testing.T) {
-	cat := scenarios.Catalog{Modes: []string{"none", "iptables", "nftables"}, Phases: PhaseRules()}
-	base := "modes: [iptables]\nimplementation: [builtin, kube-proxy]\nservices: {count: 10}\n"
-	if _, err := cat.Parse([]byte(base+"churn: {rate: 5}\nsweep: {minSyncPeriod: [0s, 1s]}\n"), "c.yaml"); err != nil {
-		t.Errorf("churn with kube-proxy rows refused: %v", err)
-	}
-	for _, ph := range Phases {
-		if ph.Name == "churn" && ph.NotWithKubeProxy != "" {
-			t.Errorf("churn still says %q", ph.NotWithKubeProxy)
-		}
-	}
+	cat := scenarios.Catalog{Modes: []string{"none", "iptables", "nftables", "ipvs"}, Phases: PhaseRules()}
+	base := "modes: [iptables, ipvs]\nimplementation: [builtin, kube-proxy]\nservices: {count: 10}\n"
 	for _, tc := range []struct{ field, yaml string }{
+		{"churn", "churn: {rate: 5}\nsweep: {minSyncPeriod: [0s, 1s]}\n"},
 		{"lifecycle", "lifecycle: {}\n"},
 		{"connReuse", "connReuse: {}\n"},
-		{"transitions", "transitions: {}\n"},
+		{"transitions", "transitions: {withoutCleanup: true}\n"},
 	} {
-		_, err := cat.Parse([]byte(base+tc.yaml), "c.yaml")
-		if err == nil || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), "not yet with implementation kube-proxy") {
-			t.Errorf("%s with kube-proxy: %v, want the refusal", tc.field, err)
+		if _, err := cat.Parse([]byte(base+tc.yaml), "c.yaml"); err != nil {
+			t.Errorf("%s with kube-proxy rows refused: %v", tc.field, err)
+		}
+		for _, ph := range Phases {
+			if ph.Field == tc.field && ph.NotWithKubeProxy != "" {
+				t.Errorf("%s still says %q", tc.field, ph.NotWithKubeProxy)
+			}
 		}
 	}
 }

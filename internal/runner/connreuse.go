@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 	"gonum.org/v1/gonum/stat"
 
+	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 )
@@ -29,8 +31,9 @@ import (
 // (every node namespace); the pass also applies node.sysctls' other IPVS
 // keys (expire_nodest_conn, expire_quiescent_template: ip_vs may have
 // been loaded after the testbed was built) and records them read back;
-// afterwards conn_reuse_mode goes back to node.sysctls' value. Other
-// modes run once. The client namespace's settings are restored afterwards.
+// afterwards conn_reuse_mode goes back to node.sysctls' value. A
+// kube-proxy row's pass keeps the other keys as kube-proxy set them
+// (passSysctls). Other modes run once. The client namespace's settings are restored afterwards.
 func connReusePhase(ctx context.Context, r *Row) (out []reports.ConnReusePass, err error) {
 	sc, e, m, services, prog := r.Sc, r.Env, r.Mode, r.Services, r.Progress()
 	cr := sc.ConnReuse
@@ -52,14 +55,13 @@ func connReusePhase(ctx context.Context, r *Row) (out []reports.ConnReusePass, e
 		modes = cr.ReuseModes
 	}
 	svc := services[0]
-	const reuseKey = "net.ipv4.vs.conn_reuse_mode"
 	for _, mode := range modes {
 		// The node's IPVS sysctls of node.sysctls (ip_vs is loaded now),
 		// with the pass's conn_reuse_mode; read back into the pass.
 		var sysctls map[string]string
 		if mode >= 0 {
 			var err error
-			if sysctls, err = e.nodeSysctls(sc, "net.ipv4.vs.", map[string]string{reuseKey: fmt.Sprint(mode)}); err != nil {
+			if sysctls, err = e.nodeSysctls(sc, "net.ipv4.vs.", passSysctls(sc, m, e, mode)); err != nil {
 				return out, err
 			}
 		}
@@ -134,11 +136,36 @@ func connReusePhase(ctx context.Context, r *Row) (out []reports.ConnReusePass, e
 	return out, nil
 }
 
+const reuseKey = "net.ipv4.vs.conn_reuse_mode"
+
+// passSysctls is a pass's override of node.sysctls: conn_reuse_mode =
+// mode and, on a kube-proxy row, node.sysctls' other IPVS keys at what
+// node0 holds now, so that the pass keeps what kube-proxy's IPVS mode
+// set at its start (expire_nodest_conn=1, expire_quiescent_template=1;
+// conn_reuse_mode 0 on kernels before 5.9, left as-is from 5.9 on:
+// pkg/proxy/ipvs/proxier.go NewProxier) and records it read back. A
+// kube-proxy row needs no restart for a pass: kube-proxy reads none of
+// them after its start, and the kernel reads conn_reuse_mode per
+// connection.
+func passSysctls(sc *scenarios.Scenario, m proxymodes.Mode, e *env, mode int) map[string]string {
+	ov := map[string]string{reuseKey: fmt.Sprint(mode)}
+	if m.Base == "" || e.nodeSysctl == nil {
+		return ov
+	}
+	for k := range sc.Node.Sysctls {
+		if strings.HasPrefix(k, "net.ipv4.vs.") && k != reuseKey {
+			if v, err := e.nodeSysctl(k); err == nil {
+				ov[k] = v
+			}
+		}
+	}
+	return ov
+}
+
 // connReusePhaseV is the conn-reuse phase as a Phase.
 var connReusePhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "connReuse", Field: "connReuse", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
-		Wants:            func(s *scenarios.Scenario) bool { return s.ConnReuse != nil },
-		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
+		Wants: func(s *scenarios.Scenario) bool { return s.ConnReuse != nil }},
 	Report: reports.ConnReuseReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
 		if r.Result.ConnReuse, err = connReusePhase(ctx, r); err != nil {

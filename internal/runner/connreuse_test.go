@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/ipvs"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
@@ -253,5 +256,29 @@ func TestConnReusePhaseErrors(t *testing.T) {
 	}
 	if steps := f.log.get(); fmt.Sprint(steps[len(steps)-2:]) != fmt.Sprint(restored) {
 		t.Errorf("steps %q: the client's sysctls were not restored", steps)
+	}
+}
+
+// TestPassSysctls: a builtin row's pass overrides conn_reuse_mode alone
+// (node.sysctls' other IPVS keys are written as the scenario says); a
+// kube-proxy row's also holds those keys at what node0 reads now (what
+// kube-proxy set at its start), so the pass writes none of them, and
+// leaves out a key node0 cannot read.
+func TestPassSysctls(t *testing.T) {
+	sc := &scenarios.Scenario{Node: scenarios.NodeSpec{Sysctls: map[string]string{
+		"net.ipv4.vs.conn_reuse_mode": "1", "net.ipv4.vs.expire_nodest_conn": "0", "net.ipv4.vs.expire_quiescent_template": "0", "net.ipv4.ip_forward": "1"}}}
+	read := map[string]string{"net.ipv4.vs.expire_nodest_conn": "1"}
+	e := &env{nodeSysctl: func(k string) (string, error) {
+		if v, ok := read[k]; ok {
+			return v, nil
+		}
+		return "", fs.ErrNotExist
+	}}
+	if got := passSysctls(sc, proxymodes.Mode{Name: "ipvs"}, e, 0); !maps.Equal(got, map[string]string{"net.ipv4.vs.conn_reuse_mode": "0"}) {
+		t.Errorf("builtin: %v", got)
+	}
+	want := map[string]string{"net.ipv4.vs.conn_reuse_mode": "1", "net.ipv4.vs.expire_nodest_conn": "1"}
+	if got := passSysctls(sc, proxymodes.Mode{Name: "ipvs (kube-proxy)", Base: "ipvs"}, e, 1); !maps.Equal(got, want) {
+		t.Errorf("kube-proxy: %v, want %v", got, want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -72,6 +73,13 @@ type env struct {
 	// back (applyNodeSysctls: /proc/sys through topology.Netns.Sysctl
 	// and ReadSysctl).
 	nodeSysctls func(sc *scenarios.Scenario, prefix string, override map[string]string) (map[string]string, error)
+	// realServers lists the IPVS real servers of virtual server
+	// dst:port (TCP) in node0's namespace, "address weight active
+	// inactive" each (ipvsadm -Ln -t); nil: not read (the fakes).
+	realServers func(ctx context.Context, dst netip.Addr, port uint16) ([]string, error)
+	// nodeSysctl reads sysctl key (dotted: net.ipv4.vs.expire_nodest_conn)
+	// in node0's namespace (topology.Netns.ReadSysctl).
+	nodeSysctl func(key string) (string, error)
 	// clientSysctl writes sysctl key (a /proc/sys path such as
 	// net/ipv4/tcp_tw_reuse) in client pod 0's namespace
 	// (topology.Netns.Sysctl).
@@ -203,6 +211,16 @@ func newEnv(tb *topology.Testbed) *env {
 		},
 		nodeSysctls: func(sc *scenarios.Scenario, prefix string, override map[string]string) (map[string]string, error) {
 			return applyNodeSysctls(sc, tb, prefix, override)
+		},
+		realServers: func(ctx context.Context, dst netip.Addr, port uint16) ([]string, error) {
+			out, err := tb.Nodes[0].Run(ctx, nil, "ipvsadm", "-Ln", "-t", netip.AddrPortFrom(dst, port).String())
+			if err != nil {
+				return nil, err
+			}
+			return parseRealServers(out), nil
+		},
+		nodeSysctl: func(key string) (string, error) {
+			return tb.Nodes[0].ReadSysctl(strings.ReplaceAll(key, ".", "/"))
 		},
 		clientSysctl: func(key, value string) error { return tb.Clients[0].Sysctl(key, value) },
 		inClient:     func(fn func() error) error { return tb.Clients[0].Do(fn) },
@@ -372,4 +390,20 @@ func flushConntrack(node *topology.Netns) error {
 	}
 	defer h.Close()
 	return h.ConntrackTableFlush(netlink.ConntrackTable)
+}
+
+// parseRealServers reads the real servers of `ipvsadm -Ln -t VIP:PORT`:
+// each "  -> ADDR:PORT  Forward Weight ActiveConn InActConn" line as
+// "ADDR:PORT w<weight> a<active> i<inactive>" (the header's "->
+// RemoteAddress" line left out).
+func parseRealServers(out []byte) []string {
+	var rs []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 6 || f[0] != "->" || f[1] == "RemoteAddress:Port" {
+			continue
+		}
+		rs = append(rs, fmt.Sprintf("%s w%s a%s i%s", f[1], f[3], f[4], f[5]))
+	}
+	return rs
 }

@@ -23,23 +23,40 @@ type heldConn struct {
 
 // lifecycleChanges are the changes of the lifecycle phase, as endpoint
 // lists of the web service before and after (nil after: drain then refill
-// with d), and the endpoints the change takes away.
+// with d), and the endpoints the change takes away or marks terminating.
+// On a kube-proxy row each list is an EndpointSlice write with the
+// endpoints' ready/serving/terminating conditions
+// (apiobjects.EndpointSlice) through the row's API.
 func lifecycleChanges(a, b, c, d, a2 netip.Addr) []struct {
 	name        string
 	pre, change []workload.Endpoint
 	old         []netip.Addr
 } {
 	ep := workload.NewEndpoint
-	term := workload.Endpoint{IP: a, Serving: true, Terminating: true, Weight: 1}
+	// term is an endpoint terminating and still serving (its pod's
+	// readiness probe passes during the grace period), gone one
+	// terminating and no longer serving: the EndpointSlice conditions
+	// ready=false, serving=true|false, terminating=true.
+	term := func(ip netip.Addr) workload.Endpoint {
+		return workload.Endpoint{IP: ip, Serving: true, Terminating: true, Weight: 1}
+	}
+	gone := func(ip netip.Addr) workload.Endpoint { return workload.Endpoint{IP: ip, Terminating: true, Weight: 1} }
 	return []struct {
 		name        string
 		pre, change []workload.Endpoint
 		old         []netip.Addr
 	}{
 		{"removal", []workload.Endpoint{ep(a), ep(b), ep(c)}, []workload.Endpoint{ep(b), ep(c)}, []netip.Addr{a}},
-		{"terminating", []workload.Endpoint{ep(a), ep(b), ep(c)}, []workload.Endpoint{term, ep(b), ep(c)}, []netip.Addr{a}},
+		{"terminating", []workload.Endpoint{ep(a), ep(b), ep(c)}, []workload.Endpoint{term(a), ep(b), ep(c)}, []netip.Addr{a}},
 		{"drain-refill", []workload.Endpoint{ep(a), ep(b), ep(c)}, []workload.Endpoint{ep(d)}, []netip.Addr{a, b, c}},
 		{"restart", []workload.Endpoint{ep(a), ep(b), ep(c)}, []workload.Endpoint{ep(a2), ep(b), ep(c)}, []netip.Addr{a}},
+		// Every endpoint terminating (a rollout's old pods, no new one
+		// ready yet): still serving, kube-proxy falls back to them
+		// (KEP-1669, pkg/proxy/topology.go CategorizeEndpoints: no ready
+		// endpoint, so the serving terminating ones), so new connections
+		// reach them; no longer serving, it has none, and they fail.
+		{"all-serving-terminating", []workload.Endpoint{ep(a), ep(b), ep(c)}, []workload.Endpoint{term(a), term(b), term(c)}, []netip.Addr{a, b, c}},
+		{"all-terminating", []workload.Endpoint{ep(a), ep(b), ep(c)}, []workload.Endpoint{gone(a), gone(b), gone(c)}, []netip.Addr{a, b, c}},
 	}
 }
 
@@ -123,6 +140,16 @@ func lifecyclePhase(ctx context.Context, r *Row) (out []reports.LifecycleChange,
 			closeAll()
 			return out, err
 		}
+		if m.VSSysctls && e.realServers != nil {
+			// The kernel's view of the change (graceful termination keeps
+			// a removed real server at weight 0 while it has
+			// connections), read before the observation starts.
+			if rs, err := e.realServers(ctx, web.ClusterIP, 80); err != nil {
+				f.add("lifecycle %s: IPVS real servers not read: %v", ch.name, err)
+			} else {
+				rc.RealServers = rs
+			}
+		}
 		t0 := time.Now()
 		refilled := ch.name != "drain-refill"
 		for time.Since(t0) < lc.Observe.Duration {
@@ -196,8 +223,7 @@ func lifecyclePhase(ctx context.Context, r *Row) (out []reports.LifecycleChange,
 // lifecyclePhaseV is the lifecycle phase as a Phase.
 var lifecyclePhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "lifecycle", Field: "lifecycle", Scope: scenarios.ScopeRow, Rules: true,
-		Wants:            func(s *scenarios.Scenario) bool { return s.Lifecycle != nil },
-		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
+		Wants: func(s *scenarios.Scenario) bool { return s.Lifecycle != nil }},
 	Report: reports.LifecycleReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
 		if r.Result.Lifecycle, err = lifecyclePhase(ctx, r); err != nil {

@@ -142,6 +142,13 @@ func (f *lifecycleFake) open(dst netip.Addr, port uint16, _ time.Duration) (int,
 		return -1, netip.AddrPort{}, start, fmt.Errorf("connect %s:%d: timeout", dst, port)
 	}
 	pool := readyIPs(svc)
+	if svc.ServingFallback() { // no ready endpoint: the serving terminating ones (KEP-1669)
+		for _, e := range svc.Endpoints {
+			if e.Programmed(true) {
+				pool = append(pool, e.IP)
+			}
+		}
+	}
 	if f.staleLeft > 0 {
 		pool = f.old
 		f.staleLeft--
@@ -209,11 +216,13 @@ var lifecycleSteps = []string{
 	"flush 0", "sync p web=a,b,c", "sync p web=a~,b,c",
 	"flush 0", "sync p web=a,b,c", "sync p web=", "sync p web=d",
 	"flush 0", "sync p web=a,b,c", "sync p web=a2,b,c",
+	"flush 0", "sync p web=a,b,c", "sync p web=a~,b~,c~",
+	"flush 0", "sync p web=a,b,c", "sync p web=a~,b~,c~",
 	"force p", "sync p web=-", "flush 0",
 	"stop listen",
 }
 
-// TestLifecyclePhaseOnFake runs the four changes on the fake data plane
+// TestLifecyclePhaseOnFake runs the six changes on the fake data plane
 // and checks each figure the phase computes from it: held connections on
 // the changed endpoints and broken by the change, new connections that
 // failed or still reached an old endpoint, the first success, the open
@@ -234,9 +243,24 @@ func TestLifecyclePhaseOnFake(t *testing.T) {
 		t.Errorf("the proxier does not hold the row's services after the phase, or progress %q", r.Progress().(*recProgress).steps)
 	}
 	out := r.Result.Lifecycle
-	if len(out) != 4 {
-		t.Fatalf("%d changes, want 4", len(out))
+	if len(out) != 6 {
+		t.Fatalf("%d changes, want 6", len(out))
 	}
+	// Every endpoint terminating: held connections stay; still serving,
+	// every new one reaches them (the fallback), else every one fails.
+	for _, w := range []struct {
+		name          string
+		toOld, failed bool
+		heldOnChanged int
+	}{{"all-serving-terminating", true, false, 6}, {"all-terminating", false, true, 6}} {
+		c := out[map[string]int{"all-serving-terminating": 4, "all-terminating": 5}[w.name]]
+		if c.Name != w.name || c.HeldOnChanged != w.heldOnChanged || c.Broken != 0 || c.New == 0 ||
+			(c.NewToOld == c.New) != w.toOld || (c.NewFailed == c.New) != w.failed || (w.failed && c.FirstSuccessNs != -1) {
+			t.Errorf("%s: held on changed %d, broken %d, %d new: %d to old, %d failed, first success %d; want %s: %d held, none broken, all to old %v, all failed %v",
+				c.Name, c.HeldOnChanged, c.Broken, c.New, c.NewToOld, c.NewFailed, c.FirstSuccessNs, w.name, w.heldOnChanged, w.toOld, w.failed)
+		}
+	}
+	out = out[:4]
 	// Held: 6 round robin over a, b, c: 2 on a. Removed endpoints reset
 	// their connections; a terminating one keeps them.
 	for i, w := range []struct {
@@ -290,7 +314,7 @@ func TestLifecyclePhaseOnFake(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.leaks(t)
-	for i, want := range []int{1, 1, 3, 1} {
+	for i, want := range []int{1, 1, 3, 1} { // the first four changes
 		c := r.Result.Lifecycle[i]
 		if c.NewToOld != want || c.LastToOldNs < 0 || c.LastToOldNs >= int64(observe) {
 			t.Errorf("%s: %d new connections to an old endpoint, the last at %v; want %d within the observation", c.Name, c.NewToOld, time.Duration(c.LastToOldNs), want)
@@ -317,7 +341,7 @@ func TestLifecyclePhaseErrors(t *testing.T) {
 		// Syncs: 1 before the phase, 2 each for removal and terminating,
 		// then drain-refill's before (6) and its drain (7).
 		{"sync", func(f *lifecycleFake) { f.p.failAt = 7 }, 2, "lifecycle: fake sync failure", "sync p failed"},
-		{"final sync", func(f *lifecycleFake) { f.p.failAt = 1 + 2 + 2 + 3 + 2 + 1 }, 4, "lifecycle: sync after lifecycle: fake sync failure", "sync p failed"},
+		{"final sync", func(f *lifecycleFake) { f.p.failAt = 1 + 2 + 2 + 3 + 2 + 2 + 2 + 1 }, 6, "lifecycle: sync after lifecycle: fake sync failure", "sync p failed"},
 		// Opens: 6 held in removal, then the third held one fails.
 		{"held connection", func(f *lifecycleFake) { f.openErrAt = 3 }, 0, "lifecycle: removal: held connection 2: enter netns pb-x-c0", "sync p web=a,b,c"},
 		{"flush", func(f *lifecycleFake) { f.flushErrAt = 2 }, 1, "lifecycle: netlink: conntrack flush refused", "flush 0"},
@@ -341,12 +365,32 @@ func TestLifecyclePhaseErrors(t *testing.T) {
 		})
 	}
 	f, _ := newLifecycleFake(t, sc, svcs)
-	f.flushErrAt = 5 // after the four changes
+	f.flushErrAt = 7 // after the six changes
 	r := phaseRow(sc, &f.env, fakeMode(), f.p, svcs)
 	if err := lifecyclePhaseV.Run(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Result.Lifecycle) != 4 || len(*r.Faults) != 1 || !strings.Contains((*r.Faults)[0], "after the lifecycle phase failed: netlink: conntrack flush refused") {
-		t.Errorf("%d changes, faults %q: want all four and the failed flush after them as a fault", len(r.Result.Lifecycle), *r.Faults)
+	if len(r.Result.Lifecycle) != 6 || len(*r.Faults) != 1 || !strings.Contains((*r.Faults)[0], "after the lifecycle phase failed: netlink: conntrack flush refused") {
+		t.Errorf("%d changes, faults %q: want all six and the failed flush after them as a fault", len(r.Result.Lifecycle), *r.Faults)
+	}
+}
+
+// TestParseRealServers reads ipvsadm -Ln -t's real servers, a weight-0
+// one with connections (graceful termination) included, and leaves the
+// headers out.
+func TestParseRealServers(t *testing.T) {
+	out := []byte(`IP Virtual Server version 1.2.1 (size=4096)
+Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn
+TCP  198.18.0.22:80 rr
+  -> 198.19.0.61:5353             Masq    0      4          0
+  -> 198.19.0.62:5353             Masq    1      4          1
+`)
+	got := parseRealServers(out)
+	if want := []string{"198.19.0.61:5353 w0 a4 i0", "198.19.0.62:5353 w1 a4 i1"}; !slices.Equal(got, want) {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if got := parseRealServers(nil); got != nil {
+		t.Errorf("empty output: %q", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
@@ -146,11 +147,27 @@ func tally(t *reports.Transition, recs []exchange, t0 time.Time, live []netip.Ad
 	}
 }
 
+// ownConntrack is a proxier whose stale UDP conntrack cleanup is its own
+// (kubeproxy.Proxier, a kube-proxy row): the transitions phase cannot
+// turn it off, and reads kube-proxy's account of each transition's sync
+// (its metrics and, at -v 4, its log) instead of the sync's stats.
+type ownConntrack interface {
+	ConntrackMarkNow(ctx context.Context) (kubeproxy.ConntrackMark, error)
+	ConntrackSince(ctx context.Context, mk kubeproxy.ConntrackMark) (kubeproxy.ConntrackCleanup, error)
+	RaiseVerbosity(ctx context.Context, v int, what string) (note string, restore func(context.Context) error)
+}
+
+var _ ownConntrack = (*kubeproxy.Proxier)(nil)
+
 // transitionsPhase runs the DNS-like service through each transition of
 // reports.Transition with the mode's proxier p (conntrack cleanup on, as
 // kube-proxy) and, when the scenario asks, with a second proxier of m
 // built without the cleanup; the node's conntrack table is flushed before
 // each transition. Afterwards p programs services again (a full sync).
+// A kube-proxy row (ownConntrack) makes every change through the API
+// (its Sync) and runs with kube-proxy's own cleanup only: kube-proxy has
+// no switch to turn it off, so transitions.withoutCleanup is builtin's
+// alone; its -v is raised to 4 for the phase for its cleanup's log lines.
 func transitionsPhase(ctx context.Context, r *Row) (out []reports.Transition, dnsCheck *reports.DNSCheck, err error) {
 	sc, e, m, p, services, prog, f := r.Sc, r.Env, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults
 	tr := sc.Transitions
@@ -174,8 +191,23 @@ func transitionsPhase(ctx context.Context, r *Row) (out []reports.Transition, dn
 	defer stopTCP()
 
 	variants := []bool{true}
-	if tr.WithoutCleanup != nil && *tr.WithoutCleanup {
+	own, _ := p.(ownConntrack)
+	wantOff := tr.WithoutCleanup != nil && *tr.WithoutCleanup
+	if wantOff && own == nil {
 		variants = append(variants, false)
+	}
+	logNote := ""
+	if own != nil {
+		var restore func(context.Context) error
+		logNote, restore = own.RaiseVerbosity(ctx, kubeproxy.ConntrackVerbosity, "a \"Finished reconciling conntrack entries\" line per cleanup with the entries it deleted")
+		if wantOff {
+			logNote += "; the run without cleanup (transitions.withoutCleanup) is builtin's alone: kube-proxy has no switch to turn its cleanup off"
+		}
+		defer func() {
+			if rerr := restore(ctx); rerr != nil {
+				f.add("transitions: %v", rerr)
+			}
+		}()
 	}
 	prog.Start(fmt.Sprintf("%s: UDP transitions of %s (%d variants)", m.Name, dns.ClusterIP, len(variants)), 3*len(variants))
 	defer prog.Done()
@@ -189,11 +221,18 @@ func transitionsPhase(ctx context.Context, r *Row) (out []reports.Transition, dn
 			}
 		}
 		for _, name := range []string{"0to1-new-service", "endpoint-removal", "restart-1to0to1"} {
-			t, err := runTransition(ctx, e, q, services, dns, a, b, name, tr)
+			var o ownConntrack
+			if clean {
+				o = own
+			}
+			t, err := runTransition(ctx, e, q, o, services, dns, a, b, name, tr)
 			if err != nil {
 				return out, nil, fmt.Errorf("transition %s (cleanup %v): %w", name, clean, err)
 			}
 			t.Cleanup = clean
+			if t.KubeProxy != nil {
+				t.KubeProxy.Log = logNote
+			}
 			out = append(out, t)
 			prog.Add(1)
 		}
@@ -248,8 +287,11 @@ func checkDNS(ctx context.Context, e *env, p proxymodes.Proxier, services []work
 }
 
 // runTransition performs one transition (see reports.Transition.Name)
-// with a fresh client on transitions.sourcePort.
-func runTransition(ctx context.Context, e *env, p proxymodes.Proxier, services []workload.Service,
+// with a fresh client on transitions.sourcePort. own, when set (a
+// kube-proxy row), is p's own cleanup: its account of the change's sync
+// is the transition's (Transition.KubeProxy), and an error its cleanup
+// logged is recorded there, not failed on (kube-proxy goes on after it).
+func runTransition(ctx context.Context, e *env, p proxymodes.Proxier, own ownConntrack, services []workload.Service,
 	dns workload.Service, a, b netip.Addr, name string, tr *scenarios.TransitionsSpec) (reports.Transition, error) {
 	t := reports.Transition{Name: name, Observe: tr.Observe.Duration}
 	if err := e.flush(0); err != nil {
@@ -288,6 +330,20 @@ func runTransition(ctx context.Context, e *env, p proxymodes.Proxier, services [
 		}
 	}()
 	start := time.Now()
+	// restart-1to0to1's figures of cleanup are over both its syncs (to 0
+	// endpoints and to the new one): kube-proxy deletes the client's
+	// entry in the first (CleanStaleEntries: a UDP service with no
+	// serving endpoint keeps no entry), builtin in the second.
+	var mark kubeproxy.ConntrackMark
+	markNow := func() error {
+		if own == nil {
+			return nil
+		}
+		var err error
+		mark, err = own.ConntrackMarkNow(ctx)
+		return err
+	}
+	zeroDeleted := 0
 	var change []workload.Service
 	var live []netip.Addr
 	switch name {
@@ -308,17 +364,31 @@ func runTransition(ctx context.Context, e *env, p proxymodes.Proxier, services [
 		if s.waitAnswer(start, tr.Observe.Duration) != a {
 			return t, fmt.Errorf("no answer from %s within %s before the change", a, tr.Observe.Duration)
 		}
-		if _, err := sync(withEndpoints(services, dns)); err != nil {
+		if err := markNow(); err != nil {
 			return t, err
 		}
+		st, err := sync(withEndpoints(services, dns))
+		if err != nil {
+			return t, err
+		}
+		zeroDeleted = st.ConntrackDeleted
 		time.Sleep(tr.Observe.Duration / 2) // the service sits at 0 endpoints
 		change, live = withEndpoints(services, dns, b), []netip.Addr{b}
 	}
-	if flows, err := e.udpFlows(); err == nil {
-		for _, fl := range flows {
-			if fl.OrigDst == dns.ClusterIP {
-				t.FlowsBefore = append(t.FlowsBefore, fl.ReplySrc.String())
+	flowsOf := func() (out []string) {
+		if flows, err := e.udpFlows(); err == nil {
+			for _, fl := range flows {
+				if fl.OrigDst == dns.ClusterIP {
+					out = append(out, fl.ReplySrc.String())
+				}
 			}
+		}
+		return out
+	}
+	t.FlowsBefore = flowsOf()
+	if name != "restart-1to0to1" {
+		if err := markNow(); err != nil {
+			return t, err
 		}
 	}
 	st, err := sync(change)
@@ -326,7 +396,19 @@ func runTransition(ctx context.Context, e *env, p proxymodes.Proxier, services [
 		return t, err
 	}
 	t0 := time.Now()
-	t.ConntrackDeleted, t.SyncNs = st.ConntrackDeleted, int64(st.Wall)
+	t.FlowsAfter = flowsOf()
+	t.ConntrackDeleted, t.SyncNs = zeroDeleted+st.ConntrackDeleted, int64(st.Wall)
+	if own != nil {
+		c, err := own.ConntrackSince(ctx, mark)
+		if err != nil {
+			return t, err
+		}
+		t.KubeProxy = &reports.TransitionKubeProxy{Runs: c.Runs, Deleted: c.Deleted, LogRuns: c.LogRuns, LogDeleted: c.LogDeleted, Errors: c.Errors}
+		t.ConntrackDeleted = c.Deleted
+		if c.Deleted < 0 {
+			t.ConntrackDeleted = c.LogDeleted
+		}
+	}
 	select {
 	case <-ctx.Done():
 		return t, ctx.Err()
@@ -340,8 +422,7 @@ func runTransition(ctx context.Context, e *env, p proxymodes.Proxier, services [
 // Phase.
 var transitionsPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "transitions", Field: "transitions", Scope: scenarios.ScopeRow, Rules: true,
-		Wants:            func(s *scenarios.Scenario) bool { return s.Transitions != nil },
-		NotWithKubeProxy: "this phase restarts or reconfigures the proxier directly"},
+		Wants: func(s *scenarios.Scenario) bool { return s.Transitions != nil }},
 	Report: reports.TransitionsReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
 		if r.Result.Transitions, r.Result.DNS, err = transitionsPhase(ctx, r); err != nil {

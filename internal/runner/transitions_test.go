@@ -17,6 +17,7 @@ import (
 
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/conntrack"
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
@@ -97,7 +98,8 @@ type udpFake struct {
 	sockets     int
 	inClientIn  bool
 	afterFlows  bool
-	changeWalls []time.Duration // the wall of each sync right after a conntrack listing
+	changeWalls []time.Duration // the wall of each sync right after a conntrack listing before a change
+	listings    int
 	pSyncs      int
 	ctErrAt     int // p's ctErrAt-th sync in the phase reports a conntrack cleanup error
 	flushes     int
@@ -158,7 +160,10 @@ func newUDPFake(t *testing.T, sc *scenarios.Scenario, svcs []workload.Service) (
 			f.log.add("flows")
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			f.afterFlows = true
+			// Each transition lists the flows before its change and after
+			// it: the sync after the first listing is the change's.
+			f.listings++
+			f.afterFlows = f.listings%2 == 1
 			var out []conntrack.Flow
 			for _, ep := range f.flows {
 				reply := ep
@@ -282,12 +287,12 @@ func transitionsScenario(t *testing.T) (*scenarios.Scenario, []workload.Service)
 
 // transitionSteps are one variant's steps with proxier x: per transition
 // a flush, the service before, the client, the conntrack listing, the
-// change (restart: through 0 endpoints first).
+// change (restart: through 0 endpoints first), the listing after it.
 func transitionSteps(x string) []string {
 	return []string{
-		"flush 0", "sync " + x + " dns=-", "udp 5300", "flows", "sync " + x + " dns=a",
-		"flush 0", "sync " + x + " dns=a,b", "udp 5300", "flows", "sync " + x + " dns=b",
-		"flush 0", "sync " + x + " dns=a", "udp 5300", "sync " + x + " dns=", "flows", "sync " + x + " dns=b",
+		"flush 0", "sync " + x + " dns=-", "udp 5300", "flows", "sync " + x + " dns=a", "flows",
+		"flush 0", "sync " + x + " dns=a,b", "udp 5300", "flows", "sync " + x + " dns=b", "flows",
+		"flush 0", "sync " + x + " dns=a", "udp 5300", "sync " + x + " dns=", "flows", "sync " + x + " dns=b", "flows",
 	}
 }
 
@@ -330,7 +335,7 @@ func TestTransitionsPhaseOnFake(t *testing.T) {
 	}{
 		{"0to1-new-service", true, "[" + vip + "]", 1, "live"},
 		{"endpoint-removal", true, "[" + a + "]", 1, "live"},
-		{"restart-1to0to1", true, "[]", 0, "live"}, // a's entry went with the 0-endpoint sync
+		{"restart-1to0to1", true, "[]", 1, "live"}, // a's entry went with the 0-endpoint sync, counted in
 		{"0to1-new-service", false, "[" + vip + "]", 0, "lost"},
 		{"endpoint-removal", false, "[" + a + "]", 0, "stale"},
 		{"restart-1to0to1", false, "[" + a + "]", 0, "stale"},
@@ -341,6 +346,13 @@ func TestTransitionsPhaseOnFake(t *testing.T) {
 		}
 		if tr.SyncNs != int64(f.changeWalls[i]) || tr.Observe != sc.Transitions.Observe.Duration {
 			t.Errorf("%s (cleanup %v): sync %v, observe %v; want the change's sync %v, %v", tr.Name, tr.Cleanup, time.Duration(tr.SyncNs), tr.Observe, f.changeWalls[i], sc.Transitions.Observe.Duration)
+		}
+		// Without cleanup the client's entry outlives the change's sync.
+		if !w.cleanup && w.flows != "[]" && fmt.Sprint(tr.FlowsAfter) != w.flows {
+			t.Errorf("%s (cleanup off): flows after the change %v, want the entry before it %s", tr.Name, tr.FlowsAfter, w.flows)
+		}
+		if tr.KubeProxy != nil {
+			t.Errorf("%s: a builtin row with kube-proxy's cleanup account %+v", tr.Name, tr.KubeProxy)
 		}
 		got := map[string]int{"live": tr.Live, "lost": tr.Lost, "stale": tr.Stale}
 		if tr.Sent < 2 || got[w.outcome] != tr.Sent || tr.Live+tr.Lost+tr.Stale != tr.Sent {
@@ -373,8 +385,8 @@ func TestTransitionsPhaseErrors(t *testing.T) {
 	}{
 		{"second proxier's sync", func(f *udpFake) { f.q.failAt = 1 }, 3, "transitions: transition 0to1-new-service (cleanup false): fake sync failure", 0},
 		// p's syncs: 0to1 2, then endpoint-removal's before (3) and change (4).
-		{"conntrack cleanup", func(f *udpFake) { f.ctErrAt = 4 }, 1, "transitions: transition endpoint-removal (cleanup true): conntrack cleanup: netlink: EPERM", 2 + 5 + 5 + 2},
-		{"second proxier", func(f *udpFake) { f.newErr = errors.New("iptables: not found") }, 3, "transitions: iptables: not found", 2 + 16 + 1 + 2},
+		{"conntrack cleanup", func(f *udpFake) { f.ctErrAt = 4 }, 1, "transitions: transition endpoint-removal (cleanup true): conntrack cleanup: netlink: EPERM", 2 + 6 + 5 + 2},
+		{"second proxier", func(f *udpFake) { f.newErr = errors.New("iptables: not found") }, 3, "transitions: iptables: not found", 2 + 19 + 1 + 2},
 		{"no answer", func(f *udpFake) { f.dropAll = true }, 1, "transitions: transition endpoint-removal (cleanup true): no answer from", 0},
 		// p's syncs: 1 before the phase, 2 + 2 + 3 in the transitions.
 		{"DNS check", func(f *udpFake) { f.p.failAt = 1 + 7 + 1 }, 6, "transitions: DNS check sync: fake sync failure", 0},
@@ -409,5 +421,85 @@ func TestTransitionsPhaseErrors(t *testing.T) {
 	}
 	if len(r.Result.Transitions) != 6 || r.Result.DNS == nil || len(*r.Faults) != 1 || !strings.Contains((*r.Faults)[0], "after the transitions failed: netlink: conntrack flush refused") {
 		t.Errorf("%d transitions, DNS %v, faults %q: want all, the check, and the failed flush as a fault", len(r.Result.Transitions), r.Result.DNS, *r.Faults)
+	}
+}
+
+// ownFake is p as a kube-proxy row's proxier: its cleanup is its own
+// (ownConntrack), counted by it, not in the Sync's stats.
+type ownFake struct {
+	*logProxier
+	log             *stepLog
+	deleted, syncs  int // the cleanup's counter and runs
+	markDel, markSy int
+	raised          bool
+}
+
+func (o *ownFake) Sync(ctx context.Context, svcs []workload.Service) (proxymodes.SyncStats, error) {
+	st, err := o.logProxier.Sync(ctx, svcs)
+	o.deleted += st.ConntrackDeleted
+	o.syncs++
+	st.ConntrackDeleted = 0 // kube-proxy's Sync does not see its cleanup
+	return st, err
+}
+
+func (o *ownFake) ConntrackMarkNow(context.Context) (kubeproxy.ConntrackMark, error) {
+	o.markDel, o.markSy = o.deleted, o.syncs
+	return kubeproxy.ConntrackMark{}, nil
+}
+
+func (o *ownFake) ConntrackSince(context.Context, kubeproxy.ConntrackMark) (kubeproxy.ConntrackCleanup, error) {
+	d := o.deleted - o.markDel
+	return kubeproxy.ConntrackCleanup{Runs: o.syncs - o.markSy, Deleted: d, LogRuns: o.syncs - o.markSy, LogDeleted: d}, nil
+}
+
+func (o *ownFake) RaiseVerbosity(_ context.Context, v int, _ string) (string, func(context.Context) error) {
+	o.log.add("raise -v %d", v)
+	o.raised = true
+	return "raised", func(context.Context) error { o.log.add("restore -v"); o.raised = false; return nil }
+}
+
+// TestTransitionsPhaseKubeProxyOnFake: a kube-proxy row (its proxier
+// does its own cleanup) runs the transitions once, with its cleanup: no
+// second proxier without it although the scenario asks (kube-proxy has
+// no switch; the note says so), its -v raised for the phase and put
+// back at the end, and each transition's entries deleted taken from
+// kube-proxy's own account of the change's sync, not the Sync's stats.
+func TestTransitionsPhaseKubeProxyOnFake(t *testing.T) {
+	sc, svcs := transitionsScenario(t)
+	f, _ := newUDPFake(t, sc, svcs)
+	own := &ownFake{logProxier: f.p, log: f.log}
+	r := phaseRow(sc, &f.env, fakeMode(), own, svcs)
+	if err := transitionsPhaseV.Run(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"listen udp [5353]", "listen tcp [5353]", "raise -v 4"}
+	want = append(want, transitionSteps("p")...)
+	want = append(want, "force p", "sync p dns=a", "udp 0", "in client", "sync p dns=-", "flush 0", "restore -v", "stop tcp", "stop udp")
+	wantSteps(t, f.log, want)
+	out := r.Result.Transitions
+	if len(out) != 3 {
+		t.Fatalf("%d transitions, want the 3 with kube-proxy's cleanup alone", len(out))
+	}
+	for i, w := range []struct {
+		name    string
+		deleted int
+		after   string
+		runs    int
+	}{{"0to1-new-service", 1, "[]", 1}, {"endpoint-removal", 1, "[]", 1}, {"restart-1to0to1", 1, "[]", 2}} { // restart: both its syncs
+		tr := out[i]
+		kp := tr.KubeProxy
+		if tr.Name != w.name || !tr.Cleanup || kp == nil || tr.ConntrackDeleted != w.deleted || kp.Deleted != w.deleted || kp.Runs != w.runs || kp.LogDeleted != w.deleted {
+			t.Errorf("transition %d: %s cleanup %v, %d deleted, kube-proxy %+v; want %s with kube-proxy's own %d", i, tr.Name, tr.Cleanup, tr.ConntrackDeleted, kp, w.name, w.deleted)
+			continue
+		}
+		if !strings.Contains(kp.Log, "withoutCleanup") {
+			t.Errorf("%s: note %q does not say why the run without cleanup is builtin's alone", tr.Name, kp.Log)
+		}
+		if fmt.Sprint(tr.FlowsAfter) != w.after || tr.Live != tr.Sent {
+			t.Errorf("%s: flows after %v, %d of %d live; want %s, all live", tr.Name, tr.FlowsAfter, tr.Live, tr.Sent, w.after)
+		}
+	}
+	if own.raised {
+		t.Error("kube-proxy's -v was not put back")
 	}
 }

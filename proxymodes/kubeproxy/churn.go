@@ -113,8 +113,8 @@ type churnState struct {
 	view    syncView // before, as Sync's waits read it
 	logFrom int
 	u0      Usage
-	// restoreV is the -v to put back at EndChurn ("": not raised).
-	restoreV  string
+	// restore puts kube-proxy's -v back at EndChurn (RaiseVerbosity).
+	restore   func(context.Context) error
 	perChange string
 }
 
@@ -135,23 +135,7 @@ func (p *Proxier) BeginChurn(ctx context.Context) error {
 	}
 	ts, h := lastSyncOf(m)
 	st := &churnState{before: m, view: syncView{ts: ts, sync: h, programmed: programmedOf(m)}, logFrom: p.kp.logSize(), u0: p.kp.Usage()}
-	v := p.kp.Spec.Verbosity
-	if v == 0 {
-		v = 2
-	}
-	switch {
-	case v >= ChurnVerbosity:
-		st.perChange = fmt.Sprintf("kube-proxy ran at -v %d: its log has a \"Network programming\" line per programmed change", v)
-	case !profiling(p.spec.Pass):
-		st.perChange = fmt.Sprintf("kube-proxy ran at -v %d with enableProfiling false (kubeProxy.config), so its -v could not be raised to %d for the phase: its log has no per-change lines", v, ChurnVerbosity)
-	default:
-		if err := p.kp.setVerbosity(ctx, ChurnVerbosity); err != nil {
-			st.perChange = fmt.Sprintf("kube-proxy's -v could not be raised to %d (%v): its log has no per-change lines", ChurnVerbosity, err)
-		} else {
-			st.restoreV = strconv.Itoa(v)
-			st.perChange = fmt.Sprintf("kube-proxy's -v raised from %d to %d for the phase (PUT /debug/flags/v; enableProfiling on) for its \"Network programming\" line per programmed change", v, ChurnVerbosity)
-		}
-	}
+	st.perChange, st.restore = p.RaiseVerbosity(ctx, ChurnVerbosity, "a \"Network programming\" line per programmed change")
 	p.kp.StartRSSWindow()
 	p.churn = st
 	return nil
@@ -263,11 +247,8 @@ func (p *Proxier) EndChurn(ctx context.Context, triggers int) (ChurnAccount, err
 	// goes back, and what it measured is kept.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if st.restoreV != "" {
-		v, _ := strconv.Atoi(st.restoreV)
-		if err := p.kp.setVerbosity(ctx, v); err != nil {
-			a.PerChange += fmt.Sprintf("; putting -v %s back failed: %v", st.restoreV, err)
-		}
+	if err := st.restore(ctx); err != nil {
+		a.PerChange += "; " + err.Error()
 	}
 	m, err := p.kp.Scrape(ctx)
 	if err != nil {
@@ -320,26 +301,16 @@ var (
 // time is taken in loc in the year that puts it nearest ref.
 func ParseChurnLog(log []byte, ref time.Time, loc *time.Location) (programmed []Programmed, syncs []LoggedSync) {
 	var cur *LoggedSync
-	sc := bufio.NewScanner(bytes.NewReader(log))
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		m := klogRE.FindSubmatch(sc.Bytes())
-		if m == nil {
-			continue
-		}
+	eachIPv4Line(log, func(m [][]byte) {
 		rest := m[8]
-		if f := kvFamily.FindSubmatch(rest); f != nil && string(f[1]) != "IPv4" {
-			continue
-		}
 		at := klogTime(m, ref, loc)
 		switch msg := string(m[7]); {
 		case msg == "Network programming":
 			e := kvEndpoint.FindSubmatch(rest)
 			d, ok := elapsedOf(rest)
-			if e == nil || !ok {
-				continue
+			if e != nil && ok {
+				programmed = append(programmed, Programmed{Service: string(e[1]), At: at, Elapsed: d})
 			}
-			programmed = append(programmed, Programmed{Service: string(e[1]), At: at, Elapsed: d})
 		case msg == "Syncing iptables rules" || msg == "Syncing nftables rules":
 			kind := "partial"
 			if f := kvFullSync.FindSubmatch(rest); f != nil && string(f[1]) == "true" {
@@ -362,8 +333,26 @@ func ParseChurnLog(log []byte, ref time.Time, loc *time.Location) (programmed []
 			syncs = append(syncs, s)
 			cur = nil
 		}
-	}
+	})
 	return programmed, syncs
+}
+
+// eachIPv4Line calls fn with the klogRE match of each line of log in
+// klog's text format that is not of another IP family than IPv4 (a line
+// without ipFamily counts).
+func eachIPv4Line(log []byte, fn func(m [][]byte)) {
+	sc := bufio.NewScanner(bytes.NewReader(log))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		m := klogRE.FindSubmatch(sc.Bytes())
+		if m == nil {
+			continue
+		}
+		if f := kvFamily.FindSubmatch(m[8]); f != nil && string(f[1]) != "IPv4" {
+			continue
+		}
+		fn(m)
+	}
 }
 
 // elapsedOf reads an elapsed= value: a quoted Go duration

@@ -145,9 +145,10 @@ func NodeIP(node *topology.Netns, nodeNet netip.Prefix) (netip.Addr, error) {
 // kubeProxy.config merged over it verbatim. A scenario with churn (the
 // churn phase, or a soak's) gets enableProfiling: true unless
 // kubeProxy.config sets it, so the phase can raise kube-proxy's -v for
-// its per-change log lines
-// (BeginChurn; profiling only adds /debug handlers to the metrics
-// endpoint in the node namespace). An owned field is an error
+// its per-change log lines (BeginChurn), and so does one with
+// transitions, for its conntrack cleanup's lines (RaiseVerbosity;
+// profiling only adds /debug handlers to the metrics endpoint in the
+// node namespace). An owned field is an error
 // (CheckPass).
 func PassFromScenario(sc *scenarios.Scenario, mode string) (map[string]any, error) {
 	out := map[string]any{}
@@ -165,7 +166,7 @@ func PassFromScenario(sc *scenarios.Scenario, mode string) (map[string]any, erro
 		}
 		out["ipvs"] = v
 	}
-	if sc.Churn.Rate > 0 || sc.Soak != nil && sc.Soak.Churn > 0 {
+	if sc.Churn.Rate > 0 || sc.Soak != nil && sc.Soak.Churn > 0 || sc.Transitions != nil {
 		out["enableProfiling"] = true
 	}
 	merge(out, deepCopy(sc.KubeProxy.Config))
