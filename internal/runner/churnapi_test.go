@@ -45,6 +45,9 @@ type fakeAPI struct {
 	minSync    time.Duration
 	stop       chan struct{}
 	done       chan struct{}
+	// pathFirst is PathFirst's answer: the failure.syncErrors wrappers'
+	// folder, as kube-proxy would have it first on its PATH.
+	pathFirst string
 }
 
 type fakeWrite struct {
@@ -169,6 +172,8 @@ func (f *fakeAPI) UseMinSyncPeriod(_ context.Context, d time.Duration) (bool, pr
 }
 
 func (f *fakeAPI) SyncPeriods() (time.Duration, time.Duration) { return f.minSync, time.Hour }
+
+func (f *fakeAPI) PathFirst() string { return f.pathFirst }
 
 var _ churnAPI = (*fakeAPI)(nil)
 
