@@ -43,7 +43,7 @@ func ChurnSyncErrorsReport(label string, mr *ModeResult) []Section {
 		cols = append(cols, Column{Name: "kube-proxy " + strings.ReplaceAll(short, "_", " "), Unit: "count", Figure: "kubeproxy." + short})
 	}
 	sec := Section{Phase: PhaseChurn, Title: syncErrorsTitle, Scope: "row",
-		Intro: "failure.syncErrors made rule-program calls fail during the churn phase: a builtin row's wrappers were first on proxybench's PATH, a kube-proxy row's first on kube-proxy's own PATH from its start (its IPv4 iptables-restore and nft -f calls; the wrappers count every call, so the calls column shows they are what kube-proxy ran). A failed sync's recovery is from its start to the end of the next successful sync (kube-proxy makes it full); until then the data plane kept the last good sync's rules, and the probes' connections meanwhile say whether lookups still worked on them. kube-proxy's counters are their growth over the phase (IPv4).",
+		Intro:   "failure.syncErrors made rule-program calls fail during the churn phase: a builtin row's wrappers were first on proxybench's PATH, a kube-proxy row's first on kube-proxy's own PATH from its start (its IPv4 iptables-restore and nft -f calls; the wrappers count every call, so the calls column shows they are what kube-proxy ran). A failed sync's recovery is from its start to the end of the next successful sync (kube-proxy makes it full); until then the data plane kept the last good sync's rules, and the probes' connections meanwhile say whether lookups still worked on them. kube-proxy's counters are their growth over the phase (IPv4).",
 		Columns: cols}
 	for _, c := range mr.Churn {
 		if c.Injected == nil {

@@ -234,7 +234,15 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 		SchemaVersion: reports.SchemaVersion, Tool: "proxybench " + o.Version, RunID: o.RunID,
 		Engine: "real", Started: time.Now(), Machine: MachineInfo(), Scenario: sc,
 	}
-	tb, echo, err := buildPhase(ctx, sc, o, perSize)
+	// The testbed, the failure injection and the run-scoped phases take
+	// the largest size (a sweep need not end with it).
+	largest := perSize[len(perSize)-1]
+	for _, ps := range perSize {
+		if len(ps) > len(largest) {
+			largest = ps
+		}
+	}
+	tb, echo, err := buildPhase(ctx, sc, o, append(slices.Clone(perSize), largest))
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +260,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 		}
 	}()
 	e := newEnv(tb)
-	undo, err := failurePhase(ctx, sc, e, perSize[len(perSize)-1])
+	undo, err := failurePhase(ctx, sc, e, largest)
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +353,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			}
 		}
 	}
-	if err := runScoped(ctx, sc, o, tb, e, perSize[len(perSize)-1], res, checked); err != nil {
+	if err := runScoped(ctx, sc, o, tb, e, largest, res, checked); err != nil {
 		res.Finished = time.Now()
 		res.Partial = err.Error()
 		return res, err
