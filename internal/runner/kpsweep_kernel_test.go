@@ -30,8 +30,7 @@ func TestKernelSyncErrorsKubeProxy(t *testing.T) {
 	testenv.RequireKernel(t, "iptables-legacy-restore", "nft", "flock")
 	kb := testenv.RequireKube(t)
 	testenv.RequireSlow(t, "starts two control planes and kube-proxies (about 60 s)")
-	t.Setenv(KubeBinEnv, filepath.Dir(kb.KubeProxy))
-	sc, err := scenarios.Parse([]byte(`
+	res := runKubeProxyScenario(t, kb, "syncerrors-kube-proxy.yaml", `
 seed: 3
 repetitions: 1
 modes: [iptables, nftables]
@@ -42,18 +41,7 @@ churn: {rate: 10, duration: 3s, grace: 20s, probes: 4}
 failure: {syncErrors: {every: 3}}
 iptables: {backend: legacy, minSyncPeriod: 100ms, syncPeriod: 5s}
 nftables: {minSyncPeriod: 100ms, syncPeriod: 5s}
-`), "syncerrors-kube-proxy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := testenv.RootSnapshot(t)
-	o := Options{RunID: topology.NewRunID(), ArtifactDir: t.TempDir()}
-	t0 := time.Now()
-	res, err := Run(context.Background(), sc, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("run took %v", time.Since(t0).Round(time.Millisecond))
+`)
 	if len(res.Modes) != 4 {
 		t.Fatalf("%d rows, want 4", len(res.Modes))
 	}
@@ -111,10 +99,31 @@ nftables: {minSyncPeriod: 100ms, syncPeriod: 5s}
 	if rows != 4 {
 		t.Errorf("sync errors section has %d rows, want 4", rows)
 	}
+}
+
+// runKubeProxyScenario runs scenario y (named name) on the host with
+// kb's control plane and kube-proxy, and checks afterwards that no
+// process of the run is left and the root namespace is unchanged.
+func runKubeProxyScenario(t *testing.T, kb testenv.KubeBinaries, name, y string) *reports.Result {
+	t.Helper()
+	t.Setenv(KubeBinEnv, filepath.Dir(kb.KubeProxy))
+	sc, err := scenarios.Parse([]byte(y), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := testenv.RootSnapshot(t)
+	o := Options{RunID: topology.NewRunID(), ArtifactDir: t.TempDir()}
+	t0 := time.Now()
+	res, err := Run(context.Background(), sc, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("run took %v", time.Since(t0).Round(time.Millisecond))
 	if left := topology.ChildProcesses(o.RunID); len(left) > 0 {
 		t.Errorf("processes of run %s left: %v", o.RunID, left)
 	}
 	testenv.CompareRoot(t, root, testenv.RootSnapshot(t))
+	return res
 }
 
 // syncErrorsSectionTitle is the title of the sync errors section, as
@@ -143,8 +152,7 @@ func TestKernelSweepKubeProxy(t *testing.T) {
 	testenv.RequireKernel(t, "iptables-legacy-restore")
 	kb := testenv.RequireKube(t)
 	testenv.RequireSlow(t, "starts a control plane and kube-proxy and grows it (about 25 s)")
-	t.Setenv(KubeBinEnv, filepath.Dir(kb.KubeProxy))
-	sc, err := scenarios.Parse([]byte(`
+	res := runKubeProxyScenario(t, kb, "sweep-kube-proxy.yaml", `
 seed: 2
 repetitions: 1
 modes: [iptables]
@@ -153,18 +161,7 @@ services: {count: 40, endpoints: {count: 3}}
 sweep: {services: [40, 120, 80]}
 traffic: {connections: 30, positions: [first, last]}
 iptables: {backend: legacy}
-`), "sweep-kube-proxy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := testenv.RootSnapshot(t)
-	o := Options{RunID: topology.NewRunID(), ArtifactDir: t.TempDir()}
-	t0 := time.Now()
-	res, err := Run(context.Background(), sc, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("run took %v", time.Since(t0).Round(time.Millisecond))
+`)
 	var kp []reports.ModeResult
 	for _, m := range res.Modes {
 		if m.Implementation == scenarios.ImplKubeProxy {
@@ -214,8 +211,4 @@ iptables: {backend: legacy}
 	if rows != 3 {
 		t.Errorf("sweep section has %d rows, want 3", rows)
 	}
-	if left := topology.ChildProcesses(o.RunID); len(left) > 0 {
-		t.Errorf("processes of run %s left: %v", o.RunID, left)
-	}
-	testenv.CompareRoot(t, root, testenv.RootSnapshot(t))
 }
