@@ -40,8 +40,9 @@ func (p *Proxier) plan(services []workload.Service) (cur map[string]workload.Ser
 				triggers++
 			}
 			ops = append(ops, func(ctx context.Context) error {
-				_, err := apiobjects.Create(ctx, c, apiobjects.Spec{Services: []workload.Service{s}, Workers: 1, SessionAffinity: p.spec.SessionAffinity})
-				return err
+				// Its namespace exists (the first Sync's objects): the
+				// Service, then its EndpointSlice stamped now.
+				return apiobjects.CreateService(ctx, c, s, p.spec.SessionAffinity, time.Now())
 			})
 		case !sameService(old, s):
 			triggers++
