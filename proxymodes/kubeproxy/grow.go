@@ -131,7 +131,16 @@ func (p *Proxier) Grow(ctx context.Context, services []workload.Service) (Growth
 			return true
 		}
 	}
-	end, v, err := p.waitWritten(ctx, during, v0, c0, u0, logFrom, w, triggers, len(ops), busy)
+	// The changes kube-proxy receives: a Service and an EndpointSlice
+	// change per created or deleted service, a slice change per updated
+	// one (kubeproxy_sync_proxy_rules_{service,endpoint}_changes_total),
+	// which the rule for writes without a trigger time counts.
+	changes := 2*(g.Created+g.Deleted) + g.Updated
+	// Written in parallel: the last write sent is no bound on the others'
+	// arrival, so the timing rule counts from the last one returned.
+	wt := w
+	wt.sent = w.written
+	end, v, err := p.waitWritten(ctx, during, v0, c0, u0, logFrom, wt, triggers, changes, busy)
 	if err != nil {
 		return g, err
 	}

@@ -330,8 +330,10 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 }
 
 // waitWritten waits, scraping every 50 ms, until kube-proxy has ended
-// the sync that programmed writes API writes (w: their times; triggers
-// of them carried a trigger time kube-proxy observes), from v0 and c0,
+// the sync that programmed the API writes (w: their times; triggers of
+// them carried a trigger time kube-proxy observes; changes is how many
+// Service and EndpointSlice changes kube-proxy receives from them, for
+// writes without a trigger time), from v0 and c0,
 // the scrapes before the writes, and, when stillBusy is set, until it
 // reports false; it returns when that was seen and the last scrape. A
 // sync kube-proxy reported failed meanwhile ends it with failedSync's
@@ -340,7 +342,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 // done is an error with the tail of its log. during names the Sync in
 // errors.
 func (p *Proxier) waitWritten(ctx context.Context, during string, v0 syncView, c0 changeState, u0 Usage, logFrom int, w writeTimes,
-	triggers, writes int, stillBusy func() bool) (time.Time, syncView, error) {
+	triggers, changes int, stillBusy func() bool) (time.Time, syncView, error) {
 	t0, sent, written := w.start, w.sent, w.written
 	// Done when the sync that programmed the writes has ended. With
 	// trigger-time writes that sync is known exactly: kube-proxy observes
@@ -409,7 +411,7 @@ func (p *Proxier) waitWritten(ctx context.Context, during string, v0 syncView, c
 				// none is pending, and no sync was queued after the last
 				// one ended.
 				if c, err := p.changes(ctx); err == nil && c.ok && c0.ok {
-					ok = c.total >= c0.total+float64(writes) && c.pending == 0 && !c.synced.Before(c.queued) && c.synced.After(c0.synced)
+					ok = c.total >= c0.total+float64(changes) && c.pending == 0 && !c.synced.Before(c.queued) && c.synced.After(c0.synced)
 				}
 			}
 		}
