@@ -56,7 +56,9 @@ type Growth struct {
 // trigger time (with deletions only, the timing rule of Sync) and every
 // probed new service answers (DataPlane). Before the first Sync it is
 // the first Sync. Errors: as Sync's (a failed sync is a
-// *proxymodes.SyncFailed, kube-proxy exiting a *proxymodes.Failed).
+// *proxymodes.SyncFailed, kube-proxy exiting a *proxymodes.Failed); a
+// write the API server refused is a *proxymodes.SyncFailed too, saying
+// so (the row's sweep ends there, the run goes on).
 func (p *Proxier) Grow(ctx context.Context, services []workload.Service) (Growth, error) {
 	g := Growth{From: len(p.last), To: len(services)}
 	if p.kp == nil {
@@ -94,7 +96,16 @@ func (p *Proxier) Grow(ctx context.Context, services []workload.Service) (Growth
 	logFrom := p.kp.logSize()
 	w, err := applyWrites(ctx, ops, GrowWorkers)
 	if err != nil {
-		return g, fmt.Errorf("kubeproxy: writes of the growth from %d to %d services: %w", g.From, g.To, err)
+		if ctx.Err() != nil {
+			return g, err
+		}
+		// The API server refused or lost a write (under load: a create
+		// whose ClusterIP a timed-out attempt left allocated): the step
+		// is not the next size, so the row's sweep ends here, kept; the
+		// run goes on (*proxymodes.SyncFailed: fate Partial).
+		p.last = cur // what the API may hold; the row is cleaned up next
+		return g, &proxymodes.SyncFailed{Msg: fmt.Sprintf("kubeproxy: API writes of the growth from %d to %d services failed after %v: %v",
+			g.From, g.To, time.Since(w.start).Round(time.Millisecond), err)}
 	}
 	p.last = cur
 	if len(ops) == 0 {
