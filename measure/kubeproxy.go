@@ -294,3 +294,18 @@ func MetricDelta(start, end []Metric, name, family string) (count uint64, sum fl
 	}
 	return c1 - c0, s1 - s0
 }
+
+// KubeProxyFailureCounters are kube-proxy's failure counters
+// (k8s.io/kubernetes pkg/proxy/metrics, each with an ip_family label):
+// the iptables proxier's failed iptables-restore calls, and the failed
+// partial syncs (counted in a failed sync's deferred check, so also a
+// partial sync that failed before its restore; each forces the next sync
+// full), the nftables proxier's failed sync transactions, and its failed
+// stale-chain cleanups (a transaction of its own at a sync's start,
+// which does not fail the sync). The IPVS proxier has none.
+var KubeProxyFailureCounters = []string{
+	"kubeproxy_sync_proxy_rules_iptables_restore_failures_total",
+	"kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total",
+	"kubeproxy_sync_proxy_rules_nftables_sync_failures_total",
+	"kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total",
+}

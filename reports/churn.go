@@ -53,6 +53,11 @@ type ChurnResult struct {
 	// each with its recovery.
 	FailedSyncs int           `json:"failedSyncs,omitempty"`
 	Failures    []SyncFailure `json:"failures,omitempty"`
+	// Injected is failure.syncErrors' own account of the phase (nil
+	// without it): the rule-program calls its wrappers counted and those
+	// they failed. A builtin row's wrappers were first on proxybench's
+	// PATH, a kube-proxy row's on kube-proxy's (its IPv4 calls only).
+	Injected *InjectedErrors `json:"injected,omitempty"`
 	// KubeProxy is a kube-proxy row's own account of the phase (nil for
 	// builtin rows): the changes went through the API and kube-proxy ran
 	// its own sync loop, so Syncs are the syncs its log shows and CPUNs
@@ -126,6 +131,20 @@ type ChurnKubeProxy struct {
 	WriteErrors  int     `json:"writeErrors,omitempty"`
 	WriteError   string  `json:"writeError,omitempty"`
 	WriteLatency Summary `json:"writeLatency"`
+	// FailureCounters is the growth over the phase of kube-proxy's
+	// failure counters (IPv4) that its metrics endpoint serves, by
+	// name (KubeProxyFailureCounters; a counter the mode does not serve
+	// is absent; names: measure.KubeProxyFailureCounters).
+	FailureCounters map[string]float64 `json:"failureCounters,omitempty"`
+}
+
+// InjectedErrors is failure.syncErrors' account of one churn phase:
+// Calls the rule-program calls its wrappers counted (Programs: the
+// programs wrapped), Failed those it failed on purpose.
+type InjectedErrors struct {
+	Calls    int      `json:"calls"`
+	Failed   int      `json:"failed"`
+	Programs []string `json:"programs,omitempty"`
 }
 
 // KubeProxyHistogram is the growth of one of kube-proxy's histograms over

@@ -171,6 +171,15 @@ func sideBySideTable(r *Result) [][]string {
 				cpu = fmt.Sprintf("%s + %s", dur(time.Duration(kp.CPUNs)), dur(time.Duration(kp.ChildCPUNs)))
 				rss = fmt.Sprintf("%s + %s", mib(kp.PeakRSSBytes), mib(kp.ChildPeakRSSBytes))
 			}
+			if sw := m.KubeProxySweep; sw != nil {
+				// One kube-proxy over the sweep: its record is the
+				// process's; this size's own figures are the point's.
+				if sw.From > 0 {
+					kpFull = fmt.Sprintf("none at this size: grown from %d, last of %d syncs %s", sw.From, sw.KubeProxySyncs, dur(time.Duration(sw.LastSyncNs)))
+				}
+				cpu = fmt.Sprintf("%s + %s (this size)", dur(time.Duration(sw.CPUNs)), dur(time.Duration(sw.ChildCPUNs)))
+				rss = fmt.Sprintf("%s at its end", mib(sw.RSSBytes))
+			}
 			first, last := "-", "-"
 			for _, p := range m.Lookup {
 				switch p.Position {

@@ -212,6 +212,9 @@ type ModeResult struct {
 	// Soak is the soak phase's samples (scenario block soak), as its
 	// stream holds them.
 	Soak *SoakResult `json:"soak,omitempty"`
+	// KubeProxySweep is a kube-proxy row's size of sweep.services (one
+	// control plane and kube-proxy over every size; nil for other rows).
+	KubeProxySweep *KubeProxySweepPoint `json:"kubeProxySweep,omitempty"`
 }
 
 // isBaseline reports whether m is a row of the baseline mode

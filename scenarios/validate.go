@@ -1346,10 +1346,4 @@ func (c *checker) implementation() {
 	if s.Topology.NodeCount() > 1 {
 		notYet("topology.nodes", "kube-proxy runs on one node per run for now (a control plane per mode, one node)")
 	}
-	if len(s.Sweep.Services) > 0 {
-		notYet("sweep.services", "a size sweep (each size would start its own control plane)")
-	}
-	if s.Failure.SyncErrors.Set() {
-		notYet("failure.syncErrors", "sync errors are injected into proxybench's own rule programs")
-	}
 }

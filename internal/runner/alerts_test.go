@@ -76,7 +76,7 @@ func TestAlertsPhaseIsFinal(t *testing.T) {
 					list[i].Run = func(context.Context, *Row) error { return injected }
 				}
 			}
-			mr, secs, err := runRow(context.Background(), list, sc, Options{Progress: &recProgress{}}, tb, &e.env, svcs, m)
+			mr, secs, err := runRow(context.Background(), list, sc, Options{Progress: &recProgress{}}, tb, &e.env, svcs, m, nil)
 			if failIn != "" && !errors.Is(err, injected) {
 				t.Fatalf("error %v, want the injected one", err)
 			}

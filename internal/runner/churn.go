@@ -168,14 +168,16 @@ type loopApplier struct {
 	live            *monitoring.RowMetrics
 	loop            *syncLoop
 	restore         func()
+	wrappers        *syncErrorWrappers
 }
 
 func (a *loopApplier) begin(ctx context.Context, start time.Time, _ int, snapshot func() []workload.Service) error {
 	if se := a.sc.Failure.SyncErrors; se.Set() {
-		restore, err := injectSyncErrors(*se, a.sc.Seed)
+		w, restore, err := injectSyncErrors(*se, a.sc.Seed)
 		if err != nil {
 			return fmt.Errorf("failure.syncErrors: %w", err)
 		}
+		a.wrappers = w
 		// A proxier that resolved its program before (nftables) looks
 		// it up again: the wrapper now, the real one after.
 		tr, _ := a.p.(proxymodes.ToolResolver)
@@ -197,6 +199,9 @@ func (a *loopApplier) apply(workload.Change, workload.Service, time.Time) { a.lo
 
 func (a *loopApplier) end(_ context.Context, res *reports.ChurnResult, _ []*observe.Observation, _ time.Time) error {
 	syncs, _ := a.loop.stop() // a failed sync is recorded in syncs
+	if a.wrappers != nil {
+		res.Injected = a.wrappers.injected() // before restore removes them
+	}
 	if a.restore != nil {
 		a.restore()
 	}
@@ -382,8 +387,10 @@ func summarizeSyncs(res *reports.ChurnResult) {
 var churnPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "churn", Field: "churn", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
 		Wants: func(s *scenarios.Scenario) bool { return s.Churn.Rate > 0 }},
-	Core:   true,
-	Report: reports.ChurnKubeProxyReport,
+	Core: true,
+	Report: func(label string, mr *reports.ModeResult) []reports.Section {
+		return append(reports.ChurnKubeProxyReport(label, mr), reports.ChurnSyncErrorsReport(label, mr)...)
+	},
 	Run: func(ctx context.Context, r *Row) error {
 		values, period, err := r.Mode.ChurnSyncPeriods(r.Sc)
 		if err != nil {
@@ -410,7 +417,7 @@ var churnPhaseV = Phase{
 					return err
 				}
 				restarted = restarted || restartNs > 0
-				cr, err = runChurn(ctx, r.Sc, r.Env, r.Proxier.Mode(), r.Services, newAPIApplier(api, restartNs), minSync, kpPeriod, r.Progress(), r.Live)
+				cr, err = runChurn(ctx, r.Sc, r.Env, r.Proxier.Mode(), r.Services, newAPIApplier(api, restartNs).withSyncErrors(r.Sc.Failure.SyncErrors, r.Sc.Seed), minSync, kpPeriod, r.Progress(), r.Live)
 				if cr != nil {
 					r.Result.Churn = append(r.Result.Churn, *cr)
 				}

@@ -15,6 +15,7 @@ import (
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
 	"github.com/proxybench/proxybench/workload/observe"
 )
@@ -41,6 +42,9 @@ type churnAPI interface {
 	// runs with.
 	UseMinSyncPeriod(ctx context.Context, d time.Duration) (restarted bool, st proxymodes.SyncStats, err error)
 	SyncPeriods() (minSync, sync time.Duration)
+	// PathFirst is the folder first on the proxier's PATH: a kube-proxy
+	// row's failure.syncErrors wrappers ("": none).
+	PathFirst() string
 }
 
 var _ churnAPI = (*kubeproxy.Proxier)(nil)
@@ -71,6 +75,12 @@ type apiApplier struct {
 	// restartNs is the restart before the phase that gave kube-proxy the
 	// phase's minSyncPeriod (0: none).
 	restartNs int64
+	// syncErrors, when set, is failure.syncErrors (with the scenario's
+	// seed): the wrappers on kube-proxy's PATH (api.PathFirst) are armed
+	// for the phase; wrappers is them while armed.
+	syncErrors *scenarios.SyncErrorsSpec
+	seed       int64
+	wrappers   *syncErrorWrappers
 
 	jobs []chan apiWrite // one queue per writer
 	wg   sync.WaitGroup
@@ -104,9 +114,33 @@ func newAPIApplier(api churnAPI, restartNs int64) *apiApplier {
 	return &apiApplier{api: api, restartNs: restartNs}
 }
 
+// withSyncErrors makes the phase arm the failure.syncErrors wrappers on
+// kube-proxy's PATH (se not set: nothing).
+func (a *apiApplier) withSyncErrors(se *scenarios.SyncErrorsSpec, seed int64) *apiApplier {
+	if se.Set() {
+		a.syncErrors, a.seed = se, seed
+	}
+	return a
+}
+
 func (a *apiApplier) begin(ctx context.Context, _ time.Time, n int, _ func() []workload.Service) error {
 	if err := a.api.BeginChurn(ctx); err != nil {
 		return fmt.Errorf("churn: %w", err)
+	}
+	if a.syncErrors != nil {
+		// Armed after BeginChurn's scrape, so kube-proxy's failure
+		// counters' growth over the phase holds every injected failure.
+		dir := a.api.PathFirst()
+		if dir == "" {
+			_, _ = a.api.EndChurn(ctx, 0)
+			return fmt.Errorf("failure.syncErrors: %s runs without the wrappers' folder first on its PATH", a.api.Mode())
+		}
+		w := &syncErrorWrappers{dir: dir}
+		if err := w.arm(*a.syncErrors, a.seed); err != nil {
+			_, _ = a.api.EndChurn(ctx, 0)
+			return fmt.Errorf("failure.syncErrors: %w", err)
+		}
+		a.wrappers = w
 	}
 	for range apiWriters {
 		q := make(chan apiWrite, n) // apply never blocks
@@ -157,12 +191,21 @@ func (a *apiApplier) end(ctx context.Context, res *reports.ChurnResult, obs []*o
 	a.wg.Wait()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var disarmErr error
+	if a.wrappers != nil {
+		// The errors stop with the changes: kube-proxy's syncs of the last
+		// writes (EndChurn waits for them) run the real programs, so its
+		// recovery from a trailing failure is in its account.
+		disarmErr = a.wrappers.disarm()
+		res.Injected = a.wrappers.injected()
+	}
 	acct, err := a.api.EndChurn(ctx, a.triggers)
+	err = errors.Join(err, disarmErr)
 	kp := &reports.ChurnKubeProxy{Version: acct.Version, Programming: histogramOf(acct.Programming), Syncs: histogramOf(acct.Syncs),
 		Logged: len(acct.Programmed), PerChange: acct.PerChange, CPUNs: int64(acct.CPU), ChildCPUNs: int64(acct.ChildCPU),
 		PeakRSSBytes: acct.PeakRSS, MinSyncPeriodNs: int64(acct.MinSyncPeriod), SyncPeriodNs: int64(acct.SyncPeriod), RestartNs: a.restartNs,
 		Writes: a.writes, WriteErrors: a.errs, WriteError: a.firstErr, WriteLatency: reports.Summarize(a.writeNs),
-		SettleNs: int64(acct.Settle), Unsettled: acct.Unsettled}
+		SettleNs: int64(acct.Settle), Unsettled: acct.Unsettled, FailureCounters: acct.Failures}
 	if acct.HasFullPartial {
 		f, p := histogramOf(acct.Full), histogramOf(acct.Partial)
 		kp.FullSyncs, kp.PartialSyncs = &f, &p

@@ -5,6 +5,8 @@ package runner
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/iptables"
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
@@ -45,6 +48,9 @@ type fakeAPI struct {
 	minSync    time.Duration
 	stop       chan struct{}
 	done       chan struct{}
+	// pathFirst is PathFirst's answer: the failure.syncErrors wrappers'
+	// folder, as kube-proxy would have it first on its PATH.
+	pathFirst string
 }
 
 type fakeWrite struct {
@@ -169,6 +175,8 @@ func (f *fakeAPI) UseMinSyncPeriod(_ context.Context, d time.Duration) (bool, pr
 }
 
 func (f *fakeAPI) SyncPeriods() (time.Duration, time.Duration) { return f.minSync, time.Hour }
+
+func (f *fakeAPI) PathFirst() string { return f.pathFirst }
 
 var _ churnAPI = (*fakeAPI)(nil)
 
@@ -406,5 +414,51 @@ func TestChurnRefusalGone(t *testing.T) {
 				t.Errorf("%s still says %q", tc.field, ph.NotWithKubeProxy)
 			}
 		}
+	}
+}
+
+// TestChurnFakeAPISyncErrors: with failure.syncErrors, a kube-proxy
+// row's phase arms the wrappers in the folder first on its PATH for the
+// phase (the fail list is there while the changes are written), disarms
+// them before kube-proxy's last syncs, and keeps their account; without
+// that folder the phase refuses to start.
+func TestChurnFakeAPISyncErrors(t *testing.T) {
+	testenv.RequireTool(t, "flock")
+	sc, svcs := phaseScenario(t, "", "churn: {rate: 40, duration: 300ms, grace: 1s, probes: 2}\nfailure: {syncErrors: {every: 2}}\n")
+	f := newFakeAPI()
+	w, err := writeSyncErrorWrappers(filepath.Join(t.TempDir(), "syncerrors"), kubeProxyWrapped, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pathFirst = w.dir
+	armed := 0
+	f.fail = func(int, workload.Change) error {
+		if _, err := os.Stat(filepath.Join(w.dir, "fail")); err == nil {
+			armed++
+		}
+		return nil
+	}
+	if _, err := f.Sync(context.Background(), svcs); err != nil {
+		t.Fatal(err)
+	}
+	e := newFakeEnv(f.fakeProxier)
+	ap := newAPIApplier(f, 0).withSyncErrors(sc.Failure.SyncErrors, sc.Seed)
+	res, err := runChurn(context.Background(), sc, &e.env, f.Mode(), svcs, ap, time.Second, time.Hour, &recProgress{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if armed != res.Changes || res.Changes == 0 {
+		t.Errorf("%d of %d writes made while armed", armed, res.Changes)
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "fail")); !errors.Is(err, os.ErrNotExist) || res.Injected == nil {
+		t.Errorf("after the phase: fail list %v, account %+v: want disarmed, with an account", err, res.Injected)
+	}
+	f2 := newFakeAPI()
+	if _, err := f2.Sync(context.Background(), svcs); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runChurn(context.Background(), sc, &newFakeEnv(f2.fakeProxier).env, f2.Mode(), svcs, newAPIApplier(f2, 0).withSyncErrors(sc.Failure.SyncErrors, sc.Seed), time.Second, time.Hour, &recProgress{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "failure.syncErrors") {
+		t.Errorf("without the wrappers' folder: %v, want a failure.syncErrors error", err)
 	}
 }

@@ -3,15 +3,12 @@
 package runner
 
 import (
-	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
-	"github.com/proxybench/proxybench/topology"
 )
 
 // TestKernelChurnKubeProxy runs the churn phase on a kube-proxy row for
@@ -27,8 +24,7 @@ func TestKernelChurnKubeProxy(t *testing.T) {
 	testenv.RequireKernel(t, "iptables-legacy-restore")
 	kb := testenv.RequireKube(t)
 	testenv.RequireSlow(t, "starts a control plane and kube-proxy (about 15 s)")
-	t.Setenv(KubeBinEnv, filepath.Dir(kb.KubeProxy))
-	sc, err := scenarios.Parse([]byte(`
+	res := runKubeProxyScenario(t, kb, "churn-kube-proxy.yaml", `
 seed: 5
 repetitions: 1
 modes: [iptables]
@@ -37,18 +33,7 @@ services: {count: 100, endpoints: {count: 3}}
 traffic: {connections: 20, positions: [first]}
 churn: {rate: 10, duration: 2s, grace: 15s}
 iptables: {minSyncPeriod: 1s, syncPeriod: 30s}
-`), "churn-kube-proxy.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := testenv.RootSnapshot(t)
-	o := Options{RunID: topology.NewRunID(), ArtifactDir: t.TempDir()}
-	t0 := time.Now()
-	res, err := Run(context.Background(), sc, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("run took %v", time.Since(t0).Round(time.Millisecond))
+`)
 	if len(res.Modes) != 1 || len(res.Modes[0].Churn) != 1 {
 		t.Fatalf("rows %+v, want one kube-proxy row with one churn phase", res.Modes)
 	}
@@ -91,8 +76,4 @@ iptables: {minSyncPeriod: 1s, syncPeriod: 30s}
 	t.Logf("%d changes: data plane p50 %v p99 %v; kube-proxy metric n %d p50 %.3f s mean %.3f s; %d matched; %d syncs",
 		c.Changes, time.Duration(c.Latency.P50), time.Duration(c.Latency.P99), kp.Programming.Count,
 		kp.Programming.Quantile(0.5), kp.Programming.Mean(), kp.Matched, kp.Syncs.Count)
-	if left := topology.ChildProcesses(o.RunID); len(left) > 0 {
-		t.Errorf("processes of run %s left: %v", o.RunID, left)
-	}
-	testenv.CompareRoot(t, root, testenv.RootSnapshot(t))
 }

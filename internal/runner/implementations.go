@@ -294,9 +294,13 @@ func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) (*Checked, e
 // (kubeproxy.Variant), named "nftables (kube-proxy)", or with the version
 // when there are several binaries. dataPlane is each variant's sync.full
 // probe; dir the folder beside the result that keeps their logs; where
-// where the run executes (kubeproxy.VariantSpec.Guest).
+// where the run executes (kubeproxy.VariantSpec.Guest). With
+// failure.syncErrors, each kube-proxy row gets its wrappers of
+// kubeProxyWrapped, unarmed, in its folder's syncerrors/ (written here),
+// first on its kube-proxy's PATH from its start: the churn phase arms
+// them (apiApplier).
 func rows(sc *scenarios.Scenario, m proxymodes.Mode, kbs []kubeBinary, bin controlplane.Binaries, dir string,
-	dataPlane func(ctx context.Context, services []workload.Service) (time.Time, int, error), where Where, mon *kubeproxy.Monitor) []proxymodes.Mode {
+	dataPlane func(ctx context.Context, services []workload.Service) (time.Time, int, error), where Where, mon *kubeproxy.Monitor) ([]proxymodes.Mode, error) {
 	var out []proxymodes.Mode
 	for _, impl := range sc.Implementations(m.Name) {
 		if impl == scenarios.ImplBuiltin {
@@ -305,11 +309,20 @@ func rows(sc *scenarios.Scenario, m proxymodes.Mode, kbs []kubeBinary, bin contr
 		}
 		for _, kb := range kbs {
 			label := kubeproxy.RowLabel(m.Name, kb.Version, len(kbs) > 1)
+			rd := filepath.Join(dir, rowDir(label))
+			first := ""
+			if sc.Failure.SyncErrors.Set() && sc.Churn.Rate > 0 {
+				w, err := writeSyncErrorWrappers(filepath.Join(rd, "syncerrors"), kubeProxyWrapped, true)
+				if err != nil {
+					return nil, fmt.Errorf("failure.syncErrors: wrappers for %s: %w", label, err)
+				}
+				first = w.dir
+			}
 			out = append(out, kubeproxy.Variant(m, kubeproxy.VariantSpec{Binary: kb.Path, Version: kb.Version, Label: label,
-				Dir: filepath.Join(dir, rowDir(label)), Bin: bin, DataPlane: dataPlane, Guest: where == WhereGuest, Monitor: mon}))
+				Dir: rd, Bin: bin, DataPlane: dataPlane, Guest: where == WhereGuest, Monitor: mon, PathFirst: first}))
 		}
 	}
-	return out
+	return out, nil
 }
 
 // rowDir is a row's folder name: "nftables (kube-proxy v1.36.3)" →

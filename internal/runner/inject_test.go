@@ -5,7 +5,10 @@ package runner
 import (
 	"context"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +25,7 @@ import (
 // run the real one; restore puts PATH back.
 func TestInjectSyncErrors(t *testing.T) {
 	testenv.RequireTool(t, "iptables-legacy-restore", "flock")
-	restore, err := injectSyncErrors(scenarios.SyncErrorsSpec{Every: 3}, 1)
+	w, restore, err := injectSyncErrors(scenarios.SyncErrorsSpec{Every: 3}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,9 +40,13 @@ func TestInjectSyncErrors(t *testing.T) {
 			t.Fatalf("call %d: %v: %s", n, err, out)
 		}
 	}
+	inj := w.injected()
 	restore()
 	if len(failed) != 2 || failed[0] != 3 || failed[1] != 6 {
 		t.Errorf("failed calls %v, want [3 6]", failed)
+	}
+	if inj.Calls != 6 || inj.Failed != 2 || !slices.Contains(inj.Programs, "iptables-legacy-restore") {
+		t.Errorf("wrappers' account %+v, want 6 calls, 2 failed, iptables-legacy-restore wrapped", inj)
 	}
 	if p, _ := exec.LookPath("iptables-legacy-restore"); p == wrapped || !strings.Contains(wrapped, "proxybench-syncerrors-") {
 		t.Errorf("wrapper %s, after restore %s", wrapped, p)
@@ -95,7 +102,7 @@ func TestSyncErrorsReachNftables(t *testing.T) {
 	if _, err := p.Sync(ctx, svcs); err != nil {
 		t.Fatal(err) // resolves the real nft
 	}
-	restore, err := injectSyncErrors(scenarios.SyncErrorsSpec{Every: 2}, 1)
+	_, restore, err := injectSyncErrors(scenarios.SyncErrorsSpec{Every: 2}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,4 +132,80 @@ func TestSyncErrorsReachNftables(t *testing.T) {
 		t.Fatalf("table after restore: %v\n%s", err, out)
 	}
 	t.Logf("%d of 4 full syncs failed", failed)
+}
+
+// TestSyncErrorWrappersKubeProxy: a kube-proxy row's wrappers (IPv4
+// only), first on a PATH before fake iptables-restore and nft programs:
+// unarmed, every call runs the next program of its name on PATH (not the
+// wrapper again) and is counted; armed with every: 2, every second
+// counted call fails without running it and is listed; nft's check and
+// list calls and an ip6 transaction run the real nft uncounted; disarmed,
+// every call runs again.
+func TestSyncErrorWrappersKubeProxy(t *testing.T) {
+	testenv.RequireTool(t, "flock")
+	bin := t.TempDir()
+	log := filepath.Join(bin, "ran")
+	for _, prog := range []string{"iptables-restore", "nft"} {
+		fake := "#!/bin/sh\ncat >/dev/null\necho " + prog + " >> " + log + "\n"
+		if err := os.WriteFile(filepath.Join(bin, prog), []byte(fake), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	dir := filepath.Join(t.TempDir(), "syncerrors")
+	w, err := writeSyncErrorWrappers(dir, kubeProxyWrapped, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	ran := func() int {
+		b, _ := os.ReadFile(log)
+		return strings.Count(string(b), "\n")
+	}
+	call := func(stdin string, prog string, args ...string) error {
+		cmd := exec.Command(prog, args...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if err != nil && !strings.Contains(string(out), "proxybench failure.syncErrors") {
+			t.Fatalf("%s %v: %v: %s", prog, args, err, out)
+		}
+		return err
+	}
+	v4 := "add table ip kube-proxy { comment \"rules for kube-proxy\" ; }\n"
+	v6 := "add table ip6 kube-proxy { comment \"rules for kube-proxy\" ; }\n"
+	if call("*nat\nCOMMIT\n", "iptables-restore", "-w", "5", "--noflush") != nil || call(v4, "nft", "-f", "-") != nil {
+		t.Fatal("an unarmed call failed")
+	}
+	if calls, failed := w.counts(); calls != 2 || failed != 0 || ran() != 2 {
+		t.Fatalf("unarmed: %d calls counted, %d failed, %d run; want 2, 0, 2", calls, failed, ran())
+	}
+	if err := w.arm(scenarios.SyncErrorsSpec{Every: 2}, 1); err != nil {
+		t.Fatal(err)
+	}
+	var errs []bool
+	for i := 0; i < 4; i++ {
+		errs = append(errs, call(v4, "nft", "-f", "-") != nil)
+	}
+	// Uncounted: a check, a list and an IPv6 transaction.
+	if call(v4, "nft", "--check", "-f", "-") != nil || call("", "nft", "--json", "list", "table", "ip", "kube-proxy") != nil || call(v6, "nft", "-f", "-") != nil {
+		t.Fatal("an uncounted nft call failed")
+	}
+	errs = append(errs, call("*nat\nCOMMIT\n", "iptables-restore") != nil, call("*nat\nCOMMIT\n", "iptables-restore") != nil)
+	if want := []bool{false, true, false, true, false, true}; !slices.Equal(errs, want) {
+		t.Errorf("armed calls failed %v, want %v", errs, want)
+	}
+	if calls, failed := w.counts(); calls != 6 || failed != 3 || ran() != 2+3+3 {
+		t.Errorf("armed: %d calls counted, %d failed, %d run in all; want 6, 3, 8", calls, failed, ran())
+	}
+	if err := w.disarm(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if call(v4, "nft", "-f", "-") != nil {
+			t.Fatal("a call failed after disarm")
+		}
+	}
+	if inj := w.injected(); inj.Calls != 8 || inj.Failed != 3 || !slices.Equal(inj.Programs, []string{"iptables-restore", "nft"}) {
+		t.Errorf("account %+v, want 8 calls, 3 failed, iptables-restore and nft", inj)
+	}
 }

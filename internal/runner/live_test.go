@@ -97,7 +97,7 @@ monitoring: {prometheus: true, interval: 1s}
 		}
 		return nil
 	}}
-	mr, _, err := runRow(ctx, append(slices.Clone(Phases), probe), sc, o, tb, newEnv(tb), services, m)
+	mr, _, err := runRow(ctx, append(slices.Clone(Phases), probe), sc, o, tb, newEnv(tb), services, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,6 +71,7 @@ var Phases = []Phase{
 	lifecyclePhaseV,
 	transitionsPhaseV,
 	soakPhaseV,
+	kubeProxySweepPhaseV,
 	alertsPhaseV,
 	modeSwitchPhase,
 }
@@ -126,6 +127,9 @@ type Row struct {
 	// cleanups run when the row ends, last added first (the nodes
 	// phase's other proxiers).
 	cleanups []func() error
+	// sweep, for a kube-proxy row of sweep.services, carries its
+	// proxier from one size to the next (nil otherwise).
+	sweep *sweepCarry
 	// later names the phases that run on the row after the running one
 	// (not the final ones), for a phase that leaves the proxier
 	// reconfigured (the churn sweep's kube-proxy restarts).

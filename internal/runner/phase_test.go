@@ -75,7 +75,7 @@ func measured(mr *reports.ModeResult) []string {
 // dropped the row).
 func TestPhaseErrorKeepsRow(t *testing.T) {
 	sc, svcs, m, e, tb := fakeRowSetup(t)
-	full, _, err := runRow(context.Background(), Phases, sc, Options{Progress: &recProgress{}}, tb, &e.env, svcs, m)
+	full, _, err := runRow(context.Background(), Phases, sc, Options{Progress: &recProgress{}}, tb, &e.env, svcs, m, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestPhaseErrorKeepsRow(t *testing.T) {
 				r.Faults.add("fault of %s", ph.Name)
 				return injected
 			}
-			mr, _, err := runRow(context.Background(), list, sc, Options{Progress: &recProgress{}}, tb, &e.env, svcs, m)
+			mr, _, err := runRow(context.Background(), list, sc, Options{Progress: &recProgress{}}, tb, &e.env, svcs, m, nil)
 			if !errors.Is(err, injected) || fate(context.Background(), err) != Stop {
 				t.Fatalf("error %v (fate %v), want the injected one (stop)", err, fate(context.Background(), err))
 			}

@@ -234,7 +234,15 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 		SchemaVersion: reports.SchemaVersion, Tool: "proxybench " + o.Version, RunID: o.RunID,
 		Engine: "real", Started: time.Now(), Machine: MachineInfo(), Scenario: sc,
 	}
-	tb, echo, err := buildPhase(ctx, sc, o, perSize)
+	// The testbed, the failure injection and the run-scoped phases take
+	// the largest size (a sweep need not end with it).
+	largest := perSize[len(perSize)-1]
+	for _, ps := range perSize {
+		if len(ps) > len(largest) {
+			largest = ps
+		}
+	}
+	tb, echo, err := buildPhase(ctx, sc, o, append(slices.Clone(perSize), largest))
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +260,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 		}
 	}()
 	e := newEnv(tb)
-	undo, err := failurePhase(ctx, sc, e, perSize[len(perSize)-1])
+	undo, err := failurePhase(ctx, sc, e, largest)
 	if err != nil {
 		return nil, err
 	}
@@ -262,51 +270,90 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 		}
 	}()
 	var failed []error // rows whose proxy program exited on its own
+	// one runs row at size index i (carry: a kube-proxy row's sweep) and
+	// keeps it in res; it returns an error only when the run stops.
+	one := func(row proxymodes.Mode, vsc *scenarios.Scenario, i int, carry *sweepCarry) (bool, error) {
+		n := sizes[i]
+		mr, secs, err := runRow(ctx, Phases, vsc, o, tb, e, perSize[i], row, carry)
+		if mr != nil {
+			mr.Services = n
+		}
+		for _, sec := range secs {
+			res.MergeSection(sec)
+		}
+		switch fate(ctx, err) {
+		case Keep, Partial:
+			res.Modes = append(res.Modes, *mr)
+			checkpoint(res, o.Checkpoint)
+			return false, nil
+		case Failed:
+			// Its proxy program exited on its own: the row is
+			// kept, marked failed, and the run goes on.
+			err = fmt.Errorf("mode %s at %d services: %w", rowLabel(row, vsc), n, err)
+			mr.Failed = err.Error()
+			res.Modes = append(res.Modes, *mr)
+			failed = append(failed, err)
+			checkpoint(res, o.Checkpoint)
+			return false, nil
+		}
+		// Stop: what was measured is kept (the rows before this
+		// one and this row's finished phases), the run stops.
+		err = fmt.Errorf("mode %s at %d services: %w", rowLabel(row, vsc), n, err)
+		if mr != nil {
+			mr.Partial = err.Error()
+			res.Modes = append(res.Modes, *mr)
+		}
+		res.Finished = time.Now()
+		res.Partial = err.Error()
+		return true, err
+	}
 	for i, n := range sizes {
 		for _, mode := range sc.Modes {
 			m, err := modes.Lookup(mode)
 			if err != nil {
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
-			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e), o.Where, monitor(sc, checked.alerts, o.live)) {
-				for _, vsc := range modeVariants(sc.AtSize(n), m) {
-					mr, secs, err := runRow(ctx, Phases, vsc, o, tb, e, perSize[i], row)
-					if mr != nil {
-						mr.Services = n
+			rs, err := rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e), o.Where, monitor(sc, checked.alerts, o.live))
+			if err != nil {
+				if len(res.Modes) == 0 {
+					return nil, err
+				}
+				res.Finished, res.Partial = time.Now(), err.Error()
+				return res, err
+			}
+			for _, row := range rs {
+				if !sweepsKubeProxy(sc, row) {
+					for _, vsc := range modeVariants(sc.AtSize(n), m) {
+						if stop, err := one(row, vsc, i, nil); stop {
+							return res, err
+						}
 					}
-					for _, sec := range secs {
-						res.MergeSection(sec)
+					continue
+				}
+				if i > 0 {
+					continue // its every size ran at the first
+				}
+				// A kube-proxy row of a sweep runs its sizes one after the
+				// other on one control plane and kube-proxy (sweepCarry),
+				// each size's services written through the API.
+				for v := range modeVariants(sc.AtSize(n), m) {
+					carry := &sweepCarry{}
+					for j := range sizes {
+						carry.last = j == len(sizes)-1
+						vsc := modeVariants(sc.AtSize(sizes[j]), m)[v]
+						if stop, err := one(row, vsc, j, carry); stop {
+							return res, err
+						}
+						if carry.p == nil && !carry.last {
+							break // it stopped early: its row says so
+						}
+						carry.from = sizes[j]
 					}
-					switch fate(ctx, err) {
-					case Keep, Partial:
-						res.Modes = append(res.Modes, *mr)
-						checkpoint(res, o.Checkpoint)
-						continue
-					case Failed:
-						// Its proxy program exited on its own: the row is
-						// kept, marked failed, and the run goes on.
-						err = fmt.Errorf("mode %s at %d services: %w", rowLabel(row, vsc), n, err)
-						mr.Failed = err.Error()
-						res.Modes = append(res.Modes, *mr)
-						failed = append(failed, err)
-						checkpoint(res, o.Checkpoint)
-						continue
-					}
-					// Stop: what was measured is kept (the rows before this
-					// one and this row's finished phases), the run stops.
-					err = fmt.Errorf("mode %s at %d services: %w", rowLabel(row, vsc), n, err)
-					if mr != nil {
-						mr.Partial = err.Error()
-						res.Modes = append(res.Modes, *mr)
-					}
-					res.Finished = time.Now()
-					res.Partial = err.Error()
-					return res, err
 				}
 			}
 		}
 	}
-	if err := runScoped(ctx, sc, o, tb, e, perSize[len(perSize)-1], res, checked); err != nil {
+	if err := runScoped(ctx, sc, o, tb, e, largest, res, checked); err != nil {
 		res.Finished = time.Now()
 		res.Partial = err.Error()
 		return res, err
@@ -386,23 +433,32 @@ func buildPhase(ctx context.Context, sc *scenarios.Scenario, o Options, perSize 
 // the phase's that stopped the row, or the program's exit seen after
 // the last phase (fate decides what becomes of both).
 func runMode(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topology.Testbed, e *env, services []workload.Service, m proxymodes.Mode) (*reports.ModeResult, error) {
-	mr, _, err := runRow(ctx, Phases, sc, o, tb, e, services, m)
+	mr, _, err := runRow(ctx, Phases, sc, o, tb, e, services, m, nil)
 	return mr, err
 }
 
 // runRow is runMode over the phase list phases (tests inject failing
-// phases), also returning the row's sections.
-func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Options, tb *topology.Testbed, e *env, services []workload.Service, m proxymodes.Mode) (_ *reports.ModeResult, _ []reports.Section, err error) {
-	p, err := m.New(sc, tb.Node)
-	if err != nil {
+// phases), also returning the row's sections. With carry (a kube-proxy
+// row of sweep.services) the row is one size of the sweep: it takes the
+// proxier of the size before from carry (a new one at the first size)
+// and leaves it to the next size running, unless this is the last size
+// or the row failed (then it is cleaned up and carry.p is nil).
+func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Options, tb *topology.Testbed, e *env, services []workload.Service, m proxymodes.Mode, carry *sweepCarry) (_ *reports.ModeResult, _ []reports.Section, err error) {
+	var p proxymodes.Proxier
+	if carry != nil && carry.p != nil {
+		p = carry.p
+	} else if p, err = m.New(sc, tb.Node); err != nil {
 		return nil, nil, err
+	}
+	if carry != nil {
+		carry.p = p
 	}
 	mr := &reports.ModeResult{Mode: m.Name, Info: p.Info(), Kernel: string(o.Where), Traits: m.Traits}
 	if m.Base != "" {
 		mr.Implementation, mr.BaseMode = m.Implementation, m.Base
 	}
 	var f faults
-	r := &Row{Sc: sc, O: o, Testbed: tb, Env: e, Mode: m, Proxier: p, Proxiers: []proxymodes.Proxier{p}, Services: services, Result: mr, Faults: &f}
+	r := &Row{Sc: sc, O: o, Testbed: tb, Env: e, Mode: m, Proxier: p, Proxiers: []proxymodes.Proxier{p}, Services: services, Result: mr, Faults: &f, sweep: carry}
 	r.Live = o.live.BeginRow(rowLabels(m, sc, o.Where))
 	defer o.live.EndRow(r.Live)
 	if _, kp := p.(prometheusHolder); o.live != nil && !kp {
@@ -476,8 +532,18 @@ func runRow(ctx context.Context, phases []Phase, sc *scenarios.Scenario, o Optio
 		mr.KubeProxy = rec.KubeProxyRecord(context.WithoutCancel(ctx))
 		mr.Info = p.Info()
 	}
-	if cerr := p.Cleanup(context.WithoutCancel(ctx)); cerr != nil && err == nil {
-		err = fmt.Errorf("cleanup: %w", cerr)
+	if carry != nil && !carry.last && err == nil && mr.Partial == "" && ctx.Err() == nil {
+		// The sweep's next size takes it over, running.
+	} else {
+		if carry != nil {
+			if !carry.last {
+				mr.Partial = strings.TrimPrefix(mr.Partial+"; its larger sizes of sweep.services were not run", "; ")
+			}
+			carry.p = nil
+		}
+		if cerr := p.Cleanup(context.WithoutCancel(ctx)); cerr != nil && err == nil {
+			err = fmt.Errorf("cleanup: %w", cerr)
+		}
 	}
 	if ferr := e.flush(0); ferr != nil {
 		f.add("conntrack flush of node0 after the mode failed (the next mode may follow its NAT entries): %v", ferr)

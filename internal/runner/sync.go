@@ -152,6 +152,9 @@ var syncFullPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "sync.full", Field: "repetitions", Scope: scenarios.ScopeRow},
 	Core:      true,
 	Run: func(ctx context.Context, r *Row) (err error) {
+		if g, ok := r.Proxier.(grower); ok && r.sweep != nil && r.sweep.from > 0 {
+			return growPhase(ctx, r, g) // a later size of a kube-proxy row's sweep
+		}
 		r.Result.SyncFull, r.Result.SyncFullSummary, err = syncFullPhase(ctx, r.Sc, r.Env, r.Mode, r.Proxier, r.Services, r.Progress(), r.Faults, r.Live)
 		return err
 	},

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/workload"
 	"github.com/proxybench/proxybench/workload/apiobjects"
@@ -81,6 +82,9 @@ type ChurnAccount struct {
 	// waiting first (ChurnSettle) and how far kube-proxy had got.
 	Settle    time.Duration
 	Unsettled string
+	// Failures is the growth over the phase of kube-proxy's IPv4 failure
+	// counters (measure.KubeProxyFailureCounters) it serves, by name.
+	Failures map[string]float64
 }
 
 // Programmed is one "Network programming" line of kube-proxy's log: the
@@ -223,8 +227,9 @@ func (p *Proxier) EndChurn(ctx context.Context, triggers int) (ChurnAccount, err
 	a := ChurnAccount{Version: p.kp.Version, PerChange: st.perChange}
 	t0 := time.Now()
 	pw := newProgrammedWait(st.view, triggers)
+	c0 := changesOf(st.before)
 	for triggers > 0 {
-		v, err := p.syncView(ctx)
+		m, err := p.kp.Scrape(ctx)
 		if err != nil && ctx.Err() != nil {
 			a.Unsettled = "the run was cancelled while the phase waited for kube-proxy's last syncs"
 			break
@@ -232,7 +237,18 @@ func (p *Proxier) EndChurn(ctx context.Context, triggers int) (ChurnAccount, err
 		if err != nil {
 			return a, p.orExited(err, "the end of the churn phase")
 		}
+		ts, h := lastSyncOf(m)
+		v := syncView{ts: ts, sync: h, programmed: programmedOf(m)}
 		if pw.done(v) {
+			break
+		}
+		// A failed sync drops the trigger times it took (its change
+		// tracker was drained), so after one the observations never
+		// reach triggers: then kube-proxy is done when it has received
+		// the phase's changes, none is pending, and its last successful
+		// sync ended after the last change was queued.
+		if c := changesOf(m); c.ok && c0.ok && c.total >= c0.total+float64(triggers) && c.pending == 0 &&
+			!c.synced.Before(c.queued) && c.synced.After(st.view.ts) && p.failedSince(st.logFrom) {
 			break
 		}
 		if time.Since(t0) > ChurnSettle || ctx.Err() != nil {
@@ -271,12 +287,45 @@ func (p *Proxier) EndChurn(ctx context.Context, triggers int) (ChurnAccount, err
 	u := p.kp.Usage()
 	a.CPU, a.ChildCPU, a.PeakRSS = u.CPU-st.u0.CPU, u.ChildCPU-st.u0.ChildCPU, u.WindowPeakRSS
 	log := readFile(p.kp.LogPath)
+	a.Failures = failureGrowth(st.before, m)
 	a.MinSyncPeriod, a.SyncPeriod = syncPeriods(log)
 	if st.logFrom <= len(log) {
 		log = log[st.logFrom:]
 	}
 	a.Programmed, a.Logged = ParseChurnLog(log, time.Now(), time.Local)
 	return a, nil
+}
+
+// failedSince reports whether kube-proxy's log has an IPv4 "Sync
+// failed" line from byte offset from on.
+func (p *Proxier) failedSince(from int) bool {
+	log := readFile(p.kp.LogPath)
+	if from < 0 || from > len(log) {
+		from = 0
+	}
+	_, syncs := ParseChurnLog(log[from:], time.Now(), time.Local)
+	for _, s := range syncs {
+		if s.Failed {
+			return true
+		}
+	}
+	return false
+}
+
+// failureGrowth is the growth from scrape a to scrape b of kube-proxy's
+// IPv4 failure counters (measure.KubeProxyFailureCounters) that b has,
+// by name.
+func failureGrowth(a, b Metrics) map[string]float64 {
+	out := map[string]float64{}
+	for _, name := range measure.KubeProxyFailureCounters {
+		v1, ok := b.Counter(name, "IPv4")
+		if !ok {
+			continue
+		}
+		v0, _ := a.Counter(name, "IPv4")
+		out[name] = v1 - v0
+	}
+	return out
 }
 
 // klogRE matches a klog text header and message: severity, month, day,

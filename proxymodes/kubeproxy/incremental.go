@@ -4,6 +4,7 @@ package kubeproxy
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,8 +40,9 @@ func (p *Proxier) plan(services []workload.Service) (cur map[string]workload.Ser
 				triggers++
 			}
 			ops = append(ops, func(ctx context.Context) error {
-				_, err := apiobjects.Create(ctx, c, apiobjects.Spec{Services: []workload.Service{s}, Workers: 1, SessionAffinity: p.spec.SessionAffinity})
-				return err
+				// Its namespace exists (the first Sync's objects): the
+				// Service, then its EndpointSlice stamped now.
+				return apiobjects.CreateService(ctx, c, s, p.spec.SessionAffinity, time.Now())
 			})
 		case !sameService(old, s):
 			triggers++
@@ -71,23 +73,60 @@ type writeTimes struct {
 	start, sent, written time.Time
 }
 
-// applyWrites sends ops in order and times them. Nothing but the writes
-// runs between start and written. With no ops every time is zero.
-func applyWrites(ctx context.Context, ops []writeOp) (writeTimes, error) {
+// applyWrites sends ops, workers at a time (1: in order), and times
+// them. Nothing but the writes runs between start and written. With no
+// ops every time is zero. The first error is returned once every write
+// in flight has returned; no write starts after it.
+func applyWrites(ctx context.Context, ops []writeOp, workers int) (writeTimes, error) {
 	var w writeTimes
-	for _, op := range ops {
-		w.sent = time.Now()
-		if w.start.IsZero() {
-			w.start = w.sent
-		}
-		if err := op(ctx); err != nil {
-			return w, err
-		}
+	if len(ops) == 0 {
+		return w, nil
 	}
-	if len(ops) > 0 {
+	if workers <= 1 {
+		for _, op := range ops {
+			w.sent = time.Now()
+			if w.start.IsZero() {
+				w.start = w.sent
+			}
+			if err := op(ctx); err != nil {
+				return w, err
+			}
+		}
 		w.written = time.Now()
+		return w, nil
 	}
-	return w, nil
+	var mu sync.Mutex
+	var firstErr error
+	next := 0
+	var wg sync.WaitGroup
+	w.start = time.Now()
+	for range min(workers, len(ops)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if firstErr != nil || next == len(ops) {
+					mu.Unlock()
+					return
+				}
+				op := ops[next]
+				next++
+				w.sent = time.Now()
+				mu.Unlock()
+				if err := op(ctx); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	w.written = time.Now()
+	return w, firstErr
 }
 
 // incrementalStats is a kube-proxy row's sync.incremental: the wall from

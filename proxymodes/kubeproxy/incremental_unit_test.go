@@ -5,6 +5,7 @@ package kubeproxy
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -21,7 +22,7 @@ func TestApplyWritesWindow(t *testing.T) {
 	}
 	before := time.Now()
 	time.Sleep(20 * time.Millisecond) // preparation the figure must not hold
-	w, err := applyWrites(context.Background(), []writeOp{op, op})
+	w, err := applyWrites(context.Background(), []writeOp{op, op}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,11 +39,32 @@ func TestApplyWritesWindow(t *testing.T) {
 		t.Errorf("written %v before the last write returned", w.written.Sub(calls[1]))
 	}
 	boom := errors.New("boom")
-	if _, err := applyWrites(context.Background(), []writeOp{func(context.Context) error { return boom }}); !errors.Is(err, boom) {
+	if _, err := applyWrites(context.Background(), []writeOp{func(context.Context) error { return boom }}, 1); !errors.Is(err, boom) {
 		t.Errorf("error %v, want the write's", err)
 	}
-	if w, _ := applyWrites(context.Background(), nil); !w.start.IsZero() || !w.written.IsZero() {
+	if w, _ := applyWrites(context.Background(), nil, 1); !w.start.IsZero() || !w.written.IsZero() {
 		t.Errorf("no writes gave times %+v, want zero", w)
+	}
+	// In parallel: every write is sent once, the window holds them all,
+	// and an error stops the writes not yet started.
+	var mu sync.Mutex
+	n := 0
+	count := func(context.Context) error { mu.Lock(); n++; mu.Unlock(); time.Sleep(2 * time.Millisecond); return nil }
+	ops := make([]writeOp, 40)
+	for i := range ops {
+		ops[i] = count
+	}
+	w, err = applyWrites(context.Background(), ops, 8)
+	if err != nil || n != 40 || w.start.IsZero() || w.written.Before(w.sent) || w.sent.Before(w.start) {
+		t.Errorf("parallel: %d of 40 writes, %v, times %+v", n, err, w)
+	}
+	n = 0
+	ops[3] = func(context.Context) error { return boom }
+	if _, err := applyWrites(context.Background(), append([]writeOp{ops[3]}, ops...), 1); !errors.Is(err, boom) || n != 0 {
+		t.Errorf("in order: %v after %d writes, want boom first", err, n)
+	}
+	if _, err := applyWrites(context.Background(), ops, 2); !errors.Is(err, boom) || n >= 40 {
+		t.Errorf("parallel: %v after %d writes, want boom and the rest not sent", err, n)
 	}
 }
 

@@ -96,3 +96,20 @@ func (h Histogram) Mean() float64 {
 	}
 	return h.Sum / float64(h.Count)
 }
+
+// Counter returns the value of counter family name's series with label
+// ip_family=family; false when the family or series is missing.
+func (m Metrics) Counter(name, family string) (float64, bool) {
+	f, ok := m[name]
+	if !ok || f.GetType() != dto.MetricType_COUNTER {
+		return 0, false
+	}
+	for _, s := range f.GetMetric() {
+		for _, l := range s.GetLabel() {
+			if l.GetName() == "ip_family" && l.GetValue() == family {
+				return s.GetCounter().GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}

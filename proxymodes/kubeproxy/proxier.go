@@ -56,6 +56,9 @@ type ProxierSpec struct {
 	// XtablesLock is kube-proxy's xtables lock file (Spec.XtablesLock;
 	// "": /run/xtables.lock).
 	XtablesLock string
+	// PathFirst is Spec.PathFirst: a folder first on kube-proxy's PATH
+	// (failure.syncErrors' wrappers).
+	PathFirst string
 	// SessionAffinity, when > 0, gives every Service sessionAffinity
 	// ClientIP with this timeout (the scenario's
 	// services.sessionAffinityTimeout when sessionAffinity is ClientIP).
@@ -150,6 +153,10 @@ func (p *Proxier) Mode() string {
 	return p.spec.Mode + " (kube-proxy)"
 }
 
+// PathFirst is the folder first on kube-proxy's PATH (ProxierSpec.PathFirst;
+// "": none).
+func (p *Proxier) PathFirst() string { return p.spec.PathFirst }
+
 // Info describes the kube-proxy run: version, binary, config and log
 // paths, and the testbed-owned config fields.
 func (p *Proxier) Info() map[string]string {
@@ -229,6 +236,11 @@ func (p *Proxier) changes(ctx context.Context) (changeState, error) {
 	if err != nil {
 		return changeState{}, err
 	}
+	return changesOf(m), nil
+}
+
+// changesOf is changes of one scrape m.
+func changesOf(m Metrics) changeState {
 	val := func(name, family string) (float64, bool) {
 		f, ok := m[name]
 		if !ok {
@@ -265,7 +277,7 @@ func (p *Proxier) changes(ctx context.Context) (changeState, error) {
 	t, ok2 := val(tsMetric, "IPv4")
 	st.ok = st.ok && ok1 && ok2
 	st.queued, st.synced = time.Unix(0, int64(q*1e9)), time.Unix(0, int64(t*1e9))
-	return st, nil
+	return st
 }
 
 // Sync makes the API hold services and waits for kube-proxy to program them.
@@ -300,15 +312,38 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	cur, ops, triggers := p.plan(services)
 	u0 := p.kp.Usage()
 	logFrom := p.kp.logSize()
-	w, err := applyWrites(ctx, ops)
+	w, err := applyWrites(ctx, ops, 1)
 	if err != nil {
 		return proxymodes.SyncStats{}, err
 	}
 	p.last = cur
-	t0, sent, written, writes := w.start, w.sent, w.written, len(ops)
-	if writes == 0 {
+	if len(ops) == 0 {
 		return proxymodes.SyncStats{Kind: "incremental"}, nil
 	}
+	end, v, err := p.waitWritten(ctx, during, v0, c0, u0, logFrom, w, triggers, len(ops), nil)
+	if err != nil {
+		return proxymodes.SyncStats{}, err
+	}
+	d := v.sync.Sub(v0.sync)
+	u := p.kp.Usage()
+	return incrementalStats(w.start, w.written, end, time.Duration(d.Sum*float64(time.Second)), (u.CPU+u.ChildCPU)-(u0.CPU+u0.ChildCPU)), nil
+}
+
+// waitWritten waits, scraping every 50 ms, until kube-proxy has ended
+// the sync that programmed the API writes (w: their times; triggers of
+// them carried a trigger time kube-proxy observes; changes is how many
+// Service and EndpointSlice changes kube-proxy receives from them, for
+// writes without a trigger time), from v0 and c0,
+// the scrapes before the writes, and, when stillBusy is set, until it
+// reports false; it returns when that was seen and the last scrape. A
+// sync kube-proxy reported failed meanwhile ends it with failedSync's
+// *proxymodes.SyncFailed (its stats over the writes: u0 and logFrom are
+// kube-proxy's use and log size before them); 10 minutes without it
+// done is an error with the tail of its log. during names the Sync in
+// errors.
+func (p *Proxier) waitWritten(ctx context.Context, during string, v0 syncView, c0 changeState, u0 Usage, logFrom int, w writeTimes,
+	triggers, changes int, stillBusy func() bool) (time.Time, syncView, error) {
+	t0, sent, written := w.start, w.sent, w.written
 	// Done when the sync that programmed the writes has ended. With
 	// trigger-time writes that sync is known exactly: kube-proxy observes
 	// one network-programming latency per written trigger time after its
@@ -329,16 +364,27 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 	hPrev, prevAt := v0.sync, t0
 	pw := newProgrammedWait(v0, triggers)
 	fw := failWatch{base: v0}
+	var doneAt time.Time // kube-proxy's side seen done (stillBusy may not be)
+	var doneView syncView
 	for {
 		select {
 		case <-ctx.Done():
-			return proxymodes.SyncStats{}, ctx.Err()
+			return time.Time{}, syncView{}, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
+		}
+		if !doneAt.IsZero() {
+			if !stillBusy() {
+				return doneAt, doneView, nil
+			}
+			if time.Now().After(deadline) {
+				return time.Time{}, syncView{}, fmt.Errorf("the data plane did not show the API writes within 10 min of kube-proxy's sync that programmed them")
+			}
+			continue
 		}
 		at := time.Now()
 		v, err := p.syncView(ctx)
 		if err != nil {
-			return proxymodes.SyncStats{}, p.orExited(err, during)
+			return time.Time{}, syncView{}, p.orExited(err, during)
 		}
 		if failed, base := fw.see(v); failed {
 			// A sync ended without success. kube-proxy retries it as a
@@ -346,11 +392,11 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 			// with the failed sync (its endpoints change tracker was
 			// drained), so no programming observation will come for it.
 			if _, failed, err := p.stillFailed(ctx, base); err != nil {
-				return proxymodes.SyncStats{}, p.orExited(err, during)
+				return time.Time{}, syncView{}, p.orExited(err, during)
 			} else if failed {
 				u := p.kp.Usage()
 				st := incrementalStats(t0, written, at, time.Duration(v.sync.Sub(base.sync).Sum*float64(time.Second)), (u.CPU+u.ChildCPU)-(u0.CPU+u0.ChildCPU))
-				return st, p.failedSync(ctx, "incremental sync", st.Phases["kube-proxy"], logFrom, at, base.ts, st)
+				return time.Time{}, syncView{}, p.failedSync(ctx, "incremental sync", st.Phases["kube-proxy"], logFrom, at, base.ts, st)
 			}
 		}
 		var ok bool
@@ -365,21 +411,22 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 				// none is pending, and no sync was queued after the last
 				// one ended.
 				if c, err := p.changes(ctx); err == nil && c.ok && c0.ok {
-					ok = c.total >= c0.total+float64(writes) && c.pending == 0 && !c.synced.Before(c.queued) && c.synced.After(c0.synced)
+					ok = c.total >= c0.total+float64(changes) && c.pending == 0 && !c.synced.Before(c.queued) && c.synced.After(c0.synced)
 				}
 			}
 		}
 		if ok {
-			end := time.Now()
-			d := v.sync.Sub(v0.sync)
-			u := p.kp.Usage()
-			return incrementalStats(t0, written, end, time.Duration(d.Sum*float64(time.Second)), (u.CPU+u.ChildCPU)-(u0.CPU+u0.ChildCPU)), nil
+			if stillBusy == nil || !stillBusy() {
+				return time.Now(), v, nil
+			}
+			doneAt, doneView = time.Now(), v
+			continue
 		}
 		if v.sync.Count > hPrev.Count {
 			hPrev, prevAt = v.sync, at // syncs begun before the writes; a later one counts
 		}
 		if time.Now().After(deadline) {
-			return proxymodes.SyncStats{}, p.orExited(fmt.Errorf("kube-proxy did not finish a sync with the API writes within 10 min (network programming observations %d of %d):\n%s",
+			return time.Time{}, syncView{}, p.orExited(fmt.Errorf("kube-proxy did not finish a sync with the API writes within 10 min (network programming observations %d of %d):\n%s",
 				v.programmed-v0.programmed, triggers, p.kp.LogTail(10)), during)
 		}
 	}
@@ -532,7 +579,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		return st, err
 	}
 	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Version: p.spec.Version, Dir: p.spec.Dir, Verbosity: p.spec.Verbosity, IPTablesBackend: p.spec.IPTablesBackend,
-		XtablesLock: p.spec.XtablesLock, Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc,
+		XtablesLock: p.spec.XtablesLock, PathFirst: p.spec.PathFirst, Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc,
 			MetricsAnyAddress: p.spec.Monitor != nil}})
 	if err != nil {
 		return st, err

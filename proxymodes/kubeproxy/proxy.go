@@ -158,6 +158,12 @@ type Spec struct {
 	// takes the lock (iptables-legacy 1.8.9 here honours the variable;
 	// iptables-nft takes no lock at all, whatever its -w).
 	XtablesLock string
+	// PathFirst, when set, is a folder put first on kube-proxy's PATH,
+	// before the iptables back end's (the runner's failure.syncErrors
+	// wrappers of the rule programs kube-proxy runs by name): it is on
+	// the PATH of every kube-proxy started with this Spec and of its
+	// `--cleanup`.
+	PathFirst string
 }
 
 // env is kube-proxy's environment: nil (this process's) unless the spec
@@ -223,7 +229,8 @@ type Proxy struct {
 	// Args is kube-proxy's command line.
 	Args []string
 	// Path is kube-proxy's PATH when Spec.IPTablesBackend chose a back
-	// end ("" otherwise: this process's PATH).
+	// end or Spec.PathFirst put a folder first ("" otherwise: this
+	// process's PATH).
 	Path string
 	Proc *topology.Process
 	// Started is when the process was forked (after the --version check
@@ -277,6 +284,13 @@ func Start(ctx context.Context, spec Spec) (*Proxy, error) {
 		if p.Path, err = BackendPath(spec.Dir, spec.IPTablesBackend); err != nil {
 			return nil, err
 		}
+	}
+	if spec.PathFirst != "" {
+		rest := p.Path
+		if rest == "" {
+			rest = os.Getenv("PATH")
+		}
+		p.Path = spec.PathFirst + string(os.PathListSeparator) + rest
 	}
 	cmd.Env = spec.env(p.Path)
 	p.Started = time.Now()

@@ -41,6 +41,9 @@ type VariantSpec struct {
 	Guest bool
 	// Monitor is ProxierSpec.Monitor (nil: no Prometheus).
 	Monitor *Monitor
+	// PathFirst is ProxierSpec.PathFirst: a folder first on kube-proxy's
+	// PATH (the runner's failure.syncErrors wrappers; "": none).
+	PathFirst string
 }
 
 // RowLabel names the kube-proxy row of mode: "nftables (kube-proxy)", or
@@ -92,7 +95,7 @@ func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 		return NewProxier(ProxierSpec{Mode: base.Name, IPTablesBackend: backend, Node: ns, NodeIP: ip, ClusterCIDR: cluster, ServiceCIDR: svc,
 			Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix()}, Pass: pass, KubeProxy: v.Binary, Version: v.Version, Bin: v.Bin,
 			Dir: v.Dir, Verbosity: sc.KubeProxy.Verbosity, Label: v.Label, DataPlane: v.DataPlane,
-			SessionAffinity: SessionAffinityOf(sc), FirstSyncTimeout: sc.KubeProxy.FirstSyncTimeout.Duration, Guest: v.Guest, Monitor: v.Monitor})
+			SessionAffinity: SessionAffinityOf(sc), FirstSyncTimeout: sc.KubeProxy.FirstSyncTimeout.Duration, Guest: v.Guest, Monitor: v.Monitor, PathFirst: v.PathFirst})
 	}
 	return m
 }
