@@ -126,6 +126,32 @@ type ChurnKubeProxy struct {
 	WriteErrors  int     `json:"writeErrors,omitempty"`
 	WriteError   string  `json:"writeError,omitempty"`
 	WriteLatency Summary `json:"writeLatency"`
+	// Events are the Service and EndpointSlice watch events kube-proxy
+	// received over the phase (its
+	// kubeproxy_sync_proxy_rules_{service,endpoint}_changes_total growth).
+	Events float64 `json:"events,omitempty"`
+	// Nodes are the other nodes' kube-proxies over the phase when the
+	// row runs kube-proxy on several nodes (node-1 first; node-0 is the
+	// fields above); APIServerCPUNs and EtcdCPUNs the control plane's CPU
+	// over the phase (/proc/<pid>/stat).
+	Nodes          []ChurnKubeProxyNode `json:"nodes,omitempty"`
+	APIServerCPUNs int64                `json:"apiserverCpuNs,omitempty"`
+	EtcdCPUNs      int64                `json:"etcdCpuNs,omitempty"`
+}
+
+// ChurnKubeProxyNode is one other node's kube-proxy over a churn phase:
+// its network_programming_duration_seconds growth, CPU (own, rule
+// programs), largest resident set, and the watch events it received
+// (as ChurnKubeProxy's); Unsettled or Err say what is missing.
+type ChurnKubeProxyNode struct {
+	Node         string             `json:"node"`
+	Programming  KubeProxyHistogram `json:"programming"`
+	CPUNs        int64              `json:"cpuNs"`
+	ChildCPUNs   int64              `json:"childCpuNs"`
+	PeakRSSBytes int64              `json:"peakRssBytes"`
+	Events       float64            `json:"events"`
+	Unsettled    string             `json:"unsettled,omitempty"`
+	Err          string             `json:"err,omitempty"`
 }
 
 // KubeProxyHistogram is the growth of one of kube-proxy's histograms over

@@ -44,6 +44,10 @@ type Catalog struct {
 	// each problem's Field, Msg and Fix (Source and Line are filled from
 	// the scenario). proxymodes/kubeproxy.CheckConfig; nil: not checked.
 	KubeProxyConfig func(s *Scenario) []*FieldError
+	// MemAvailable returns the bytes of memory free for a run
+	// (/proc/meminfo MemAvailable): a scenario running kube-proxy on more
+	// nodes than MaxKubeProxyNodes allows is refused. Nil: not checked.
+	MemAvailable func() (int64, error)
 }
 
 // Parse is the package-level Parse that also checks every entry of modes
@@ -1344,7 +1348,10 @@ func (c *checker) implementation() {
 		c.add("implementation", "the sim engine models builtin only (its rules are rendered without a kernel); kube-proxy runs only on the real engine", "use engine: real, or implementation: [builtin]")
 	}
 	if s.Topology.NodeCount() > 1 {
-		notYet("topology.nodes", "kube-proxy runs on one node per run for now (a control plane per mode, one node)")
+		if len(s.Sweep.MinSyncPeriod) > 0 {
+			c.add("sweep.minSyncPeriod", "not yet with implementation kube-proxy on several nodes (topology.nodes > 1): a swept minSyncPeriod restarts node-0's kube-proxy only", "run the sweep on one node, or drop it here")
+		}
+		c.kubeProxyNodesCheck()
 	}
 	if len(s.Sweep.Services) > 0 {
 		notYet("sweep.services", "a size sweep (each size would start its own control plane)")

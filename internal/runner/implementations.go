@@ -17,6 +17,7 @@ import (
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/topology/controlplane"
 	"github.com/proxybench/proxybench/workload"
 )
@@ -294,9 +295,11 @@ func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) (*Checked, e
 // (kubeproxy.Variant), named "nftables (kube-proxy)", or with the version
 // when there are several binaries. dataPlane is each variant's sync.full
 // probe; dir the folder beside the result that keeps their logs; where
-// where the run executes (kubeproxy.VariantSpec.Guest).
+// where the run executes (kubeproxy.VariantSpec.Guest); nodes the
+// testbed's nodes when there are several (kubeproxy.VariantSpec.Nodes:
+// one kube-proxy per node, one control plane).
 func rows(sc *scenarios.Scenario, m proxymodes.Mode, kbs []kubeBinary, bin controlplane.Binaries, dir string,
-	dataPlane func(ctx context.Context, services []workload.Service) (time.Time, int, error), where Where, mon *kubeproxy.Monitor) []proxymodes.Mode {
+	dataPlane func(ctx context.Context, services []workload.Service) (time.Time, int, error), where Where, mon *kubeproxy.Monitor, nodes []*topology.Netns) []proxymodes.Mode {
 	var out []proxymodes.Mode
 	for _, impl := range sc.Implementations(m.Name) {
 		if impl == scenarios.ImplBuiltin {
@@ -306,7 +309,7 @@ func rows(sc *scenarios.Scenario, m proxymodes.Mode, kbs []kubeBinary, bin contr
 		for _, kb := range kbs {
 			label := kubeproxy.RowLabel(m.Name, kb.Version, len(kbs) > 1)
 			out = append(out, kubeproxy.Variant(m, kubeproxy.VariantSpec{Binary: kb.Path, Version: kb.Version, Label: label,
-				Dir: filepath.Join(dir, rowDir(label)), Bin: bin, DataPlane: dataPlane, Guest: where == WhereGuest, Monitor: mon}))
+				Dir: filepath.Join(dir, rowDir(label)), Bin: bin, DataPlane: dataPlane, Guest: where == WhereGuest, Monitor: mon, Nodes: nodes}))
 		}
 	}
 	return out

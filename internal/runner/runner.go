@@ -268,7 +268,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			if err != nil {
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
-			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e), o.Where, monitor(sc, checked.alerts, o.live)) {
+			for _, row := range rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e), o.Where, monitor(sc, checked.alerts, o.live), kubeProxyNodes(sc, tb)) {
 				for _, vsc := range modeVariants(sc.AtSize(n), m) {
 					mr, secs, err := runRow(ctx, Phases, vsc, o, tb, e, perSize[i], row)
 					if mr != nil {
