@@ -20,8 +20,16 @@ type ChurnResult struct {
 	MinSyncPeriodNs int64   `json:"minSyncPeriodNs"`
 	SyncPeriodNs    int64   `json:"syncPeriodNs"`
 	Rate            float64 `json:"rate"`
-	DurationNs      int64   `json:"durationNs"`
-	Arrival         string  `json:"arrival"`
+	// ProbeNodes, when the phase's probes dial from client pods on several
+	// nodes (topology.nodes > 1), are those nodes: each change is
+	// followed on every one of them (observe.Spread) and seen when all
+	// show it (its latency the slowest node's); NodeLatency is each
+	// node's own programming latency over the changes it showed, in the
+	// order of ProbeNodes.
+	ProbeNodes  []int     `json:"probeNodes,omitempty"`
+	NodeLatency []Summary `json:"nodeLatency,omitempty"`
+	DurationNs  int64     `json:"durationNs"`
+	Arrival     string    `json:"arrival"`
 	// Changes made, by kind; Skipped arrivals found no service to change.
 	Changes int            `json:"changes"`
 	ByKind  map[string]int `json:"byKind"`
@@ -368,6 +376,10 @@ type ChurnSample struct {
 	AtNs        int64  `json:"atNs"` // offset from the phase start
 	LatencyNs   int64  `json:"latencyNs"`
 	KubeProxyNs int64  `json:"kubeProxyNs,omitempty"`
+	// NodeLatencyNs, when the probes followed the change on several
+	// nodes (ChurnResult.ProbeNodes), is its latency on each of them (-1:
+	// not shown there); LatencyNs is then the slowest node's.
+	NodeLatencyNs []int64 `json:"nodeLatencyNs,omitempty"`
 	// Probes, of an unobserved change (LatencyNs -1) only, counts the
 	// probes made after it by outcome: what the data plane showed instead.
 	Probes *ProbeCounts `json:"probes,omitempty"`

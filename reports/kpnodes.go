@@ -92,7 +92,7 @@ func AddHistograms(hs ...KubeProxyHistogram) KubeProxyHistogram {
 func KubeProxyNodesSections(label string, mr *ModeResult) []Section {
 	kp := mr.KubeProxy
 	sum := Section{Phase: PhaseNodes, Title: nodesSummaryTitle, Scope: "row",
-		Intro: "One kube-proxy per node against the row's one control plane, all started when the API objects existed. First sync: from the objects created to each kube-proxy's first IPv4 sync's end (its last-sync timestamp). Programming latency: each node's kubeproxy_network_programming_duration_seconds over the first churn phase, summed over the nodes (p50/p99 interpolated in the buckets as histogram_quantile does), and the worst node by its own p99; the data plane's from the churn probes (clients on several nodes). Control plane: kube-apiserver's and etcd's CPU (/proc/<pid>/stat) over the churn phase and over the row, and their peak resident sets (VmHWM). Watch delivery: from an EndpointSlice write sent to a node's kube-proxy queuing a sync for it (its last-queued timestamp), one write at a time on an idle cluster, every node's samples; the watch delay over node-0 (what sim.watchDelay stands for) is the mean of each other node's sample minus node-0's for the same write.",
+		Intro: "One kube-proxy per node against the row's one control plane, all started when the API objects existed. First sync: from the objects created to each kube-proxy's first IPv4 sync's end (its last-sync timestamp). Programming latency: each node's kubeproxy_network_programming_duration_seconds over the first churn phase, summed over the nodes (p50/p99 interpolated in the buckets as histogram_quantile does), and the worst node by its own p99; the data plane's from the churn probes, which follow every change on each node they dial from (client pods on several nodes): p50/p99 over those nodes and changes, and the worst node by its p99. Control plane: kube-apiserver's and etcd's CPU (/proc/<pid>/stat) over the churn phase and over the row, and their peak resident sets (VmHWM). Watch delivery: from an EndpointSlice write sent to a node's kube-proxy queuing a sync for it (its last-queued timestamp), one write at a time on an idle cluster, every node's samples; the watch delay over node-0 (what sim.watchDelay stands for) is the mean of each other node's sample minus node-0's for the same write.",
 		Columns: []Column{{Name: "nodes", Unit: "count"},
 			{Name: "first sync first", Unit: "s", Figure: "firstsync.first"}, {Name: "first sync median", Unit: "s", Figure: "firstsync.median"},
 			{Name: "first sync last", Unit: "s", Figure: "firstsync.last"},
@@ -100,6 +100,7 @@ func KubeProxyNodesSections(label string, mr *ModeResult) []Section {
 			{Name: "programming p50", Unit: "ms", Figure: "programming.p50"}, {Name: "programming p99", Unit: "ms", Figure: "programming.p99"},
 			{Name: "worst node"}, {Name: "worst node p99", Unit: "ms", Figure: "programming.worst.p99"},
 			{Name: "data plane p50", Unit: "ms", Figure: "dataplane.p50"}, {Name: "data plane p99", Unit: "ms", Figure: "dataplane.p99"},
+			{Name: "data plane worst node"}, {Name: "data plane worst node p99", Unit: "ms", Figure: "dataplane.worst.p99"},
 			{Name: "apiserver CPU churn", Unit: "s", Figure: "apiserver.cpu.churn"}, {Name: "etcd CPU churn", Unit: "s", Figure: "etcd.cpu.churn"},
 			{Name: "apiserver CPU row", Unit: "s", Figure: "apiserver.cpu"}, {Name: "etcd CPU row", Unit: "s", Figure: "etcd.cpu"},
 			{Name: "apiserver peak RSS", Unit: "MiB", Figure: "apiserver.rss"}, {Name: "etcd peak RSS", Unit: "MiB", Figure: "etcd.rss"},
@@ -115,6 +116,8 @@ func KubeProxyNodesSections(label string, mr *ModeResult) []Section {
 			{Name: "events in churn", Unit: "count", Figure: "events.churn"},
 			{Name: "programming n", Unit: "count", Figure: "programming.n"}, {Name: "programming p50", Unit: "ms", Figure: "programming.p50"},
 			{Name: "programming p99", Unit: "ms", Figure: "programming.p99"},
+			{Name: "data plane n", Unit: "count", Figure: "dataplane.n"}, {Name: "data plane p50", Unit: "ms", Figure: "dataplane.p50"},
+			{Name: "data plane p99", Unit: "ms", Figure: "dataplane.p99"},
 			{Name: "watch delivery median", Unit: "ms", Figure: "watchdelivery.p50"}, {Name: "watch delivery max", Unit: "ms", Figure: "watchdelivery.max"}}}
 	ms := func(seconds float64) Cell {
 		if math.IsNaN(seconds) {
@@ -130,9 +133,29 @@ func KubeProxyNodesSections(label string, mr *ModeResult) []Section {
 		return Num(float64(b)/(1<<20), "%.1f")
 	}
 	var churn *ChurnKubeProxy
-	var dp Summary
-	if len(mr.Churn) > 0 && mr.Churn[0].KubeProxy != nil {
-		churn, dp = mr.Churn[0].KubeProxy, mr.Churn[0].Latency
+	// The data plane per node: each probed node's latencies (the churn
+	// probes follow every change on every node they dial from).
+	nodeDP := map[string][]float64{}
+	var allDP []float64
+	if len(mr.Churn) > 0 {
+		c := &mr.Churn[0]
+		churn = c.KubeProxy
+		for _, smp := range c.Samples {
+			for k, v := range smp.NodeLatencyNs {
+				if v >= 0 && k < len(c.ProbeNodes) {
+					name := fmt.Sprintf("node-%d", c.ProbeNodes[k])
+					nodeDP[name] = append(nodeDP[name], float64(v)/1e9)
+					allDP = append(allDP, float64(v)/1e9)
+				}
+			}
+		}
+		if len(c.ProbeNodes) > 0 {
+			names := make([]string, len(c.ProbeNodes))
+			for i, n := range c.ProbeNodes {
+				names[i] = fmt.Sprintf("node-%d", n)
+			}
+			sum.Notes = appendNote(sum.Notes, fmt.Sprintf("%s: the churn probes dialled from client pods on %d nodes (%s); each change was followed on each of them", label, len(names), strings.Join(names, ", ")))
+		}
 	}
 	delivery := map[string][]float64{}
 	var allDelivery []float64
@@ -179,19 +202,23 @@ func KubeProxyNodesSections(label string, mr *ModeResult) []Section {
 		d := delivery[n.Node]
 		dmed, dmax := Missing(), Missing()
 		if len(d) > 0 {
-			dmed, dmax = ms(quantileOf(0.5, d)), ms(slices.Max(d))
+			dmed, dmax = ms(sortedQuantile(0.5, d)), ms(slices.Max(d))
 		}
 		first := Missing()
 		if n.FirstSyncNs > 0 {
 			first = Num(float64(n.FirstSyncNs)/1e9, "%.2f")
 		}
+		dn, d50, d99 := Missing(), Missing(), Missing()
+		if v := nodeDP[n.Node]; len(v) > 0 {
+			dn, d50, d99 = Int(len(v)), ms(sortedQuantile(0.5, v)), ms(sortedQuantile(0.99, v))
+		}
 		_ = tab.AddRow(label, Text(n.Node), first, sec(n.CPUNs), sec(n.ChildCPUNs), mib(n.PeakRSSBytes), Int(int(n.Syncs)),
-			Num(n.ServiceEvents, "%.0f"), Num(n.EndpointSliceEvents, "%.0f"), ev, pn, p50, p99, dmed, dmax)
+			Num(n.ServiceEvents, "%.0f"), Num(n.EndpointSliceEvents, "%.0f"), ev, pn, p50, p99, dn, d50, d99, dmed, dmax)
 	}
 	slices.Sort(firsts)
 	ff, fm, fl := Missing(), Missing(), Missing()
 	if len(firsts) > 0 {
-		ff, fm, fl = Num(firsts[0], "%.2f"), Num(quantileOf(0.5, firsts), "%.2f"), Num(firsts[len(firsts)-1], "%.2f")
+		ff, fm, fl = Num(firsts[0], "%.2f"), Num(sortedQuantile(0.5, firsts), "%.2f"), Num(firsts[len(firsts)-1], "%.2f")
 	}
 	if len(firsts) < len(kp.Nodes) {
 		sum.Notes = appendNote(sum.Notes, fmt.Sprintf("%s: %d of %d nodes finished a first sync", label, len(firsts), len(kp.Nodes)))
@@ -218,9 +245,21 @@ func KubeProxyNodesSections(label string, mr *ModeResult) []Section {
 			worst, worst99 = Text(w), ms(wq)
 		}
 	}
-	dp50, dp99 := Missing(), Missing()
-	if dp.Count > 0 {
-		dp50, dp99 = Num(float64(dp.P50)/1e6, "%.1f"), Num(float64(dp.P99)/1e6, "%.1f")
+	dp50, dp99, dpw, dpw99 := Missing(), Missing(), Missing(), Missing()
+	if len(allDP) > 0 {
+		dp50, dp99 = ms(sortedQuantile(0.5, allDP)), ms(sortedQuantile(0.99, allDP))
+		w, wq := "", math.Inf(-1)
+		names := make([]string, 0, len(nodeDP))
+		for name := range nodeDP {
+			names = append(names, name)
+		}
+		slices.SortFunc(names, nodeOrder)
+		for _, name := range names {
+			if q := sortedQuantile(0.99, nodeDP[name]); q > wq {
+				w, wq = name, q
+			}
+		}
+		dpw, dpw99 = Text(w), ms(wq)
 	}
 	apiChurn, etcdChurn := Missing(), Missing()
 	if churn != nil && (churn.APIServerCPUNs > 0 || churn.EtcdCPUNs > 0) {
@@ -238,13 +277,13 @@ func KubeProxyNodesSections(label string, mr *ModeResult) []Section {
 	}
 	wd50, wd99 := Missing(), Missing()
 	if len(allDelivery) > 0 {
-		wd50, wd99 = ms(quantileOf(0.5, allDelivery)), ms(quantileOf(0.99, allDelivery))
+		wd50, wd99 = ms(sortedQuantile(0.5, allDelivery)), ms(sortedQuantile(0.99, allDelivery))
 	}
 	wrel := Missing()
 	if rel, _, ok := WatchDelayOf(kp.WatchDelivery); ok {
 		wrel = Num(float64(rel)/1e6, "%.1f")
 	}
-	_ = sum.AddRow(label, Int(len(kp.Nodes)), ff, fm, fl, pn, p50, p99, worst, worst99, dp50, dp99,
+	_ = sum.AddRow(label, Int(len(kp.Nodes)), ff, fm, fl, pn, p50, p99, worst, worst99, dp50, dp99, dpw, dpw99,
 		apiChurn, etcdChurn, api, etcd, apiRSS, etcdRSS, sec(cpu), mib(rss), wd50, wd99, wrel)
 	return []Section{sum, tab}
 }
@@ -336,4 +375,12 @@ func WatchDelayOf(ds []measure.WatchDelivery) (relative, absolute time.Duration,
 		return 0, 0, false
 	}
 	return time.Duration(stat.Mean(rel, nil)), time.Duration(stat.Mean(abs, nil)), true
+}
+
+// sortedQuantile is quantileOf over a sorted copy of xs (gonum's
+// stat.Quantile wants sorted input).
+func sortedQuantile(q float64, xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return quantileOf(q, s)
 }

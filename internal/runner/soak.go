@@ -458,7 +458,7 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 	_, viaAPI := run.ap.(*apiApplier)
 	var all []*observe.Observation
 
-	stopProbes := probeChanges(ctx, probes, e, &tracker, time.Millisecond, soakProbePause, nil,
+	stopProbes := probeChanges(ctx, probes, e, func(int) *observe.Tracker { return &tracker }, time.Millisecond, soakProbePause, nil,
 		func(o *observe.Observation) {
 			run.live.ChurnObserved(o.Change.Kind, o.Latency)
 			mu.Lock()
