@@ -61,9 +61,9 @@ type ControlPlaneUse struct {
 // request being sent (proxybench's clock) to that node's kube-proxy
 // queuing a sync for it (its
 // kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family=
-// "IPv4"}, which kube-proxy's proxier sets in Sync(), called from its
-// EndpointSlice handler for every change it receives; same machine, same
-// clock). The API round trip, etcd's write and the watch cache's fan-out
+// "IPv4"}, which kube-proxy sets whenever its EndpointSlice handler
+// queues a sync for a change it received: pkg/proxy's Runner.sync in
+// v1.37, the proxier's Sync() before; same machine, same clock). The API round trip, etcd's write and the watch cache's fan-out
 // are inside it. Samples are taken on an otherwise idle cluster, one
 // write at a time.
 type WatchDelivery struct {
