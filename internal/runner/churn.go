@@ -83,10 +83,13 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, e *env, label string,
 
 	var mu sync.Mutex // guards cluster
 	cluster := workload.NewCluster(sc, services)
-	// Each change is followed on every node the probes dial from (their
-	// client pods' nodes): seen when every one of them shows it.
+	// When the applier makes every node's proxier take each change (a
+	// kube-proxy row on several nodes), each change is followed on every
+	// node the probes dial from (their client pods' nodes): seen when
+	// every one of them shows it. Otherwise (a builtin row's sync loop
+	// syncs node0's proxier only) every probe counts for the change.
 	nodeOf := func(w int) int {
-		if e.probeNode == nil {
+		if e.probeNode == nil || !appliesEverywhere(ap) {
 			return 0
 		}
 		return e.probeNode(w)
@@ -175,6 +178,20 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, e *env, label string,
 	res.Failures = syncFailures(res.Syncs, &seen, res.Samples)
 	res.FailedSyncs = len(res.Failures)
 	return res, endErr
+}
+
+// everyNodeApplier is a churnApplier that may make each change reach
+// every node's proxier (apiApplier: kube-proxy on every node reads the
+// API).
+type everyNodeApplier interface {
+	everyNode() bool
+}
+
+// appliesEverywhere says whether ap makes each change reach every node's
+// proxier, so the probes follow it on each node they dial from.
+func appliesEverywhere(ap churnApplier) bool {
+	en, ok := ap.(everyNodeApplier)
+	return ok && en.everyNode()
 }
 
 // loopApplier is the churn phase's applier for a proxier proxybench syncs

@@ -104,6 +104,13 @@ func newAPIApplier(api churnAPI, restartNs int64) *apiApplier {
 	return &apiApplier{api: api, restartNs: restartNs}
 }
 
+// everyNode: a kube-proxy row on several nodes has a kube-proxy per
+// node reading the API, so each write reaches every node.
+func (a *apiApplier) everyNode() bool {
+	mn, ok := a.api.(multiNode)
+	return ok && mn.NodeCount() > 1
+}
+
 func (a *apiApplier) begin(ctx context.Context, _ time.Time, n int, _ func() []workload.Service) error {
 	if err := a.api.BeginChurn(ctx); err != nil {
 		return fmt.Errorf("churn: %w", err)
