@@ -18,10 +18,13 @@ type KubeProxyNode struct {
 	// successfully). 0: it never finished one (Err says why).
 	FirstSyncNs int64 `json:"firstSyncNs"`
 	// CPUNs and ChildCPUNs are its own and its rule programs' user+system
-	// time over the row (/proc/<pid>/stat), PeakRSSBytes its VmHWM.
-	CPUNs        int64 `json:"cpuNs"`
-	ChildCPUNs   int64 `json:"childCpuNs"`
-	PeakRSSBytes int64 `json:"peakRssBytes"`
+	// time over the row (/proc/<pid>/stat), PeakRSSBytes its VmHWM and
+	// ChildPeakRSSBytes the largest VmHWM of a rule program it ran
+	// (sampled every 20 ms).
+	CPUNs             int64 `json:"cpuNs"`
+	ChildCPUNs        int64 `json:"childCpuNs"`
+	PeakRSSBytes      int64 `json:"peakRssBytes"`
+	ChildPeakRSSBytes int64 `json:"childPeakRssBytes,omitempty"`
 	// ServiceEvents and EndpointSliceEvents are the watch events its
 	// informers delivered to its change trackers over the row:
 	// kubeproxy_sync_proxy_rules_service_changes_total and

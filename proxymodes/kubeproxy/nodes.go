@@ -188,7 +188,7 @@ func (p *Proxier) nodeRecords(ctx context.Context) []measure.KubeProxyNode {
 			}
 			r.Log = n.kp.LogPath
 			u := n.kp.Usage()
-			r.CPUNs, r.ChildCPUNs, r.PeakRSSBytes = int64(u.CPU), int64(u.ChildCPU), u.PeakRSS
+			r.CPUNs, r.ChildCPUNs, r.PeakRSSBytes, r.ChildPeakRSSBytes = int64(u.CPU), int64(u.ChildCPU), u.PeakRSS, u.ChildPeakRSS
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			m, err := n.kp.Scrape(sctx)

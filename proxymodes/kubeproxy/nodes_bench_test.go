@@ -5,8 +5,10 @@ package kubeproxy_test
 import (
 	"context"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,13 +27,21 @@ import (
 // the API objects created (first, median and last node, s), the control
 // plane's start and the objects' creation (s), and the resident sets
 // (MiB): kube-apiserver + etcd peak, the kube-proxies' peaks summed, their
-// rule programs' largest, and the total; also each kube-proxy's peak.
+// rule programs' largest, the largest kube-proxy plus its rule program
+// (scenarios.KubeProxyMemory's per-node figure), and the total; it logs
+// each kube-proxy's. PROXYBENCH_KP_NODES, PROXYBENCH_KP_SERVICES and
+// PROXYBENCH_KP_MODE (iptables, nftables) change the size.
 //
 //	go test -run '^$' -bench KubeProxyNodes20 -benchtime 1x ./proxymodes/kubeproxy
+//	PROXYBENCH_KP_NODES=5 PROXYBENCH_KP_SERVICES=10000 go test -run '^$' -bench KubeProxyNodes20 -benchtime 1x ./proxymodes/kubeproxy
 func BenchmarkKubeProxyNodes20(b *testing.B) {
-	testenv.RequireKernel(b, "iptables", "iptables-restore")
+	testenv.RequireKernel(b, "iptables", "iptables-restore", "nft")
 	kb := testenv.RequireKube(b)
-	const nodes, n = 20, 1000
+	nodes, n, mode := envInt(b, "PROXYBENCH_KP_NODES", 20), envInt(b, "PROXYBENCH_KP_SERVICES", 1000), "iptables"
+	if m := os.Getenv("PROXYBENCH_KP_MODE"); m != "" {
+		mode = m
+	}
+	b.Logf("%d nodes × kube-proxy %s, %d services × 3 endpoints", nodes, mode, n)
 	svcs := services(n)
 	pod := podCIDR.Addr().Next()
 	for i := range svcs { // 3 endpoints each, every one its own pod address
@@ -55,7 +65,7 @@ func BenchmarkKubeProxyNodes20(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		p, err := kubeproxy.NewProxier(kubeproxy.ProxierSpec{Mode: "iptables", Node: tb.Nodes[0], NodeIP: ips[0], Others: tb.Nodes[1:], OtherIPs: ips[1:],
+		p, err := kubeproxy.NewProxier(kubeproxy.ProxierSpec{Mode: mode, Node: tb.Nodes[0], NodeIP: ips[0], Others: tb.Nodes[1:], OtherIPs: ips[1:],
 			ClusterCIDR: clusterCIDR, ServiceCIDR: serviceCIDR, Avoid: []netip.Prefix{serviceCIDR, podCIDR, nodeCIDR}, KubeProxy: kb.KubeProxy, IPTablesBackend: "nft",
 			Bin: controlplane.Binaries{Etcd: kb.Etcd, APIServer: kb.APIServer}, Dir: filepath.Join(b.TempDir(), "kp"), FirstSyncTimeout: 10 * time.Minute})
 		if err != nil {
@@ -76,16 +86,17 @@ func BenchmarkKubeProxyNodes20(b *testing.B) {
 			b.Fatalf("record has %d nodes, control plane %v", len(rec.Nodes), rec.ControlPlane)
 		}
 		var firsts []float64
-		var kpRSS, childRSS int64
+		var kpRSS, childRSS, perKP int64
 		for _, nd := range rec.Nodes {
 			if nd.FirstSyncNs <= 0 {
 				b.Fatalf("%s: no first sync (%s)", nd.Node, nd.Err)
 			}
 			firsts = append(firsts, float64(nd.FirstSyncNs)/1e9)
 			kpRSS += nd.PeakRSSBytes
+			childRSS = max(childRSS, nd.ChildPeakRSSBytes)
+			perKP = max(perKP, nd.PeakRSSBytes+nd.ChildPeakRSSBytes)
 			b.Logf("%s: first sync %.2f s, peak RSS %.1f MiB, CPU %.2f s + %.2f s", nd.Node, float64(nd.FirstSyncNs)/1e9, float64(nd.PeakRSSBytes)/(1<<20), float64(nd.CPUNs)/1e9, float64(nd.ChildCPUNs)/1e9)
 		}
-		childRSS = rec.ChildPeakRSSBytes
 		slices.Sort(firsts)
 		cp := rec.ControlPlane.APIServerPeakRSSBytes + rec.ControlPlane.EtcdPeakRSSBytes
 		mib := func(v int64) float64 { return float64(v) / (1 << 20) }
@@ -96,11 +107,25 @@ func BenchmarkKubeProxyNodes20(b *testing.B) {
 		b.ReportMetric(float64(rec.APIObjectsNs)/1e9, "objects-s")
 		b.ReportMetric(mib(cp), "controlplane-MiB")
 		b.ReportMetric(mib(kpRSS), "kubeproxies-MiB")
-		b.ReportMetric(mib(childRSS), "node0-program-MiB")
+		b.ReportMetric(mib(childRSS), "program-max-MiB")
+		b.ReportMetric(mib(perKP), "per-kubeproxy-max-MiB")
 		b.ReportMetric(mib(cp+kpRSS), "total-MiB")
 		b.ReportMetric(float64(rec.ControlPlane.APIServerCPUNs)/1e9, "apiserver-cpu-s")
 		b.ReportMetric(float64(rec.ControlPlane.EtcdCPUNs)/1e9, "etcd-cpu-s")
 		b.Logf("sync.full (node-0, data plane unprobed) %v; control plane %.0f MiB (apiserver %.0f, etcd %.0f); kube-proxies %.0f MiB", st.Wall, mib(cp),
 			mib(rec.ControlPlane.APIServerPeakRSSBytes), mib(rec.ControlPlane.EtcdPeakRSSBytes), mib(kpRSS))
 	}
+}
+
+// envInt is the integer in environment variable name, def when unset.
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
 }
