@@ -52,8 +52,8 @@ type ControlPlaneUse struct {
 	APIServerRSSBytes     int64 `json:"apiserverRssBytes"`
 	EtcdRSSBytes          int64 `json:"etcdRssBytes"`
 	// WatchEvents is kube-apiserver's apiserver_watch_events_total by
-	// kind (every watcher's events summed: "Service", "EndpointSlice",
-	// "Node", ...), scraped from its /metrics when the row ends (empty
+	// resource (its label in v1.37; every watcher's events summed:
+	// "services", "endpointslices", "nodes", ...), scraped from its /metrics when the row ends (empty
 	// with WatchEventsErr when the scrape failed).
 	WatchEvents    map[string]float64 `json:"watchEvents,omitempty"`
 	WatchEventsErr string             `json:"watchEventsErr,omitempty"`

@@ -272,7 +272,7 @@ func KubeProxyNodesSections(label string, mr *ModeResult) []Section {
 			sum.Notes = appendNote(sum.Notes, label+": "+cp.WatchEventsErr)
 		}
 		if len(cp.WatchEvents) > 0 {
-			sum.Notes = appendNote(sum.Notes, label+": kube-apiserver's apiserver_watch_events_total at the row's end (every watcher): "+watchEventsText(cp.WatchEvents))
+			sum.Notes = appendNote(sum.Notes, label+": kube-apiserver's apiserver_watch_events_total by resource at the row's end (every watcher): "+watchEventsText(cp.WatchEvents))
 		}
 	}
 	wd50, wd99 := Missing(), Missing()
@@ -314,8 +314,8 @@ func joinNonEmpty(a, b string) string {
 	return a + "; " + b
 }
 
-// watchEventsText lists watch events by kind, largest first: "EndpointSlice
-// 61234, Service 20480".
+// watchEventsText lists watch events by resource, largest first:
+// "endpointslices 61234, services 20480".
 func watchEventsText(ev map[string]float64) string {
 	kinds := make([]string, 0, len(ev))
 	for k := range ev {

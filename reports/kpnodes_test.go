@@ -52,7 +52,7 @@ func TestKubeProxyNodesSections(t *testing.T) {
 			{Node: "node-1", FirstSyncNs: 1e9, CPUNs: 2e9, PeakRSSBytes: 100 << 20},
 			{Node: "node-2", FirstSyncNs: 2e9, CPUNs: 3e9, PeakRSSBytes: 100 << 20},
 		},
-		ControlPlane: &measure.ControlPlaneUse{APIServerCPUNs: 40e9, EtcdCPUNs: 4e9, APIServerPeakRSSBytes: 512 << 20, WatchEvents: map[string]float64{"EndpointSlice": 30, "Service": 9}},
+		ControlPlane: &measure.ControlPlaneUse{APIServerCPUNs: 40e9, EtcdCPUNs: 4e9, APIServerPeakRSSBytes: 512 << 20, WatchEvents: map[string]float64{"endpointslices": 30, "services": 9}},
 		WatchDelivery: []measure.WatchDelivery{
 			{Node: "node-0", DelayNs: []int64{10e6, 20e6}},
 			{Node: "node-1", DelayNs: []int64{30e6, 40e6}},

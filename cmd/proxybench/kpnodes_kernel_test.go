@@ -74,7 +74,7 @@ func TestKernelRunKubeProxyNodes(t *testing.T) {
 			}
 		}
 	}
-	if cp := kp.ControlPlane; cp == nil || cp.APIServerCPUNs <= 0 || cp.EtcdCPUNs <= 0 || cp.APIServerPeakRSSBytes <= 0 || cp.WatchEvents["EndpointSlice"] <= 0 {
+	if cp := kp.ControlPlane; cp == nil || cp.APIServerCPUNs <= 0 || cp.EtcdCPUNs <= 0 || cp.APIServerPeakRSSBytes <= 0 || cp.WatchEvents["endpointslices"] <= 0 {
 		t.Errorf("control plane %+v", kp.ControlPlane)
 	}
 	for _, p := range m.Lookup {
