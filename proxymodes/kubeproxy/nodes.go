@@ -82,7 +82,7 @@ func (p *Proxier) startOthers(ctx context.Context, created time.Time, bound time
 			return nil, err
 		}
 		o.kp, err = Start(ctx, Spec{RunID: p.runID, Node: ns, Binary: p.spec.KubeProxy, Version: p.spec.Version, Dir: p.spec.Dir, Verbosity: p.spec.Verbosity,
-			IPTablesBackend: p.spec.IPTablesBackend, XtablesLock: p.spec.XtablesLock,
+			IPTablesBackend: p.spec.IPTablesBackend, XtablesLock: p.xtablesLock(name),
 			Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: name, NodeIP: o.ip, Kubeconfig: kc}})
 		if err != nil {
 			return nil, fmt.Errorf("kube-proxy on %s: %w", name, err)
@@ -110,6 +110,21 @@ func (p *Proxier) startOthers(ctx context.Context, created time.Time, bound time
 		}
 		return errors.Join(errs...)
 	}, nil
+}
+
+// xtablesLock is the xtables lock file of node name's kube-proxy:
+// ProxierSpec.XtablesLock when set; on several nodes else a file of its
+// own beside its log. The legacy iptables tools lock /run/xtables.lock,
+// one file for every namespace of the machine, though each namespace has
+// tables of its own: 20 kube-proxies starting at once waited for it past
+// their 5 s (-w 5) and exited ("iptables is not available on this host:
+// ... Can't lock /run/xtables.lock", run e80afb, 2026-12-02). One node:
+// "" (the default lock, as a node has).
+func (p *Proxier) xtablesLock(name string) string {
+	if p.spec.XtablesLock != "" || len(p.spec.Others) == 0 {
+		return p.spec.XtablesLock
+	}
+	return filepath.Join(p.spec.Dir, name+".xtables.lock")
 }
 
 // firstSyncOf is kp's first sync, from created to its end by kube-proxy's
