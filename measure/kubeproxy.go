@@ -86,6 +86,14 @@ type KubeProxy struct {
 	// there (ModeResult.Failed), and every figure above is what was
 	// measured before (AtEnd: its last scrape that answered).
 	Exit *KubeProxyExit `json:"exit,omitempty"`
+	// Nodes are every node's kube-proxy when the row runs kube-proxy on
+	// several nodes (topology.nodes > 1), node-0 first; ControlPlane is
+	// what the row's one control plane used; WatchDelivery each node's
+	// watch delivery delays (the nodes phase's samples). Empty on one
+	// node.
+	Nodes         []KubeProxyNode  `json:"nodes,omitempty"`
+	ControlPlane  *ControlPlaneUse `json:"controlPlane,omitempty"`
+	WatchDelivery []WatchDelivery  `json:"watchDelivery,omitempty"`
 }
 
 // KubeProxyExit says how and when a row's kube-proxy exited on its own.

@@ -20,8 +20,16 @@ type ChurnResult struct {
 	MinSyncPeriodNs int64   `json:"minSyncPeriodNs"`
 	SyncPeriodNs    int64   `json:"syncPeriodNs"`
 	Rate            float64 `json:"rate"`
-	DurationNs      int64   `json:"durationNs"`
-	Arrival         string  `json:"arrival"`
+	// ProbeNodes, when the phase's probes dial from client pods on several
+	// nodes (topology.nodes > 1), are those nodes: each change is
+	// followed on every one of them (observe.Spread) and seen when all
+	// show it (its latency the slowest node's); NodeLatency is each
+	// node's own programming latency over the changes it showed, in the
+	// order of ProbeNodes.
+	ProbeNodes  []int     `json:"probeNodes,omitempty"`
+	NodeLatency []Summary `json:"nodeLatency,omitempty"`
+	DurationNs  int64     `json:"durationNs"`
+	Arrival     string    `json:"arrival"`
 	// Changes made, by kind; Skipped arrivals found no service to change.
 	Changes int            `json:"changes"`
 	ByKind  map[string]int `json:"byKind"`
@@ -136,6 +144,32 @@ type ChurnKubeProxy struct {
 	// name (KubeProxyFailureCounters; a counter the mode does not serve
 	// is absent; names: measure.KubeProxyFailureCounters).
 	FailureCounters map[string]float64 `json:"failureCounters,omitempty"`
+	// Events are the Service and EndpointSlice watch events kube-proxy
+	// received over the phase (its
+	// kubeproxy_sync_proxy_rules_{service,endpoint}_changes_total growth).
+	Events float64 `json:"events,omitempty"`
+	// Nodes are the other nodes' kube-proxies over the phase when the
+	// row runs kube-proxy on several nodes (node-1 first; node-0 is the
+	// fields above); APIServerCPUNs and EtcdCPUNs the control plane's CPU
+	// over the phase (/proc/<pid>/stat).
+	Nodes          []ChurnKubeProxyNode `json:"nodes,omitempty"`
+	APIServerCPUNs int64                `json:"apiserverCpuNs,omitempty"`
+	EtcdCPUNs      int64                `json:"etcdCpuNs,omitempty"`
+}
+
+// ChurnKubeProxyNode is one other node's kube-proxy over a churn phase:
+// its network_programming_duration_seconds growth, CPU (own, rule
+// programs), largest resident set, and the watch events it received
+// (as ChurnKubeProxy's); Unsettled or Err say what is missing.
+type ChurnKubeProxyNode struct {
+	Node         string             `json:"node"`
+	Programming  KubeProxyHistogram `json:"programming"`
+	CPUNs        int64              `json:"cpuNs"`
+	ChildCPUNs   int64              `json:"childCpuNs"`
+	PeakRSSBytes int64              `json:"peakRssBytes"`
+	Events       float64            `json:"events"`
+	Unsettled    string             `json:"unsettled,omitempty"`
+	Err          string             `json:"err,omitempty"`
 }
 
 // InjectedErrors is failure.syncErrors' account of one churn phase:
@@ -361,6 +395,10 @@ type ChurnSample struct {
 	AtNs        int64  `json:"atNs"` // offset from the phase start
 	LatencyNs   int64  `json:"latencyNs"`
 	KubeProxyNs int64  `json:"kubeProxyNs,omitempty"`
+	// NodeLatencyNs, when the probes followed the change on several
+	// nodes (ChurnResult.ProbeNodes), is its latency on each of them (-1:
+	// not shown there); LatencyNs is then the slowest node's.
+	NodeLatencyNs []int64 `json:"nodeLatencyNs,omitempty"`
 	// Probes, of an unobserved change (LatencyNs -1) only, counts the
 	// probes made after it by outcome: what the data plane showed instead.
 	Probes *ProbeCounts `json:"probes,omitempty"`

@@ -39,7 +39,7 @@ func TestImplementationRefused(t *testing.T) {
 		{"modes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy: {modes: [ipvs]}\n", `mode "ipvs" is not in modes`},
 		{"modes: [iptables, userspace]\nimplementation: [kube-proxy]\n", "mode userspace has no kube-proxy implementation"},
 		{"modes: [iptables]\nkubeProxy: {binaries: [/x]}\n", "no mode runs with kube-proxy"},
-		{"modes: [iptables]\nimplementation: [kube-proxy]\ntopology: {nodes: 2}\n", "topology.nodes: not yet"},
+		{"modes: [iptables]\nimplementation: [kube-proxy]\ntopology: {nodes: 2}\nchurn: {rate: 1, duration: 1s}\nsweep: {minSyncPeriod: [0s, 1s]}\n", "sweep.minSyncPeriod: not yet with implementation kube-proxy on several nodes"},
 		{"modes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy: {config: [1]}\n", "kubeProxy.config: want a mapping"},
 		{"modes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy: {config: null}\n", "kubeProxy.config: has no value (want a mapping); fix: write key: value lines"},
 	} {

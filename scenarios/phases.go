@@ -40,6 +40,10 @@ type PhaseRule struct {
 	// implementation kube-proxy yet (validate refuses the combination,
 	// naming Field); "" : kube-proxy rows run it too.
 	NotWithKubeProxy string
+	// NotWithKubeProxyNodes, when set, says why the phase does not run
+	// with implementation kube-proxy on several nodes (topology.nodes >
+	// 1) yet; validate refuses the combination, naming Field.
+	NotWithKubeProxyNodes string
 	// Check returns the phase's own problems with s (nil: none).
 	Check func(s *Scenario) []*FieldError
 }
@@ -72,6 +76,9 @@ func (c *checker) phaseChecks() {
 		}
 		if ph.NotWithKubeProxy != "" && s.UsesKubeProxy() {
 			c.add(ph.Field, "not yet with implementation kube-proxy: "+ph.NotWithKubeProxy, "run it with implementation: [builtin] in a scenario of its own, or drop it here")
+		}
+		if ph.NotWithKubeProxyNodes != "" && s.UsesKubeProxy() && s.Topology.NodeCount() > 1 {
+			c.add(ph.Field, "not yet with implementation kube-proxy on several nodes (topology.nodes > 1): "+ph.NotWithKubeProxyNodes, "run it on one node (topology.nodes: 1), or drop it here")
 		}
 		if ph.Check != nil {
 			for _, e := range ph.Check(s) {

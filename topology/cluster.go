@@ -5,6 +5,7 @@ package topology
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -448,17 +449,29 @@ func log2(n int) int {
 
 // memAvailable is MemAvailable of /proc/meminfo in bytes (0 if unknown).
 func memAvailable() int64 {
+	n, _ := MemAvailable()
+	return n
+}
+
+// MemAvailable is the kernel's estimate of the memory available for
+// new work without swapping (MemAvailable of /proc/meminfo,
+// fs/proc/meminfo.c), bytes. Errors: /proc/meminfo unreadable or
+// without the line.
+func MemAvailable() (int64, error) {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
-		return 0
+		return 0, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb * 1024
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/meminfo: MemAvailable: %w", err)
+			}
+			return kb * 1024, nil
 		}
 	}
-	return 0
+	return 0, errors.New("/proc/meminfo has no MemAvailable line")
 }

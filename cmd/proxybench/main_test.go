@@ -265,6 +265,25 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestKubeProxyNodesLimit: more nodes with kube-proxy than this machine's
+// free memory holds at the scenario's size is refused by validate, exit
+// 2, one line at the field naming the limit and the figures it used, and
+// nothing is created (the limit moves with MemAvailable, so run's line is
+// not compared with validate's word for word as in TestBadInput).
+func TestKubeProxyNodesLimit(t *testing.T) {
+	p := writeFile(t, "services:\n  count: 30000\n  endpoints: {count: 1}\nmodes: [iptables]\nimplementation: [kube-proxy]\ntopology: {nodes: 64}\n")
+	_, stderr, code := run(t, nil, "validate", p)
+	msg := strings.TrimSpace(stderr)
+	if code != 2 || strings.Count(msg, "\n") != 0 {
+		t.Fatalf("exit %d, want 2 and one line: %q", code, msg)
+	}
+	for _, w := range []string{":6:", "topology.nodes: 64 nodes with kube-proxy at 30000 services do not fit this machine: it holds at most", "MemAvailable", "control plane's", "per kube-proxy", "fix: use topology.nodes:"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("%q does not say %q", msg, w)
+		}
+	}
+}
+
 // TestAlertsWarning: a rule reading a metric no row exports (the seeds'
 // ServiceEndpointsDown: kube-state-metrics' kube_endpoint_address_available)
 // is a warning naming it, at its line, before anything is built; the

@@ -26,7 +26,8 @@ import (
 // record has the targets and the TSDB, no alerts.
 var alertsPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "alerts", Field: "monitoring", Scope: scenarios.ScopeRow,
-		Wants: func(s *scenarios.Scenario) bool { return s.Monitored() }},
+		Wants:                 func(s *scenarios.Scenario) bool { return s.Monitored() },
+		NotWithKubeProxyNodes: "the row's Prometheus scrapes node-0's kube-proxy only"},
 	Run:   alertsPhase,
 	Final: true,
 	Report: func(label string, mr *reports.ModeResult) []reports.Section {

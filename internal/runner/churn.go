@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"slices"
 	"sync"
 	"time"
 
@@ -82,7 +83,24 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, e *env, label string,
 
 	var mu sync.Mutex // guards cluster
 	cluster := workload.NewCluster(sc, services)
-	var tracker observe.Tracker
+	// When the applier makes every node's proxier take each change (a
+	// kube-proxy row on several nodes), each change is followed on every
+	// node the probes dial from (their client pods' nodes): seen when
+	// every one of them shows it. Otherwise (a builtin row's sync loop
+	// syncs node0's proxier only) every probe counts for the change.
+	nodeOf := func(w int) int {
+		if e.probeNode == nil || !appliesEverywhere(ap) {
+			return 0
+		}
+		return e.probeNode(w)
+	}
+	var nodes []int
+	for w := range max(c.Probes, 1) {
+		if !slices.Contains(nodes, nodeOf(w)) {
+			nodes = append(nodes, nodeOf(w))
+		}
+	}
+	spread := observe.NewSpread(nodes)
 	var seen probeBins
 	start := time.Now()
 	cpu0 := proxymodes.CPUTime()
@@ -94,12 +112,16 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, e *env, label string,
 		return nil, err
 	}
 
-	stopProbes := probeChanges(ctx, probes, e, &tracker, 200*time.Microsecond, 0,
+	stopProbes := probeChanges(ctx, probes, e, func(w int) *observe.Tracker { return spread.Tracker(nodeOf(w)) }, 200*time.Microsecond, 0,
 		func(t0 time.Time, ok bool) { seen.add(t0.Sub(start), ok) },
 		func(o *observe.Observation) {
-			live.ChurnObserved(o.Change.Kind, o.Latency)
+			all := spread.Seen(o)
+			if all == nil {
+				return // another node has yet to show it
+			}
+			live.ChurnObserved(all.Change.Kind, all.Latency)
 			mu.Lock()
-			cluster.Release(o.Change.Service)
+			cluster.Release(all.Change.Service)
 			mu.Unlock()
 		})
 
@@ -121,7 +143,7 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, e *env, label string,
 		at := time.Now()
 		mu.Unlock()
 		if ok {
-			tracker.Add(observe.New(ch, at))
+			spread.Add(ch, at)
 			live.ChurnApplied(ch.Kind)
 			res.ByKind[ch.Kind]++
 			ap.apply(ch, svc, at)
@@ -133,12 +155,15 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, e *env, label string,
 	prog.Done()
 	// Let the last changes reach the data plane, up to the grace period.
 	deadline := time.Now().Add(c.Grace.Duration)
-	for time.Now().Before(deadline) && ctx.Err() == nil && tracker.Pending() > 0 {
+	for time.Now().Before(deadline) && ctx.Err() == nil && spread.Pending() > 0 {
 		time.Sleep(20 * time.Millisecond)
 	}
 	stopProbes()
-	obs := tracker.All()
+	obs, perNode := spread.All()
 	summarizeSamples(res, obs, start)
+	if len(nodes) > 1 {
+		summarizeNodes(res, nodes, perNode)
+	}
 	endErr := ap.end(ctx, res, obs, start)
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -153,6 +178,20 @@ func runChurn(ctx context.Context, sc *scenarios.Scenario, e *env, label string,
 	res.Failures = syncFailures(res.Syncs, &seen, res.Samples)
 	res.FailedSyncs = len(res.Failures)
 	return res, endErr
+}
+
+// everyNodeApplier is a churnApplier that may make each change reach
+// every node's proxier (apiApplier: kube-proxy on every node reads the
+// API).
+type everyNodeApplier interface {
+	everyNode() bool
+}
+
+// appliesEverywhere says whether ap makes each change reach every node's
+// proxier, so the probes follow it on each node they dial from.
+func appliesEverywhere(ap churnApplier) bool {
+	en, ok := ap.(everyNodeApplier)
+	return ok && en.everyNode()
 }
 
 // loopApplier is the churn phase's applier for a proxier proxybench syncs
@@ -362,6 +401,31 @@ func summarizeSamples(res *reports.ChurnResult, obs []*observe.Observation, star
 	res.LatencyBuckets = reports.BucketCounts(lat, reports.ProgrammingBuckets())
 }
 
+// summarizeNodes fills res's per-node data-plane figures when the probes
+// followed each change on several nodes: the nodes, each node's
+// latency summary over the changes it saw, and each sample's latency
+// per node (-1: that node did not show it).
+func summarizeNodes(res *reports.ChurnResult, nodes []int, perNode [][]*observe.Observation) {
+	res.ProbeNodes = append([]int(nil), nodes...)
+	lat := make([][]int64, len(nodes))
+	for i, per := range perNode {
+		ns := make([]int64, len(per))
+		for k, o := range per {
+			ns[k] = -1
+			if o.Done {
+				ns[k] = int64(o.Latency)
+				lat[k] = append(lat[k], int64(o.Latency))
+			}
+		}
+		if i < len(res.Samples) {
+			res.Samples[i].NodeLatencyNs = ns
+		}
+	}
+	for _, l := range lat {
+		res.NodeLatency = append(res.NodeLatency, reports.Summarize(l))
+	}
+}
+
 // summarizeSyncs fills res's sync summaries and buckets per kind, and the
 // syncs' CPU, from res.Syncs.
 func summarizeSyncs(res *reports.ChurnResult) {
@@ -445,19 +509,20 @@ var churnPhaseV = Phase{
 }
 
 // probeChanges starts the probe workers of a churn or soak phase: each
-// cycles over tr's pending changes (Tracker.Next), dials the change's
+// (worker w) cycles over the pending changes of trackerOf(w) (Tracker.Next), dials the change's
 // VIP with a 1 s timeout and reports it (Tracker.See), calling dialled
 // (nil: none) for every probe and done for each probe that completes an
 // observation; a worker with nothing pending sleeps idle, and every probe
 // is followed by pause (0: none). The returned stop ends the workers and
 // waits for them.
-func probeChanges(ctx context.Context, probes workerPool, e *env, tr *observe.Tracker, idle, pause time.Duration,
+func probeChanges(ctx context.Context, probes workerPool, e *env, trackerOf func(w int) *observe.Tracker, idle, pause time.Duration,
 	dialled func(t0 time.Time, ok bool), done func(o *observe.Observation)) (stop func()) {
 	probeCtx, cancel := context.WithCancel(ctx)
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		probes.Each(func(int) {
+		probes.Each(func(w int) {
+			tr := trackerOf(w)
 			for probeCtx.Err() == nil {
 				o := tr.Next()
 				if o == nil {

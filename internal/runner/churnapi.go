@@ -123,6 +123,13 @@ func (a *apiApplier) withSyncErrors(se *scenarios.SyncErrorsSpec, seed int64) *a
 	return a
 }
 
+// everyNode: a kube-proxy row on several nodes has a kube-proxy per
+// node reading the API, so each write reaches every node.
+func (a *apiApplier) everyNode() bool {
+	mn, ok := a.api.(multiNode)
+	return ok && mn.NodeCount() > 1
+}
+
 func (a *apiApplier) begin(ctx context.Context, _ time.Time, n int, _ func() []workload.Service) error {
 	if err := a.api.BeginChurn(ctx); err != nil {
 		return fmt.Errorf("churn: %w", err)
@@ -205,7 +212,12 @@ func (a *apiApplier) end(ctx context.Context, res *reports.ChurnResult, obs []*o
 		Logged: len(acct.Programmed), PerChange: acct.PerChange, CPUNs: int64(acct.CPU), ChildCPUNs: int64(acct.ChildCPU),
 		PeakRSSBytes: acct.PeakRSS, MinSyncPeriodNs: int64(acct.MinSyncPeriod), SyncPeriodNs: int64(acct.SyncPeriod), RestartNs: a.restartNs,
 		Writes: a.writes, WriteErrors: a.errs, WriteError: a.firstErr, WriteLatency: reports.Summarize(a.writeNs),
-		SettleNs: int64(acct.Settle), Unsettled: acct.Unsettled, FailureCounters: acct.Failures}
+		SettleNs: int64(acct.Settle), Unsettled: acct.Unsettled, FailureCounters: acct.Failures, Events: acct.Events,
+		APIServerCPUNs: int64(acct.APIServerCPU), EtcdCPUNs: int64(acct.EtcdCPU)}
+	for _, n := range acct.Nodes {
+		kp.Nodes = append(kp.Nodes, reports.ChurnKubeProxyNode{Node: n.Node, Programming: histogramOf(n.Programming), CPUNs: int64(n.CPU),
+			ChildCPUNs: int64(n.ChildCPU), PeakRSSBytes: n.PeakRSS, Events: n.Events, Unsettled: n.Unsettled, Err: n.Err})
+	}
 	if acct.HasFullPartial {
 		f, p := histogramOf(acct.Full), histogramOf(acct.Partial)
 		kp.FullSyncs, kp.PartialSyncs = &f, &p

@@ -50,6 +50,9 @@ type env struct {
 	// namespace w mod the client count (an nspool.Workers); its error
 	// says a worker could not enter its namespace.
 	probes func(n int) (workerPool, error)
+	// probeNode is the node of probe worker w's client pod (nil: node 0
+	// for every worker, one node).
+	probeNode func(w int) int
 	// dial makes one probe connection from the calling thread (a probe
 	// worker, or inClient: the transitions' DNS check): where it landed
 	// and when it started (traffic.DialEcho).
@@ -202,6 +205,7 @@ func newEnv(tb *topology.Testbed) *env {
 			}
 			return p, nil
 		},
+		probeNode: func(w int) int { return tb.ClientNode[w%len(tb.Clients)] },
 		dial: func(dst netip.Addr, port uint16, timeout time.Duration) (netip.AddrPort, time.Time, error) {
 			landed, start, _, err := traffic.DialEcho(dst, port, timeout)
 			return landed, start, err

@@ -382,21 +382,6 @@ func modeLabel(m proxymodes.Mode, sc *scenarios.Scenario) string {
 	return m.Name + schedSuffix(sc.IPVS.Scheduler)
 }
 
-// nodesPhaseV starts every other node's proxier over the same services
-// (topology.nodes > 1), as every node runs its own kube-proxy; they are
-// cleaned up when the row ends.
-var nodesPhaseV = Phase{
-	PhaseRule: scenarios.PhaseRule{Name: "nodes", Field: "topology.nodes", Scope: scenarios.ScopeRow, Rules: true,
-		Wants: func(s *scenarios.Scenario) bool { return s.Topology.NodeCount() > 1 }},
-	Core: true,
-	Run: func(ctx context.Context, r *Row) error {
-		extra, err := startNodes(ctx, r.Mode, r.Sc, r.Testbed, r.Services)
-		r.Defer(func() error { return stopNodes(ctx, r.Env, extra, r.Faults) })
-		r.Proxiers = append(r.Proxiers, extra...)
-		return err
-	},
-}
-
 // fairnessPhaseV is the fairness phase (traffic.perService > 0) as a Phase.
 var fairnessPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "fairness", Field: "traffic.perService", Scope: scenarios.ScopeRow, Rules: true,

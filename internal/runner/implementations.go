@@ -17,6 +17,7 @@ import (
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/topology/controlplane"
 	"github.com/proxybench/proxybench/workload"
 )
@@ -294,13 +295,15 @@ func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) (*Checked, e
 // (kubeproxy.Variant), named "nftables (kube-proxy)", or with the version
 // when there are several binaries. dataPlane is each variant's sync.full
 // probe; dir the folder beside the result that keeps their logs; where
-// where the run executes (kubeproxy.VariantSpec.Guest). With
+// where the run executes (kubeproxy.VariantSpec.Guest); nodes the
+// testbed's nodes when there are several (kubeproxy.VariantSpec.Nodes:
+// one kube-proxy per node, one control plane). With
 // failure.syncErrors, each kube-proxy row gets its wrappers of
 // kubeProxyWrapped, unarmed, in its folder's syncerrors/ (written here),
 // first on its kube-proxy's PATH from its start: the churn phase arms
 // them (apiApplier).
 func rows(sc *scenarios.Scenario, m proxymodes.Mode, kbs []kubeBinary, bin controlplane.Binaries, dir string,
-	dataPlane func(ctx context.Context, services []workload.Service) (time.Time, int, error), where Where, mon *kubeproxy.Monitor) ([]proxymodes.Mode, error) {
+	dataPlane func(ctx context.Context, services []workload.Service) (time.Time, int, error), where Where, mon *kubeproxy.Monitor, nodes []*topology.Netns) ([]proxymodes.Mode, error) {
 	var out []proxymodes.Mode
 	for _, impl := range sc.Implementations(m.Name) {
 		if impl == scenarios.ImplBuiltin {
@@ -319,7 +322,7 @@ func rows(sc *scenarios.Scenario, m proxymodes.Mode, kbs []kubeBinary, bin contr
 				first = w.dir
 			}
 			out = append(out, kubeproxy.Variant(m, kubeproxy.VariantSpec{Binary: kb.Path, Version: kb.Version, Label: label,
-				Dir: rd, Bin: bin, DataPlane: dataPlane, Guest: where == WhereGuest, Monitor: mon, PathFirst: first}))
+				Dir: rd, Bin: bin, DataPlane: dataPlane, Guest: where == WhereGuest, Monitor: mon, PathFirst: first, Nodes: nodes}))
 		}
 	}
 	return out, nil

@@ -31,7 +31,8 @@ import (
 // run with kube-proxy).
 var modeSwitchPhase = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "modeSwitch", Field: "modeSwitch", Scope: scenarios.ScopeRun, Rules: true, TCP: true,
-		Wants: func(s *scenarios.Scenario) bool { return s.ModeSwitch != nil }},
+		Wants:                 func(s *scenarios.Scenario) bool { return s.ModeSwitch != nil },
+		NotWithKubeProxyNodes: "the switch restarts node-0's proxy only"},
 	RunAll:    runModeSwitch,
 	ReportRun: func(res *reports.Result) []reports.Section { return reports.ModeSwitchSections(res.ModeSwitch) },
 }

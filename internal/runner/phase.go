@@ -290,5 +290,6 @@ func runScoped(ctx context.Context, sc *scenarios.Scenario, o Options, tb *topol
 func Catalog() scenarios.Catalog {
 	c := modes.Catalog()
 	c.Phases = PhaseRules()
+	c.MemAvailable = topology.MemAvailable
 	return c
 }

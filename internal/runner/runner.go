@@ -313,7 +313,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 			if err != nil {
 				return nil, &InputError{Field: "modes", Msg: err.Error()}
 			}
-			rs, err := rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e), o.Where, monitor(sc, checked.alerts, o.live))
+			rs, err := rows(sc, m, checked.kubeProxies, checked.bin, o.ArtifactDir, dataPlaneProbe(e), o.Where, monitor(sc, checked.alerts, o.live), kubeProxyNodes(sc, tb))
 			if err != nil {
 				if len(res.Modes) == 0 {
 					return nil, err

@@ -458,7 +458,7 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 	_, viaAPI := run.ap.(*apiApplier)
 	var all []*observe.Observation
 
-	stopProbes := probeChanges(ctx, probes, e, &tracker, time.Millisecond, soakProbePause, nil,
+	stopProbes := probeChanges(ctx, probes, e, func(int) *observe.Tracker { return &tracker }, time.Millisecond, soakProbePause, nil,
 		func(o *observe.Observation) {
 			run.live.ChurnObserved(o.Change.Kind, o.Latency)
 			mu.Lock()
@@ -589,7 +589,8 @@ func soakStreamPath(artifacts, label string, sc *scenarios.Scenario, services in
 // process is sampled (CPU, RSS, Go heap, goroutines, syncs).
 var soakPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "soak", Field: "soak", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
-		Wants: func(s *scenarios.Scenario) bool { return s.Soak != nil }},
+		Wants:                 func(s *scenarios.Scenario) bool { return s.Soak != nil },
+		NotWithKubeProxyNodes: "its samples read node-0's kube-proxy only"},
 	Report: reports.SoakReport,
 	Run: func(ctx context.Context, r *Row) error {
 		st, err := r.Proxier.Sync(ctx, r.Services)

@@ -370,7 +370,8 @@ func syncDisruptionPhase(ctx context.Context, sc *scenarios.Scenario, e *env, tb
 // windows measured before a failure are kept.
 var syncDisruptionPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "syncDisruption", Field: "syncDisruption", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
-		Wants: func(s *scenarios.Scenario) bool { return s.SyncDisruption != nil }},
+		Wants:                 func(s *scenarios.Scenario) bool { return s.SyncDisruption != nil },
+		NotWithKubeProxyNodes: "its halt and restart act on node-0's kube-proxy only"},
 	Report: reports.SyncDisruptionReport,
 	Run: func(ctx context.Context, r *Row) (err error) {
 		if r.Result.SyncDisruption, err = syncDisruptionPhase(ctx, r.Sc, r.Env, r.Testbed, r.Mode, r.Proxier, r.Services, r.Progress()); err != nil {

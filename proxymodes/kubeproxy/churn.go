@@ -85,6 +85,16 @@ type ChurnAccount struct {
 	// Failures is the growth over the phase of kube-proxy's IPv4 failure
 	// counters (measure.KubeProxyFailureCounters) it serves, by name.
 	Failures map[string]float64
+	// Events are the Service and EndpointSlice watch events kube-proxy
+	// received over the phase (the growth of
+	// kubeproxy_sync_proxy_rules_{service,endpoint}_changes_total).
+	Events float64
+	// Nodes are the other nodes' kube-proxies over the phase
+	// (topology.nodes > 1; node-1 first), and APIServerCPU and EtcdCPU
+	// the control plane's CPU over it (0 on one node).
+	Nodes        []ChurnNode
+	APIServerCPU time.Duration
+	EtcdCPU      time.Duration
 }
 
 // Programmed is one "Network programming" line of kube-proxy's log: the
@@ -142,6 +152,7 @@ func (p *Proxier) BeginChurn(ctx context.Context) error {
 	st.perChange, st.restore = p.RaiseVerbosity(ctx, ChurnVerbosity, "a \"Network programming\" line per programmed change")
 	p.kp.StartRSSWindow()
 	p.churn = st
+	p.beginChurnNodes(ctx)
 	return nil
 }
 
@@ -258,6 +269,9 @@ func (p *Proxier) EndChurn(ctx context.Context, triggers int) (ChurnAccount, err
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The other nodes (topology.nodes > 1) get the rest of the same
+	// bound to observe them too.
+	a.Nodes, a.APIServerCPU, a.EtcdCPU = p.endChurnNodes(ctx, triggers, t0.Add(ChurnSettle))
 	a.Settle = time.Since(t0)
 	// The rest also when the run was cancelled meanwhile: kube-proxy's -v
 	// goes back, and what it measured is kept.
@@ -284,6 +298,11 @@ func (p *Proxier) EndChurn(ctx context.Context, triggers int) (ChurnAccount, err
 	a.Full, okF = delta(MetricSyncFull)
 	a.Partial, okP = delta(MetricSyncPartial)
 	a.HasFullPartial = okF || okP
+	for _, name := range []string{"kubeproxy_sync_proxy_rules_endpoint_changes_total", "kubeproxy_sync_proxy_rules_service_changes_total"} {
+		v1, _ := counter(m, name)
+		v0, _ := counter(st.before, name)
+		a.Events += v1 - v0
+	}
 	u := p.kp.Usage()
 	a.CPU, a.ChildCPU, a.PeakRSS = u.CPU-st.u0.CPU, u.ChildCPU-st.u0.ChildCPU, u.WindowPeakRSS
 	log := readFile(p.kp.LogPath)

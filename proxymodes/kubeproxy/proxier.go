@@ -78,6 +78,12 @@ type ProxierSpec struct {
 	// IPVS mode (0: a minute, at most a tenth of FirstSyncTimeout, at
 	// least 5 s); each reading starts one `ipset list -t`.
 	ProgressEvery time.Duration
+	// Others are the testbed's other node namespaces (topology.nodes >
+	// 1), OtherIPs their InternalIPs: each runs its own kube-proxy
+	// (NodeName(i+1)) against this Proxier's control plane, started with
+	// node-0's and stopped with it (nodes.go). Empty: one node.
+	Others   []*topology.Netns
+	OtherIPs []netip.Addr
 	// Guest says the node runs inside a user-mode-linux guest (the
 	// runner's Options.Where): syscalls cost ~25x the host's there, so
 	// the control plane gets 8 min to start, and each resident page is a
@@ -124,6 +130,8 @@ type Proxier struct {
 	prom promState
 	// churn is the running churn phase's account (BeginChurn).
 	churn *churnState
+	// nodes are the other nodes' kube-proxies (ProxierSpec.Others).
+	nodes nodeState
 }
 
 // NewProxier returns a Proxier; nothing starts before the first Sync.
@@ -231,8 +239,11 @@ type changeState struct {
 	ok             bool
 }
 
-func (p *Proxier) changes(ctx context.Context) (changeState, error) {
-	m, err := p.kp.Scrape(ctx)
+func (p *Proxier) changes(ctx context.Context) (changeState, error) { return changesOf(ctx, p.kp) }
+
+// changesOf is changeState from one scrape of kp.
+func changesOf(ctx context.Context, kp *Proxy) (changeState, error) {
+	m, err := kp.Scrape(ctx)
 	if err != nil {
 		return changeState{}, err
 	}
@@ -545,7 +556,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err := os.MkdirAll(p.spec.Dir, 0o755); err != nil {
 		return st, err
 	}
-	cps := controlplane.Spec{RunID: p.runID, Nodes: []*topology.Netns{p.spec.Node}, Avoid: p.spec.Avoid, Bin: p.spec.Bin}
+	cps := controlplane.Spec{RunID: p.runID, Nodes: p.allNodes(), Avoid: p.spec.Avoid, Bin: p.spec.Bin}
 	if p.spec.Guest {
 		cps.StartTimeout = 8 * time.Minute
 		cps.LowMemory = true
@@ -556,7 +567,11 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	}
 	up := time.Now()
 	node := apiobjects.Node{Name: NodeName(0), InternalIP: p.spec.NodeIP}
-	ost, err := apiobjects.Create(ctx, p.cp.Client, apiobjects.Spec{ServiceCIDR: p.spec.ServiceCIDR, Nodes: []apiobjects.Node{node}, Services: services, SessionAffinity: p.spec.SessionAffinity})
+	nodes := []apiobjects.Node{node}
+	for i, ip := range p.spec.OtherIPs {
+		nodes = append(nodes, apiobjects.Node{Name: NodeName(i + 1), InternalIP: ip})
+	}
+	ost, err := apiobjects.Create(ctx, p.cp.Client, apiobjects.Spec{ServiceCIDR: p.spec.ServiceCIDR, Nodes: nodes, Services: services, SessionAffinity: p.spec.SessionAffinity})
 	if err != nil {
 		return st, err
 	}
@@ -579,7 +594,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		return st, err
 	}
 	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Version: p.spec.Version, Dir: p.spec.Dir, Verbosity: p.spec.Verbosity, IPTablesBackend: p.spec.IPTablesBackend,
-		XtablesLock: p.spec.XtablesLock, PathFirst: p.spec.PathFirst, Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc,
+		XtablesLock: p.xtablesLock(node.Name), PathFirst: p.spec.PathFirst, Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc,
 			MetricsAnyAddress: p.spec.Monitor != nil}})
 	if err != nil {
 		return st, err
@@ -595,6 +610,15 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	deadline := created.Add(bound)
 	pctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	// Every other node's kube-proxy starts now too, as a DaemonSet's
+	// pods would once the objects exist; their first syncs are waited
+	// for beside node-0's.
+	waitOthers := func() error { return nil }
+	if len(p.spec.Others) > 0 {
+		if waitOthers, err = p.startOthers(pctx, created, bound); err != nil {
+			return st, err
+		}
+	}
 	want := WantIPVS(services)
 	stopProgress := p.watchProgress(pctx, created, want, bound)
 	healthy := make(chan error, 1)
@@ -614,6 +638,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		answered, probed, derr = p.spec.DataPlane(pctx, services)
 	}
 	herr := <-healthy
+	oerr := waitOthers()
 	stopProgress()
 	var fsf *FirstSyncFailed
 	if errors.As(herr, &fsf) && ctx.Err() == nil {
@@ -641,6 +666,12 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	}
 	if derr != nil {
 		return st, fmt.Errorf("data plane after kube-proxy's first sync: %w", derr)
+	}
+	if oerr != nil {
+		return st, fmt.Errorf("the other nodes' kube-proxies: %w", oerr)
+	}
+	if len(p.spec.Others) > 0 {
+		p.nodes.first0 = firstSyncOf(ctx, p.kp, created)
 	}
 	done := syncedAt
 	if p.spec.DataPlane != nil {
@@ -907,6 +938,11 @@ func (p *Proxier) KubeProxyRecord(ctx context.Context) *measure.KubeProxy {
 		r.PeakRSSBytes = max(r.PeakRSSBytes, e.PeakRSSBytes)
 		r.ChildPeakRSSBytes = max(r.ChildPeakRSSBytes, e.ChildPeakRSSBytes)
 	}
+	if len(p.spec.Others) > 0 {
+		r.Nodes = p.nodeRecords(ctx)
+		r.ControlPlane = p.controlPlaneUse(ctx)
+		r.WatchDelivery = p.nodes.delivery
+	}
 	if p.kp == nil {
 		return &r
 	}
@@ -1001,7 +1037,7 @@ func (p *Proxier) cleanupCommand(ctx context.Context, kp *Proxy) ([]byte, error)
 	// guest, kube-proxy's own cleanup could run for as long.
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	return p.spec.Node.Run(ctx, nil, "env", args...)
+	return kp.Spec.Node.Run(ctx, nil, "env", args...)
 }
 
 // Cleanup stops kube-proxy, removes its rules from the node (`kube-proxy
@@ -1012,6 +1048,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 
 func (p *Proxier) stop() error {
 	var errs []error
+	errs = append(errs, p.stopOthers())
 	kp := p.kp
 	if kp == nil {
 		kp = p.halted // halted without a Resume: its rules may still be there

@@ -44,6 +44,11 @@ type VariantSpec struct {
 	// PathFirst is ProxierSpec.PathFirst: a folder first on kube-proxy's
 	// PATH (the runner's failure.syncErrors wrappers; "": none).
 	PathFirst string
+	// Nodes are the testbed's node namespaces when the scenario has
+	// several (topology.nodes > 1): New on the first of them runs
+	// kube-proxy on every one (ProxierSpec.Others), against one control
+	// plane. Empty, or New on another namespace: that node alone.
+	Nodes []*topology.Netns
 }
 
 // RowLabel names the kube-proxy row of mode: "nftables (kube-proxy)", or
@@ -92,7 +97,18 @@ func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 		if base.UsesIPTables {
 			backend = sc.IPTables.Backend // the same iptables back end as builtin
 		}
-		return NewProxier(ProxierSpec{Mode: base.Name, IPTablesBackend: backend, Node: ns, NodeIP: ip, ClusterCIDR: cluster, ServiceCIDR: svc,
+		var others []*topology.Netns
+		var otherIPs []netip.Addr
+		if len(v.Nodes) > 1 && v.Nodes[0] == ns {
+			for _, o := range v.Nodes[1:] {
+				oip, err := NodeIP(o, nodeNet)
+				if err != nil {
+					return nil, err
+				}
+				others, otherIPs = append(others, o), append(otherIPs, oip)
+			}
+		}
+		return NewProxier(ProxierSpec{Mode: base.Name, Others: others, OtherIPs: otherIPs, IPTablesBackend: backend, Node: ns, NodeIP: ip, ClusterCIDR: cluster, ServiceCIDR: svc,
 			Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix()}, Pass: pass, KubeProxy: v.Binary, Version: v.Version, Bin: v.Bin,
 			Dir: v.Dir, Verbosity: sc.KubeProxy.Verbosity, Label: v.Label, DataPlane: v.DataPlane,
 			SessionAffinity: SessionAffinityOf(sc), FirstSyncTimeout: sc.KubeProxy.FirstSyncTimeout.Duration, Guest: v.Guest, Monitor: v.Monitor, PathFirst: v.PathFirst})
