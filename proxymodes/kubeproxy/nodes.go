@@ -425,7 +425,7 @@ func queuedAfter(ctx context.Context, kps []*Proxy, sent time.Time, bound time.D
 		go func() {
 			defer wg.Done()
 			for end := time.Now().Add(bound); time.Now().Before(end) && ctx.Err() == nil; time.Sleep(10 * time.Millisecond) {
-				if st, err := changesOf(ctx, kp); err == nil && st.queued.After(sent) {
+				if st, err := scrapeChanges(ctx, kp); err == nil && st.queued.After(sent) {
 					out[i] = st.queued
 					return
 				}
@@ -447,7 +447,7 @@ func syncedAfter(ctx context.Context, kps []*Proxy, queued []time.Time, bound ti
 			defer wg.Done()
 			end := time.Now().Add(bound)
 			for {
-				st, err := changesOf(ctx, kp)
+				st, err := scrapeChanges(ctx, kp)
 				if err == nil && st.synced.After(queued[i]) {
 					return
 				}

@@ -239,10 +239,10 @@ type changeState struct {
 	ok             bool
 }
 
-func (p *Proxier) changes(ctx context.Context) (changeState, error) { return changesOf(ctx, p.kp) }
+func (p *Proxier) changes(ctx context.Context) (changeState, error) { return scrapeChanges(ctx, p.kp) }
 
-// changesOf is changeState from one scrape of kp.
-func changesOf(ctx context.Context, kp *Proxy) (changeState, error) {
+// scrapeChanges is changeState from one scrape of kp.
+func scrapeChanges(ctx context.Context, kp *Proxy) (changeState, error) {
 	m, err := kp.Scrape(ctx)
 	if err != nil {
 		return changeState{}, err
