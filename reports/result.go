@@ -212,6 +212,11 @@ type ModeResult struct {
 	// Soak is the soak phase's samples (scenario block soak), as its
 	// stream holds them.
 	Soak *SoakResult `json:"soak,omitempty"`
+	// APIOutage, Restart and Crash are the process faults' cases
+	// (scenario block faults: apiOutage, restart, crash).
+	APIOutage []APIOutageCase `json:"apiOutage,omitempty"`
+	Restart   []RestartCase   `json:"restart,omitempty"`
+	Crash     []CrashCase     `json:"crash,omitempty"`
 }
 
 // isBaseline reports whether m is a row of the baseline mode

@@ -217,6 +217,17 @@ func FaultsProblems(s *Scenario) []*FieldError {
 			add(field, fmt.Sprintf("%d is more than services.count (%d)", v, s.Services.Count), fmt.Sprintf("use at most %d", s.Services.Count))
 		}
 	}
+	for _, x := range []struct {
+		field string
+		set   bool
+	}{{"faults.apiOutage", f.APIOutage != nil}, {"faults.restart", f.Restart != nil}, {"faults.crash", f.Crash != nil}} {
+		for _, m := range s.Modes {
+			if x.set && m != "none" && !slices.Contains(KubeProxyModes, m) {
+				add(x.field, fmt.Sprintf("mode %s has no process fault here: the fault phases restart, kill or cut off a proxy that programs the kernel (%v), and %s's data path runs inside proxybench", m, KubeProxyModes, m),
+					fmt.Sprintf("run %s with modes among %v in a scenario of its own", x.field, KubeProxyModes))
+			}
+		}
+	}
 	if a := f.APIOutage; a != nil {
 		cases("faults.apiOutage.components", a.Components, FaultComponents)
 		durIn("faults.apiOutage.duration", a.Duration, time.Second, 10*time.Minute)

@@ -71,6 +71,9 @@ var Phases = []Phase{
 	lifecyclePhaseV,
 	transitionsPhaseV,
 	soakPhaseV,
+	apiOutagePhaseV,
+	restartPhaseV,
+	crashPhaseV,
 	alertsPhaseV,
 	modeSwitchPhase,
 }
