@@ -4,6 +4,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -496,6 +497,63 @@ func (t *convTracker) account(recs []probeRec) reports.Convergence {
 	}
 	c.ProbesNs = int64(conv)
 	return c
+}
+
+// replaceCase is one case of a fault that replaces one endpoint of each
+// of a set of services (replaceFirst): every service after the change
+// (next), the changed ones after it, and their replaced endpoint's old
+// and new address.
+type replaceCase struct {
+	next, changed  []workload.Service
+	removed, added []netip.Addr
+}
+
+// runReplaceCases runs the n cases of a fault phase (what names them in
+// the progress): probes probe workers, and each case replacing one
+// endpoint of each of services services (spread over the list, the same
+// ones every case) from the services the case before left, a second
+// after it (the rules settle). At the end the row's proxier programs
+// the row's services again (a full sync), whatever happened.
+func runReplaceCases(ctx context.Context, r *Row, probes, services, n int, what string,
+	run func(i int, pool workerPool, rc replaceCase) error) (err error) {
+	pool, err := r.Env.probes(probes)
+	if err != nil {
+		return fmt.Errorf("probes: %w", err)
+	}
+	defer pool.Close()
+	cur := r.Services
+	alloc := newPodAlloc(r.Sc, cur)
+	idx := indexes(probeTargets(cur, services))
+	prog := r.Progress()
+	prog.Start(fmt.Sprintf("%s: %s while %d services change", r.Mode.Name, what, len(idx)), n)
+	defer prog.Done()
+	defer func() {
+		if fs, ok := r.Proxier.(proxymodes.FullSyncer); ok {
+			fs.ForceFullSync()
+		}
+		if _, serr := r.Proxier.Sync(context.WithoutCancel(ctx), r.Services); serr != nil {
+			err = errors.Join(err, fmt.Errorf("sync back to the row's services: %w", serr))
+		}
+	}()
+	for i := range n {
+		next, removed, added, err := replaceFirst(cur, idx, alloc)
+		if err != nil {
+			return err
+		}
+		rc := replaceCase{next: next, removed: removed, added: added}
+		for _, j := range idx {
+			rc.changed = append(rc.changed, next[j])
+		}
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return err
+		}
+		if err := run(i, pool, rc); err != nil {
+			return err
+		}
+		cur = next
+		prog.Add(1)
+	}
+	return nil
 }
 
 // faultPhaseRule is the rule of a fault phase: per row, over the rules

@@ -4,11 +4,9 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
@@ -26,80 +24,49 @@ import (
 // again.
 func crashPhase(ctx context.Context, r *Row) (out []reports.CrashCase, err error) {
 	spec := r.Sc.Faults.Crash
-	e, prog := r.Env, r.Progress()
-	pool, err := e.probes(spec.Probes)
-	if err != nil {
-		return nil, fmt.Errorf("probes: %w", err)
-	}
-	defer pool.Close()
-	p := r.Proxier
-	cur := r.Services
-	alloc := newPodAlloc(r.Sc, cur)
-	idx := indexes(probeTargets(cur, spec.Services))
 	backoffs := spec.Backoffs()
-	prog.Start(fmt.Sprintf("%s: %d crashes (back-off %v) while %d services change", r.Mode.Name, len(backoffs), backoffs, len(idx)), len(backoffs))
-	defer prog.Done()
-	defer func() {
-		if fs, ok := p.(proxymodes.FullSyncer); ok {
-			fs.ForceFullSync()
-		}
-		if _, serr := p.Sync(context.WithoutCancel(ctx), r.Services); serr != nil {
-			err = errors.Join(err, fmt.Errorf("sync back after the crashes: %w", serr))
-		}
-	}()
-	for i, b := range backoffs {
-		c, next, err := crashCase(ctx, r, pool, i+1, b, cur, idx, alloc)
-		out = append(out, c)
-		if err != nil {
-			return out, fmt.Errorf("crash %d: %w", i+1, err)
-		}
-		cur = next
-		prog.Add(1)
-	}
-	return out, nil
+	err = runReplaceCases(ctx, r, spec.Probes, spec.Services, len(backoffs), fmt.Sprintf("%d crashes (back-off %v)", len(backoffs), backoffs),
+		func(i int, pool workerPool, rc replaceCase) error {
+			c, err := crashCase(ctx, r, pool, i+1, backoffs[i], rc)
+			out = append(out, c)
+			if err != nil {
+				return fmt.Errorf("crash %d: %w", i+1, err)
+			}
+			return nil
+		})
+	return out, err
 }
 
-// crashCase is one crash (crashPhase); it returns the services as the
-// proxy holds them after it.
-func crashCase(ctx context.Context, r *Row, pool workerPool, n int, backoff time.Duration, cur []workload.Service, idx []int,
-	alloc *podAlloc) (c reports.CrashCase, next []workload.Service, err error) {
+// crashCase is one crash (crashPhase).
+func crashCase(ctx context.Context, r *Row, pool workerPool, n int, backoff time.Duration, rc replaceCase) (c reports.CrashCase, err error) {
 	spec := r.Sc.Faults.Crash
 	e := r.Env
 	c = reports.CrashCase{Crash: n, BackoffNs: int64(backoff)}
-	next, removed, added, err := replaceFirst(cur, idx, alloc)
-	if err != nil {
-		return c, cur, err
-	}
-	changed := make([]workload.Service, len(idx))
-	for i, j := range idx {
-		changed[i] = next[j]
-	}
-	time.Sleep(time.Second) // the rules settle after the last crash's sync
 	api, kube := r.Proxier.(faultAPI)
 	if kube {
 		if err := api.Kill(ctx); err != nil {
-			return c, cur, err
+			return c, err
 		}
 	}
 	t0 := time.Now()
-	tr := startConvergence(e, pool, r.Mode.BaseName(), changed, removed, added, t0, 500*time.Millisecond, time.Second)
+	tr := startConvergence(e, pool, r.Mode.BaseName(), rc.changed, rc.removed, rc.added, t0, 500*time.Millisecond, time.Second)
 	defer func() { c.Conv = tr.finish() }()
 	if kube {
-		for _, s := range changed {
+		for _, s := range rc.changed {
 			if err := api.WriteChange(ctx, workload.Change{Kind: workload.EndpointRemove}, s, t0); err != nil {
-				return c, next, fmt.Errorf("API write while kube-proxy is down: %w", err)
+				return c, fmt.Errorf("API write while kube-proxy is down: %w", err)
 			}
 		}
 	}
 	if err := sleepCtx(ctx, time.Until(t0.Add(backoff))); err != nil {
-		return c, next, err
+		return c, err
 	}
 	start := time.Now()
 	c.StartNs = int64(start.Sub(t0))
 	if kube {
 		st, err := api.Resume(ctx)
 		if err != nil {
-			return c, next, err
+			return c, err
 		}
 		c.SyncNs = int64(st.Wall)
 		c.KubeProxySyncNs, c.KubeProxySyncEndNs = int64(st.Phases["kube-proxy.metric"]), int64(st.Phases["kube-proxy.syncEnd"])
@@ -109,14 +76,14 @@ func crashCase(ctx context.Context, r *Row, pool workerPool, n int, backoff time
 	} else {
 		q, err := e.newProxier(r.Sc, r.Mode)
 		if err != nil {
-			return c, next, err
+			return c, err
 		}
-		if _, err := q.Sync(ctx, next); err != nil {
-			return c, next, fmt.Errorf("first sync of the new proxier: %w", err)
+		if _, err := q.Sync(ctx, rc.next); err != nil {
+			return c, fmt.Errorf("first sync of the new proxier: %w", err)
 		}
 		c.SyncNs = int64(time.Since(start))
 	}
-	return c, next, tr.wait(ctx, spec.Settle.Duration)
+	return c, tr.wait(ctx, spec.Settle.Duration)
 }
 
 // crashPhaseV is the crash-and-supervisor fault as a Phase.
