@@ -218,7 +218,7 @@ func (s *Scenario) SetDefaults() {
 	}
 	s.setModeSwitchDefaults()
 	s.setSoakDefaults()
-	s.setFaultsDefaults()
+	s.setProcessFaultsDefaults()
 	s.monitoringDefaults()
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
@@ -314,7 +314,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).syncDisruption,
 		(*checker).modeSwitch,
 		(*checker).soak,
-		(*checker).faults,
+		(*checker).processFaults,
 		(*checker).lifecycle,
 		(*checker).connReuse,
 		(*checker).failure,

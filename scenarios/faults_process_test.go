@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// TestFaultsDefaults: empty fault blocks get the documented defaults,
+// TestProcessFaultsDefaults: empty fault blocks get the documented defaults,
 // and the crash back-offs follow the kubelet's CrashLoopBackOff (10 s
 // doubled, capped at the maximum).
-func TestFaultsDefaults(t *testing.T) {
+func TestProcessFaultsDefaults(t *testing.T) {
 	sc, err := Parse([]byte("services: {count: 100}\nmodes: [iptables]\nimplementation: [kube-proxy]\nfaults: {apiOutage: {}, restart: {}, crash: {}}\n"), "f.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -36,10 +36,10 @@ func TestFaultsDefaults(t *testing.T) {
 	}
 }
 
-// TestFaultsProblems: a fault on a mode or an implementation that
+// TestProcessFaultsProblems: a fault on a mode or an implementation that
 // cannot have it, and each bad value, is refused at its own field and
 // line with a fix.
-func TestFaultsProblems(t *testing.T) {
+func TestProcessFaultsProblems(t *testing.T) {
 	const kube = "modes: [iptables]\nimplementation: [kube-proxy]\n"
 	for _, tc := range []struct {
 		name, body, field, msg string

@@ -10,7 +10,9 @@ import (
 // production (issue 27, point 2), each a phase of its own that runs when
 // its sub-block is set. The process faults are here (APIOutage, Restart,
 // Crash); the out-of-band changes and slice churn go beside them
-// (faults.outOfBand, faults.sliceChurn).
+// (faults.outOfBand, faults.sliceChurn), defined with their own
+// defaults and checks in a file of their own: when both are in one
+// tree, this struct holds every field (one definition).
 type FaultsSpec struct {
 	// APIOutage stops a control-plane component while endpoints change
 	// (APIOutageSpec; kube-proxy rows only).
@@ -120,8 +122,8 @@ func (c *CrashSpec) Backoffs() []time.Duration {
 	return out
 }
 
-// setFaultsDefaults fills the faults block's unset fields (SetDefaults).
-func (s *Scenario) setFaultsDefaults() {
+// setProcessFaultsDefaults fills the faults block's unset fields (SetDefaults).
+func (s *Scenario) setProcessFaultsDefaults() {
 	f := s.Faults
 	if f == nil {
 		return
@@ -179,10 +181,10 @@ func (s *Scenario) builtinRows() []string {
 	return out
 }
 
-// FaultsProblems checks the faults block (Validate): every count,
+// ProcessFaultsProblems checks the faults block (Validate): every count,
 // duration and list in range, and an API outage only where every row
 // has an API (kube-proxy rows: builtin has no API watch).
-func FaultsProblems(s *Scenario) []*FieldError {
+func ProcessFaultsProblems(s *Scenario) []*FieldError {
 	f := s.Faults
 	if f == nil {
 		return nil
@@ -260,9 +262,9 @@ func FaultsProblems(s *Scenario) []*FieldError {
 	return out
 }
 
-// faults checks the faults block (FaultsProblems).
-func (c *checker) faults() {
-	for _, e := range FaultsProblems(c.s) {
+// processFaults checks the faults block's process faults (ProcessFaultsProblems).
+func (c *checker) processFaults() {
+	for _, e := range ProcessFaultsProblems(c.s) {
 		c.add(e.Field, e.Msg, e.Fix)
 	}
 }

@@ -5,10 +5,10 @@ import (
 	"testing"
 )
 
-// TestFaultSections: each fault's section has one row per case with its
+// TestProcessFaultSections: each fault's section has one row per case with its
 // figures, a row whose data plane never converged fails (junit), and
 // the API outage's notes give the rules over time.
-func TestFaultSections(t *testing.T) {
+func TestProcessFaultSections(t *testing.T) {
 	conv := Convergence{Changed: 20, RulesNs: 12e9, ProbesNs: 13e9, Probes: 900, Stale: 40, LastStaleNs: 11e9, MaxStale: 20, MaxMissing: 20,
 		Samples: []ConvergenceSample{{AtNs: 0, Stale: 20, Missing: 20}, {AtNs: 5e8, Stale: 20, Missing: 20}, {AtNs: 12e9, Stale: 0, Missing: 0}}}
 	never := conv
