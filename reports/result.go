@@ -215,6 +215,11 @@ type ModeResult struct {
 	// KubeProxySweep is a kube-proxy row's size of sweep.services (one
 	// control plane and kube-proxy over every size; nil for other rows).
 	KubeProxySweep *KubeProxySweepPoint `json:"kubeProxySweep,omitempty"`
+	// APIOutage, Restart and Crash are the process faults' cases
+	// (scenario block faults: apiOutage, restart, crash).
+	APIOutage []APIOutageCase `json:"apiOutage,omitempty"`
+	Restart   []RestartCase   `json:"restart,omitempty"`
+	Crash     []CrashCase     `json:"crash,omitempty"`
 }
 
 // isBaseline reports whether m is a row of the baseline mode

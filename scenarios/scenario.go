@@ -95,6 +95,9 @@ type Scenario struct {
 	// churn and open-loop traffic, one sample per interval streamed to
 	// disk as measured (SoakSpec).
 	Soak *SoakSpec `yaml:"soak,omitempty" json:"soak,omitempty"`
+	// Faults, when set, injects the failures users meet (FaultsSpec):
+	// each sub-block is a phase of its own.
+	Faults *FaultsSpec `yaml:"faults,omitempty" json:"faults,omitempty"`
 	// Lifecycle, when set, runs each mode (but none) through endpoint
 	// lifecycle changes of a TCP service while clients hold connections:
 	// removal, terminating, drain to 0 and refill, restart at a new address.

@@ -222,6 +222,7 @@ func (s *Scenario) SetDefaults() {
 	}
 	s.setModeSwitchDefaults()
 	s.setSoakDefaults()
+	s.setProcessFaultsDefaults()
 	s.monitoringDefaults()
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
@@ -317,6 +318,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).syncDisruption,
 		(*checker).modeSwitch,
 		(*checker).soak,
+		(*checker).processFaults,
 		(*checker).lifecycle,
 		(*checker).connReuse,
 		(*checker).failure,

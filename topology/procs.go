@@ -139,6 +139,24 @@ func (p *Process) Stop(grace time.Duration) error {
 	}
 }
 
+// Kill sends SIGKILL to the program's process group at once (no SIGTERM
+// first: a crash, as the OOM killer or a node's `kill -9` ends it) and
+// waits, up to killWait, for it to exit. Killing an exited program is
+// not an error; the wait error of the killed program is not returned.
+func (p *Process) Kill() error {
+	if ok, _ := p.Exited(); ok {
+		return nil
+	}
+	pgid := p.Pid()
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(killWait):
+		return fmt.Errorf("%s (pid %d) did not exit %v after SIGKILL (state %s)", p.Name, pgid, killWait, procState(pgid))
+	}
+}
+
 // killWait bounds how long Stop waits for a program to exit after SIGKILL.
 const killWait = 60 * time.Second
 

@@ -138,6 +138,15 @@ type env struct {
 	// chain's rules, a virtual server's real servers, a set's entries, a
 	// table's chains); nil: not read.
 	kernelObjects func(ctx context.Context, node int) (int, error)
+	// ruleEndpoints reads the endpoint addresses of mode's rules in
+	// node0 (ruleEndpoints: the fault phases' read-back); nil: not read.
+	ruleEndpoints func(ctx context.Context, mode string) (map[netip.Addr]bool, error)
+	// udpEntries lists node0's UDP conntrack entries with their source
+	// port and start time (udpEntriesOf); stampConntrack turns on
+	// nf_conntrack_timestamp in node0 (so entries carry their start)
+	// and returns the undo. nil: not read.
+	udpEntries     func() ([]udpEntry, error)
+	stampConntrack func() (undo func() error, err error)
 	// kernelTimer starts lookup.kernel's in-kernel timer over the node
 	// namespaces (startNodeTimer); its error's kerneltime.Reason says
 	// why it cannot run. nil: the traffic phase records no lookup.kernel
@@ -274,6 +283,11 @@ func newEnv(tb *topology.Testbed) *env {
 		},
 		kernel:      kernelRelease,
 		kernelTimer: func() (kernelTimer, error) { return startNodeTimer(tb) },
+		ruleEndpoints: func(ctx context.Context, mode string) (map[netip.Addr]bool, error) {
+			return ruleEndpoints(ctx, tb.Node, mode)
+		},
+		udpEntries:     func() ([]udpEntry, error) { return udpEntriesOf(tb.Node) },
+		stampConntrack: func() (func() error, error) { return stampConntrack(tb.Node) },
 		kernelObjects: func(ctx context.Context, n int) (int, error) {
 			inv, err := leftovers.Read(ctx, tb.Nodes[n])
 			if err != nil {
@@ -410,4 +424,59 @@ func parseRealServers(out []byte) []string {
 		rs = append(rs, fmt.Sprintf("%s w%s a%s i%s", f[1], f[3], f[4], f[5]))
 	}
 	return rs
+}
+
+// udpEntry is one UDP conntrack entry of a node: the original
+// direction's source port and destination, the reply's source (the
+// endpoint it was DNATed to) and its start (ns since the epoch, from
+// nf_conntrack_timestamp; 0 without it).
+type udpEntry struct {
+	SrcPort  uint16
+	Dst      netip.AddrPort
+	ReplySrc netip.Addr
+	Start    uint64
+}
+
+// udpEntriesOf lists node's IPv4 UDP conntrack entries (a ctnetlink
+// dump in the node namespace, as `conntrack -L -p udp` there).
+func udpEntriesOf(node *topology.Netns) ([]udpEntry, error) {
+	h, err := node.Netlink()
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	flows, err := h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+	if err != nil {
+		return nil, fmt.Errorf("conntrack list in %s: %w", node.Name, err)
+	}
+	var out []udpEntry
+	for _, f := range flows {
+		if f.Forward.Protocol != unix.IPPROTO_UDP {
+			continue
+		}
+		dst, _ := netip.AddrFromSlice(f.Forward.DstIP)
+		rs, _ := netip.AddrFromSlice(f.Reverse.SrcIP)
+		out = append(out, udpEntry{SrcPort: f.Forward.SrcPort, Dst: netip.AddrPortFrom(dst.Unmap(), f.Forward.DstPort),
+			ReplySrc: rs.Unmap(), Start: f.TimeStart})
+	}
+	return out, nil
+}
+
+// stampConntrack sets net.netfilter.nf_conntrack_timestamp to 1 in
+// node (a per-namespace setting: nf_conntrack_standalone.c), so new
+// conntrack entries carry their start time, and returns the undo that
+// puts the old value back.
+func stampConntrack(node *topology.Netns) (func() error, error) {
+	const key = "net/netfilter/nf_conntrack_timestamp"
+	old, err := node.ReadSysctl(key)
+	if err != nil {
+		return nil, err
+	}
+	if old == "1" {
+		return func() error { return nil }, nil
+	}
+	if err := node.Sysctl(key, "1"); err != nil {
+		return nil, err
+	}
+	return func() error { return node.Sysctl(key, old) }, nil
 }

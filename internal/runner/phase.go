@@ -72,6 +72,9 @@ var Phases = []Phase{
 	transitionsPhaseV,
 	soakPhaseV,
 	kubeProxySweepPhaseV,
+	apiOutagePhaseV,
+	restartPhaseV,
+	crashPhaseV,
 	alertsPhaseV,
 	modeSwitchPhase,
 }

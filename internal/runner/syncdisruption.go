@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,8 @@ type probeRec struct {
 	start  time.Time
 	lat    time.Duration
 	err    error
+	// landed is the endpoint that answered (zero on an error).
+	landed netip.Addr
 }
 
 // probeTargets spreads n ServicePorts evenly over the service list (first
@@ -184,8 +187,8 @@ func startProbeLoop(e *env, pool workerPool, pr *prober, services []workload.Ser
 			for k := 0; !l.halted.Load(); k++ {
 				ti := pr.pick(k)
 				s := services[pr.targets[ti].Service]
-				_, start, err := e.dial(s.ClusterIP, s.Ports[0].Port, timeout)
-				r := probeRec{target: ti, start: start, lat: time.Since(start), err: err}
+				landed, start, err := e.dial(s.ClusterIP, s.Ports[0].Port, timeout)
+				r := probeRec{target: ti, start: start, lat: time.Since(start), err: err, landed: landed.Addr()}
 				if err == nil {
 					pr.answered(ti, start.Add(r.lat))
 				}

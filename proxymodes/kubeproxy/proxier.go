@@ -964,8 +964,13 @@ func (p *Proxier) KubeProxyRecord(ctx context.Context) *measure.KubeProxy {
 // metrics and adds it to the record's Earlier processes, as why. Its log
 // stays where it is until a next process needs the name (keepLog).
 func (p *Proxier) retire(ctx context.Context, kp *Proxy, why string) error {
+	return p.retireWith(ctx, kp, why, kp.Stop)
+}
+
+// retireWith is retire with stop ending the process (kp.Stop, kp.Kill).
+func (p *Proxier) retireWith(ctx context.Context, kp *Proxy, why string, stop func() error) error {
 	m, serr := p.scrapeSyncOf(ctx, kp)
-	err := kp.Stop()
+	err := stop()
 	u := kp.Usage()
 	e := measure.KubeProxyProcess{Why: why, Log: kp.LogPath, AtStop: m, CPUNs: int64(u.CPU), ChildCPUNs: int64(u.ChildCPU),
 		PeakRSSBytes: u.PeakRSS, ChildPeakRSSBytes: u.ChildPeakRSS, Programs: kp.Programs()}

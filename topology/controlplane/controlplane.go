@@ -110,6 +110,9 @@ type ControlPlane struct {
 	nodes  []netip.Addr // node i's address of its control-plane link
 	ns     []string     // namespaces to delete
 	links  []string     // the control-plane ends of the node veths
+	// cmds are the programs' command lines (binary first) by name, for
+	// StartComponent.
+	cmds map[string][]string
 }
 
 // Candidates are the control-plane blocks tried in order (see Spec.Avoid).
@@ -280,10 +283,16 @@ var lowMemoryEnv = []string{"GOGC=50"}
 // start runs bin with args in the control-plane namespace, its output
 // going to Dir/<name>.log.
 func (cp *ControlPlane) start(name, bin string, args ...string) (*topology.Process, error) {
-	log, err := os.Create(filepath.Join(cp.Dir, name+".log"))
+	// Appended to: a component started again (StartComponent) keeps
+	// its earlier log above.
+	log, err := os.OpenFile(filepath.Join(cp.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
+	if cp.cmds == nil {
+		cp.cmds = map[string][]string{}
+	}
+	cp.cmds[name] = append([]string{bin}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Dir = cp.Dir
@@ -507,6 +516,74 @@ func (cp *ControlPlane) Stop() error {
 	}
 	cp.Dir, cp.EtcdDir = "", ""
 	return errors.Join(errs...)
+}
+
+// Components are the programs StopComponent and StartComponent take.
+var Components = []string{"kube-apiserver", "etcd"}
+
+// component returns the process slot of name (Components).
+func (cp *ControlPlane) component(name string) (**topology.Process, error) {
+	switch name {
+	case "kube-apiserver":
+		return &cp.APIServer, nil
+	case "etcd":
+		return &cp.Etcd, nil
+	}
+	return nil, fmt.Errorf("controlplane: unknown component %q (want one of %v)", name, Components)
+}
+
+// StopComponent stops one program of the control plane, name one of
+// Components (SIGTERM, SIGKILL after 5 s), and leaves the rest running:
+// an API server outage (kube-apiserver), or its store's (etcd: the API
+// server stays up and answers its clients with errors). Its data and
+// credentials stay for StartComponent. Errors: an unknown name, the
+// program stopped already, a failed stop.
+func (cp *ControlPlane) StopComponent(name string) error {
+	slot, err := cp.component(name)
+	if err != nil {
+		return err
+	}
+	if *slot == nil {
+		return fmt.Errorf("controlplane: %s is not running", name)
+	}
+	err = (*slot).Stop(5 * time.Second)
+	*slot = nil
+	if err != nil {
+		return fmt.Errorf("controlplane: stop %s: %w", name, err)
+	}
+	return nil
+}
+
+// StartComponent starts a program StopComponent stopped, with the
+// command line it first ran with (etcd on its data folder, so it comes
+// back with every object), its log appended to, and waits (bounded by
+// timeout, 0: 3 min) until the API server's /readyz answers ok. It
+// returns the time from its fork to that answer. Errors: an unknown
+// name, the program running, a failed start, not ready in time (with
+// the log's tail).
+func (cp *ControlPlane) StartComponent(ctx context.Context, name string, timeout time.Duration) (time.Duration, error) {
+	slot, err := cp.component(name)
+	if err != nil {
+		return 0, err
+	}
+	if *slot != nil {
+		return 0, fmt.Errorf("controlplane: %s is running", name)
+	}
+	cmd := cp.cmds[name]
+	if len(cmd) == 0 {
+		return 0, fmt.Errorf("controlplane: %s was never started", name)
+	}
+	t0 := time.Now()
+	if *slot, err = cp.start(name, cmd[0], cmd[1:]...); err != nil {
+		return 0, fmt.Errorf("controlplane: start %s: %w", name, err)
+	}
+	if timeout <= 0 {
+		timeout = 3 * time.Minute
+	}
+	if err := cp.waitReady(ctx, timeout); err != nil {
+		return 0, err
+	}
+	return time.Since(t0), nil
 }
 
 // Profile writes a CPU profile of kube-apiserver and of etcd, each taken
