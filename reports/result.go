@@ -212,6 +212,12 @@ type ModeResult struct {
 	// Soak is the soak phase's samples (scenario block soak), as its
 	// stream holds them.
 	Soak *SoakResult `json:"soak,omitempty"`
+	// OutOfBand is the outOfBand phase's changes (scenario block
+	// faults.outOfBand).
+	OutOfBand *OutOfBandResult `json:"outOfBand,omitempty"`
+	// SliceChurn is the sliceChurn phase's samples (scenario block
+	// faults.sliceChurn), as its stream holds them.
+	SliceChurn *SoakResult `json:"sliceChurn,omitempty"`
 }
 
 // isBaseline reports whether m is a row of the baseline mode

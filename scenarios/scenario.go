@@ -95,6 +95,8 @@ type Scenario struct {
 	// churn and open-loop traffic, one sample per interval streamed to
 	// disk as measured (SoakSpec).
 	Soak *SoakSpec `yaml:"soak,omitempty" json:"soak,omitempty"`
+	// Faults, when set, runs the fault phases it lists (FaultsSpec).
+	Faults *FaultsSpec `yaml:"faults,omitempty" json:"faults,omitempty"`
 	// Lifecycle, when set, runs each mode (but none) through endpoint
 	// lifecycle changes of a TCP service while clients hold connections:
 	// removal, terminating, drain to 0 and refill, restart at a new address.

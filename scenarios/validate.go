@@ -218,6 +218,7 @@ func (s *Scenario) SetDefaults() {
 	}
 	s.setModeSwitchDefaults()
 	s.setSoakDefaults()
+	s.setFaultsDefaults()
 	s.monitoringDefaults()
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
@@ -313,6 +314,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).syncDisruption,
 		(*checker).modeSwitch,
 		(*checker).soak,
+		(*checker).faults,
 		(*checker).lifecycle,
 		(*checker).connReuse,
 		(*checker).failure,

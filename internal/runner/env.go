@@ -132,6 +132,9 @@ type env struct {
 	// why it cannot run. nil: the traffic phase records no lookup.kernel
 	// (the phases' fakes).
 	kernelTimer func() (kernelTimer, error)
+	// oob makes the outOfBand phase's changes in node0's kernel and reads
+	// them back (nodeOOB); nil: the phase cannot run.
+	oob oobKernel
 }
 
 // errNoBackend: the testbed has no shared backend host to listen in
@@ -251,6 +254,7 @@ func newEnv(tb *topology.Testbed) *env {
 			return m.New(sc, tb.Node)
 		},
 		kernel:      kernelRelease,
+		oob:         nodeOOB{ns: tb.Node},
 		kernelTimer: func() (kernelTimer, error) { return startNodeTimer(tb) },
 		kernelObjects: func(ctx context.Context, n int) (int, error) {
 			inv, err := leftovers.Read(ctx, tb.Nodes[n])

@@ -71,6 +71,8 @@ var Phases = []Phase{
 	lifecyclePhaseV,
 	transitionsPhaseV,
 	soakPhaseV,
+	outOfBandPhaseV,
+	sliceChurnPhaseV,
 	alertsPhaseV,
 	modeSwitchPhase,
 }

@@ -121,6 +121,9 @@ type Proxier struct {
 	prom promState
 	// churn is the running churn phase's account (BeginChurn).
 	churn *churnState
+	// sliceGen counts each service's EndpointSlice renames (RenameSlice;
+	// namespace/name, under lastMu).
+	sliceGen map[string]int
 }
 
 // NewProxier returns a Proxier; nothing starts before the first Sync.
