@@ -85,32 +85,59 @@ func OOBChangeOf(name string) (OOBChange, bool) {
 	return OOBChange{}, false
 }
 
-// OutOfBandSpec configures the out-of-band phase: each change of Changes
-// a row's mode and implementation have is made once, on its own service,
-// after the proxy is in sync; the phase polls the kernel object every
-// Poll and probes the service, until the proxy has repaired it (a
-// deletion put back, a foreign virtual server removed) or Timeout has
-// passed. The repair comes from the proxy's own resync: a builtin row's
-// sync loop (the mode's syncPeriod) and kube-proxy's (its syncPeriod,
-// canary monitor and FullSyncPeriod), so the scenario's syncPeriod sets
-// how long the phase takes. A change not repaired within Timeout is put
-// back by the phase (the kernel object as the proxy wrote it), so the
-// next one starts from a programmed node.
+// OutOfBandSpec configures the out-of-band phase: each change a row's
+// mode and implementation have (its mode's list) is made once, on its
+// own service, after the proxy is in sync; the phase polls the kernel
+// object every Poll and probes the service, until the proxy has
+// repaired it (a deletion put back, a foreign virtual server removed) or
+// Timeout has passed. The repair comes from the proxy's own resync: a
+// builtin row's sync loop (the mode's syncPeriod) and kube-proxy's (its
+// syncPeriod, canary monitor and FullSyncPeriod), so the scenario's
+// syncPeriod sets how long the phase takes. A change not repaired within
+// Timeout is put back by the phase (the kernel object as the proxy wrote
+// it), so the next one starts from a programmed node.
 type OutOfBandSpec struct {
-	// Changes are the changes to make (OOBChanges' names; default every
-	// one that the scenario's modes and implementations have, but
-	// excludedVirtualServer without ipvs.excludeCIDRs).
-	Changes []string `yaml:"changes,omitempty" json:"changes,omitempty"`
+	// IPTables, NFTables and IPVS are the changes of each mode's rows
+	// (OOBChanges' names of that mode). Unset: every change of the mode
+	// the row has (canary on kube-proxy rows only; excludedVirtualServer
+	// only with ipvs.excludeCIDRs); [] : none. A mode the scenario does
+	// not run ignores its list.
+	IPTables []string `yaml:"iptables,omitempty" json:"iptables,omitempty"`
+	NFTables []string `yaml:"nftables,omitempty" json:"nftables,omitempty"`
+	IPVS     []string `yaml:"ipvs,omitempty" json:"ipvs,omitempty"`
 	// Timeout bounds the wait for each repair (default 1m): 1s..2h.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// Poll is the time between two reads of the kernel object and two
 	// probes (default 200ms): 10ms..10s.
 	Poll Duration `yaml:"poll" json:"poll"`
+	// ExcludeCIDRs says whether the scenario sets ipvs.excludeCIDRs (the
+	// IPVS default list), set by SetDefaults; never from YAML.
+	ExcludeCIDRs bool `yaml:"-" json:"-"`
+}
+
+// list is mode's list and its field.
+func (o *OutOfBandSpec) list(mode string) ([]string, string) {
+	switch mode {
+	case "iptables":
+		return o.IPTables, "faults.outOfBand.iptables"
+	case "nftables":
+		return o.NFTables, "faults.outOfBand.nftables"
+	case "ipvs":
+		return o.IPVS, "faults.outOfBand.ipvs"
+	}
+	return []string{}, ""
 }
 
 // Wants reports whether row (mode, impl) makes change c.
 func (o *OutOfBandSpec) Wants(c OOBChange, mode, impl string) bool {
-	return slices.Contains(o.Changes, c.Name) && c.Mode == mode && (!c.KubeProxyOnly || impl == ImplKubeProxy)
+	if c.Mode != mode || (c.KubeProxyOnly && impl != ImplKubeProxy) {
+		return false
+	}
+	l, _ := o.list(mode)
+	if l == nil {
+		return c.Name != OOBExcludedVirtualServer || o.ExcludeCIDRs
+	}
+	return slices.Contains(l, c.Name)
 }
 
 // setFaultsDefaults fills the faults blocks' unset fields (SetDefaults).
@@ -126,33 +153,16 @@ func (s *Scenario) setFaultsDefaults() {
 		if o.Poll.Duration == 0 && !s.has("faults.outOfBand.poll") {
 			o.Poll.Duration = 200 * time.Millisecond
 		}
-		if o.Changes == nil && !s.has("faults.outOfBand.changes") {
-			for _, c := range OOBChanges {
-				if c.Name == OOBExcludedVirtualServer && len(s.IPVS.ExcludeCIDRs) == 0 {
-					continue
-				}
-				if s.rowHas(c) {
-					o.Changes = append(o.Changes, c.Name)
-				}
-			}
-		}
+		o.ExcludeCIDRs = len(s.IPVS.ExcludeCIDRs) > 0
 	}
 	s.soakDefaults("faults.sliceChurn", f.SliceChurn, 30*time.Minute)
 }
 
-// rowHas reports whether some row of s (mode × implementation) has
-// change c.
-func (s *Scenario) rowHas(c OOBChange) bool {
-	if !slices.Contains(s.Modes, c.Mode) {
-		return false
-	}
-	return !c.KubeProxyOnly || s.KubeProxyRuns(c.Mode)
-}
-
-// OutOfBandProblems checks faults.outOfBand: every change is known and
-// some row of the scenario has it (its mode listed, kube-proxy rows of
-// it for the canary), excludedVirtualServer has ipvs.excludeCIDRs, the
-// list is not empty and has no duplicates, timeout and poll are in range.
+// OutOfBandProblems checks faults.outOfBand: every change listed is
+// known and a change of the list's mode (an IPVS real-server deletion
+// under iptables is refused), listed once; the canary needs kube-proxy
+// rows of iptables, excludedVirtualServer ipvs.excludeCIDRs; some row of
+// the scenario has a change; timeout and poll are in range.
 func OutOfBandProblems(s *Scenario) []*FieldError {
 	if s.Faults == nil || s.Faults.OutOfBand == nil {
 		return nil
@@ -164,35 +174,45 @@ func OutOfBandProblems(s *Scenario) []*FieldError {
 	for i, c := range OOBChanges {
 		names[i] = c.Name
 	}
-	if len(o.Changes) == 0 {
-		add("faults.outOfBand.changes", "no change the scenario's modes can have is listed",
-			fmt.Sprintf("list changes of the scenario's modes (%s), or add a mode that has them (iptables, nftables, ipvs)", strings.Join(names, ", ")))
-	}
-	seen := map[string]bool{}
-	for i, name := range o.Changes {
-		field := fmt.Sprintf("faults.outOfBand.changes[%d]", i)
-		c, ok := OOBChangeOf(name)
-		switch {
-		case !ok:
-			add(field, fmt.Sprintf("unknown out-of-band change %q", name), "use one of "+strings.Join(names, ", "))
-		case seen[name]:
-			add(field, fmt.Sprintf("%s is listed twice", name), "list each change once")
-		case !slices.Contains(s.Modes, c.Mode):
-			add(field, fmt.Sprintf("%s (%s) is a change of mode %s, which the scenario does not run (modes: %s)", name, c.What, c.Mode, strings.Join(s.Modes, ", ")),
-				fmt.Sprintf("add %s to modes, or remove %s", c.Mode, name))
-		case c.KubeProxyOnly && !s.KubeProxyRuns(c.Mode):
-			add(field, fmt.Sprintf("%s needs kube-proxy's iptables canary chain, which a builtin row does not keep, and no %s row runs with implementation kube-proxy", name, c.Mode),
-				"add kube-proxy to implementation, or remove "+name)
-		case name == OOBExcludedVirtualServer && len(s.IPVS.ExcludeCIDRs) == 0:
-			add(field, "excludedVirtualServer adds a virtual server inside ipvs.excludeCIDRs, which is empty",
-				"set ipvs.excludeCIDRs (such as [198.19.250.0/24], outside the service and pod CIDRs), or remove "+name)
+	for _, mode := range []string{"iptables", "nftables", "ipvs"} {
+		l, path := o.list(mode)
+		seen := map[string]bool{}
+		for i, name := range l {
+			field := fmt.Sprintf("%s[%d]", path, i)
+			c, ok := OOBChangeOf(name)
+			switch {
+			case !ok:
+				add(field, fmt.Sprintf("unknown out-of-band change %q", name), "use one of "+strings.Join(names, ", "))
+			case c.Mode != mode:
+				add(field, fmt.Sprintf("%s (%s) is a change of mode %s: a %s row has no such object", name, c.What, c.Mode, mode),
+					fmt.Sprintf("list it under faults.outOfBand.%s, or remove it", c.Mode))
+			case seen[name]:
+				add(field, fmt.Sprintf("%s is listed twice", name), "list each change once")
+			case c.KubeProxyOnly && slices.Contains(s.Modes, mode) && !s.KubeProxyRuns(mode):
+				add(field, fmt.Sprintf("%s needs kube-proxy's iptables canary chain, which a builtin row does not keep, and no %s row runs with implementation kube-proxy", name, mode),
+					"add kube-proxy to implementation, or remove "+name)
+			case name == OOBExcludedVirtualServer && len(s.IPVS.ExcludeCIDRs) == 0:
+				add(field, "excludedVirtualServer adds a virtual server inside ipvs.excludeCIDRs, which is empty",
+					"set ipvs.excludeCIDRs (such as [198.19.250.0/24], outside the service and pod CIDRs), or remove "+name)
+			case name == OOBExcludedVirtualServer:
+				if p, err := netip.ParsePrefix(s.IPVS.ExcludeCIDRs[0]); err == nil && p.Bits() > 30 {
+					add("ipvs.excludeCIDRs[0]", fmt.Sprintf("%s holds no usable address for excludedVirtualServer's virtual server", p), "use a prefix of /30 or shorter")
+				}
+			}
+			seen[name] = true
 		}
-		seen[name] = true
 	}
-	if name := OOBExcludedVirtualServer; seen[name] && len(s.IPVS.ExcludeCIDRs) > 0 {
-		if p, err := netip.ParsePrefix(s.IPVS.ExcludeCIDRs[0]); err == nil && p.Bits() > 30 {
-			add("ipvs.excludeCIDRs[0]", fmt.Sprintf("%s holds no usable address for excludedVirtualServer's virtual server", p), "use a prefix of /30 or shorter")
+	some := false
+	for _, m := range s.Modes {
+		for _, impl := range s.Implementations(m) {
+			for _, c := range OOBChanges {
+				some = some || o.Wants(c, m, impl)
+			}
 		}
+	}
+	if !some {
+		add("faults.outOfBand", fmt.Sprintf("no row of the scenario (modes: %s) has an out-of-band change to make", strings.Join(s.Modes, ", ")),
+			"run iptables, nftables or ipvs (each has its changes), or remove faults.outOfBand")
 	}
 	if t := o.Timeout.Duration; t < time.Second || t > 2*time.Hour {
 		add("faults.outOfBand.timeout", fmt.Sprintf("%s is out of range", t), "use 1s..2h, longer than the proxy's syncPeriod (such as 1m)")

@@ -8,28 +8,45 @@ import (
 	"time"
 )
 
-// TestOutOfBandDefaults: an empty outOfBand block gets every change the
-// scenario's rows have (the canary only with kube-proxy rows of
-// iptables, excludedVirtualServer only with ipvs.excludeCIDRs), a 1 m
-// timeout and a 200 ms poll.
+// TestOutOfBandDefaults: an empty outOfBand block makes every change
+// each row has (the canary only on kube-proxy rows of iptables,
+// excludedVirtualServer only with ipvs.excludeCIDRs), with a 1 m timeout
+// and a 200 ms poll; a mode's list narrows its rows' changes.
 func TestOutOfBandDefaults(t *testing.T) {
 	for _, tc := range []struct {
 		name, yaml string
-		want       []string
+		want       map[string][]string // row "mode/impl" -> changes
 	}{
-		{"builtin iptables and nftables", "modes: [none, iptables, nftables]\n", []string{OOBServiceChain, OOBMapElement}},
-		{"kube-proxy iptables", "modes: [iptables]\nimplementation: [builtin, kube-proxy]\n", []string{OOBServiceChain, OOBCanary}},
-		{"ipvs without excludeCIDRs", "modes: [ipvs]\n", []string{OOBRealServer, OOBVirtualServer}},
-		{"ipvs with excludeCIDRs", "modes: [ipvs]\nipvs: {excludeCIDRs: [198.19.250.0/24]}\n", []string{OOBRealServer, OOBVirtualServer, OOBExcludedVirtualServer}},
+		{"builtin iptables and nftables", "modes: [none, iptables, nftables]\nfaults: {outOfBand: {}}\n",
+			map[string][]string{"iptables/builtin": {OOBServiceChain}, "nftables/builtin": {OOBMapElement}, "none/builtin": nil}},
+		{"kube-proxy iptables", "modes: [iptables]\nimplementation: [builtin, kube-proxy]\nfaults: {outOfBand: {}}\n",
+			map[string][]string{"iptables/builtin": {OOBServiceChain}, "iptables/kube-proxy": {OOBServiceChain, OOBCanary}}},
+		{"ipvs without excludeCIDRs", "modes: [ipvs]\nfaults: {outOfBand: {}}\n", map[string][]string{"ipvs/builtin": {OOBRealServer, OOBVirtualServer}}},
+		{"ipvs with excludeCIDRs", "modes: [ipvs]\nipvs: {excludeCIDRs: [198.19.250.0/24]}\nfaults: {outOfBand: {}}\n",
+			map[string][]string{"ipvs/builtin": {OOBRealServer, OOBVirtualServer, OOBExcludedVirtualServer}}},
+		{"a list narrows", "modes: [iptables, ipvs]\nimplementation: [kube-proxy]\nfaults: {outOfBand: {iptables: [canary], ipvs: []}}\n",
+			map[string][]string{"iptables/kube-proxy": {OOBCanary}, "ipvs/kube-proxy": nil}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sc, err := Parse([]byte("services: {count: 10}\n"+tc.yaml+"faults: {outOfBand: {}}\n"), "o.yaml")
+			sc, err := Parse([]byte("services: {count: 10}\n"+tc.yaml), "o.yaml")
 			if err != nil {
 				t.Fatal(err)
 			}
 			o := sc.Faults.OutOfBand
-			if !slices.Equal(o.Changes, tc.want) || o.Timeout.Duration != time.Minute || o.Poll.Duration != 200*time.Millisecond {
-				t.Errorf("changes %v timeout %s poll %s, want %v 1m 200ms", o.Changes, o.Timeout.Duration, o.Poll.Duration, tc.want)
+			if o.Timeout.Duration != time.Minute || o.Poll.Duration != 200*time.Millisecond {
+				t.Errorf("timeout %s poll %s, want 1m 200ms", o.Timeout.Duration, o.Poll.Duration)
+			}
+			for row, want := range tc.want {
+				mode, impl, _ := strings.Cut(row, "/")
+				var got []string
+				for _, c := range OOBChanges {
+					if o.Wants(c, mode, impl) {
+						got = append(got, c.Name)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s: %v, want %v", row, got, want)
+				}
 			}
 		})
 	}
@@ -43,12 +60,13 @@ func TestFaultProblems(t *testing.T) {
 		name, yaml, field, msg string
 		line                   int
 	}{
-		{"real server on iptables", "modes: [iptables]\nfaults:\n  outOfBand:\n    changes: [serviceChain, realServer]\n", "faults.outOfBand.changes[1]", "change of mode ipvs", 5},
-		{"unknown change", "modes: [iptables]\nfaults:\n  outOfBand:\n    changes: [flushAll]\n", "faults.outOfBand.changes[0]", "unknown out-of-band change", 5},
-		{"twice", "modes: [iptables]\nfaults:\n  outOfBand:\n    changes: [serviceChain, serviceChain]\n", "faults.outOfBand.changes[1]", "listed twice", 5},
-		{"canary on builtin", "modes: [iptables]\nfaults:\n  outOfBand:\n    changes: [canary]\n", "faults.outOfBand.changes[0]", "canary chain", 5},
-		{"excluded without excludeCIDRs", "modes: [ipvs]\nfaults:\n  outOfBand:\n    changes: [excludedVirtualServer]\n", "faults.outOfBand.changes[0]", "ipvs.excludeCIDRs", 5},
-		{"nothing for userspace", "modes: [userspace]\nfaults:\n  outOfBand: {}\n", "faults.outOfBand.changes", "no change", 4},
+		{"real server on iptables", "modes: [iptables]\nfaults:\n  outOfBand:\n    iptables: [serviceChain, realServer]\n", "faults.outOfBand.iptables[1]", "change of mode ipvs", 5},
+		{"real server on iptables, ipvs not run", "modes: [ipvs]\nfaults:\n  outOfBand:\n    iptables: [realServer]\n", "faults.outOfBand.iptables[0]", "change of mode ipvs", 5},
+		{"unknown change", "modes: [iptables]\nfaults:\n  outOfBand:\n    iptables: [flushAll]\n", "faults.outOfBand.iptables[0]", "unknown out-of-band change", 5},
+		{"twice", "modes: [iptables]\nfaults:\n  outOfBand:\n    iptables: [serviceChain, serviceChain]\n", "faults.outOfBand.iptables[1]", "listed twice", 5},
+		{"canary on builtin", "modes: [iptables]\nfaults:\n  outOfBand:\n    iptables: [canary]\n", "faults.outOfBand.iptables[0]", "canary chain", 5},
+		{"excluded without excludeCIDRs", "modes: [ipvs]\nfaults:\n  outOfBand:\n    ipvs: [excludedVirtualServer]\n", "faults.outOfBand.ipvs[0]", "ipvs.excludeCIDRs", 5},
+		{"nothing for userspace", "modes: [userspace]\nfaults:\n  outOfBand: {}\n", "faults.outOfBand", "no row", 4},
 		{"timeout", "modes: [iptables]\nfaults:\n  outOfBand:\n    timeout: 500ms\n", "faults.outOfBand.timeout", "out of range", 5},
 		{"slice churn on builtin", "modes: [iptables]\nimplementation: [builtin, kube-proxy]\nfaults:\n  sliceChurn: {duration: 1m}\n", "faults.sliceChurn", "no EndpointSlices", 5},
 		{"slice churn too short", "modes: [iptables]\nimplementation: [kube-proxy]\nfaults:\n  sliceChurn:\n    duration: 15s\n", "faults.sliceChurn.duration", "shorter than two intervals", 6},
