@@ -222,3 +222,26 @@ func TestSliceChurnOnFakes(t *testing.T) {
 		t.Errorf("sections %+v", secs)
 	}
 }
+
+// TestServiceJumpAndNFTElement: the KUBE-SERVICES rule of a ClusterIP and
+// port is found in iptables -S output (kube-proxy's and builtin's
+// layout), not another port's; an nft element's verdict is read from
+// `nft get element`'s output.
+func TestServiceJumpAndNFTElement(t *testing.T) {
+	lines := `-N KUBE-SERVICES
+-A KUBE-SERVICES -d 198.18.0.5/32 -p tcp -m comment --comment "pb/svc-00004:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVC-AAAA
+-A KUBE-SERVICES -d 198.18.0.5/32 -p tcp -m comment --comment "pb/svc-00004:p8080 cluster IP" -m tcp --dport 8080 -j KUBE-SVC-BBBB
+-A KUBE-SERVICES -d 198.18.0.50/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-CCCC
+-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS`
+	for vip, want := range map[string]string{"198.18.0.5:80": "KUBE-SVC-AAAA", "198.18.0.5:8080": "KUBE-SVC-BBBB", "198.18.0.50:80": "KUBE-SVC-CCCC", "198.18.0.6:80": ""} {
+		rule, chain := serviceJump(lines, netip.MustParseAddrPort(vip))
+		if chain != want || (want != "" && !strings.HasSuffix(rule, "-j "+want)) {
+			t.Errorf("%s: %q %q, want %s", vip, rule, chain, want)
+		}
+	}
+	out := "table ip kube-proxy {\n\tmap service-ips {\n\t\ttype ipv4_addr . inet_proto . inet_service : verdict\n\t\telements = { 198.18.1.245 . tcp . 80 : goto service-UTFNERLI-pb/svc-00500/tcp/p80 }\n\t}\n}\n"
+	m := nftElementRE.FindStringSubmatch(out)
+	if m == nil || m[1] != "198.18.1.245 . tcp . 80" || m[2]+" "+m[3] != "goto service-UTFNERLI-pb/svc-00500/tcp/p80" {
+		t.Errorf("element %q", m)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/rand"
 	"path/filepath"
 	"sync"
@@ -34,9 +33,8 @@ const SliceRename = "slice-rename"
 // through the API (apiWriters writers, one service's renames on one of
 // them, in order, as apiApplier's writes); kube-proxy syncs on its own.
 type sliceApplier struct {
-	api  sliceRenamer
-	jobs []chan apiWrite
-	wg   sync.WaitGroup
+	api sliceRenamer
+	q   apiQueues
 
 	mu       sync.Mutex
 	writes   int
@@ -45,42 +43,29 @@ type sliceApplier struct {
 }
 
 func (a *sliceApplier) begin(ctx context.Context, _ time.Time, n int, _ func() []workload.Service) error {
-	for range apiWriters {
-		q := make(chan apiWrite, n) // apply never blocks
-		a.jobs = append(a.jobs, q)
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			for j := range q {
-				err := a.api.RenameSlice(ctx, j.s, j.at)
-				a.mu.Lock()
-				a.writes++
-				if err != nil {
-					a.errs++
-					if a.firstErr == "" {
-						a.firstErr = fmt.Sprintf("rename of %s/%s's EndpointSlice at %s: %v", j.s.Namespace, j.s.Name, j.at.Format("15:04:05.000"), err)
-					}
-				}
-				a.mu.Unlock()
+	a.q.start(n, func(j apiWrite) {
+		err := a.api.RenameSlice(ctx, j.s, j.at)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.writes++
+		if err != nil {
+			a.errs++
+			if a.firstErr == "" {
+				a.firstErr = fmt.Sprintf("rename of %s/%s's EndpointSlice at %s: %v", j.s.Namespace, j.s.Name, j.at.Format("15:04:05.000"), err)
 			}
-		}()
-	}
+		}
+	})
 	return nil
 }
 
 func (a *sliceApplier) apply(ch workload.Change, s workload.Service, at time.Time) {
-	h := fnv.New32a()
-	h.Write([]byte(s.Namespace + "/" + s.Name))
-	a.jobs[h.Sum32()%uint32(len(a.jobs))] <- apiWrite{ch: ch, s: s, at: at}
+	a.q.put(apiWrite{ch: ch, s: s, at: at})
 }
 
 // end waits for the renames; a failed one is the phase's error (the
 // first, with the count).
 func (a *sliceApplier) end(context.Context, *reports.ChurnResult, []*observe.Observation, time.Time) error {
-	for _, q := range a.jobs {
-		close(q)
-	}
-	a.wg.Wait()
+	a.q.close()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.errs > 0 {
@@ -120,9 +105,7 @@ var sliceChurnPhaseV = Phase{
 			return fmt.Errorf("sync before the slice churn: %w", err)
 		}
 		label := rowLabel(r.Mode, r.Sc)
-		h := reports.SoakHeader{Tool: "proxybench " + r.O.Version, RunID: r.O.RunID, Row: label, Mode: r.Mode.Name,
-			Implementation: r.Mode.Implementation, BaseMode: r.Mode.Base, Kernel: string(r.O.Where), Services: len(r.Services),
-			Machine: MachineInfo(), Scenario: r.Sc, ProxyCPU: kubeProxyCPU, ProxyRSS: kubeProxyRSS}
+		h := soakHeaderOf(r, label, kubeProxyCPU, kubeProxyRSS)
 		run := soakRun{sc: r.Sc, e: r.Env, services: r.Services, live: r.Live, header: h, prog: r.Progress(), faults: r.Faults,
 			path: filepath.Join(r.O.ArtifactDir, "slicechurn", rowDir(label)+".jsonl"), objects: st.Objects,
 			spec: r.Sc.Faults.SliceChurn, next: sliceChurnNext(r.Services), ap: &sliceApplier{api: rn}, proc: proc}

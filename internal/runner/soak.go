@@ -598,6 +598,14 @@ func soakStreamPath(artifacts, label string, sc *scenarios.Scenario, services in
 	return filepath.Join(artifacts, "soak", name+".jsonl")
 }
 
+// soakHeaderOf is row r's stream header (label: its row label), whose
+// proxy CPU and RSS figures measure cpu and rss.
+func soakHeaderOf(r *Row, label, cpu, rss string) reports.SoakHeader {
+	return reports.SoakHeader{Tool: "proxybench " + r.O.Version, RunID: r.O.RunID, Row: label, Mode: r.Mode.Name,
+		Implementation: r.Mode.Implementation, BaseMode: r.Mode.Base, Kernel: string(r.O.Where), Services: len(r.Services),
+		Machine: MachineInfo(), Scenario: r.Sc, ProxyCPU: cpu, ProxyRSS: rss}
+}
+
 // soakPhaseV is the soak phase (scenario block soak) as a Phase: a
 // builtin row's changes reach its proxier through the mode's sync loop
 // (loopApplier), a kube-proxy row's through the API, kube-proxy syncing
@@ -613,9 +621,7 @@ var soakPhaseV = Phase{
 			return fmt.Errorf("sync before the soak: %w", err)
 		}
 		label := rowLabel(r.Mode, r.Sc)
-		h := reports.SoakHeader{Tool: "proxybench " + r.O.Version, RunID: r.O.RunID, Row: label, Mode: r.Mode.Name,
-			Implementation: r.Mode.Implementation, BaseMode: r.Mode.Base, Kernel: string(r.O.Where), Services: len(r.Services),
-			Machine: MachineInfo(), Scenario: r.Sc, ProxyCPU: builtinProxyCPU, ProxyRSS: builtinProxyRSS}
+		h := soakHeaderOf(r, label, builtinProxyCPU, builtinProxyRSS)
 		run := soakRun{sc: r.Sc, e: r.Env, services: r.Services, live: r.Live, header: h, prog: r.Progress(), faults: r.Faults,
 			path: soakStreamPath(r.O.ArtifactDir, label, r.Sc, len(r.Services)), objects: st.Objects}
 		api, viaAPI := r.Proxier.(churnAPI)
