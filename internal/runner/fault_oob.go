@@ -313,7 +313,7 @@ var outOfBandPhaseV = Phase{
 	Report: reports.OutOfBandReport,
 	Run: func(ctx context.Context, r *Row) error {
 		spec := r.Sc.Faults.OutOfBand
-		run := oobRun{spec: spec, sc: r.Sc, e: r.Env, k: r.Env.oob, mode: r.Mode.Name, impl: r.Mode.Implementation, services: r.Services, prog: r.Progress()}
+		run := oobRun{spec: spec, sc: r.Sc, e: r.Env, k: r.Env.oob, mode: r.Mode.BaseName(), impl: r.Mode.Implementation, services: r.Services, prog: r.Progress()}
 		if run.impl == "" {
 			run.impl = scenarios.ImplBuiltin
 		}

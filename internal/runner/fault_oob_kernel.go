@@ -23,14 +23,25 @@ import (
 // nft, ipvsadm. It is the phase's oobKernel on a real testbed.
 type nodeOOB struct{ ns *topology.Netns }
 
-// run runs a tool in the node namespace; its error carries the tool's
-// output.
+// lockTries bounds how often a tool that found the xtables lock held
+// (exit 4 after its -w 5 s wait: /run/xtables.lock is shared by every
+// network namespace of the machine, so by other runs' proxies too) is
+// run again: about a minute in all.
+const lockTries = 12
+
+// run runs a tool in the node namespace, again while it finds the
+// xtables lock held (lockTries); its error carries the tool's output.
 func (k nodeOOB) run(ctx context.Context, stdin []byte, name string, args ...string) (string, error) {
-	out, err := k.ns.Run(ctx, stdin, name, args...)
-	if err != nil {
+	for try := 1; ; try++ {
+		out, err := k.ns.Run(ctx, stdin, name, args...)
+		if err == nil {
+			return string(out), nil
+		}
+		if try < lockTries && ctx.Err() == nil && strings.Contains(string(out), "xtables lock") {
+			continue
+		}
 		return string(out), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
-	return string(out), nil
 }
 
 // iptablesSaved is what make saved of an iptables service chain: the
@@ -213,11 +224,14 @@ func (k nodeOOB) repaired(ctx context.Context, t *oobTarget) (bool, error) {
 		if _, chain := serviceJump(out, t.vip); chain != s.chain {
 			return false, nil
 		}
-		rules, err := k.ns.Run(ctx, nil, xtables.Binary(s.backend, ""), xtables.RestoreArgs("-t", "nat", "-S", s.chain)...)
+		rules, err := k.run(ctx, nil, xtables.Binary(s.backend, ""), xtables.RestoreArgs("-t", "nat", "-S", s.chain)...)
 		if err != nil {
+			if strings.Contains(err.Error(), "xtables lock") {
+				return false, err
+			}
 			return false, nil // no such chain
 		}
-		return strings.Contains(string(rules), "-A "+s.chain+" "), nil
+		return strings.Contains(rules, "-A "+s.chain+" "), nil
 	case scenarios.OOBMapElement:
 		v, err := k.nftElement(ctx, t.saved.(nftSaved).key)
 		return v != "", err

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
@@ -243,5 +244,28 @@ func TestServiceJumpAndNFTElement(t *testing.T) {
 	m := nftElementRE.FindStringSubmatch(out)
 	if m == nil || m[1] != "198.18.1.245 . tcp . 80" || m[2]+" "+m[3] != "goto service-UTFNERLI-pb/svc-00500/tcp/p80" {
 		t.Errorf("element %q", m)
+	}
+}
+
+// TestOutOfBandPhaseKubeProxyRow: the phase as a Phase on a kube-proxy
+// row (its Mode named by its row label, its base mode iptables) makes
+// the iptables changes, the canary included, states kube-proxy's
+// configuration and counts kube-proxy's syncs, never syncing the
+// proxier past the one before the changes.
+func TestOutOfBandPhaseKubeProxyRow(t *testing.T) {
+	sc, svcs := oobScenario(t, "iptables", "implementation: [kube-proxy]\nfaults:\n  outOfBand: {timeout: 1s, poll: 20ms}\n")
+	k := &fakeOOB{repairAfter: map[string]int{scenarios.OOBServiceChain: 2, scenarios.OOBCanary: 2}, polls: map[string]int{}, broken: map[netip.AddrPort]bool{}}
+	f := &fakeKubeProxy{fakeAPI: newFakeAPI()}
+	r := &Row{Sc: sc, O: Options{Progress: &recProgress{}}, Env: oobEnv(k), Services: svcs, Result: &reports.ModeResult{},
+		Mode: proxymodes.Mode{Name: "iptables (kube-proxy)", Base: "iptables", Implementation: scenarios.ImplKubeProxy}, Proxier: f}
+	if err := outOfBandPhaseV.Run(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	ob := r.Result.OutOfBand
+	if ob == nil || len(ob.Changes) != 2 || ob.Changes[1].Change != scenarios.OOBCanary || !ob.Changes[0].Repaired || ob.Syncs != -1 {
+		t.Fatalf("result %+v", ob)
+	}
+	if !strings.Contains(ob.Config, "kube-proxy iptables") || ob.SyncPeriodNs != int64(time.Hour) || f.syncs != 1 {
+		t.Errorf("config %q, syncPeriod %v, %d syncs of the proxier", ob.Config, time.Duration(ob.SyncPeriodNs), f.syncs)
 	}
 }
