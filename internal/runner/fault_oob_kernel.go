@@ -75,11 +75,33 @@ func serviceJump(lines string, vip netip.AddrPort) (rule, chain string) {
 	return "", ""
 }
 
+// natSave reads the nat table of back end b with iptables-save, which
+// takes no xtables lock: polling with iptables -S -w would hold the
+// machine-wide lock many times a second, and kube-proxy's canary check
+// (iptables -w 5 -S) reads a lock it could not get within 5 s as the
+// canary deleted (its ChainExists wraps the exit status that
+// isResourceError looks for, k8s.io/kubernetes v1.37.2
+// pkg/util/iptables), forcing a full sync the change did not cause.
+func (k nodeOOB) natSave(ctx context.Context, b string) (string, error) {
+	return k.run(ctx, nil, xtables.Binary(b, "save"), "-t", "nat")
+}
+
+// chainRules are the -A lines of chain in iptables-save output.
+func chainRules(save, chain string) []string {
+	var out []string
+	for _, l := range strings.Split(save, "\n") {
+		if strings.HasPrefix(l, "-A "+chain+" ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // findChain finds vip's service chain in either back end.
 func (k nodeOOB) findChain(ctx context.Context, vip netip.AddrPort) (*iptablesSaved, error) {
 	var errs []error
 	for _, b := range leftovers.Backends {
-		out, err := k.run(ctx, nil, xtables.Binary(b, ""), xtables.RestoreArgs("-t", "nat", "-S", "KUBE-SERVICES")...)
+		out, err := k.natSave(ctx, b)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -88,17 +110,7 @@ func (k nodeOOB) findChain(ctx context.Context, vip netip.AddrPort) (*iptablesSa
 		if chain == "" {
 			continue
 		}
-		rules, err := k.run(ctx, nil, xtables.Binary(b, ""), xtables.RestoreArgs("-t", "nat", "-S", chain)...)
-		if err != nil {
-			return nil, err
-		}
-		s := &iptablesSaved{backend: b, chain: chain, jump: jump}
-		for _, l := range strings.Split(rules, "\n") {
-			if strings.HasPrefix(l, "-A ") {
-				s.rules = append(s.rules, l)
-			}
-		}
-		return s, nil
+		return &iptablesSaved{backend: b, chain: chain, jump: jump, rules: chainRules(out, chain)}, nil
 	}
 	return nil, errors.Join(append(errs, fmt.Errorf("no KUBE-SERVICES rule jumps to a KUBE-SVC chain for %s in either iptables back end", vip))...)
 }
@@ -217,21 +229,14 @@ func (k nodeOOB) repaired(ctx context.Context, t *oobTarget) (bool, error) {
 	switch t.change.Name {
 	case scenarios.OOBServiceChain, scenarios.OOBCanary:
 		s := t.saved.(*iptablesSaved)
-		out, err := k.run(ctx, nil, xtables.Binary(s.backend, ""), xtables.RestoreArgs("-t", "nat", "-S", "KUBE-SERVICES")...)
+		out, err := k.natSave(ctx, s.backend)
 		if err != nil {
 			return false, err
 		}
 		if _, chain := serviceJump(out, t.vip); chain != s.chain {
 			return false, nil
 		}
-		rules, err := k.run(ctx, nil, xtables.Binary(s.backend, ""), xtables.RestoreArgs("-t", "nat", "-S", s.chain)...)
-		if err != nil {
-			if strings.Contains(err.Error(), "xtables lock") {
-				return false, err
-			}
-			return false, nil // no such chain
-		}
-		return strings.Contains(rules, "-A "+s.chain+" "), nil
+		return len(chainRules(out, s.chain)) > 0, nil
 	case scenarios.OOBMapElement:
 		v, err := k.nftElement(ctx, t.saved.(nftSaved).key)
 		return v != "", err
