@@ -184,7 +184,7 @@ func OutOfBandProblems(s *Scenario) []*FieldError {
 			case !ok:
 				add(field, fmt.Sprintf("unknown out-of-band change %q", name), "use one of "+strings.Join(names, ", "))
 			case c.Mode != mode:
-				add(field, fmt.Sprintf("%s (%s) is a change of mode %s: a %s row has no such object", name, c.What, c.Mode, mode),
+				add(field, fmt.Sprintf("%s (%s) is a change of mode %s: mode %s has no such object", name, c.What, c.Mode, mode),
 					fmt.Sprintf("list it under faults.outOfBand.%s, or remove it", c.Mode))
 			case seen[name]:
 				add(field, fmt.Sprintf("%s is listed twice", name), "list each change once")
@@ -210,7 +210,7 @@ func OutOfBandProblems(s *Scenario) []*FieldError {
 			}
 		}
 	}
-	if !some {
+	if !some && len(out) == 0 { // a bad entry above says it already
 		add("faults.outOfBand", fmt.Sprintf("no row of the scenario (modes: %s) has an out-of-band change to make", strings.Join(s.Modes, ", ")),
 			"run iptables, nftables or ipvs (each has its changes), or remove faults.outOfBand")
 	}
