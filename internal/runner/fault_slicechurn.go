@@ -106,6 +106,7 @@ var sliceChurnPhaseV = Phase{
 		}
 		label := rowLabel(r.Mode, r.Sc)
 		h := soakHeaderOf(r, label, kubeProxyCPU, kubeProxyRSS)
+		h.Phase = reports.PhaseSliceChurn
 		run := soakRun{sc: r.Sc, e: r.Env, services: r.Services, live: r.Live, header: h, prog: r.Progress(), faults: r.Faults,
 			path: filepath.Join(r.O.ArtifactDir, "slicechurn", rowDir(label)+".jsonl"), objects: st.Objects,
 			spec: r.Sc.Faults.SliceChurn, next: sliceChurnNext(r.Services), ap: &sliceApplier{api: rn}, proc: proc}
