@@ -220,6 +220,12 @@ type ModeResult struct {
 	APIOutage []APIOutageCase `json:"apiOutage,omitempty"`
 	Restart   []RestartCase   `json:"restart,omitempty"`
 	Crash     []CrashCase     `json:"crash,omitempty"`
+	// OutOfBand is the outOfBand phase's changes (scenario block
+	// faults.outOfBand).
+	OutOfBand *OutOfBandResult `json:"outOfBand,omitempty"`
+	// SliceChurn is the sliceChurn phase's samples (scenario block
+	// faults.sliceChurn), as its stream holds them.
+	SliceChurn *SoakResult `json:"sliceChurn,omitempty"`
 }
 
 // isBaseline reports whether m is a row of the baseline mode

@@ -66,6 +66,8 @@ var typedSections = []struct {
 	{PhaseConnReuse, ConnReuseReport},
 	{PhaseChurn, ChurnKubeProxyReport},
 	{PhaseSoak, SoakReport},
+	{PhaseOutOfBand, OutOfBandReport},
+	{PhaseSliceChurn, SliceChurnReport},
 }
 
 // SyncDisruptionReport is the sync-disruption phase's sections of one

@@ -83,6 +83,9 @@ type SoakHeader struct {
 	Machine Machine   `json:"machine"`
 	// Spec is the soak block the row ran (defaults filled).
 	Spec scenarios.SoakSpec `json:"spec"`
+	// Phase is the phase that wrote the stream when not the soak
+	// (PhaseSliceChurn; "": the soak).
+	Phase string `json:"phase,omitempty"`
 	// Scenario is the effective scenario of the run, so that a stream
 	// renders on its own (report STREAM).
 	Scenario *scenarios.Scenario `json:"scenario,omitempty"`
@@ -398,6 +401,9 @@ func ResultFromSoakStreams(streams []*SoakResult) (*Result, error) {
 		hd := sr.Header
 		m := ModeResult{Mode: hd.Row, Implementation: hd.Implementation, BaseMode: hd.BaseMode, Kernel: hd.Kernel,
 			Services: hd.Services, Soak: sr}
+		if hd.Phase == PhaseSliceChurn {
+			m.Soak, m.SliceChurn = nil, sr
+		}
 		if note := sr.CutNote(); note != "" {
 			m.Partial = "soak " + note
 			cut = append(cut, hd.Row+": "+note)
@@ -828,7 +834,7 @@ func soakRows(r *Result) []ModeResult {
 // which would be empty, are left out.
 func (r *Result) soakStreamsOnly() bool {
 	for _, m := range r.Modes {
-		if m.Soak == nil || len(m.SyncFull) > 0 || len(m.Lookup) > 0 || len(m.Churn) > 0 {
+		if (m.Soak == nil && m.SliceChurn == nil) || len(m.SyncFull) > 0 || len(m.Lookup) > 0 || len(m.Churn) > 0 {
 			return false
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -363,4 +364,34 @@ func TestShortDuration(t *testing.T) {
 			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
 		}
 	}
+}
+
+// BenchmarkSoakStreamCPU: the process CPU (user+system, getrusage(2):
+// the JSON encoding, the write(2) and the fsync(2)) one streamed sample
+// costs, as cpu-ns/sample and as a share of one core over the default
+// 10 s interval (stream-%core); the bound is 1% of the run's
+// CPU.
+func BenchmarkSoakStreamCPU(b *testing.B) {
+	spec := soakSpec()
+	w, err := CreateSoakStream(filepath.Join(b.TempDir(), "s.jsonl"), soakHeader(spec))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	x := synthSamples(spec, 0, 1, 0, 0, 1)[3]
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	b.ResetTimer()
+	c0 := cpu()
+	for range b.N {
+		if err := w.Sample(x); err != nil {
+			b.Fatal(err)
+		}
+	}
+	per := float64(cpu()-c0) / float64(b.N)
+	b.ReportMetric(per, "cpu-ns/sample")
+	b.ReportMetric(per/float64(10*time.Second)*100, "stream-%core")
 }

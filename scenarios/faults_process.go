@@ -6,25 +6,6 @@ import (
 	"time"
 )
 
-// FaultsSpec is the scenario's faults block: the failures users meet in
-// production (issue 27, point 2), each a phase of its own that runs when
-// its sub-block is set. The process faults are here (APIOutage, Restart,
-// Crash); the out-of-band changes and slice churn go beside them
-// (faults.outOfBand, faults.sliceChurn), defined with their own
-// defaults and checks in a file of their own: when both are in one
-// tree, this struct holds every field (one definition).
-type FaultsSpec struct {
-	// APIOutage stops a control-plane component while endpoints change
-	// (APIOutageSpec; kube-proxy rows only).
-	APIOutage *APIOutageSpec `yaml:"apiOutage,omitempty" json:"apiOutage,omitempty"`
-	// Restart restarts the proxy (as a DaemonSet rolls) while TCP
-	// connections are held and UDP clients send (RestartSpec).
-	Restart *RestartSpec `yaml:"restart,omitempty" json:"restart,omitempty"`
-	// Crash kills the proxy with SIGKILL and restarts it after a
-	// CrashLoopBackOff back-off (CrashSpec).
-	Crash *CrashSpec `yaml:"crash,omitempty" json:"crash,omitempty"`
-}
-
 // FaultComponents are the control-plane components faults.apiOutage can
 // stop (topology/controlplane).
 var FaultComponents = []string{"kube-apiserver", "etcd"}

@@ -57,8 +57,11 @@ func (s *SoakSpec) Intervals() int {
 }
 
 // setSoakDefaults fills soak's unset fields (SetDefaults).
-func (s *Scenario) setSoakDefaults() {
-	sk := s.Soak
+func (s *Scenario) setSoakDefaults() { s.soakDefaults("soak", s.Soak, time.Hour) }
+
+// soakDefaults fills the unset fields of sk, the block at path (soak,
+// faults.sliceChurn), with duration as its default Duration.
+func (s *Scenario) soakDefaults(path string, sk *SoakSpec, duration time.Duration) {
 	if sk == nil {
 		return
 	}
@@ -66,7 +69,7 @@ func (s *Scenario) setSoakDefaults() {
 		path string
 		p    *Duration
 		v    time.Duration
-	}{{"soak.duration", &sk.Duration, time.Hour}, {"soak.interval", &sk.Interval, 10 * time.Second}} {
+	}{{path + ".duration", &sk.Duration, duration}, {path + ".interval", &sk.Interval, 10 * time.Second}} {
 		if d.p.Duration == 0 && !s.has(d.path) {
 			d.p.Duration = d.v
 		}
@@ -75,7 +78,7 @@ func (s *Scenario) setSoakDefaults() {
 		path string
 		p    *float64
 		v    float64
-	}{{"soak.rate", &sk.Rate, 20}, {"soak.churn", &sk.Churn, 10}, {"soak.flatBound", &sk.FlatBound, 5}} {
+	}{{path + ".rate", &sk.Rate, 20}, {path + ".churn", &sk.Churn, 10}, {path + ".flatBound", &sk.FlatBound, 5}} {
 		if *f.p == 0 && !s.has(f.path) {
 			*f.p = f.v
 		}
@@ -84,7 +87,7 @@ func (s *Scenario) setSoakDefaults() {
 		path string
 		p    *int
 		v    int
-	}{{"soak.idle", &sk.Idle, 3}, {"soak.quiet", &sk.Quiet, 3}, {"soak.probes", &sk.Probes, 2}} {
+	}{{path + ".idle", &sk.Idle, 3}, {path + ".quiet", &sk.Quiet, 3}, {path + ".probes", &sk.Probes, 2}} {
 		if *n.p == 0 && !s.has(n.path) {
 			*n.p = n.v
 		}
@@ -94,46 +97,51 @@ func (s *Scenario) setSoakDefaults() {
 // SoakProblems checks the soak block (Validate): the interval is
 // positive and within 100ms..1h, the duration covers at least two
 // intervals (and at most 168h), the rates and counts are in range.
-func SoakProblems(s *Scenario) []*FieldError {
-	sk := s.Soak
+func SoakProblems(s *Scenario) []*FieldError { return soakProblems("soak", s.Soak) }
+
+// soakProblems checks sk, the block at path (soak, faults.sliceChurn),
+// as SoakProblems does.
+func soakProblems(path string, sk *SoakSpec) []*FieldError {
 	if sk == nil {
 		return nil
 	}
 	var out []*FieldError
-	add := func(field, msg, fix string) { out = append(out, &FieldError{Field: field, Msg: msg, Fix: fix}) }
+	add := func(field, msg, fix string) {
+		out = append(out, &FieldError{Field: path + "." + field, Msg: msg, Fix: fix})
+	}
 	iv, d := sk.Interval.Duration, sk.Duration.Duration
 	intervalOK := false
 	switch {
 	case iv <= 0:
-		add("soak.interval", fmt.Sprintf("%s is not positive", iv), `use a sample interval such as "10s"`)
+		add("interval", fmt.Sprintf("%s is not positive", iv), `use a sample interval such as "10s"`)
 	case iv < 100*time.Millisecond || iv > time.Hour:
-		add("soak.interval", fmt.Sprintf("%s is out of range", iv), "use 100ms..1h, such as 10s")
+		add("interval", fmt.Sprintf("%s is out of range", iv), "use 100ms..1h, such as 10s")
 	default:
 		intervalOK = true
 	}
 	switch {
 	case d <= 0:
-		add("soak.duration", fmt.Sprintf("%s is not positive", d), `use a duration such as "1h"`)
+		add("duration", fmt.Sprintf("%s is not positive", d), `use a duration such as "1h"`)
 	case d > 168*time.Hour:
-		add("soak.duration", fmt.Sprintf("%s is longer than a week", d), "use at most 168h")
+		add("duration", fmt.Sprintf("%s is longer than a week", d), "use at most 168h")
 	case intervalOK && d < 2*iv:
-		add("soak.duration", fmt.Sprintf("%s is shorter than two intervals of %s: a soak needs at least two samples of churn", d, iv),
-			fmt.Sprintf("use a duration of at least %s, or a shorter soak.interval", 2*iv))
+		add("duration", fmt.Sprintf("%s is shorter than two intervals of %s: a soak needs at least two samples of churn", d, iv),
+			fmt.Sprintf("use a duration of at least %s, or a shorter %s.interval", 2*iv, path))
 	}
 	if !(sk.Rate > 0 && sk.Rate <= 5000) {
-		add("soak.rate", fmt.Sprintf("%v is not in (0, 5000] connections per second", sk.Rate), "use an open-loop rate such as 20")
+		add("rate", fmt.Sprintf("%v is not in (0, 5000] connections per second", sk.Rate), "use an open-loop rate such as 20")
 	}
 	if !(sk.Churn >= 0 && sk.Churn <= 1000) {
-		add("soak.churn", fmt.Sprintf("%v is not in [0, 1000] changes per second", sk.Churn), "use a change rate such as 10 (0: no churn)")
+		add("churn", fmt.Sprintf("%v is not in [0, 1000] changes per second", sk.Churn), "use a change rate such as 10 (0: no churn)")
 	}
 	if !(sk.FlatBound > 0 && sk.FlatBound <= 10000) || math.IsNaN(sk.FlatBound) {
-		add("soak.flatBound", fmt.Sprintf("%v is not in (0, 10000] MiB/h", sk.FlatBound), "use a bound such as 5 (MiB/h)")
+		add("flatBound", fmt.Sprintf("%v is not in (0, 10000] MiB/h", sk.FlatBound), "use a bound such as 5 (MiB/h)")
 	}
 	for _, n := range []struct {
 		field  string
 		v      int
 		lo, hi int
-	}{{"soak.idle", sk.Idle, 0, 10000}, {"soak.quiet", sk.Quiet, 0, 10000}, {"soak.probes", sk.Probes, 1, 64}} {
+	}{{"idle", sk.Idle, 0, 10000}, {"quiet", sk.Quiet, 0, 10000}, {"probes", sk.Probes, 1, 64}} {
 		if n.v < n.lo || n.v > n.hi {
 			add(n.field, fmt.Sprintf("%d is out of range", n.v), fmt.Sprintf("use %d..%d", n.lo, n.hi))
 		}

@@ -223,6 +223,7 @@ func (s *Scenario) SetDefaults() {
 	s.setModeSwitchDefaults()
 	s.setSoakDefaults()
 	s.setProcessFaultsDefaults()
+	s.setFaultsDefaults()
 	s.monitoringDefaults()
 	if tr := s.Transitions; tr != nil {
 		num("transitions.sourcePort", &tr.SourcePort, 5300)
@@ -319,6 +320,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).modeSwitch,
 		(*checker).soak,
 		(*checker).processFaults,
+		(*checker).faults,
 		(*checker).lifecycle,
 		(*checker).connReuse,
 		(*checker).failure,

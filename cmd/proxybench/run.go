@@ -105,10 +105,16 @@ func loadScenario(cmd *cobra.Command, arg string, f *runFlags) (*scenarios.Scena
 		sc.Monitoring.TimeScale = f.alertsScale
 	}
 	if cmd.Flags().Lookup("duration") != nil && cmd.Flags().Changed("duration") {
-		if sc.Soak == nil {
+		slice := sc.Faults != nil && sc.Faults.SliceChurn != nil
+		if sc.Soak == nil && !slice {
 			return nil, badInput(fmt.Errorf("--duration %s: the scenario has no soak block; fix: give --duration to a soak scenario (proxybench run soak --duration 5m), or add a soak: block", f.duration))
 		}
-		sc.Soak.Duration = scenarios.Duration{Duration: f.duration}
+		if sc.Soak != nil {
+			sc.Soak.Duration = scenarios.Duration{Duration: f.duration}
+		}
+		if slice {
+			sc.Faults.SliceChurn.Duration = scenarios.Duration{Duration: f.duration}
+		}
 	}
 	sc.SetMonitoringDefaults()
 	if err := sc.ValidateWith(runner.Catalog()); err != nil {
@@ -229,7 +235,7 @@ func addImplementationFlags(cmd *cobra.Command, f *runFlags) {
 	cmd.Flags().StringVar(&f.implementation, "implementation", "", "who programs the rules, instead of the scenario's implementation: builtin, kube-proxy, or builtin,kube-proxy (one row each, e.g. nftables and nftables (kube-proxy))")
 	cmd.Flags().StringVar(&f.alerts, "alerts", "", "a Prometheus rule file or PrometheusRule (instead of the scenario's alerts:) that a Prometheus beside each kube-proxy row evaluates; scenarios/alerts/seeds.yaml (or seeds) ships the seeds' rules")
 	cmd.Flags().Float64Var(&f.alertsScale, "alerts-time-scale", 0, "multiply every alert's for: and every range window of the rules by this (instead of monitoring.timeScale; default 1), e.g. 0.2 makes for: 5m 1m for a short row")
-	cmd.Flags().DurationVar(&f.duration, "duration", 0, "how long the soak's churn runs, instead of the scenario's soak.duration (a soak scenario only), e.g. 5m")
+	cmd.Flags().DurationVar(&f.duration, "duration", 0, "how long the soak's churn runs, instead of the scenario's soak.duration (and faults.sliceChurn.duration), e.g. 5m")
 	cmd.Flags().StringVar(&f.kubeProxy, "kube-proxy", "", "kube-proxy binaries to run instead of the scenario's kubeProxy.binaries (default bin/kube-proxy), comma-separated; several give one row each, named with the version: nftables (kube-proxy v1.36.3)")
 }
 

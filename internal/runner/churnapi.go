@@ -82,8 +82,7 @@ type apiApplier struct {
 	seed       int64
 	wrappers   *syncErrorWrappers
 
-	jobs []chan apiWrite // one queue per writer
-	wg   sync.WaitGroup
+	q apiQueues
 
 	mu       sync.Mutex
 	changes  []appliedChange // in apply order (= the observations')
@@ -149,33 +148,65 @@ func (a *apiApplier) begin(ctx context.Context, _ time.Time, n int, _ func() []w
 		}
 		a.wrappers = w
 	}
+	a.q.start(n, func(j apiWrite) {
+		err := a.api.WriteChange(ctx, j.ch, j.s, j.at)
+		took := time.Since(j.at)
+		a.mu.Lock()
+		a.writes++
+		if err != nil {
+			a.errs++
+			if a.firstErr == "" {
+				a.firstErr = fmt.Sprintf("%s of %s/%s at %s: %v", j.ch.Kind, j.s.Namespace, j.s.Name, j.at.Format("15:04:05.000"), err)
+			}
+		} else {
+			a.writeNs = append(a.writeNs, int64(took))
+			if j.ch.Kind != workload.ServiceDelete {
+				a.triggers++
+			}
+		}
+		a.mu.Unlock()
+	})
+	return nil
+}
+
+// apiQueues are a churn's API writers: apiWriters goroutines, each
+// draining a queue of its own in order; all of a service's writes go to
+// one of them (by its namespace/name), as the EndpointSlice controller
+// syncs one Service at a time.
+type apiQueues struct {
+	jobs []chan apiWrite
+	wg   sync.WaitGroup
+}
+
+// start starts the writers, each queue holding up to n writes (put never
+// blocks for n changes), each write made by write.
+func (q *apiQueues) start(n int, write func(apiWrite)) {
 	for range apiWriters {
-		q := make(chan apiWrite, n) // apply never blocks
-		a.jobs = append(a.jobs, q)
-		a.wg.Add(1)
+		c := make(chan apiWrite, n)
+		q.jobs = append(q.jobs, c)
+		q.wg.Add(1)
 		go func() {
-			defer a.wg.Done()
-			for j := range q {
-				err := a.api.WriteChange(ctx, j.ch, j.s, j.at)
-				took := time.Since(j.at)
-				a.mu.Lock()
-				a.writes++
-				if err != nil {
-					a.errs++
-					if a.firstErr == "" {
-						a.firstErr = fmt.Sprintf("%s of %s/%s at %s: %v", j.ch.Kind, j.s.Namespace, j.s.Name, j.at.Format("15:04:05.000"), err)
-					}
-				} else {
-					a.writeNs = append(a.writeNs, int64(took))
-					if j.ch.Kind != workload.ServiceDelete {
-						a.triggers++
-					}
-				}
-				a.mu.Unlock()
+			defer q.wg.Done()
+			for j := range c {
+				write(j)
 			}
 		}()
 	}
-	return nil
+}
+
+// put queues w on its service's writer.
+func (q *apiQueues) put(w apiWrite) {
+	h := fnv.New32a()
+	h.Write([]byte(w.s.Namespace + "/" + w.s.Name))
+	q.jobs[h.Sum32()%uint32(len(q.jobs))] <- w
+}
+
+// close ends the queues and waits for the writes in them.
+func (q *apiQueues) close() {
+	for _, c := range q.jobs {
+		close(c)
+	}
+	q.wg.Wait()
 }
 
 func (a *apiApplier) apply(ch workload.Change, s workload.Service, at time.Time) {
@@ -183,19 +214,14 @@ func (a *apiApplier) apply(ch workload.Change, s workload.Service, at time.Time)
 	a.mu.Lock()
 	a.changes = append(a.changes, appliedChange{service: name, at: at})
 	a.mu.Unlock()
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	a.jobs[h.Sum32()%uint32(len(a.jobs))] <- apiWrite{ch: ch, s: s, at: at}
+	a.q.put(apiWrite{ch: ch, s: s, at: at})
 }
 
 // end waits for the writes, ends kube-proxy's account and fills res:
 // its syncs by its log (Syncs), its figures (KubeProxy) and, per change,
 // kube-proxy's own latency where its log's line matches the change.
 func (a *apiApplier) end(ctx context.Context, res *reports.ChurnResult, obs []*observe.Observation, start time.Time) error {
-	for _, q := range a.jobs {
-		close(q)
-	}
-	a.wg.Wait()
+	a.q.close()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var disarmErr error

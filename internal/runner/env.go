@@ -152,6 +152,9 @@ type env struct {
 	// why it cannot run. nil: the traffic phase records no lookup.kernel
 	// (the phases' fakes).
 	kernelTimer func() (kernelTimer, error)
+	// oob makes the outOfBand phase's changes in node0's kernel and reads
+	// them back (nodeOOB); nil: the phase cannot run.
+	oob oobKernel
 }
 
 // errNoBackend: the testbed has no shared backend host to listen in
@@ -282,6 +285,7 @@ func newEnv(tb *topology.Testbed) *env {
 			return m.New(sc, tb.Node)
 		},
 		kernel:      kernelRelease,
+		oob:         nodeOOB{ns: tb.Node},
 		kernelTimer: func() (kernelTimer, error) { return startNodeTimer(tb) },
 		ruleEndpoints: func(ctx context.Context, mode string) (map[netip.Addr]bool, error) {
 			return ruleEndpoints(ctx, tb.Node, mode)

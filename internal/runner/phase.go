@@ -75,6 +75,8 @@ var Phases = []Phase{
 	apiOutagePhaseV,
 	restartPhaseV,
 	crashPhaseV,
+	outOfBandPhaseV,
+	sliceChurnPhaseV,
 	alertsPhaseV,
 	modeSwitchPhase,
 }

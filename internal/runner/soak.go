@@ -372,6 +372,14 @@ type soakRun struct {
 	// objects are the rule objects of the proxier's full sync before the
 	// soak.
 	objects int
+	// spec is the soak's block (nil: the scenario's soak; the sliceChurn
+	// phase's faults.sliceChurn).
+	spec *scenarios.SoakSpec
+	// next, when set, makes each change instead of the cluster's soakMix
+	// (workload.Cluster.Next): the change and its service, ok false to
+	// skip one. Its changes are not timed on the data plane (they change
+	// no endpoint: the sliceChurn phase's renamed EndpointSlices).
+	next func(rng *rand.Rand) (ch workload.Change, s workload.Service, ok bool)
 }
 
 // soakPhase soaks one row (scenario block soak): for (idle+quiet)
@@ -390,7 +398,10 @@ type soakRun struct {
 // stream that cannot be written is a fault (the samples stay in the
 // result).
 func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
-	sc, e, spec := run.sc, run.e, run.sc.Soak
+	sc, e, spec := run.sc, run.e, run.spec
+	if spec == nil {
+		spec = sc.Soak
+	}
 	iv := spec.Interval.Duration
 	n := spec.Intervals()
 	churnFrom := time.Duration(spec.Idle) * iv
@@ -476,10 +487,13 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 				return
 			case <-time.After(time.Until(start.Add(churnFrom + off))):
 			}
-			mu.Lock()
-			ch, ok := cluster.Next(rng, soakMix)
+			var ch workload.Change
 			var svc workload.Service
-			if ok {
+			var ok bool
+			mu.Lock()
+			if run.next != nil {
+				ch, svc, ok = run.next(rng)
+			} else if ch, ok = cluster.Next(rng, soakMix); ok {
 				svc = cluster.Services[ch.Service]
 			}
 			at := time.Now()
@@ -487,10 +501,12 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 			if !ok {
 				continue
 			}
-			o := observe.New(ch, at)
-			tracker.Add(o)
-			if viaAPI {
-				all = append(all, o)
+			if run.next == nil {
+				o := observe.New(ch, at)
+				tracker.Add(o)
+				if viaAPI {
+					all = append(all, o)
+				}
 			}
 			run.live.ChurnApplied(ch.Kind)
 			changes.Add(1)
@@ -582,6 +598,14 @@ func soakStreamPath(artifacts, label string, sc *scenarios.Scenario, services in
 	return filepath.Join(artifacts, "soak", name+".jsonl")
 }
 
+// soakHeaderOf is row r's stream header (label: its row label), whose
+// proxy CPU and RSS figures measure cpu and rss.
+func soakHeaderOf(r *Row, label, cpu, rss string) reports.SoakHeader {
+	return reports.SoakHeader{Tool: "proxybench " + r.O.Version, RunID: r.O.RunID, Row: label, Mode: r.Mode.Name,
+		Implementation: r.Mode.Implementation, BaseMode: r.Mode.Base, Kernel: string(r.O.Where), Services: len(r.Services),
+		Machine: MachineInfo(), Scenario: r.Sc, ProxyCPU: cpu, ProxyRSS: rss}
+}
+
 // soakPhaseV is the soak phase (scenario block soak) as a Phase: a
 // builtin row's changes reach its proxier through the mode's sync loop
 // (loopApplier), a kube-proxy row's through the API, kube-proxy syncing
@@ -598,9 +622,7 @@ var soakPhaseV = Phase{
 			return fmt.Errorf("sync before the soak: %w", err)
 		}
 		label := rowLabel(r.Mode, r.Sc)
-		h := reports.SoakHeader{Tool: "proxybench " + r.O.Version, RunID: r.O.RunID, Row: label, Mode: r.Mode.Name,
-			Implementation: r.Mode.Implementation, BaseMode: r.Mode.Base, Kernel: string(r.O.Where), Services: len(r.Services),
-			Machine: MachineInfo(), Scenario: r.Sc, ProxyCPU: builtinProxyCPU, ProxyRSS: builtinProxyRSS}
+		h := soakHeaderOf(r, label, builtinProxyCPU, builtinProxyRSS)
 		run := soakRun{sc: r.Sc, e: r.Env, services: r.Services, live: r.Live, header: h, prog: r.Progress(), faults: r.Faults,
 			path: soakStreamPath(r.O.ArtifactDir, label, r.Sc, len(r.Services)), objects: st.Objects}
 		api, viaAPI := r.Proxier.(churnAPI)

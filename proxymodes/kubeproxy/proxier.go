@@ -132,6 +132,9 @@ type Proxier struct {
 	churn *churnState
 	// nodes are the other nodes' kube-proxies (ProxierSpec.Others).
 	nodes nodeState
+	// sliceGen counts each service's EndpointSlice renames (RenameSlice;
+	// namespace/name, under lastMu).
+	sliceGen map[string]int
 }
 
 // NewProxier returns a Proxier; nothing starts before the first Sync.

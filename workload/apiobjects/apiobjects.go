@@ -394,3 +394,20 @@ func ReplaceSlice(ctx context.Context, c kubernetes.Interface, s workload.Servic
 	}
 	return nil
 }
+
+// RenameSlice moves s's endpoints from its EndpointSlice named from to a
+// new one named to (EndpointSlice with that name, stamped with trigger):
+// the new slice is created first and the old one deleted after, so the
+// service never lacks its endpoints, as the EndpointSlice controller
+// replaces a slice it recreates. Errors name the slice and the step.
+func RenameSlice(ctx context.Context, c kubernetes.Interface, s workload.Service, from, to string, trigger time.Time) error {
+	es := EndpointSlice(s, trigger)
+	es.Name = to
+	if _, err := c.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, es, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("apiobjects: create EndpointSlice %s/%s: %w", s.Namespace, to, err)
+	}
+	if err := c.DiscoveryV1().EndpointSlices(s.Namespace).Delete(ctx, from, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("apiobjects: delete EndpointSlice %s/%s: %w", s.Namespace, from, err)
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+//go:build linux
+
+package runner
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/workload"
+)
+
+// BenchmarkSoakSelfMemory: proxybench's own memory over an hour's soak
+// (360 samples, the default 10 s interval), time compressed on the
+// phases' fakes: 360 intervals of 50 ms, changes arriving at 1000/s (the
+// generator skips those whose service still has a change pending, so
+// about 3,000 are made: the changes/op metric) and 400 connections/s, for a builtin row (its
+// sync loop) and a kube-proxy row (API writes, its account kept).
+// Reported: RSS and Go heap at the end over at the 30th sample (minute 5
+// of a real soak), rss-ratio and heap-ratio (the issue's bound: within
+// 10%, ratio ≤ 1.10), and the heap growth per change. What grows with
+// the changes grows here; what grows with wall time (the kernel,
+// kube-proxy) is not in it.
+func BenchmarkSoakSelfMemory(b *testing.B) {
+	for _, impl := range []string{scenarios.ImplBuiltin, scenarios.ImplKubeProxy} {
+		b.Run(impl, func(b *testing.B) {
+			sc, err := scenarios.Parse([]byte(`
+seed: 4
+modes: [iptables]
+services: {count: 2000, endpoints: {count: 3}}
+traffic: {timeout: 200ms}
+soak: {duration: 18s, interval: 100ms, rate: 400, churn: 1000, idle: 0, quiet: 0, probes: 4}
+`), "bench.yaml")
+			if err != nil {
+				b.Fatal(err)
+			}
+			sc.Soak.Interval.Duration = 50 * time.Millisecond // below validate's 100 ms: time compressed
+			svcs, err := workload.Services(sc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range b.N {
+				var ap churnApplier
+				var proc soakProcess
+				var e *fakeEnv
+				if impl == scenarios.ImplKubeProxy {
+					f := &fakeKubeProxy{fakeAPI: newFakeAPI()}
+					if _, err := f.Sync(context.Background(), svcs); err != nil {
+						b.Fatal(err)
+					}
+					e, ap, proc = newFakeEnv(f.fakeProxier), newAPIApplier(f, 0), f
+				} else {
+					p := newFakeProxier()
+					if _, err := p.Sync(context.Background(), svcs); err != nil {
+						b.Fatal(err)
+					}
+					e, ap = newFakeEnv(p), &loopApplier{p: p, sc: sc, minSync: 20 * time.Millisecond, period: time.Hour}
+				}
+				var fl faults
+				sr, err := soakPhase(context.Background(), soakRun{sc: sc, e: &e.env, services: svcs, ap: ap, proc: proc,
+					path: filepath.Join(b.TempDir(), "s.jsonl"), header: reports.SoakHeader{Row: "bench"}, prog: &recProgress{}, faults: &fl})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(sr.Samples) < 60 {
+					b.Fatalf("%d samples", len(sr.Samples))
+				}
+				at5, end := sr.Samples[29], sr.Samples[len(sr.Samples)-1]
+				b.ReportMetric(float64(end.SelfRSSBytes)/float64(at5.SelfRSSBytes), "rss-ratio")
+				b.ReportMetric(float64(end.SelfHeapBytes)/float64(at5.SelfHeapBytes), "heap-ratio")
+				b.ReportMetric(float64(end.SelfRSSBytes)/(1<<20), "rss-MiB")
+				changes := sr.End.Changes
+				if changes > 0 {
+					b.ReportMetric(float64(int64(end.SelfHeapBytes)-int64(at5.SelfHeapBytes))/float64(changes), "heap-B/change")
+				}
+				b.ReportMetric(float64(changes), "changes")
+				if testing.Verbose() {
+					fmt.Printf("%s: %d samples, %d changes, RSS %d -> %d MiB, heap %d -> %d MiB\n", impl, len(sr.Samples), changes,
+						at5.SelfRSSBytes>>20, end.SelfRSSBytes>>20, at5.SelfHeapBytes>>20, end.SelfHeapBytes>>20)
+				}
+			}
+		})
+	}
+}
