@@ -47,6 +47,8 @@ var numericFields = []struct {
 	{"services.groups[0].endpoints.count", "services:\n  count: 10\n  groups:\n  - count: 1\n    endpoints:\n      count: @\n", "z"},
 	{"services.groups[0].nodePorts[0]", "services:\n  count: 10\n  groups:\n  - count: 1\n    type: NodePort\n    nodePorts: [@]\n", ""},
 	{"services.groups[0].healthCheckNodePorts[0]", "topology: {pods: isolated, nodes: 2}\nservices:\n  count: 10\n  groups:\n  - count: 1\n    type: LoadBalancer\n    externalTrafficPolicy: Local\n    healthCheckNodePorts: [@]\n", ""},
+	{"serviceTypes.connections", "topology: {pods: isolated, nodes: 2, externalClient: true}\nservices: {count: 10}\nserviceTypes:\n  connections: @\n", ""},
+	{"serviceTypes.timeout", "topology: {pods: isolated, nodes: 2, externalClient: true}\nservices: {count: 10}\nserviceTypes:\n  timeout: @\n", "f"},
 	{"kubeProxy.verbosity", "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy:\n  verbosity: @\n", "z"},
 	{"kubeProxy.firstSyncTimeout", "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy:\n  firstSyncTimeout: @\n", "f"},
 	{"sim.nodes", "engine: sim\nservices: {count: 10}\nsim:\n  nodes: @\n", ""},

@@ -89,6 +89,9 @@ type Scenario struct {
 	// incremental sync, and reports failed and slow connections during
 	// each sync's window (kubernetes PR#139546).
 	SyncDisruption *SyncDisruptionSpec `yaml:"syncDisruption,omitempty" json:"syncDisruption,omitempty"`
+	// ServiceTypes, when set, measures every entry path × client location
+	// × policy of the services (ServiceTypesSpec; run-scoped).
+	ServiceTypes *ServiceTypesSpec `yaml:"serviceTypes,omitempty" json:"serviceTypes,omitempty"`
 	// ModeSwitch, when set, switches one node from one mode to another under probes (ModeSwitchSpec; run-scoped).
 	ModeSwitch *ModeSwitchSpec `yaml:"modeSwitch,omitempty" json:"modeSwitch,omitempty"`
 	// Soak, when set, runs each mode (but none) for a long time under

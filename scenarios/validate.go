@@ -218,6 +218,7 @@ func (s *Scenario) SetDefaults() {
 		}
 	}
 	s.setModeSwitchDefaults()
+	s.setServiceTypesDefaults()
 	s.setSoakDefaults()
 	s.monitoringDefaults()
 	if tr := s.Transitions; tr != nil {
@@ -314,6 +315,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).transitions,
 		(*checker).syncDisruption,
 		(*checker).modeSwitch,
+		(*checker).serviceTypes,
 		(*checker).soak,
 		(*checker).lifecycle,
 		(*checker).connReuse,

@@ -279,7 +279,9 @@ type clientRoute struct {
 // buildClients creates the client pods: pod i on node i mod nodes, its
 // /30 link at NodeCIDR offset fab+4i, with the ClientAddresses of its
 // ClientCIDR block when there are several, routes to the service and pod
-// CIDRs through its node, and the whole ephemeral port range. It returns
+// CIDRs (with the external client also NodeCIDR and Spec.ExternalVia:
+// node ports, LoadBalancer and external IPs) through its node, and the
+// whole ephemeral port range. It returns
 // where every client address block sits.
 func (tb *Testbed) buildClients(ctx context.Context, spec Spec, fab int) ([]clientRoute, error) {
 	var routes []clientRoute
@@ -322,7 +324,13 @@ func (tb *Testbed) buildClients(ctx context.Context, spec Spec, fab int) ([]clie
 					}
 				}
 			}
-			for _, dst := range []netip.Prefix{spec.ServiceCIDR, spec.PodCIDR} {
+			dsts := []netip.Prefix{spec.ServiceCIDR, spec.PodCIDR}
+			if spec.ExternalCIDR.IsValid() {
+				// Node addresses (node ports) and LoadBalancer and
+				// external IPs, as a pod's default route would take them.
+				dsts = append(append(dsts, spec.NodeCIDR), spec.ExternalVia...)
+			}
+			for _, dst := range dsts {
 				if err := h.RouteAdd(&netlink.Route{Dst: ipnet(dst), Gw: net.IP(nodeC.AsSlice())}); err != nil {
 					return fmt.Errorf("route %s: %w", dst, err)
 				}

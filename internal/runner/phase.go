@@ -73,6 +73,7 @@ var Phases = []Phase{
 	soakPhaseV,
 	alertsPhaseV,
 	modeSwitchPhase,
+	serviceTypesPhase,
 }
 
 // PhaseRules are the rules of Phases, for scenarios.Catalog.Phases and
