@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -134,9 +135,13 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 		return err
 	}
 	svc, pod, nodeNet, cluster := sc.Prefixes()
+	dir := filepath.Join(s.O.ArtifactDir, rowDir("serviceTypes "+row))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	cl, err := kubeproxy.StartCluster(ctx, kubeproxy.ClusterSpec{RunID: s.O.RunID, Nodes: tb.Nodes, NodeIPs: tb.NodeAddrs, Mode: m.Name, Pass: pass,
 		ClusterCIDR: cluster, ServiceCIDR: svc, Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix(), sc.ExternalClientPrefix(), netip.MustParsePrefix(sc.LoadBalancerPrefixString())},
-		KubeProxy: kb.Path, Bin: s.Checked.bin, Dir: filepath.Join(s.O.ArtifactDir, rowDir("serviceTypes "+row)), Services: s.Services})
+		KubeProxy: kb.Path, Bin: s.Checked.bin, Dir: dir, Services: s.Services})
 	defer func() {
 		if serr := cl.Stop(); serr != nil && err == nil {
 			err = fmt.Errorf("stop kube-proxy: %w", serr)
@@ -362,7 +367,19 @@ func expectCell(mode string, svc *workload.Service, path string, entry int, c st
 	}
 	node := scenarios.NodeName(entry)
 	local := len(svc.LocalEndpoints(node)) > 0
-	host := c.node >= 0 && len(c.own) > 0 && c.ns.NodeName() != ""
+	host := c.node >= 0 && c.ns.NodeName() != ""
+	e := expectPath(mode, svc, path, entry, local, c)
+	if host && e.Reachable {
+		// The node's own traffic is masqueraded (its address is outside
+		// clusterCIDR, or the destination is external): the backend sees
+		// a node address, its own or the entry node's, either way.
+		e.Source = ""
+	}
+	return e
+}
+
+// expectPath is expectCell before the host-network clients' source rule.
+func expectPath(mode string, svc *workload.Service, path string, entry int, local bool, c stClient) reports.Expected {
 	switch path {
 	case "clusterIP":
 		if svc.InternalLocal {
@@ -376,14 +393,10 @@ func expectCell(mode string, svc *workload.Service, path string, entry int, c st
 		if mode != "iptables" {
 			return reports.Expected{Why: "localhost node ports: iptables mode only"}
 		}
-		return reports.Expected{Reachable: true, Source: "client", Why: "localhost node port (iptables), masqueraded to the node's own address"}
+		return reports.Expected{Reachable: true, Source: "node", Why: "localhost node port (iptables), masqueraded to the node's own address"}
 	}
 	if !svc.ExternalLocal {
-		src := "node"
-		if host && c.node == entry {
-			src = "client"
-		}
-		return reports.Expected{Reachable: true, Source: src, Why: "externalTrafficPolicy Cluster: any endpoint, source masqueraded to a node"}
+		return reports.Expected{Reachable: true, Source: "node", Why: "externalTrafficPolicy Cluster: any endpoint, source masqueraded to a node"}
 	}
 	if c.node >= 0 && c.node == entry {
 		return reports.Expected{Reachable: true, Source: "client", Why: "externalTrafficPolicy Local, in-cluster traffic captured on the client's node: proxied as Cluster"}
