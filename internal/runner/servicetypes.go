@@ -147,9 +147,17 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 			err = fmt.Errorf("stop kube-proxy: %w", serr)
 		}
 		for n, nd := range tb.Nodes {
-			if m.CleanupLeftovers != nil {
-				if cerr := m.CleanupLeftovers(context.WithoutCancel(ctx), sc, nd); cerr != nil && err == nil {
-					err = fmt.Errorf("node%d: cleanup: %w", n, cerr)
+			// kube-proxy runs the iptables tools on PATH (Debian's: the nft
+			// back end) here, not the scenario's back end: clean both, or
+			// its KUBE-NODEPORTS would answer the next pass's node ports.
+			for _, be := range []string{"legacy", "nft"} {
+				if m.CleanupLeftovers == nil {
+					break
+				}
+				c := *sc
+				c.IPTables.Backend = be
+				if cerr := m.CleanupLeftovers(context.WithoutCancel(ctx), &c, nd); cerr != nil && err == nil {
+					err = fmt.Errorf("node%d: cleanup (%s): %w", n, be, cerr)
 				}
 			}
 			_ = s.Env.flush(n)
