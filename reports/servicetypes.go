@@ -152,7 +152,7 @@ func ServiceTypesSections(st *ServiceTypes) []Section {
 		m.Notes = append(m.Notes, "LoadBalancer ingress IPs were written into status.loadBalancer.ingress by "+st.LoadBalancerWriter+".")
 	}
 	for _, e := range st.Errors {
-		m.Notes = append(m.Notes, e.Row+": not measured: "+e.Err)
+		m.Notes = append(m.Notes, e.Row+": error (its cells, if any, are those measured before it): "+e.Err)
 	}
 	diff := Section{Phase: "serviceTypes", Title: "service types: cells where observed and documented differ", Scope: "run",
 		Intro:   "Each cell of the matrix whose outcome is not the documented one, with the implementations that show it.",

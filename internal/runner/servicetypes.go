@@ -156,7 +156,16 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 				}
 				c := *sc
 				c.IPTables.Backend = be
-				if cerr := m.CleanupLeftovers(context.WithoutCancel(ctx), &c, nd); cerr != nil && err == nil {
+				// The xtables lock is the host's (/run/xtables.lock):
+				// other programs' iptables calls hold it a moment.
+				var cerr error
+				for try := 0; try < 10; try++ {
+					if cerr = m.CleanupLeftovers(context.WithoutCancel(ctx), &c, nd); cerr == nil {
+						break
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+				if cerr != nil && err == nil {
 					err = fmt.Errorf("node%d: cleanup (%s): %w", n, be, cerr)
 				}
 			}
