@@ -112,6 +112,11 @@ type Mode struct {
 	// validation refuses a port of another protocol (exit 2) through
 	// modes.Catalog.
 	Protocols []string
+	// LocalhostNodePorts: the mode answers node ports on 127.0.0.1 from
+	// the node itself (kube-proxy's iptables.localhostNodePorts, default
+	// true; the nftables and IPVS modes do not support them), which the
+	// serviceTypes phase's documented outcome follows.
+	LocalhostNodePorts bool
 	// Direct makes the traffic driver dial endpoints directly instead of
 	// ClusterIPs (mode none, the baseline).
 	Direct bool

@@ -121,7 +121,7 @@ func serviceTypesBuiltin(ctx context.Context, s *RunState, m proxymodes.Mode, ro
 		}
 		hcs = append(hcs, h)
 	}
-	return measureServiceTypes(ctx, s, m.Name, row, addrs, st)
+	return measureServiceTypes(ctx, s, m, row, addrs, st)
 }
 
 // serviceTypesKube runs kube-proxy kb in mode m on every node over one
@@ -175,7 +175,7 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 	if err != nil {
 		return err
 	}
-	return measureServiceTypes(ctx, s, m.Name, row, addrs, st)
+	return measureServiceTypes(ctx, s, m, row, addrs, st)
 }
 
 // stClient is one client location of the matrix.
@@ -198,7 +198,7 @@ type stPath struct {
 // measureServiceTypes connects through every path of every service from
 // every client it applies to, appending one cell each, then asks each
 // LoadBalancer service's health check node port at every node.
-func measureServiceTypes(ctx context.Context, s *RunState, mode, row string, addrs map[netip.Addr]string, st *reports.ServiceTypes) error {
+func measureServiceTypes(ctx context.Context, s *RunState, m proxymodes.Mode, row string, addrs map[netip.Addr]string, st *reports.ServiceTypes) error {
 	tb, spec := s.Testbed, s.Sc.ServiceTypes
 	var clients []stClient
 	for i, c := range tb.Clients {
@@ -264,7 +264,7 @@ func measureServiceTypes(ctx context.Context, s *RunState, mode, row string, add
 					}
 				}
 				cell := reports.ServiceCell{Row: row, Service: svc.Name, Exposure: label, Path: p.kind, Entry: scenarios.NodeName(entry), Client: c.label,
-					Expected: expectCell(mode, svc, p.kind, entry, c)}
+					Expected: expectCell(m, svc, p.kind, entry, c)}
 				dialCell(ctx, &cell, svc, c, p, entry, spec.Connections, spec.Timeout.Duration, addrs)
 				st.Cells = append(st.Cells, cell)
 				if ctx.Err() != nil {
@@ -378,14 +378,14 @@ func dialCell(ctx context.Context, cell *reports.ServiceCell, svc *workload.Serv
 //     node's port) is proxied as Cluster there; traffic entering a node
 //     from outside it reaches only that node's endpoints with the
 //     client's address kept, and is dropped at a node without one.
-func expectCell(mode string, svc *workload.Service, path string, entry int, c stClient) reports.Expected {
+func expectCell(m proxymodes.Mode, svc *workload.Service, path string, entry int, c stClient) reports.Expected {
 	if len(svc.ReadyEndpoints()) == 0 {
 		return reports.Expected{Why: "no endpoints: rejected"}
 	}
 	node := scenarios.NodeName(entry)
 	local := len(svc.LocalEndpoints(node)) > 0
 	host := c.node >= 0 && c.ns.NodeName() != ""
-	e := expectPath(mode, svc, path, entry, local, c)
+	e := expectPath(m, svc, path, entry, local, c)
 	if host && e.Reachable {
 		// The node's own traffic is masqueraded (its address is outside
 		// clusterCIDR, or the destination is external): the backend sees
@@ -396,7 +396,7 @@ func expectCell(mode string, svc *workload.Service, path string, entry int, c st
 }
 
 // expectPath is expectCell before the host-network clients' source rule.
-func expectPath(mode string, svc *workload.Service, path string, entry int, local bool, c stClient) reports.Expected {
+func expectPath(m proxymodes.Mode, svc *workload.Service, path string, entry int, local bool, c stClient) reports.Expected {
 	switch path {
 	case "clusterIP":
 		if svc.InternalLocal {
@@ -407,7 +407,7 @@ func expectPath(mode string, svc *workload.Service, path string, entry int, loca
 		}
 		return reports.Expected{Reachable: true, Source: "client", Why: "cluster IP: any endpoint, the client's address kept"}
 	case "localhost":
-		if mode != "iptables" {
+		if !m.LocalhostNodePorts {
 			return reports.Expected{Why: "localhost node ports: iptables mode only"}
 		}
 		return reports.Expected{Reachable: true, Source: "node", Why: "localhost node port (iptables), masqueraded to the node's own address"}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
 )
@@ -20,12 +21,13 @@ func TestExpectCell(t *testing.T) {
 		return &workload.Service{Type: typ, ExternalLocal: etp, InternalLocal: itp, Endpoints: []workload.Endpoint{e},
 			Ports: []workload.ServicePort{{Port: 80, NodePort: 30000, Protocol: "TCP"}}}
 	}
+	ipt, nft := proxymodes.Mode{Name: "a", LocalhostNodePorts: true}, proxymodes.Mode{Name: "b"}
 	pod1 := stClient{label: "pod@node-1", ns: &topology.Netns{Name: "pb-x-client1"}, node: 1}
 	host1 := stClient{label: "host@node-1", ns: &topology.Netns{Name: "pb-x-node1"}, node: 1}
 	ext := stClient{label: "external", ns: &topology.Netns{Name: "pb-x-ext"}, node: -1}
 	for _, tc := range []struct {
 		name      string
-		mode      string
+		mode      proxymodes.Mode
 		s         *workload.Service
 		path      string
 		entry     int
@@ -33,16 +35,16 @@ func TestExpectCell(t *testing.T) {
 		reachable bool
 		source    string
 	}{
-		{"cluster IP from a pod", "iptables", svc("ClusterIP", false, false), "clusterIP", 1, pod1, true, "client"},
-		{"itp Local, no endpoint on the client's node", "iptables", svc("ClusterIP", false, true), "clusterIP", 1, pod1, false, ""},
-		{"etp Cluster, external at the node without endpoint", "iptables", svc("NodePort", false, false), "nodePort", 1, ext, true, "node"},
-		{"etp Local, external at the node without endpoint", "iptables", svc("NodePort", true, false), "nodePort", 1, ext, false, ""},
-		{"etp Local, external at the endpoint's node", "nftables", svc("LoadBalancer", true, false), "loadBalancer", 0, ext, true, "client"},
-		{"etp Local, pod through its own node", "iptables", svc("LoadBalancer", true, false), "loadBalancer", 1, pod1, true, "client"},
-		{"host client: source not checked", "iptables", svc("NodePort", false, false), "nodePort", 0, host1, true, ""},
-		{"localhost node port in nftables", "nftables", svc("NodePort", false, false), "localhost", 1, host1, false, ""},
-		{"localhost node port in iptables", "iptables", svc("NodePort", false, false), "localhost", 1, host1, true, ""},
-		{"no endpoints", "iptables", &workload.Service{Type: "NodePort"}, "nodePort", 0, ext, false, ""},
+		{"cluster IP from a pod", ipt, svc("ClusterIP", false, false), "clusterIP", 1, pod1, true, "client"},
+		{"itp Local, no endpoint on the client's node", ipt, svc("ClusterIP", false, true), "clusterIP", 1, pod1, false, ""},
+		{"etp Cluster, external at the node without endpoint", ipt, svc("NodePort", false, false), "nodePort", 1, ext, true, "node"},
+		{"etp Local, external at the node without endpoint", ipt, svc("NodePort", true, false), "nodePort", 1, ext, false, ""},
+		{"etp Local, external at the endpoint's node", nft, svc("LoadBalancer", true, false), "loadBalancer", 0, ext, true, "client"},
+		{"etp Local, pod through its own node", ipt, svc("LoadBalancer", true, false), "loadBalancer", 1, pod1, true, "client"},
+		{"host client: source not checked", ipt, svc("NodePort", false, false), "nodePort", 0, host1, true, ""},
+		{"localhost node port in nftables", nft, svc("NodePort", false, false), "localhost", 1, host1, false, ""},
+		{"localhost node port in iptables", ipt, svc("NodePort", false, false), "localhost", 1, host1, true, ""},
+		{"no endpoints", ipt, &workload.Service{Type: "NodePort"}, "nodePort", 0, ext, false, ""},
 	} {
 		got := expectCell(tc.mode, tc.s, tc.path, tc.entry, tc.c)
 		if got.Reachable != tc.reachable || got.Source != tc.source || got.Why == "" {
