@@ -22,6 +22,34 @@ type Node interface {
 	Run(ctx context.Context, stdin []byte, name string, args ...string) ([]byte, error)
 }
 
+// NodeNamer is implemented by a Node that knows its name in the API
+// (*topology.Netns of a node namespace: scenarios.NodeName of its index),
+// the hostname a proxier compares an endpoint's node with for the Local
+// traffic policies.
+type NodeNamer interface {
+	NodeName() string
+}
+
+// NodeNameOf returns node's NodeName, or fallback when node has none
+// (a fake node, a scratch namespace).
+func NodeNameOf(node Node, fallback string) string {
+	if n, ok := node.(NodeNamer); ok {
+		if name := n.NodeName(); name != "" {
+			return name
+		}
+	}
+	return fallback
+}
+
+// Sysctler is implemented by a Node that writes its own per-namespace
+// sysctls (*topology.Netns.Sysctl, which refuses anything but net/ keys).
+// A mode writes the sysctls kube-proxy writes in its node (iptables:
+// net/ipv4/conf/all/route_localnet=1 for localhost node ports) only
+// through it, so a fake node never reaches the root namespace's.
+type Sysctler interface {
+	Sysctl(key, value string) error
+}
+
 // Mode is everything proxybench knows about one proxy mode, in one value:
 // the runner, the sim engine, doctor, scenario validation and the reports
 // ask it, never a switch on the mode's name. Each mode's package exports
@@ -84,6 +112,11 @@ type Mode struct {
 	// validation refuses a port of another protocol (exit 2) through
 	// modes.Catalog.
 	Protocols []string
+	// LocalhostNodePorts: the mode answers node ports on 127.0.0.1 from
+	// the node itself (kube-proxy's iptables.localhostNodePorts, default
+	// true; the nftables and IPVS modes do not support them), which the
+	// serviceTypes phase's documented outcome follows.
+	LocalhostNodePorts bool
 	// Direct makes the traffic driver dial endpoints directly instead of
 	// ClusterIPs (mode none, the baseline).
 	Direct bool

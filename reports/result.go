@@ -54,6 +54,8 @@ type Result struct {
 	Sections []Section `json:"sections,omitempty"`
 	// ModeSwitch are the modeSwitch phase's switches (run-scoped: each spans two rows).
 	ModeSwitch []ModeSwitch `json:"modeSwitch,omitempty"`
+	// ServiceTypes is the serviceTypes phase's matrix (run-scoped).
+	ServiceTypes *ServiceTypes `json:"serviceTypes,omitempty"`
 }
 
 // Machine identifies where a run happened; compare refuses to mix machines.

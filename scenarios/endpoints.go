@@ -9,7 +9,9 @@ import (
 // EndpointCounts draws, with a generator seeded by Seed, the endpoint count of every service from the
 // scenario's distribution: fixed Count; uniform on [Min, Max]; zipf gives
 // 1 + rand.Zipf(S, V, Max-1), so counts lie in [1, Max] with most services
-// small. The result has Services.Count entries.
+// small. The result has Services.Count entries, then each group's
+// services.groups[i].endpoints.count per service of the group
+// (ServiceTotal entries in all).
 func (sc *Scenario) EndpointCounts() []int {
 	rng := rand.New(rand.NewSource(sc.Seed))
 	e := sc.Services.Endpoints
@@ -31,7 +33,7 @@ func (sc *Scenario) EndpointCounts() []int {
 	for _, i := range sc.EmptyServices() {
 		out[i] = 0
 	}
-	return out
+	return sc.groupEndpointCounts(out)
 }
 
 // EmptyServices lists, sorted, the indices of the services that

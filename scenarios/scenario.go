@@ -89,6 +89,9 @@ type Scenario struct {
 	// incremental sync, and reports failed and slow connections during
 	// each sync's window (kubernetes PR#139546).
 	SyncDisruption *SyncDisruptionSpec `yaml:"syncDisruption,omitempty" json:"syncDisruption,omitempty"`
+	// ServiceTypes, when set, measures every entry path × client location
+	// × policy of the services (ServiceTypesSpec; run-scoped).
+	ServiceTypes *ServiceTypesSpec `yaml:"serviceTypes,omitempty" json:"serviceTypes,omitempty"`
 	// ModeSwitch, when set, switches one node from one mode to another under probes (ModeSwitchSpec; run-scoped).
 	ModeSwitch *ModeSwitchSpec `yaml:"modeSwitch,omitempty" json:"modeSwitch,omitempty"`
 	// Soak, when set, runs each mode (but none) for a long time under
@@ -169,6 +172,46 @@ type ServicesSpec struct {
 	SessionAffinityTimeout Duration `yaml:"sessionAffinityTimeout" json:"sessionAffinityTimeout"`
 	// Endpoints sets how many endpoints each service has.
 	Endpoints EndpointsSpec `yaml:"endpoints" json:"endpoints"`
+
+	// Type, ExternalTrafficPolicy, InternalTrafficPolicy, NodePorts,
+	// HealthCheckNodePorts, ExternalIPs, LoadBalancerIPs and
+	// EndpointNodes say how the services are reached beyond their
+	// ClusterIP (core/v1 ServiceSpec; ExposureSpec documents each).
+	Type                  string   `yaml:"type,omitempty" json:"type,omitempty"`
+	ExternalTrafficPolicy string   `yaml:"externalTrafficPolicy,omitempty" json:"externalTrafficPolicy,omitempty"`
+	InternalTrafficPolicy string   `yaml:"internalTrafficPolicy,omitempty" json:"internalTrafficPolicy,omitempty"`
+	NodePorts             []int    `yaml:"nodePorts,omitempty" json:"nodePorts,omitempty"`
+	HealthCheckNodePorts  []int    `yaml:"healthCheckNodePorts,omitempty" json:"healthCheckNodePorts,omitempty"`
+	ExternalIPs           []string `yaml:"externalIPs,omitempty" json:"externalIPs,omitempty"`
+	LoadBalancerIPs       []string `yaml:"loadBalancerIPs,omitempty" json:"loadBalancerIPs,omitempty"`
+	EndpointNodes         []string `yaml:"endpointNodes,omitempty" json:"endpointNodes,omitempty"`
+	// Groups are more services after these count ones, each group of its
+	// own type and policies (ServiceGroup; it shares ports and session
+	// affinity with the main list): the service-types scenario has one
+	// group per type × policy.
+	Groups []ServiceGroup `yaml:"groups,omitempty" json:"groups,omitempty"`
+}
+
+// ServiceGroup is one entry of services.groups: Count services with the
+// exposure fields of ServicesSpec (same names and meaning) and
+// Endpoints.Count endpoints each (default: the main list's fixed count,
+// else 3).
+type ServiceGroup struct {
+	Count                 int                   `yaml:"count" json:"count"`
+	Endpoints             ServiceGroupEndpoints `yaml:"endpoints,omitempty" json:"endpoints,omitempty"`
+	Type                  string                `yaml:"type,omitempty" json:"type,omitempty"`
+	ExternalTrafficPolicy string                `yaml:"externalTrafficPolicy,omitempty" json:"externalTrafficPolicy,omitempty"`
+	InternalTrafficPolicy string                `yaml:"internalTrafficPolicy,omitempty" json:"internalTrafficPolicy,omitempty"`
+	NodePorts             []int                 `yaml:"nodePorts,omitempty" json:"nodePorts,omitempty"`
+	HealthCheckNodePorts  []int                 `yaml:"healthCheckNodePorts,omitempty" json:"healthCheckNodePorts,omitempty"`
+	ExternalIPs           []string              `yaml:"externalIPs,omitempty" json:"externalIPs,omitempty"`
+	LoadBalancerIPs       []string              `yaml:"loadBalancerIPs,omitempty" json:"loadBalancerIPs,omitempty"`
+	EndpointNodes         []string              `yaml:"endpointNodes,omitempty" json:"endpointNodes,omitempty"`
+}
+
+// ServiceGroupEndpoints is a group's endpoints block: a fixed count.
+type ServiceGroupEndpoints struct {
+	Count int `yaml:"count" json:"count"`
 }
 
 // PortSpec is one named ServicePort of services.ports (Kubernetes'
@@ -301,6 +344,15 @@ type NetworkSpec struct {
 	// topology.clientAddresses > 1 (default 198.19.192.0/19): client pod i
 	// owns the i-th aligned block of the next power of two >= clientAddresses.
 	ClientCIDR string `yaml:"clientCIDR,omitempty" json:"clientCIDR,omitempty"`
+	// LoadBalancerCIDR holds the LoadBalancer ingress IPs the testbed
+	// allocates for type LoadBalancer services without loadBalancerIPs
+	// (there is no cloud: the testbed writes them into the Service's
+	// status.loadBalancer.ingress); default 198.18.128.0/24.
+	LoadBalancerCIDR string `yaml:"loadBalancerCIDR,omitempty" json:"loadBalancerCIDR,omitempty"`
+	// ExternalClientCIDR holds the addresses of the external client
+	// namespace (topology.externalClient), outside clusterCIDR as a
+	// client on the internet is; default 198.18.192.0/24.
+	ExternalClientCIDR string `yaml:"externalClientCIDR,omitempty" json:"externalClientCIDR,omitempty"`
 }
 
 // TopologySpec sizes the testbed.
@@ -322,6 +374,12 @@ type TopologySpec struct {
 	// ClientAddresses is the number of source addresses of each client pod
 	// (default 1: its link address); connections bind to them in turn.
 	ClientAddresses int `yaml:"clientAddresses,omitempty" json:"clientAddresses,omitempty"`
+	// ExternalClient adds a client namespace outside the cluster (no
+	// route out of the testbed: it is one of its namespaces) on the
+	// nodes' fabric, at network.externalClientCIDR, that reaches node
+	// IPs, LoadBalancer IPs and external IPs as a client on the internet
+	// does; it needs nodes >= 2 (the fabric bridge).
+	ExternalClient bool `yaml:"externalClient,omitempty" json:"externalClient,omitempty"`
 }
 
 // TrafficSpec configures the closed-loop traffic driver.

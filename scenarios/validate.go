@@ -147,6 +147,7 @@ func (s *Scenario) SetDefaults() {
 	if sv.Endpoints.Distribution == "fixed" {
 		num("services.endpoints.count", &sv.Endpoints.Count, 3)
 	}
+	s.exposureDefaults()
 	n := &s.Network
 	str("network.serviceCIDR", &n.ServiceCIDR, "198.18.0.0/16")
 	str("network.podCIDR", &n.PodCIDR, "198.19.0.0/17")
@@ -221,6 +222,7 @@ func (s *Scenario) SetDefaults() {
 		}
 	}
 	s.setModeSwitchDefaults()
+	s.setServiceTypesDefaults()
 	s.setSoakDefaults()
 	s.setProcessFaultsDefaults()
 	s.setFaultsDefaults()
@@ -304,6 +306,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).top,
 		(*checker).services,
 		(*checker).network,
+		(*checker).exposure,
 		(*checker).sweep,
 		(*checker).capacity,
 		(*checker).topology,
@@ -318,6 +321,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).transitions,
 		(*checker).syncDisruption,
 		(*checker).modeSwitch,
+		(*checker).serviceTypes,
 		(*checker).soak,
 		(*checker).processFaults,
 		(*checker).faults,
@@ -667,10 +671,10 @@ func endpointTotal(s *Scenario) int64 {
 // capacity checks that services.count fits serviceCIDR, its endpoints
 // podCIDR, and (one node) the /30 links nodeCIDR.
 func (c *checker) capacity() {
-	s, sv := c.s, c.s.Services
-	if c.svcOK && c.countOK && int64(sv.Count) > usable(c.svc) {
-		c.add("services.count", fmt.Sprintf("%d services do not fit serviceCIDR %s (%d usable addresses)", sv.Count, c.svc, usable(c.svc)),
-			fmt.Sprintf("use fewer services or a /%d or larger network.serviceCIDR", fitting(int64(sv.Count)+2)))
+	s := c.s
+	if n := s.ServiceTotal(); c.svcOK && c.countOK && int64(n) > usable(c.svc) {
+		c.add("services.count", fmt.Sprintf("%d services do not fit serviceCIDR %s (%d usable addresses)", n, c.svc, usable(c.svc)),
+			fmt.Sprintf("use fewer services or a /%d or larger network.serviceCIDR", fitting(int64(n)+2)))
 	}
 	if c.podOK && c.countOK && c.distOK {
 		if need := endpointTotal(s); need > usable(c.pod) {

@@ -94,6 +94,11 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 	if err = tb.routeOtherNodesClients(routes); err != nil {
 		return tb, err
 	}
+	if spec.ExternalCIDR.IsValid() {
+		if err = tb.buildExternal(spec, fab); err != nil {
+			return tb, err
+		}
+	}
 	if shared {
 		return tb, tb.routeBackend(spec, routes, backendAddr)
 	}
@@ -101,7 +106,93 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 	if spec.ClientCIDR.IsValid() {
 		back = append(back, spec.ClientCIDR)
 	}
+	if spec.ExternalCIDR.IsValid() {
+		back = append(back, spec.ExternalCIDR)
+	}
 	return tb, tb.buildPods(ctx, spec, nodes, back)
+}
+
+// buildExternal creates the external client (Spec.ExternalCIDR): a port
+// of the fabric bridge with the first address of ExternalCIDR (/32),
+// on-link routes to the fabric block, ExternalVia through node 0; on
+// every node an on-link route to ExternalCIDR and NodeVia through the
+// external client. No namespace gets a default route.
+func (tb *Testbed) buildExternal(spec Spec, fab int) error {
+	if tb.Fabric == nil {
+		return fmt.Errorf("topology: the external client joins the fabric bridge, which needs 2 or more nodes")
+	}
+	ext, err := tb.create("ext")
+	if err != nil {
+		return err
+	}
+	tb.External = ext
+	tb.ExternalAddr = spec.ExternalCIDR.Masked().Addr().Next()
+	tb.externalVia = spec.ExternalVia
+	if err := fabricPort(tb.Fabric, fmt.Sprintf("pb%s-fx", spec.RunID), ext, "eth0", netip.PrefixFrom(tb.ExternalAddr, 32)); err != nil {
+		return err
+	}
+	block := netip.PrefixFrom(spec.NodeCIDR.Masked().Addr(), 32-log2(fab))
+	if err := ext.withNetlink(func(h *netlink.Handle) error {
+		eth, err := h.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		if err := h.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Dst: ipnet(block), Scope: netlink.SCOPE_LINK}); err != nil {
+			return fmt.Errorf("route %s dev eth0: %w", block, err)
+		}
+		for _, dst := range spec.ExternalVia {
+			if err := h.RouteAdd(&netlink.Route{Dst: ipnet(dst), Gw: net.IP(tb.NodeAddrs[0].AsSlice())}); err != nil {
+				return fmt.Errorf("route %s via node0: %w", dst, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("netns %q: %w", ext.Name, err)
+	}
+	if err := ext.Sysctl("net/ipv4/ip_local_port_range", "1024 65535"); err != nil {
+		return err
+	}
+	for _, nd := range tb.Nodes {
+		if err := nd.withNetlink(func(h *netlink.Handle) error {
+			fab0, err := h.LinkByName("fab0")
+			if err != nil {
+				return err
+			}
+			if err := h.RouteAdd(&netlink.Route{LinkIndex: fab0.Attrs().Index, Dst: ipnet(spec.ExternalCIDR), Scope: netlink.SCOPE_LINK}); err != nil {
+				return fmt.Errorf("route %s dev fab0: %w", spec.ExternalCIDR, err)
+			}
+			for _, dst := range spec.NodeVia {
+				if err := h.RouteAdd(&netlink.Route{Dst: ipnet(dst), Gw: net.IP(tb.ExternalAddr.AsSlice()), LinkIndex: fab0.Attrs().Index, Flags: int(netlink.FLAG_ONLINK)}); err != nil {
+					return fmt.Errorf("route %s via the external client: %w", dst, err)
+				}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("netns %q: %w", nd.Name, err)
+		}
+	}
+	return nil
+}
+
+// RouteExternal sends the external client's traffic to every
+// Spec.ExternalVia prefix through node n (`ip route replace <dst> via
+// <node n>` in the external namespace), as a load balancer or a router
+// picks the node an external connection enters at.
+func (tb *Testbed) RouteExternal(n int) error {
+	if tb.External == nil {
+		return fmt.Errorf("topology: no external client")
+	}
+	if n < 0 || n >= len(tb.NodeAddrs) {
+		return fmt.Errorf("topology: node %d of %d", n, len(tb.NodeAddrs))
+	}
+	return tb.External.withNetlink(func(h *netlink.Handle) error {
+		for _, dst := range tb.externalVia {
+			if err := h.RouteReplace(&netlink.Route{Dst: ipnet(dst), Gw: net.IP(tb.NodeAddrs[n].AsSlice())}); err != nil {
+				return fmt.Errorf("netns %q: route replace %s via node%d: %w", tb.External.Name, dst, n, err)
+			}
+		}
+		return nil
+	})
 }
 
 // buildNodes creates the node namespaces node0..node<n-1>, forwarding.
@@ -189,7 +280,9 @@ type clientRoute struct {
 // buildClients creates the client pods: pod i on node i mod nodes, its
 // /30 link at NodeCIDR offset fab+4i, with the ClientAddresses of its
 // ClientCIDR block when there are several, routes to the service and pod
-// CIDRs through its node, and the whole ephemeral port range. It returns
+// CIDRs (with the external client also NodeCIDR and Spec.ExternalVia:
+// node ports, LoadBalancer and external IPs) through its node, and the
+// whole ephemeral port range. It returns
 // where every client address block sits.
 func (tb *Testbed) buildClients(ctx context.Context, spec Spec, fab int) ([]clientRoute, error) {
 	var routes []clientRoute
@@ -232,7 +325,13 @@ func (tb *Testbed) buildClients(ctx context.Context, spec Spec, fab int) ([]clie
 					}
 				}
 			}
-			for _, dst := range []netip.Prefix{spec.ServiceCIDR, spec.PodCIDR} {
+			dsts := []netip.Prefix{spec.ServiceCIDR, spec.PodCIDR}
+			if spec.ExternalCIDR.IsValid() {
+				// Node addresses (node ports) and LoadBalancer and
+				// external IPs, as a pod's default route would take them.
+				dsts = append(append(dsts, spec.NodeCIDR), spec.ExternalVia...)
+			}
+			for _, dst := range dsts {
 				if err := h.RouteAdd(&netlink.Route{Dst: ipnet(dst), Gw: net.IP(nodeC.AsSlice())}); err != nil {
 					return fmt.Errorf("route %s: %w", dst, err)
 				}
@@ -340,6 +439,9 @@ func (tb *Testbed) buildPods(ctx context.Context, spec Spec, nodes int, back []n
 			return err
 		}
 		n := k % nodes
+		if k < len(spec.PodNodes) {
+			n = spec.PodNodes[k]
+		}
 		name := NetnsName(spec.RunID, fmt.Sprintf("pod%d", k))
 		tb.names = append(tb.names, name)
 		pod, err := CreateNetns(name)

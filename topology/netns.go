@@ -10,11 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/proxybench/proxybench/internal/lib/cpuacct"
+	"github.com/proxybench/proxybench/scenarios"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -223,4 +226,18 @@ func DeleteNetns(name string) error {
 		return fmt.Errorf("delete netns %q: %w", name, err)
 	}
 	return nil
+}
+
+// NodeName is the API name (scenarios.NodeName, "node-1") of a node
+// namespace pb-<runID>-node<i>, "" for any other namespace.
+func (n *Netns) NodeName() string {
+	i := strings.LastIndex(n.Name, "-node")
+	if i < 0 {
+		return ""
+	}
+	k, err := strconv.Atoi(n.Name[i+len("-node"):])
+	if err != nil || k < 0 {
+		return ""
+	}
+	return scenarios.NodeName(k)
 }

@@ -70,6 +70,22 @@ type Spec struct {
 	// the next power of two), besides its link address.
 	ClientAddresses int
 	ClientCIDR      netip.Prefix
+	// PodNodes[k], when given, is the node of IsolatedPods[k] (default
+	// k mod Nodes): endpoints placed on named nodes.
+	PodNodes []int
+	// ExternalCIDR, when valid, adds the external client namespace
+	// (pb-<id>-ext, Nodes >= 2): a client outside the cluster on the
+	// fabric bridge at ExternalCIDR's first address, with on-link routes
+	// to the nodes' fabric addresses and ExternalVia (LoadBalancer and
+	// external IPs) through node 0 (Testbed.RouteExternal moves them);
+	// every node routes ExternalCIDR on-link and NodeVia (what the node's
+	// own host-network clients dial that no local route holds: the
+	// service CIDR, LoadBalancer and external IPs) to the external
+	// client, which does not forward, as a node's default gateway would
+	// get them. Isolated pods route ExternalCIDR back through their node.
+	ExternalCIDR netip.Prefix
+	ExternalVia  []netip.Prefix
+	NodeVia      []netip.Prefix
 }
 
 // Testbed is a built topology. Addresses are those of the /30 links.
@@ -100,6 +116,11 @@ type Testbed struct {
 	Pods     []*Netns
 	PodAddrs []netip.Addr
 	PodNode  []int
+	// External is the external client namespace (nil without
+	// Spec.ExternalCIDR), ExternalAddr its address.
+	External     *Netns
+	ExternalAddr netip.Addr
+	externalVia  []netip.Prefix
 	// PodBuild is the wall time spent building the isolated pods, and
 	// PodMemBytes the drop of MemAvailable (/proc/meminfo) across it.
 	PodBuild    time.Duration
@@ -247,7 +268,7 @@ func (tb *Testbed) Teardown() error {
 		return nil
 	}
 	var errs []error
-	all := append([]*Netns{tb.Fabric, tb.Backend}, tb.Nodes...)
+	all := append([]*Netns{tb.Fabric, tb.Backend, tb.External}, tb.Nodes...)
 	all = append(append(all, tb.Clients...), tb.Pods...)
 	for _, n := range all {
 		if n != nil {

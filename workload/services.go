@@ -8,6 +8,7 @@ package workload
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/proxybench/proxybench/scenarios"
 )
@@ -23,6 +24,50 @@ type Service struct {
 	Ports     []ServicePort
 	// Endpoints in the order the API returns them (sorted by IP).
 	Endpoints []Endpoint
+
+	// Type is ClusterIP ("" too), NodePort or LoadBalancer (core/v1
+	// ServiceType); a NodePort or LoadBalancer service has
+	// ServicePort.NodePort set on every port.
+	Type string
+	// ExternalIPs are spec.externalIPs; LoadBalancerIPs the ingress IPs of
+	// status.loadBalancer.ingress (written by the testbed: there is no
+	// cloud).
+	ExternalIPs, LoadBalancerIPs []netip.Addr
+	// ExternalLocal is externalTrafficPolicy Local: traffic to node
+	// ports, external IPs and LoadBalancer IPs goes to endpoints on the
+	// node it arrives at only, with the client's address kept;
+	// HealthCheckNodePort (LoadBalancer only) answers on every node how
+	// many such endpoints it has. InternalLocal is internalTrafficPolicy
+	// Local: ClusterIP traffic goes to endpoints on the client's node only.
+	ExternalLocal, InternalLocal bool
+	HealthCheckNodePort          uint16
+}
+
+// Exposed reports whether s is reached beyond its ClusterIP (NodePort,
+// LoadBalancer or external IPs: core/v1's ExternallyAccessible).
+func (s *Service) Exposed() bool {
+	return s.Type == scenarios.TypeNodePort || s.Type == scenarios.TypeLoadBalancer || len(s.ExternalIPs) > 0
+}
+
+// HasNodePorts reports whether s's ports have node ports (NodePort and
+// LoadBalancer).
+func (s *Service) HasNodePorts() bool {
+	return s.Type == scenarios.TypeNodePort || s.Type == scenarios.TypeLoadBalancer
+}
+
+// LocalEndpoints returns the endpoints of ReadyEndpoints that sit on node
+// (Endpoint.Node): the ones externalTrafficPolicy and
+// internalTrafficPolicy Local keep on that node (pkg/proxy/topology.go
+// CategorizeEndpoints: local endpoints are those whose nodeName is the
+// proxy's hostname).
+func (s *Service) LocalEndpoints(node string) []Endpoint {
+	var out []Endpoint
+	for _, e := range s.ReadyEndpoints() {
+		if e.Node == node {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // ServicePort is one port of a Service (Kubernetes' ServicePort).
@@ -31,6 +76,9 @@ type ServicePort struct {
 	Port       uint16 // port on the ClusterIP
 	TargetPort uint16 // port on every endpoint
 	Protocol   string // "TCP", "UDP" or "SCTP"
+	// NodePort is the port every node answers for the service on
+	// (30000-32767; 0: none, a ClusterIP service).
+	NodePort uint16
 }
 
 // Endpoint is one backend pod address of a Service's EndpointSlice, with
@@ -48,6 +96,10 @@ type Endpoint struct {
 	Serving     bool
 	Terminating bool
 	Weight      int // relative weight for weighted schedulers (default 1)
+	// Node is the name of the node the endpoint's pod runs on
+	// (scenarios.NodeName; the EndpointSlice endpoint's nodeName), ""
+	// when not placed.
+	Node string
 }
 
 // NewEndpoint returns a ready, serving, not terminating endpoint of weight 1.
@@ -70,10 +122,21 @@ func (s *Service) PortName(p ServicePort) string {
 // pod CIDR (from base+1). Endpoint counts follow Services.Endpoints, drawn
 // with the scenario's seed, so the same scenario always yields the same set.
 // It fails when the addresses do not fit (Load already checks this).
+//
+// Services after the main list's count are those of services.groups, in
+// order; each gets its exposure (type, node ports, external and
+// LoadBalancer IPs, traffic policies) from scenarios.Exposures, and every
+// endpoint its node: endpointNodes[k mod len] for endpoint k, else node
+// k mod topology.nodes.
 func Services(sc *scenarios.Scenario) ([]Service, error) {
 	svcNet, podNet, _, _ := sc.Prefixes()
 	counts := sc.EndpointCounts()
-	out := make([]Service, sc.Services.Count)
+	exps, err := sc.Exposures()
+	if err != nil {
+		return nil, err
+	}
+	nodes, isolated := sc.Topology.NodeCount(), sc.Topology.PodModel() == "isolated"
+	out := make([]Service, len(counts))
 	vip := svcNet.Addr().Next()
 	pod := podNet.Addr().Next()
 	spec := sc.Services.PortList()
@@ -83,22 +146,40 @@ func Services(sc *scenarios.Scenario) ([]Service, error) {
 	}
 	for i := range out {
 		if !svcNet.Contains(vip) {
-			return nil, fmt.Errorf("services: %d services do not fit serviceCIDR %s", sc.Services.Count, svcNet)
+			return nil, fmt.Errorf("services: %d services do not fit serviceCIDR %s", len(counts), svcNet)
 		}
+		x := exps[i]
 		eps := make([]Endpoint, counts[i])
 		for k := range eps {
 			if !podNet.Contains(pod) {
 				return nil, fmt.Errorf("services: endpoints do not fit podCIDR %s", podNet)
 			}
 			eps[k] = NewEndpoint(pod)
+			switch {
+			case len(x.EndpointNodes) > 0:
+				eps[k].Node = x.EndpointNodes[k%len(x.EndpointNodes)]
+			case isolated:
+				eps[k].Node = scenarios.NodeName(k % nodes)
+			}
 			pod = pod.Next()
 		}
+		svcPorts := ports
+		if len(x.NodePorts) > 0 {
+			svcPorts = slices.Clone(ports)
+			for j := range svcPorts {
+				svcPorts[j].NodePort = uint16(x.NodePorts[j])
+			}
+		}
 		out[i] = Service{
-			Namespace: Namespace,
-			Name:      fmt.Sprintf("svc-%05d", i),
-			ClusterIP: vip,
-			Ports:     ports,
-			Endpoints: eps,
+			Namespace:   Namespace,
+			Name:        fmt.Sprintf("svc-%05d", i),
+			ClusterIP:   vip,
+			Ports:       svcPorts,
+			Endpoints:   eps,
+			Type:        x.Type,
+			ExternalIPs: x.ExternalIPs, LoadBalancerIPs: x.LoadBalancerIPs,
+			ExternalLocal: x.ExternalPolicy == scenarios.PolicyLocal, InternalLocal: x.InternalPolicy == scenarios.PolicyLocal,
+			HealthCheckNodePort: uint16(x.HealthCheckNodePort),
 		}
 		vip = vip.Next()
 	}

@@ -34,3 +34,42 @@ func TestServicesNamedPorts(t *testing.T) {
 		t.Errorf("FlatTargets = %v", got)
 	}
 }
+
+// TestServicesExposure: groups follow the main services with their
+// exposure, and endpoints sit on their nodes (endpointNodes, else k mod
+// nodes with isolated pods).
+func TestServicesExposure(t *testing.T) {
+	sc, err := scenarios.Parse([]byte(`topology: {pods: isolated, nodes: 2}
+services:
+  count: 1
+  endpoints: {count: 2}
+  groups:
+  - {count: 1, type: LoadBalancer, externalTrafficPolicy: Local, endpointNodes: [node-1]}
+`), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	svcs, err := Services(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(svcs) != 2 {
+		t.Fatalf("%d services, want 2", len(svcs))
+	}
+	if s := svcs[0]; s.Exposed() || s.Ports[0].NodePort != 0 || s.Endpoints[0].Node != "node-0" || s.Endpoints[1].Node != "node-1" {
+		t.Errorf("main service %+v", s)
+	}
+	s := svcs[1]
+	if !s.HasNodePorts() || s.Ports[0].NodePort != 30000 || s.HealthCheckNodePort != 30001 || !s.ExternalLocal || len(s.LoadBalancerIPs) != 1 {
+		t.Errorf("LB service %+v", s)
+	}
+	if got := len(s.LocalEndpoints("node-1")); got != 2 {
+		t.Errorf("node-1 has %d local endpoints, want 2", got)
+	}
+	if got := len(s.LocalEndpoints("node-0")); got != 0 {
+		t.Errorf("node-0 has %d local endpoints, want 0", got)
+	}
+	if svcs[1].ClusterIP != svcs[0].ClusterIP.Next() {
+		t.Errorf("group ClusterIP %s does not follow %s", svcs[1].ClusterIP, svcs[0].ClusterIP)
+	}
+}

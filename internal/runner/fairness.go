@@ -8,6 +8,8 @@ import (
 	"math/rand"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/reports"
@@ -27,14 +29,49 @@ func topologySpec(sc *scenarios.Scenario, runID string, services []workload.Serv
 	if a := sc.Topology.Addresses(); a > 1 {
 		spec.ClientAddresses, spec.ClientCIDR = a, sc.ClientPrefix()
 	}
-	if sc.Topology.PodModel() == "isolated" {
+	isolated := sc.Topology.PodModel() == "isolated"
+	if isolated {
+		placed := false
 		for _, s := range services {
 			for _, e := range s.Endpoints {
 				spec.IsolatedPods = append(spec.IsolatedPods, e.IP)
+				n, _ := nodeIndex(e.Node)
+				spec.PodNodes = append(spec.PodNodes, n)
+				placed = placed || e.Node != ""
 			}
+		}
+		if !placed {
+			spec.PodNodes = nil
+		}
+	}
+	if sc.Topology.ExternalClient {
+		spec.ExternalCIDR = sc.ExternalClientPrefix()
+		lb := netip.MustParsePrefix(sc.LoadBalancerPrefixString())
+		spec.ExternalVia = []netip.Prefix{lb}
+		for _, s := range services {
+			for _, ip := range s.ExternalIPs {
+				if p := netip.PrefixFrom(ip, 32); !slices.Contains(spec.ExternalVia, p) && !lb.Contains(ip) {
+					spec.ExternalVia = append(spec.ExternalVia, p)
+				}
+			}
+		}
+		spec.NodeVia = slices.Clone(spec.ExternalVia)
+		if isolated {
+			spec.NodeVia = append(spec.NodeVia, svcNet)
 		}
 	}
 	return spec
+}
+
+// nodeIndex is the index of node name ("node-1": 1; scenarios.NodeName),
+// 0 and false for any other name.
+func nodeIndex(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "node-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n >= 0
 }
 
 // startEcho starts the echo server in the backend host, or in every

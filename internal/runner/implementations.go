@@ -224,6 +224,10 @@ func (c *Checked) covers(sc *scenarios.Scenario) bool {
 // Every failure is an *InputError.
 func kubeProxyBinaries(ctx context.Context, sc *scenarios.Scenario) (*Checked, error) {
 	c := &Checked{modes: slices.Clone(sc.Modes), scenario: scenarioKey(sc)}
+	if k := sc.ServiceTypesKubeScenario(); k != nil && !sc.UsesKubeProxy() {
+		// The serviceTypes phase's kube-proxy cells (rows stay builtin).
+		sc = k
+	}
 	if !sc.UsesKubeProxy() {
 		return c, nil
 	}

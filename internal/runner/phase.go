@@ -79,6 +79,7 @@ var Phases = []Phase{
 	sliceChurnPhaseV,
 	alertsPhaseV,
 	modeSwitchPhase,
+	serviceTypesPhase,
 }
 
 // PhaseRules are the rules of Phases, for scenarios.Catalog.Phases and

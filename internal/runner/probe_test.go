@@ -41,7 +41,7 @@ func dialEchoFromPort(sport int, dst netip.Addr, port uint16, timeout time.Durat
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("read echo: %w", err)
 	}
-	return netip.ParseAddrPort(strings.TrimSpace(line))
+	return netip.ParseAddrPort(strings.Fields(line + " ")[0])
 }
 
 // untranslated lists node's TCP conntrack entries to dst whose reply

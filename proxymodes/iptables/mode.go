@@ -33,8 +33,10 @@ var Mode = proxymodes.Mode{
 	Name:      "iptables",
 	Protocols: []string{"TCP", "UDP", "SCTP"},
 	New:       proxymodes.NewFrom(ConfigFromScenario, New),
-	Render:    proxymodes.RenderFrom(ConfigFromScenario, Rendering),
-	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic, PartialRewritesWalk: true},
+	// kube-proxy's iptables.localhostNodePorts (default true).
+	LocalhostNodePorts: true,
+	Render:             proxymodes.RenderFrom(ConfigFromScenario, Rendering),
+	Sim:                proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic, PartialRewritesWalk: true},
 	// One KUBE-SERVICES rule per ServicePort, walked in render order;
 	// SyncStats.Objects counts the restore input's "-A" lines.
 	Traits:        measure.ModeTraits{Walk: chainServices, Objects: "rules", IPTablesBackend: true},
@@ -64,7 +66,7 @@ var Mode = proxymodes.Mode{
 // render the same rules.
 func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 	_, _, _, cluster := sc.Prefixes()
-	cfg := Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster, NoConntrackCleanup: sc.NoConntrackCleanup}
+	cfg := Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster, NoConntrackCleanup: sc.NoConntrackCleanup, NodeName: scenarios.NodeName(0)}
 	if sc.Services.SessionAffinity == "ClientIP" {
 		cfg.AffinityTimeout = sc.Services.SessionAffinityTimeout.Duration
 	}

@@ -108,6 +108,7 @@ func (p *Proxier) ForceFullSync() {
 // New returns a Proxier for cfg that programs ns. Nothing runs until Sync;
 // an invalid cfg makes Sync fail.
 func New(cfg Config, ns Namespace) *Proxier {
+	cfg.NodeName = proxymodes.NodeNameOf(ns, cfg.NodeName)
 	return &Proxier{cfg: cfg, ns: ns, newCmd: openIPTables}
 }
 
@@ -265,6 +266,16 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 			finish()
 			return st, err
 		}
+		// kube-proxy (iptables.localhostNodePorts, default true) sets
+		// route_localnet in its node so 127.0.0.1:<nodePort> is routed
+		// (pkg/proxy/iptables NewProxier); only through the node's own
+		// Sysctl, never a fake node's Do.
+		if sy, ok := p.ns.(proxymodes.Sysctler); ok && hasNodePorts(services) {
+			if err := sy.Sysctl("net/ipv4/conf/all/route_localnet", "1"); err != nil {
+				finish()
+				return st, fmt.Errorf("iptables: %w", err)
+			}
+		}
 		p.ensured = true
 	}
 	st.Phases["ensure"] = time.Since(t)
@@ -400,4 +411,14 @@ func cleanupInput(save []byte) []byte {
 		return nil
 	}
 	return out.Bytes()
+}
+
+// hasNodePorts reports whether any service has node ports.
+func hasNodePorts(services []workload.Service) bool {
+	for i := range services {
+		if services[i].HasNodePorts() {
+			return true
+		}
+	}
+	return false
 }

@@ -42,6 +42,8 @@ const (
 
 	prefixSVC = "KUBE-SVC-"
 	prefixSEP = "KUBE-SEP-"
+	prefixSVL = "KUBE-SVL-"
+	prefixEXT = "KUBE-EXT-"
 
 	// masqueradeMark is kube-proxy's default --iptables-masquerade-bit 14.
 	masqueradeMark = "0x4000"
@@ -72,6 +74,11 @@ type Config struct {
 	// entries after each sync (kube-proxy always does it; see
 	// proxymodes/conntrack), to measure what it prevents.
 	NoConntrackCleanup bool
+	// NodeName is the node the proxier runs on (kube-proxy's
+	// hostnameOverride, scenarios.NodeName): an endpoint whose Node is
+	// NodeName is local, the one externalTrafficPolicy and
+	// internalTrafficPolicy Local keep traffic on.
+	NodeName string
 }
 
 // Validate reports a Config error: an unknown back end or an invalid or
@@ -143,9 +150,42 @@ type portPlan struct {
 	port     *workload.ServicePort
 	name     string // "ns/name:port"
 	proto    string // "tcp", "udp", "sctp"
-	svcChain string // "" when the port has no ready endpoint
+	svcChain string // KUBE-SVC (cluster policy): "" when not used or no ready endpoint
 	epStart  int    // into plan.eps / plan.sepChains
 	epEnd    int
+	// The rest is the Service surface beyond a plain ClusterIP
+	// (kube-proxy's syncProxyRules, v1.28+): svlChain is KUBE-SVL (local
+	// policy, "" when not used or no local endpoint), extChain KUBE-EXT
+	// (external destinations: node ports, external and LoadBalancer IPs;
+	// "" when the service is not exposed or has no endpoint); local
+	// lists the local endpoints as indices into plan.eps.
+	svlChain, extChain string
+	local              []int
+	// hasInternal: the cluster IP rule is written (internal policy chain
+	// has endpoints); hasExternal: external traffic has endpoints.
+	hasInternal, hasExternal bool
+}
+
+// plain reports whether the port is a plain ClusterIP port (no local
+// policy, not exposed), the only kind a partial sync leaves unwritten.
+func (pp *portPlan) plain() bool {
+	return !pp.svc.Exposed() && !pp.svc.InternalLocal
+}
+
+// internalChain is the chain the cluster IP rule jumps to.
+func (pp *portPlan) internalChain() string {
+	if pp.svc.InternalLocal {
+		return pp.svlChain
+	}
+	return pp.svcChain
+}
+
+// externalPolicyChain is the chain external traffic ends in.
+func (pp *portPlan) externalPolicyChain() string {
+	if pp.svc.ExternalLocal {
+		return pp.svlChain
+	}
+	return pp.svcChain
 }
 
 // plan is the result of the first render pass: names computed, nothing
@@ -217,7 +257,8 @@ func newPlan(cfg Config, services []workload.Service) (*plan, error) {
 			}
 			pp.epEnd = len(p.eps)
 			n := pp.epEnd - pp.epStart
-			if n > 0 {
+			pp.classify(cfg.NodeName, eps, &h)
+			if n > 0 && !pp.svc.InternalLocal && !pp.svc.Exposed() {
 				pp.svcChain = string(h.name(prefixSVC, pp.name, proto, ""))
 			}
 			p.ports = append(p.ports, pp)
@@ -235,6 +276,47 @@ func newPlan(cfg Config, services []workload.Service) (*plan, error) {
 	}
 	p.size = size
 	return p, nil
+}
+
+// classify fills the port's policy chains and flags from its service's
+// traffic policies and which of eps (the port's programmed endpoints,
+// plan.eps[epStart:epEnd] in order) sit on node, as kube-proxy's
+// syncProxyRules does (pkg/proxy/iptables/proxier.go: the cluster policy
+// chain KUBE-SVC is used unless internalTrafficPolicy is Local on a
+// service that is not externally accessible, the local policy chain
+// KUBE-SVL when either policy is Local, each only with endpoints of its
+// kind; KUBE-EXT when the service is externally accessible and has any
+// endpoint; pkg/proxy/servicechangetracker UsesClusterEndpoints and
+// UsesLocalEndpoints).
+func (pp *portPlan) classify(node string, eps []workload.Endpoint, h *hasher) {
+	s := pp.svc
+	n := pp.epEnd - pp.epStart
+	for k, e := range eps {
+		if node != "" && e.Node == node {
+			pp.local = append(pp.local, pp.epStart+k)
+		}
+	}
+	pp.hasInternal, pp.hasExternal = n > 0, n > 0
+	if pp.plain() {
+		return
+	}
+	exposed := s.Exposed()
+	etpLocal := s.ExternalLocal && exposed
+	if n > 0 && (!s.InternalLocal || exposed) {
+		pp.svcChain = string(h.name(prefixSVC, pp.name, pp.proto, ""))
+	}
+	if len(pp.local) > 0 && (s.InternalLocal || etpLocal) {
+		pp.svlChain = string(h.name(prefixSVL, pp.name, pp.proto, ""))
+	}
+	if s.InternalLocal {
+		pp.hasInternal = len(pp.local) > 0
+	}
+	if etpLocal {
+		pp.hasExternal = len(pp.local) > 0
+	}
+	if exposed && n > 0 {
+		pp.extChain = string(h.name(prefixEXT, pp.name, pp.proto, ""))
+	}
 }
 
 // checkEndpoints rejects a programmed endpoint IP listed twice (its
@@ -275,8 +357,10 @@ func checkEndpoints(s *workload.Service) error {
 func (p *plan) chains() []string {
 	out := make([]string, 0, len(p.ports)+len(p.sepChains))
 	for i := range p.ports {
-		if p.ports[i].svcChain != "" {
-			out = append(out, p.ports[i].svcChain)
+		for _, c := range []string{p.ports[i].svcChain, p.ports[i].svlChain, p.ports[i].extChain} {
+			if c != "" {
+				out = append(out, c)
+			}
 		}
 	}
 	return append(out, p.sepChains...)
@@ -323,6 +407,10 @@ func (p *plan) fingerprints() map[string]uint64 {
 		pp := &p.ports[i]
 		h.Reset()
 		buf = append(buf[:0], pp.svcChain...)
+		if !pp.plain() {
+			buf = append(buf, pp.svlChain...)
+			buf = append(buf, pp.extChain...)
+		}
 		buf = pp.appendMatch(buf)
 		buf = append(buf, p.cfg.ClusterCIDR.String()...)
 		if p.large {
@@ -360,6 +448,7 @@ func computeProbability(n int) string {
 func (p *plan) write(stale []string, unchanged []bool) *Ruleset {
 	rs := &Ruleset{}
 	b := make([]byte, 0, p.size+len(stale)*48)
+	skip := func(i int) bool { return unchanged != nil && unchanged[i] && p.ports[i].plain() }
 
 	// filter table.
 	b = append(b, "*filter\n"...)
@@ -370,16 +459,7 @@ func (p *plan) write(stale []string, unchanged []bool) *Ruleset {
 	b = append(b, `-A KUBE-FIREWALL -m comment --comment "block incoming localnet connections" -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`+"\n"...)
 	rs.FilterRules++
 	for i := range p.ports {
-		pp := &p.ports[i]
-		if pp.svcChain != "" {
-			continue
-		}
-		b = append(b, `-A KUBE-SERVICES -m comment --comment "`...)
-		b = append(b, pp.name...)
-		b = append(b, ` has no endpoints"`...)
-		b = pp.appendMatch(b)
-		b = append(b, " -j REJECT\n"...)
-		rs.FilterRules++
+		b = p.ports[i].appendFilter(b, rs)
 	}
 	b = append(b, "-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP\n"+
 		`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark `+masqueradeMark+"/"+masqueradeMark+" -j ACCEPT\n"+
@@ -395,14 +475,19 @@ func (p *plan) write(stale []string, unchanged []bool) *Ruleset {
 	}
 	for i := range p.ports {
 		pp := &p.ports[i]
-		if pp.svcChain == "" || (unchanged != nil && unchanged[i]) {
+		if skip(i) {
 			continue
 		}
-		b = appendChainLine(b, pp.svcChain)
-		for _, c := range p.sepChains[pp.epStart:pp.epEnd] {
-			b = appendChainLine(b, c)
+		for _, c := range []string{pp.svcChain, pp.svlChain, pp.extChain} {
+			if c != "" {
+				b = appendChainLine(b, c)
+				rs.Chains++
+			}
 		}
-		rs.Chains += 1 + pp.epEnd - pp.epStart
+		for _, k := range pp.reachable() {
+			b = appendChainLine(b, p.sepChains[k])
+			rs.Chains++
+		}
 	}
 	for _, c := range stale {
 		b = appendChainLine(b, c)
@@ -419,24 +504,40 @@ func (p *plan) write(stale []string, unchanged []bool) *Ruleset {
 	}
 	for i := range p.ports {
 		pp := &p.ports[i]
-		if pp.svcChain == "" {
+		if pp.hasInternal {
+			// KUBE-SERVICES -> the internal policy chain.
+			b = append(b, "-A KUBE-SERVICES"...)
+			b = pp.appendClusterIPComment(b)
+			b = pp.appendMatch(b)
+			b = append(b, " -j "...)
+			b = append(b, pp.internalChain()...)
+			b = append(b, '\n')
+			rs.NatRules++
+		}
+		if pp.extChain != "" {
+			// External IPs and LoadBalancer IPs -> KUBE-EXT.
+			for _, d := range []struct {
+				ips  []netip.Addr
+				what string
+			}{{pp.svc.ExternalIPs, "external IP"}, {pp.svc.LoadBalancerIPs, "loadbalancer IP"}} {
+				for _, ip := range d.ips {
+					b = append(b, "-A KUBE-SERVICES"...)
+					b = pp.appendComment(b, d.what)
+					b = pp.appendMatchTo(b, ip, pp.port.Port)
+					b = append(b, " -j "...)
+					b = append(b, pp.extChain...)
+					b = append(b, '\n')
+					rs.NatRules++
+				}
+			}
+		}
+		if skip(i) {
 			continue
 		}
-		// KUBE-SERVICES -> KUBE-SVC.
-		b = append(b, "-A KUBE-SERVICES"...)
-		b = pp.appendClusterIPComment(b)
-		b = pp.appendMatch(b)
-		b = append(b, " -j "...)
-		b = append(b, pp.svcChain...)
-		b = append(b, '\n')
-		rs.NatRules++
-		if unchanged != nil && unchanged[i] {
-			continue
-		}
-		// KUBE-SVC: masquerade off-cluster sources.
-		if cidr != "" {
+		// The internal policy chain: masquerade off-cluster sources.
+		if pp.hasInternal && cidr != "" {
 			b = append(b, "-A "...)
-			b = append(b, pp.svcChain...)
+			b = append(b, pp.internalChain()...)
 			b = pp.appendClusterIPComment(b)
 			b = pp.appendMatch(b)
 			b = append(b, " ! -s "...)
@@ -444,55 +545,21 @@ func (p *plan) write(stale []string, unchanged []bool) *Ruleset {
 			b = append(b, " -j KUBE-MARK-MASQ\n"...)
 			rs.NatRules++
 		}
-		// KUBE-SVC: one rule per endpoint.
-		n := pp.epEnd - pp.epStart
-		if secs := int64(p.cfg.AffinityTimeout / time.Second); secs > 0 {
-			// Session affinity first (kube-proxy's writeServiceToEndpointRules).
-			for k := 0; k < n; k++ {
-				b = append(b, "-A "...)
-				b = append(b, pp.svcChain...)
-				if !p.large {
-					b = append(b, ` -m comment --comment "`...)
-					b = append(b, pp.name...)
-					b = append(b, " -> "...)
-					b = pp.appendEndpoint(b, p.eps[pp.epStart+k])
-					b = append(b, '"')
-				}
-				b = append(b, " -m recent --name "...)
-				b = append(b, p.sepChains[pp.epStart+k]...)
-				b = append(b, " --rcheck --seconds "...)
-				b = strconv.AppendInt(b, secs, 10)
-				b = append(b, " --reap -j "...)
-				b = append(b, p.sepChains[pp.epStart+k]...)
-				b = append(b, '\n')
-			}
-			rs.NatRules += n
+		if pp.extChain != "" {
+			b = pp.appendExternal(b, rs, cidr)
 		}
-		for k := 0; k < n; k++ {
-			b = append(b, "-A "...)
-			b = append(b, pp.svcChain...)
-			if !p.large {
-				b = append(b, ` -m comment --comment "`...)
-				b = append(b, pp.name...)
-				b = append(b, " -> "...)
-				b = pp.appendEndpoint(b, p.eps[pp.epStart+k])
-				b = append(b, '"')
-			}
-			if k < n-1 {
-				b = append(b, " -m statistic --mode random --probability "...)
-				if m := n - k; m < len(probabilities) {
-					b = append(b, probabilities[m]...)
-				} else {
-					b = append(b, computeProbability(m)...)
-				}
-			}
-			b = append(b, " -j "...)
-			b = append(b, p.sepChains[pp.epStart+k]...)
-			b = append(b, '\n')
-		}
-		rs.NatRules += n
-		// KUBE-SEP: hairpin masquerade and DNAT.
+		all := make([]int, 0, pp.epEnd-pp.epStart)
 		for k := pp.epStart; k < pp.epEnd; k++ {
+			all = append(all, k)
+		}
+		if pp.svcChain != "" {
+			b = p.appendToEndpoints(b, rs, pp, pp.svcChain, all)
+		}
+		if pp.svlChain != "" {
+			b = p.appendToEndpoints(b, rs, pp, pp.svlChain, pp.local)
+		}
+		// KUBE-SEP: hairpin masquerade and DNAT.
+		for _, k := range pp.reachable() {
 			sep, ip := p.sepChains[k], p.eps[k]
 			b = append(b, "-A "...)
 			b = append(b, sep...)
@@ -520,8 +587,22 @@ func (p *plan) write(stale []string, unchanged []bool) *Ruleset {
 			b = append(b, " -j DNAT --to-destination "...)
 			b = pp.appendEndpoint(b, ip)
 			b = append(b, '\n')
+			rs.NatRules += 2
 		}
-		rs.NatRules += 2 * n
+	}
+	for i := range p.ports {
+		pp := &p.ports[i]
+		if pp.extChain == "" || pp.port.NodePort == 0 {
+			continue
+		}
+		// KUBE-NODEPORTS -> KUBE-EXT.
+		b = append(b, "-A KUBE-NODEPORTS -m comment --comment "...)
+		b = append(b, pp.name...)
+		b = pp.appendProtoPort(b, pp.port.NodePort)
+		b = append(b, " -j "...)
+		b = append(b, pp.extChain...)
+		b = append(b, '\n')
+		rs.NatRules++
 	}
 	for _, c := range stale {
 		b = append(b, "-X "...)
@@ -532,6 +613,195 @@ func (p *plan) write(stale []string, unchanged []bool) *Ruleset {
 	rs.NatRules++
 	rs.Data = b
 	return rs
+}
+
+// reachable lists the endpoints (indices into plan.eps) whose KUBE-SEP
+// chains the port writes: every programmed one, but only the local ones
+// for internalTrafficPolicy Local on a service that is not externally
+// accessible (kube-proxy's allLocallyReachableEndpoints).
+func (pp *portPlan) reachable() []int {
+	if pp.svc.InternalLocal && !pp.svc.Exposed() {
+		return pp.local
+	}
+	out := make([]int, 0, pp.epEnd-pp.epStart)
+	for k := pp.epStart; k < pp.epEnd; k++ {
+		out = append(out, k)
+	}
+	return out
+}
+
+// appendToEndpoints writes chain's endpoint rules (kube-proxy's
+// writeServiceToEndpointRules): with session affinity the recent-list
+// checks first, then one rule per endpoint of eps (indices into plan.eps)
+// with statistic probability 1/(n-i), the last without.
+func (p *plan) appendToEndpoints(b []byte, rs *Ruleset, pp *portPlan, chain string, eps []int) []byte {
+	n := len(eps)
+	if secs := int64(p.cfg.AffinityTimeout / time.Second); secs > 0 {
+		for _, k := range eps {
+			b = append(b, "-A "...)
+			b = append(b, chain...)
+			if !p.large {
+				b = append(b, ` -m comment --comment "`...)
+				b = append(b, pp.name...)
+				b = append(b, " -> "...)
+				b = pp.appendEndpoint(b, p.eps[k])
+				b = append(b, '"')
+			}
+			b = append(b, " -m recent --name "...)
+			b = append(b, p.sepChains[k]...)
+			b = append(b, " --rcheck --seconds "...)
+			b = strconv.AppendInt(b, secs, 10)
+			b = append(b, " --reap -j "...)
+			b = append(b, p.sepChains[k]...)
+			b = append(b, '\n')
+		}
+		rs.NatRules += n
+	}
+	for i, k := range eps {
+		b = append(b, "-A "...)
+		b = append(b, chain...)
+		if !p.large {
+			b = append(b, ` -m comment --comment "`...)
+			b = append(b, pp.name...)
+			b = append(b, " -> "...)
+			b = pp.appendEndpoint(b, p.eps[k])
+			b = append(b, '"')
+		}
+		if i < n-1 {
+			b = append(b, " -m statistic --mode random --probability "...)
+			if m := n - i; m < len(probabilities) {
+				b = append(b, probabilities[m]...)
+			} else {
+				b = append(b, computeProbability(m)...)
+			}
+		}
+		b = append(b, " -j "...)
+		b = append(b, p.sepChains[k]...)
+		b = append(b, '\n')
+	}
+	rs.NatRules += n
+	return b
+}
+
+// appendExternal writes the KUBE-EXT chain of an exposed port
+// (kube-proxy's external traffic chain): with externalTrafficPolicy
+// Cluster, mark everything for masquerade (the endpoint may be on another
+// node); with Local, send pod traffic (from clusterCIDR) and the node's
+// own traffic (source type LOCAL, masqueraded: its source is the node's
+// address) to the cluster policy chain, as if it went out to the load
+// balancer and came back; then, when there are endpoints for external
+// traffic, jump to the external policy chain.
+func (pp *portPlan) appendExternal(b []byte, rs *Ruleset, cidr string) []byte {
+	ext := pp.extChain
+	if !pp.svc.ExternalLocal {
+		b = append(b, "-A "...)
+		b = append(b, ext...)
+		b = append(b, ` -m comment --comment "masquerade traffic for `...)
+		b = append(b, pp.name...)
+		b = append(b, ` external destinations" -j KUBE-MARK-MASQ`+"\n"...)
+		rs.NatRules++
+	} else {
+		if cidr != "" {
+			b = append(b, "-A "...)
+			b = append(b, ext...)
+			b = append(b, ` -m comment --comment "pod traffic for `...)
+			b = append(b, pp.name...)
+			b = append(b, ` external destinations" -s `...)
+			b = append(b, cidr...)
+			b = append(b, " -j "...)
+			b = append(b, pp.svcChain...)
+			b = append(b, '\n')
+			rs.NatRules++
+		}
+		b = append(b, "-A "...)
+		b = append(b, ext...)
+		b = append(b, ` -m comment --comment "masquerade LOCAL traffic for `...)
+		b = append(b, pp.name...)
+		b = append(b, ` external destinations" -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ`+"\n-A "...)
+		b = append(b, ext...)
+		b = append(b, ` -m comment --comment "route LOCAL traffic for `...)
+		b = append(b, pp.name...)
+		b = append(b, ` external destinations" -m addrtype --src-type LOCAL -j `...)
+		b = append(b, pp.svcChain...)
+		b = append(b, '\n')
+		rs.NatRules += 2
+	}
+	if pp.hasExternal {
+		b = append(b, "-A "...)
+		b = append(b, ext...)
+		b = append(b, " -j "...)
+		b = append(b, pp.externalPolicyChain()...)
+		b = append(b, '\n')
+		rs.NatRules++
+	}
+	return b
+}
+
+// appendFilter writes the port's filter rules (kube-proxy's
+// syncProxyRules): REJECT in KUBE-SERVICES for a cluster IP without
+// endpoints (DROP, "has no local endpoints", when internalTrafficPolicy
+// Local finds none on this node); for an exposed port without endpoints
+// for external traffic the same per external IP, LoadBalancer IP and
+// node port in KUBE-EXTERNAL-SERVICES; and the health check node port's
+// ACCEPT in KUBE-NODEPORTS.
+func (pp *portPlan) appendFilter(b []byte, rs *Ruleset) []byte {
+	someEndpoint := pp.epEnd > pp.epStart
+	target := func() (string, string) {
+		if !someEndpoint {
+			return " has no endpoints", "REJECT"
+		}
+		return " has no local endpoints", "DROP"
+	}
+	if !pp.hasInternal {
+		why, t := target()
+		b = append(b, `-A KUBE-SERVICES -m comment --comment "`...)
+		b = append(b, pp.name...)
+		b = append(b, why...)
+		b = append(b, '"')
+		b = pp.appendMatch(b)
+		b = append(b, " -j "...)
+		b = append(b, t...)
+		b = append(b, '\n')
+		rs.FilterRules++
+	}
+	if pp.svc.Exposed() && !pp.hasExternal {
+		why, t := target()
+		head := func(b []byte) []byte {
+			b = append(b, `-A KUBE-EXTERNAL-SERVICES -m comment --comment "`...)
+			b = append(b, pp.name...)
+			b = append(b, why...)
+			return append(b, '"')
+		}
+		for _, ips := range [][]netip.Addr{pp.svc.ExternalIPs, pp.svc.LoadBalancerIPs} {
+			for _, ip := range ips {
+				b = head(b)
+				b = pp.appendMatchTo(b, ip, pp.port.Port)
+				b = append(b, " -j "...)
+				b = append(b, t...)
+				b = append(b, '\n')
+				rs.FilterRules++
+			}
+		}
+		if pp.port.NodePort != 0 {
+			b = head(b)
+			b = append(b, " -m addrtype --dst-type LOCAL"...)
+			b = pp.appendProtoPort(b, pp.port.NodePort)
+			b = append(b, " -j "...)
+			b = append(b, t...)
+			b = append(b, '\n')
+			rs.FilterRules++
+		}
+	}
+	if hc := pp.svc.HealthCheckNodePort; hc != 0 {
+		b = append(b, `-A KUBE-NODEPORTS -m comment --comment "`...)
+		b = append(b, pp.name...)
+		b = append(b, ` health check node port"`...)
+		b = append(b, " -m tcp -p tcp --dport "...)
+		b = strconv.AppendUint(b, uint64(hc), 10)
+		b = append(b, " -j ACCEPT\n"...)
+		rs.FilterRules++
+	}
+	return b
 }
 
 func appendChainLine(b []byte, chain string) []byte {
@@ -549,14 +819,38 @@ func (pp *portPlan) appendClusterIPComment(b []byte) []byte {
 
 // appendMatch appends ` -m tcp -p tcp -d <clusterIP> --dport <port>`.
 func (pp *portPlan) appendMatch(b []byte) []byte {
+	return pp.appendMatchTo(b, pp.svc.ClusterIP, pp.port.Port)
+}
+
+// appendMatchTo appends ` -m tcp -p tcp -d <ip> --dport <port>`.
+func (pp *portPlan) appendMatchTo(b []byte, ip netip.Addr, port uint16) []byte {
 	b = append(b, " -m "...)
 	b = append(b, pp.proto...)
 	b = append(b, " -p "...)
 	b = append(b, pp.proto...)
 	b = append(b, " -d "...)
-	b = pp.svc.ClusterIP.AppendTo(b)
+	b = ip.AppendTo(b)
 	b = append(b, " --dport "...)
-	return strconv.AppendUint(b, uint64(pp.port.Port), 10)
+	return strconv.AppendUint(b, uint64(port), 10)
+}
+
+// appendProtoPort appends ` -m tcp -p tcp --dport <port>`.
+func (pp *portPlan) appendProtoPort(b []byte, port uint16) []byte {
+	b = append(b, " -m "...)
+	b = append(b, pp.proto...)
+	b = append(b, " -p "...)
+	b = append(b, pp.proto...)
+	b = append(b, " --dport "...)
+	return strconv.AppendUint(b, uint64(port), 10)
+}
+
+// appendComment appends ` -m comment --comment "ns/svc:port <what>"`.
+func (pp *portPlan) appendComment(b []byte, what string) []byte {
+	b = append(b, ` -m comment --comment "`...)
+	b = append(b, pp.name...)
+	b = append(b, ' ')
+	b = append(b, what...)
+	return append(b, '"')
 }
 
 // appendEndpoint appends "ip:targetPort".

@@ -221,7 +221,7 @@ func dial(t *testing.T, ns *topology.Netns, vip netip.Addr, port uint16) conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ap, err := netip.ParseAddrPort(strings.TrimSpace(line))
+	ap, err := netip.ParseAddrPort(strings.Fields(line + " ")[0])
 	if err != nil {
 		t.Fatalf("bad echo %q", line)
 	}

@@ -37,6 +37,7 @@ type Proxier struct {
 // New returns a Proxier for cfg that programs ns. Nothing runs until
 // Sync; an invalid cfg makes Sync fail.
 func New(cfg Config, ns Namespace) *Proxier {
+	cfg.NodeName = proxymodes.NodeNameOf(ns, cfg.NodeName)
 	return &Proxier{cfg: cfg, ns: ns}
 }
 

@@ -15,6 +15,7 @@ import (
 	"encoding/base32"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,18 @@ const (
 	chainClusterIPsCheck       = "cluster-ips-check"
 	chainMasquerading          = "masquerading"
 	chainReject                = "reject-chain"
+	chainNodePortEndpoints     = "nodeport-endpoints-check"
+	chainMarkMasq              = "mark-for-masquerade"
+
+	// MapServiceNodePorts dispatches protocol . node port to a service's
+	// external chain; MapNoEndpointNodePorts drops or rejects node ports
+	// without endpoints for external traffic.
+	MapServiceNodePorts    = "service-nodeports"
+	MapNoEndpointNodePorts = "no-endpoint-nodeports"
+	nodePortKeyType        = "inet_proto . inet_service : verdict"
+
+	prefixExternal = "external-"
+	prefixLocal    = "local-"
 
 	// MapServiceIPs dispatches ClusterIP . protocol . port to a service chain.
 	MapServiceIPs = "service-ips"
@@ -101,6 +114,9 @@ type Config struct {
 	// entries after each sync (kube-proxy always does it; see
 	// proxymodes/conntrack), to measure what it prevents.
 	NoConntrackCleanup bool
+	// NodeName is the node the proxier runs on (scenarios.NodeName): its
+	// endpoints are the local ones of the Local traffic policies.
+	NodeName string
 }
 
 // Validate reports an invalid or non-IPv4 ClusterCIDR or ServiceCIDR.
@@ -145,6 +161,9 @@ type Ruleset struct {
 	// order, and affinityTimeout their timeout.
 	affinity        []string
 	affinityTimeout time.Duration
+	// exposed: some service is reached beyond its ClusterIP (node port
+	// maps and chains are rendered).
+	exposed bool
 }
 
 // affinitySetName is kube-proxy's per-endpoint affinity set: "affinity-"
@@ -314,14 +333,22 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 		chainOrder: make([]string, 0, nch),
 		elems: map[string]map[string]*Element{
 			MapServiceIPs: {}, MapNoEndpointServices: {}, SetClusterIPs: {},
+			MapServiceNodePorts: {}, MapNoEndpointNodePorts: {},
 		},
 		elemOrder:       map[string][]string{},
 		affinityTimeout: cfg.AffinityTimeout,
 	}
 	// Base chains and jumps (kube-proxy's nftablesBaseChains and
 	// nftablesJumpChains, without the node-port and firewall ones).
-	r.addChain(baseChain(chainFilterInput, knftables.FilterType, knftables.InputHook, knftables.FilterPriority),
-		"ct state new jump "+chainServiceEndpointsCheck)
+	exposed := false
+	for i := range services {
+		exposed = exposed || services[i].Exposed() || services[i].InternalLocal
+	}
+	inputRules := []string{"ct state new jump " + chainServiceEndpointsCheck}
+	if exposed {
+		inputRules = append([]string{"ct state new jump " + chainNodePortEndpoints}, inputRules...)
+	}
+	r.addChain(baseChain(chainFilterInput, knftables.FilterType, knftables.InputHook, knftables.FilterPriority), inputRules...)
 	r.addChain(baseChain(chainFilterForward, knftables.FilterType, knftables.ForwardHook, knftables.FilterPriority),
 		"ct state new jump "+chainServiceEndpointsCheck, "ct state new jump "+chainClusterIPsCheck)
 	r.addChain(baseChain(chainFilterOutput, knftables.FilterType, knftables.OutputHook, knftables.FilterPriority),
@@ -338,7 +365,16 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 		svcRules = append(svcRules, "ip daddr @"+SetClusterIPs+" ip saddr != "+cfg.ClusterCIDR.Masked().String()+
 			" meta mark set meta mark | "+masqueradeMark+` comment "masquerade clusterIP traffic from outside cluster"`)
 	}
-	r.addChain(knftables.Chain{Name: chainServices}, append(svcRules, "ip daddr . meta l4proto . th dport vmap @"+MapServiceIPs)...)
+	svcRules = append(svcRules, "ip daddr . meta l4proto . th dport vmap @"+MapServiceIPs)
+	r.exposed = exposed
+	if exposed {
+		// kube-proxy with nodePortAddresses matching every address
+		// (docs/modes.md, Fidelity: nodeport-addresses).
+		svcRules = append(svcRules, "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @"+MapServiceNodePorts)
+		r.addChain(knftables.Chain{Name: chainNodePortEndpoints}, "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @"+MapNoEndpointNodePorts)
+		r.addChain(knftables.Chain{Name: chainMarkMasq}, "meta mark set meta mark | "+masqueradeMark)
+	}
+	r.addChain(knftables.Chain{Name: chainServices}, svcRules...)
 	r.addChain(knftables.Chain{Name: chainServiceEndpointsCheck}, "ip daddr . meta l4proto . th dport vmap @"+MapNoEndpointServices)
 	check := []string{"ip daddr @" + SetClusterIPs + ` reject comment "Reject traffic to invalid ports of ClusterIPs"`}
 	if cfg.ServiceCIDR.IsValid() {
@@ -375,6 +411,12 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			key := []string{vip, proto, port}
 			if len(eps) == 0 {
 				if err := r.addElement(MapNoEndpointServices, &Element{Key: key, Value: []string{"goto " + chainReject}, Comment: portName}); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if s.Exposed() || s.InternalLocal {
+				if err := r.addExposed(cfg, s, sp, proto, key, eps, &rule); err != nil {
 					return nil, err
 				}
 				continue
@@ -486,12 +528,124 @@ func (r *Ruleset) affinityRules(s *workload.Service, sp *workload.ServicePort, p
 	return append(rules, vmap.String())
 }
 
+// addExposed renders a port beyond a plain ClusterIP as kube-proxy
+// v1.37's nftables proxier does (pkg/proxy/nftables/proxier.go): the
+// cluster policy chain service-X (unless internalTrafficPolicy Local on a
+// service that is not externally accessible) and the local policy chain
+// local-X (a Local policy with endpoints on cfg.NodeName), both DNATing
+// with numgen; the external chain external-X for node ports, external
+// and LoadBalancer IPs, which marks for masquerade (Cluster) or sends pod
+// traffic (from clusterCIDR) and the node's own (fib saddr type local,
+// masqueraded) to service-X, then the rest to the external policy chain;
+// service-ips elements for the cluster IP and the external and
+// LoadBalancer IPs, service-nodeports for the node port, and
+// no-endpoint-services / no-endpoint-nodeports elements ("goto
+// reject-chain" without endpoints, "drop" without local ones). Session
+// affinity is not rendered on these ports.
+func (r *Ruleset) addExposed(cfg Config, s *workload.Service, sp *workload.ServicePort, proto string, key []string, eps []workload.Endpoint, b *strings.Builder) error {
+	var local []workload.Endpoint
+	for _, e := range eps {
+		if cfg.NodeName != "" && e.Node == cfg.NodeName {
+			local = append(local, e)
+		}
+	}
+	exposed := s.Exposed()
+	etpLocal := s.ExternalLocal && exposed
+	target := strconv.Itoa(int(sp.TargetPort))
+	hash := strings.TrimPrefix(ServiceChainName(s.Namespace, s.Name, proto, sp.Name), prefixService)
+	svcChain, localChain, extChain := prefixService+hash, prefixLocal+hash, prefixExternal+hash
+	usesCluster := len(eps) > 0 && (!s.InternalLocal || exposed)
+	usesLocal := len(local) > 0 && (s.InternalLocal || etpLocal)
+	if usesCluster {
+		r.addChain(knftables.Chain{Name: svcChain}, dnatMapRule(b, proto, target, eps))
+	}
+	if usesLocal {
+		r.addChain(knftables.Chain{Name: localChain}, dnatMapRule(b, proto, target, local))
+	}
+	reject := func() []string {
+		if len(eps) == 0 {
+			return []string{"goto " + chainReject}
+		}
+		return []string{"drop"}
+	}
+	portName := s.PortName(*sp)
+	internal, hasInternal := svcChain, len(eps) > 0
+	if s.InternalLocal {
+		internal, hasInternal = localChain, len(local) > 0
+	}
+	if hasInternal {
+		if err := r.addElement(MapServiceIPs, &Element{Key: key, Value: []string{"goto " + internal}}); err != nil {
+			return err
+		}
+	} else if err := r.addElement(MapNoEndpointServices, &Element{Key: key, Value: reject(), Comment: portName}); err != nil {
+		return err
+	}
+	if !exposed {
+		return nil
+	}
+	external, hasExternal := svcChain, len(eps) > 0
+	if etpLocal {
+		external, hasExternal = localChain, len(local) > 0
+	}
+	if len(eps) > 0 {
+		var rules []string
+		if !etpLocal {
+			rules = append(rules, "jump "+chainMarkMasq)
+		} else {
+			if cfg.ClusterCIDR.IsValid() {
+				rules = append(rules, "ip saddr "+cfg.ClusterCIDR.Masked().String()+" goto "+svcChain+` comment "short-circuit pod traffic"`)
+			}
+			rules = append(rules, "fib saddr type local jump "+chainMarkMasq+` comment "masquerade local traffic"`,
+				"fib saddr type local goto "+svcChain+` comment "short-circuit local traffic"`)
+		}
+		if hasExternal {
+			rules = append(rules, "goto "+external)
+		}
+		r.addChain(knftables.Chain{Name: extChain}, rules...)
+	}
+	port := strconv.Itoa(int(sp.Port))
+	for _, ip := range append(slices.Clone(s.ExternalIPs), s.LoadBalancerIPs...) {
+		k := []string{ip.String(), proto, port}
+		if len(eps) > 0 {
+			if err := r.addElement(MapServiceIPs, &Element{Key: k, Value: []string{"goto " + extChain}}); err != nil {
+				return err
+			}
+		}
+		if !hasExternal {
+			if err := r.addElement(MapNoEndpointServices, &Element{Key: k, Value: reject(), Comment: portName}); err != nil {
+				return err
+			}
+		}
+	}
+	if sp.NodePort != 0 {
+		k := []string{proto, strconv.Itoa(int(sp.NodePort))}
+		if len(eps) > 0 {
+			if err := r.addElement(MapServiceNodePorts, &Element{Key: k, Value: []string{"goto " + extChain}, Comment: portName}); err != nil {
+				return err
+			}
+		}
+		if !hasExternal {
+			if err := r.addElement(MapNoEndpointNodePorts, &Element{Key: k, Value: reject(), Comment: portName}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func (r *Ruleset) addSetsAndMaps(tx *knftables.Transaction) {
+	if r.exposed {
+		tx.Add(&knftables.Map{Name: MapServiceNodePorts, Type: nodePortKeyType, Comment: ptr("NodePort traffic")})
+		tx.Add(&knftables.Map{Name: MapNoEndpointNodePorts, Type: nodePortKeyType, Comment: ptr("vmap to drop or reject packets to service nodeports with no endpoints")})
+	}
 	tx.Add(&knftables.Set{Name: SetHairpin, Type: "ipv4_addr . ipv4_addr . inet_proto . inet_service", Comment: ptr("service hairpin connections")})
 	tx.Add(&knftables.Set{Name: SetClusterIPs, Type: "ipv4_addr", Comment: ptr("Active ClusterIPs")})
 	tx.Add(&knftables.Map{Name: MapServiceIPs, Type: ipv4ServiceKeyType, Comment: ptr("ClusterIP, ExternalIP and LoadBalancer IP traffic")})
 	tx.Add(&knftables.Map{Name: MapNoEndpointServices, Type: ipv4ServiceKeyType, Comment: ptr("vmap to drop or reject packets to services with no endpoints")})
 }
+
+// elementSets are the sets and maps whose elements a sync writes, in order.
+var elementSets = []string{SetClusterIPs, MapNoEndpointServices, MapServiceIPs, MapNoEndpointNodePorts, MapServiceNodePorts}
 
 func addChain(tx *knftables.Transaction, ch *Chain) {
 	c := ch.Obj
@@ -582,7 +736,7 @@ func (r *Ruleset) FullChainsSplit(newTx func() *knftables.Transaction, perTx int
 // FullElements writes the second part of a full sync into tx: every map
 // and set element (after FullChains, in the same or a later transaction).
 func (r *Ruleset) FullElements(tx *knftables.Transaction) {
-	for _, set := range []string{SetClusterIPs, MapNoEndpointServices, MapServiceIPs} {
+	for _, set := range elementSets {
 		for _, k := range r.elemOrder[set] {
 			r.writeElement(tx, set, r.elems[set][k], false)
 		}
@@ -708,7 +862,7 @@ func (d *Diff) Chains(tx *knftables.Transaction) int {
 // or whose verdict changed, add new ones. Returns the number of elements sent.
 func (d *Diff) Elements(tx *knftables.Transaction) int {
 	n := 0
-	for _, set := range []string{SetClusterIPs, MapNoEndpointServices, MapServiceIPs} {
+	for _, set := range elementSets {
 		m, om := d.to.elems[set], d.from.elems[set]
 		for _, k := range d.from.elemOrder[set] {
 			if e, ok := m[k]; !ok || !equalRules(e.Value, om[k].Value) {

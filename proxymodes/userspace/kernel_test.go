@@ -117,7 +117,7 @@ func echoVia(dst netip.AddrPort) (netip.AddrPort, error) {
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("read echo via %s: %w", dst, err)
 	}
-	return netip.ParseAddrPort(strings.TrimSpace(line))
+	return netip.ParseAddrPort(strings.Fields(line + " ")[0])
 }
 
 func natSave(t *testing.T, tb *topology.Testbed) string {

@@ -72,7 +72,68 @@ func ServiceWithAffinity(s workload.Service, affinity time.Duration) *corev1.Ser
 		svc.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 		svc.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: &secs}}
 	}
+	expose(svc, s)
 	return svc
+}
+
+// expose sets the Service surface of s on svc: type, node ports (given,
+// so builtin and kube-proxy rows see the same numbers), external IPs,
+// the traffic policies, the health check node port, and the LoadBalancer
+// ingress IPs in status (which Create writes with UpdateStatus: there is
+// no cloud controller; the testbed is the one that writes them).
+func expose(svc *corev1.Service, s workload.Service) {
+	switch s.Type {
+	case "NodePort":
+		svc.Spec.Type = corev1.ServiceTypeNodePort
+	case "LoadBalancer":
+		svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+	}
+	for j, p := range s.Ports {
+		svc.Spec.Ports[j].NodePort = int32(p.NodePort)
+	}
+	for _, ip := range s.ExternalIPs {
+		svc.Spec.ExternalIPs = append(svc.Spec.ExternalIPs, ip.String())
+	}
+	if s.Exposed() {
+		etp := corev1.ServiceExternalTrafficPolicyCluster
+		if s.ExternalLocal {
+			etp = corev1.ServiceExternalTrafficPolicyLocal
+		}
+		svc.Spec.ExternalTrafficPolicy = etp
+	}
+	if s.InternalLocal {
+		itp := corev1.ServiceInternalTrafficPolicyLocal
+		svc.Spec.InternalTrafficPolicy = &itp
+	}
+	if s.HealthCheckNodePort != 0 {
+		svc.Spec.HealthCheckNodePort = int32(s.HealthCheckNodePort)
+	}
+	for _, ip := range s.LoadBalancerIPs {
+		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip.String()})
+	}
+}
+
+// writeLoadBalancerStatus writes s's LoadBalancer ingress IPs into the
+// stored Service's status (the cloud controller's job in a real
+// cluster), retrying on a conflict.
+func writeLoadBalancerStatus(ctx context.Context, c kubernetes.Interface, s workload.Service) error {
+	if len(s.LoadBalancerIPs) == 0 {
+		return nil
+	}
+	want := ServiceWithAffinity(s, 0).Status
+	for try := 0; ; try++ {
+		cur, err := c.CoreV1().Services(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+		if err == nil {
+			cur.Status = want
+			_, err = c.CoreV1().Services(s.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		}
+		if err == nil || try >= 5 || !apierrors.IsConflict(err) {
+			if err != nil {
+				return fmt.Errorf("apiobjects: write status.loadBalancer of %s/%s: %w", s.Namespace, s.Name, err)
+			}
+			return nil
+		}
+	}
 }
 
 // SliceName is the name of s's (single) EndpointSlice.
@@ -98,6 +159,9 @@ func EndpointSlice(s workload.Service, trigger time.Time) *discoveryv1.EndpointS
 		eps[k] = discoveryv1.Endpoint{
 			Addresses:  []string{e.IP.String()},
 			Conditions: discoveryv1.EndpointConditions{Ready: &ready, Serving: &serving, Terminating: &terminating},
+		}
+		if e.Node != "" {
+			eps[k].NodeName = &s.Endpoints[k].Node
 		}
 	}
 	return &discoveryv1.EndpointSlice{
@@ -266,13 +330,13 @@ func createService(ctx context.Context, c kubernetes.Interface, s workload.Servi
 			return err
 		})
 		if err == nil {
-			return nil
+			return writeLoadBalancerStatus(ctx, c, s)
 		}
 		if apierrors.IsInvalid(err) && stored(ctx, c, s) {
 			// A create that timed out was stored after all: its retry
 			// finds the ClusterIP taken ("provided IP is already
 			// allocated") before it finds the name taken.
-			return nil
+			return writeLoadBalancerStatus(ctx, c, s)
 		}
 		if !apierrors.IsInvalid(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("apiobjects: create Service %s/%s (clusterIP %s): %w", s.Namespace, s.Name, s.ClusterIP, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -86,5 +87,31 @@ func TestCreateDeleteService(t *testing.T) {
 	}
 	if err := DeleteService(ctx, c, s); err == nil {
 		t.Error("deleting a Service that is gone: no error")
+	}
+}
+
+// TestServiceExposure: the Service surface reaches the API object as the
+// builtin proxiers see it: type, the given node port, external IPs, the
+// policies, the health check node port, the LoadBalancer ingress in
+// status, and each endpoint's nodeName in its slice.
+func TestServiceExposure(t *testing.T) {
+	e := workload.NewEndpoint(netip.MustParseAddr("198.19.0.1"))
+	e.Node = "node-1"
+	s := workload.Service{Namespace: "pb", Name: "lb", ClusterIP: netip.MustParseAddr("198.18.0.9"), Type: "LoadBalancer",
+		Ports:           []workload.ServicePort{{Name: "p80", Port: 80, TargetPort: 8080, Protocol: "TCP", NodePort: 30007}},
+		LoadBalancerIPs: []netip.Addr{netip.MustParseAddr("198.18.128.3")}, ExternalIPs: []netip.Addr{netip.MustParseAddr("198.18.129.1")},
+		ExternalLocal: true, InternalLocal: true, HealthCheckNodePort: 30100, Endpoints: []workload.Endpoint{e}}
+	svc := Service(s)
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.Ports[0].NodePort != 30007 || svc.Spec.HealthCheckNodePort != 30100 ||
+		svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal || *svc.Spec.InternalTrafficPolicy != corev1.ServiceInternalTrafficPolicyLocal ||
+		len(svc.Spec.ExternalIPs) != 1 || svc.Spec.ExternalIPs[0] != "198.18.129.1" ||
+		len(svc.Status.LoadBalancer.Ingress) != 1 || svc.Status.LoadBalancer.Ingress[0].IP != "198.18.128.3" {
+		t.Errorf("Service: %+v / %+v", svc.Spec, svc.Status)
+	}
+	if sl := EndpointSlice(s, time.Now()); sl.Endpoints[0].NodeName == nil || *sl.Endpoints[0].NodeName != "node-1" {
+		t.Errorf("slice endpoint %+v: want nodeName node-1", sl.Endpoints[0])
+	}
+	if plain := Service(workload.Service{Namespace: "pb", Name: "c", ClusterIP: s.ClusterIP, Ports: s.Ports[:1]}); plain.Spec.Type != corev1.ServiceTypeClusterIP || plain.Spec.ExternalTrafficPolicy != "" {
+		t.Errorf("a ClusterIP service got %+v", plain.Spec)
 	}
 }

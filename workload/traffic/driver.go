@@ -10,6 +10,7 @@ import (
 	"math/rand"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -284,9 +285,25 @@ func DialEchoFrom(src, dst netip.Addr, port uint16, timeout time.Duration) (land
 // caller can hold the connection (an active connection on the endpoint it
 // landed on). On failure fd is -1.
 func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, landed netip.AddrPort, start time.Time, latency time.Duration, err error) {
+	fd, landed, _, start, latency, err = openEcho(src, dst, port, timeout)
+	return fd, landed, start, latency, err
+}
+
+// DialEchoPeer is DialEchoFrom that also returns the peer address the
+// echo server saw (the connection's source after every NAT on the way:
+// the client's own address, or a node's when a mode masqueraded it).
+func DialEchoPeer(src, dst netip.Addr, port uint16, timeout time.Duration) (landed, peer netip.AddrPort, latency time.Duration, err error) {
+	fd, landed, peer, _, latency, err := openEcho(src, dst, port, timeout)
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	return landed, peer, latency, err
+}
+
+func openEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, landed, peer netip.AddrPort, start time.Time, latency time.Duration, err error) {
 	sock, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return -1, landed, time.Now(), 0, fmt.Errorf("socket: %w", err)
+		return -1, landed, peer, time.Now(), 0, fmt.Errorf("socket: %w", err)
 	}
 	fd = sock
 	defer func() {
@@ -301,20 +318,20 @@ func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 	// caller counts as an error with this text.
 	tv := unix.NsecToTimeval(timeout.Nanoseconds())
 	if err = unix.SetsockoptLinger(fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0}); err != nil {
-		return -1, landed, time.Now(), 0, fmt.Errorf("setsockopt SO_LINGER: %w", err)
+		return -1, landed, peer, time.Now(), 0, fmt.Errorf("setsockopt SO_LINGER: %w", err)
 	}
 	if err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
-		return -1, landed, time.Now(), 0, fmt.Errorf("setsockopt SO_SNDTIMEO %v: %w", timeout, err)
+		return -1, landed, peer, time.Now(), 0, fmt.Errorf("setsockopt SO_SNDTIMEO %v: %w", timeout, err)
 	}
 	if err = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return -1, landed, time.Now(), 0, fmt.Errorf("setsockopt SO_RCVTIMEO %v: %w", timeout, err)
+		return -1, landed, peer, time.Now(), 0, fmt.Errorf("setsockopt SO_RCVTIMEO %v: %w", timeout, err)
 	}
 	if src.IsValid() {
 		if err = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); err != nil {
-			return -1, landed, time.Now(), 0, fmt.Errorf("setsockopt IP_BIND_ADDRESS_NO_PORT: %w", err)
+			return -1, landed, peer, time.Now(), 0, fmt.Errorf("setsockopt IP_BIND_ADDRESS_NO_PORT: %w", err)
 		}
 		if err = unix.Bind(fd, &unix.SockaddrInet4{Addr: src.As4()}); err != nil {
-			return -1, landed, time.Now(), 0, fmt.Errorf("bind %s: %w", src, err)
+			return -1, landed, peer, time.Now(), 0, fmt.Errorf("bind %s: %w", src, err)
 		}
 	}
 	// The connect is non-blocking, then waited for with poll and SO_ERROR,
@@ -325,7 +342,7 @@ func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 	// (TcpExtLockDroppedIcmps) and a blocking connect sleeps until the SYN
 	// retransmission 1 s later (TCP_TIMEOUT_INIT); a poll sees it at once.
 	if err = unix.SetNonblock(fd, true); err != nil {
-		return -1, landed, time.Now(), 0, fmt.Errorf("set O_NONBLOCK: %w", err)
+		return -1, landed, peer, time.Now(), 0, fmt.Errorf("set O_NONBLOCK: %w", err)
 	}
 	sa := &unix.SockaddrInet4{Port: int(port), Addr: dst.As4()}
 	start = time.Now()
@@ -338,11 +355,11 @@ func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 	}
 	latency = time.Since(start)
 	if err != nil {
-		return -1, landed, start, latency, fmt.Errorf("connect %s:%d: %w", dst, port, err)
+		return -1, landed, peer, start, latency, fmt.Errorf("connect %s:%d: %w", dst, port, err)
 	}
 	// Blocking again, so the read below waits (bounded by SO_RCVTIMEO).
 	if err = unix.SetNonblock(fd, false); err != nil {
-		return -1, landed, start, latency, fmt.Errorf("clear O_NONBLOCK: %w", err)
+		return -1, landed, peer, start, latency, fmt.Errorf("clear O_NONBLOCK: %w", err)
 	}
 	var buf [64]byte
 	n := 0
@@ -356,7 +373,7 @@ func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 				rerr = errClosed
 			}
 			err = fmt.Errorf("read echo from %s:%d: %w", dst, port, rerr)
-			return -1, landed, start, latency, err
+			return -1, landed, peer, start, latency, err
 		}
 		n += m
 		if bytes.IndexByte(buf[:n], '\n') >= 0 {
@@ -364,12 +381,16 @@ func OpenEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 		}
 	}
 	line := string(bytes.TrimSpace(buf[:n]))
-	landed, err = netip.ParseAddrPort(line)
+	local, remote, _ := strings.Cut(line, " ")
+	landed, err = netip.ParseAddrPort(local)
+	if err == nil && remote != "" {
+		peer, err = netip.ParseAddrPort(remote)
+	}
 	if err != nil {
 		err = fmt.Errorf("bad echo %q from %s:%d", line, dst, port)
-		return -1, landed, start, latency, err
+		return -1, landed, peer, start, latency, err
 	}
-	return fd, landed, start, latency, nil
+	return fd, landed, peer, start, latency, nil
 }
 
 // FairnessSpec configures the fairness phase: PerService connections to

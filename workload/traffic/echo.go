@@ -19,7 +19,9 @@ import (
 )
 
 // EchoServer answers every TCP connection on its ports with the local
-// address it was reached on ("ip:port\n"), then waits for the client to
+// address it was reached on and the peer address it saw ("ip:port
+// peer-ip:port\n": the client's own, or the node's when a mode
+// masqueraded the connection), then waits for the client to
 // close. Run in the backend host namespace, whose AnyIP route makes it
 // answer for every pod IP, it tells the driver which endpoint a
 // connection landed on. It never closes first, so no TIME_WAIT piles up on
@@ -93,7 +95,7 @@ func (s *EchoServer) serve(l net.Listener) {
 		}
 		go func() {
 			defer c.Close()
-			if _, err := io.WriteString(c, c.LocalAddr().String()+"\n"); err != nil {
+			if _, err := io.WriteString(c, c.LocalAddr().String()+" "+c.RemoteAddr().String()+"\n"); err != nil {
 				return
 			}
 			_, _ = io.Copy(io.Discard, c) // until the client's RST or FIN
