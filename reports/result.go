@@ -23,7 +23,7 @@ type Result struct {
 	SchemaVersion int       `json:"schemaVersion"`
 	Tool          string    `json:"tool"` // "proxybench <version>"
 	RunID         string    `json:"runID"`
-	Engine        string    `json:"engine"` // "real"
+	Engine        string    `json:"engine"` // "real", "sim" or "cluster" (EngineCluster)
 	Started       time.Time `json:"started"`
 	Finished      time.Time `json:"finished"`
 	Machine       Machine   `json:"machine"`
@@ -54,6 +54,9 @@ type Result struct {
 	Sections []Section `json:"sections,omitempty"`
 	// ModeSwitch are the modeSwitch phase's switches (run-scoped: each spans two rows).
 	ModeSwitch []ModeSwitch `json:"modeSwitch,omitempty"`
+	// Cluster is a cluster-engine run's cluster and per-node figures
+	// (Engine EngineCluster; docs/cluster.md).
+	Cluster *ClusterRun `json:"cluster,omitempty"`
 }
 
 // Machine identifies where a run happened; compare refuses to mix machines.
