@@ -33,6 +33,11 @@ func Cleanup(ctx context.Context, c kubernetes.Interface, runID string, wait tim
 	var errs []error
 	bg := metav1.DeletePropagationBackground
 	del := metav1.DeleteOptions{PropagationPolicy: &bg}
+	// The run's pods hold no state and have no grace period anyway:
+	// removed from the API at once (their kubelets stop them after),
+	// so they go also from a node whose kubelet is gone.
+	zero := int64(0)
+	now := metav1.DeleteOptions{PropagationPolicy: &bg, GracePeriodSeconds: &zero}
 	for _, ns := range list.Items {
 		name := ns.Name
 		lo := metav1.ListOptions{LabelSelector: RunLabel + "=" + ns.Labels[RunLabel]}
@@ -40,7 +45,7 @@ func Cleanup(ctx context.Context, c kubernetes.Interface, runID string, wait tim
 			"daemonsets":     func() error { return c.AppsV1().DaemonSets(name).DeleteCollection(ctx, del, lo) },
 			"deployments":    func() error { return c.AppsV1().Deployments(name).DeleteCollection(ctx, del, lo) },
 			"replicasets":    func() error { return c.AppsV1().ReplicaSets(name).DeleteCollection(ctx, del, lo) },
-			"pods":           func() error { return c.CoreV1().Pods(name).DeleteCollection(ctx, del, lo) },
+			"pods":           func() error { return c.CoreV1().Pods(name).DeleteCollection(ctx, now, lo) },
 			"endpointslices": func() error { return c.DiscoveryV1().EndpointSlices(name).DeleteCollection(ctx, del, lo) },
 			"services":       func() error { return deleteServices(ctx, c, name, lo) },
 		} {

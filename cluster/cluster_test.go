@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
@@ -219,5 +220,27 @@ func TestCleanupByLabel(t *testing.T) {
 	got, err = cluster.Cleanup(context.Background(), cs, "", 0)
 	if err != nil || strings.Join(got, ",") != "proxybench-aaaaaa,proxybench-bbbbbb" || strings.Join(left(cs), ",") != "default,proxybench-cccccc" {
 		t.Errorf("every run: deleted %v (%v), left %v (an unlabelled namespace must stay)", got, err, left(cs))
+	}
+}
+
+// TestConnectBadKubeconfig: a kubeconfig that does not exist, or a
+// context it does not have, is Unusable naming the flag, before any
+// connection.
+func TestConnectBadKubeconfig(t *testing.T) {
+	missing := t.TempDir() + "/nope"
+	if _, err := cluster.Connect(context.Background(), cluster.Options{Kubeconfig: missing}, nil); !cluster.IsUnusable(err) || !strings.Contains(err.Error(), "--kubeconfig "+missing) {
+		t.Errorf("a missing kubeconfig: %v", err)
+	}
+	kc := t.TempDir() + "/kc"
+	body := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://198.18.0.1:6443'}\nusers:\n- name: u\n  user: {token: x}\ncontexts:\n- name: a\n  context: {cluster: c, user: u}\ncurrent-context: a\n"
+	if err := os.WriteFile(kc, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Connect(context.Background(), cluster.Options{Kubeconfig: kc, Context: "b"}, nil); !cluster.IsUnusable(err) || !strings.Contains(err.Error(), "--context b") {
+		t.Errorf("a context the kubeconfig lacks: %v", err)
+	}
+	cfg, name, err := cluster.RestConfig(cluster.Options{Kubeconfig: kc, QPS: 7, Burst: 9})
+	if err != nil || name != "a" || cfg.QPS != 7 || cfg.Burst != 9 || cfg.Host != "https://198.18.0.1:6443" {
+		t.Errorf("RestConfig: %+v %q %v", cfg, name, err)
 	}
 }
