@@ -55,10 +55,11 @@ func Namespace(runID string) string { return NamespacePrefix + runID }
 
 // Defaults of Options.
 const (
-	DefaultQPS          = 50
-	DefaultBurst        = 100
-	DefaultAgentTimeout = 20 * time.Second
-	DefaultCleanupWait  = time.Minute
+	DefaultQPS           = 50
+	DefaultBurst         = 100
+	DefaultAgentTimeout  = 20 * time.Second
+	DefaultCleanupWait   = time.Minute
+	DefaultProbeDeadline = time.Minute
 	// ConnectTimeout bounds the first contact with the API server.
 	ConnectTimeout = 8 * time.Second
 )
@@ -96,6 +97,9 @@ type Options struct {
 	// for an API server without a namespace controller, where it never
 	// finishes).
 	CleanupWait time.Duration
+	// ProbeDeadline bounds each programming-latency probe (default
+	// DefaultProbeDeadline): a change no agent sees by then fails the run.
+	ProbeDeadline time.Duration
 	// Version is proxybench's version (recorded; the default image's tag).
 	Version string
 	// Log gets progress lines (nil: none).
@@ -111,6 +115,9 @@ func (o *Options) defaults() {
 	}
 	if o.AgentTimeout == 0 {
 		o.AgentTimeout = DefaultAgentTimeout
+	}
+	if o.ProbeDeadline == 0 {
+		o.ProbeDeadline = DefaultProbeDeadline
 	}
 	if o.CleanupWait == 0 {
 		o.CleanupWait = DefaultCleanupWait

@@ -170,7 +170,7 @@ func (r *Run) programming(ctx context.Context, cr *reports.ClusterRun, changes i
 		for _, n := range cr.Nodes {
 			id := fmt.Sprintf("p%d", k)
 			if err := r.Agent(n.Name).StartProbe(ctx, agent.ProbeRequest{ID: id, Service: s, Want: next, Interval: 2 * time.Millisecond,
-				Timeout: 500 * time.Millisecond, Deadline: time.Minute}); err != nil {
+				Timeout: 500 * time.Millisecond, Deadline: r.c.opts.ProbeDeadline}); err != nil {
 				return err
 			}
 			ids[n.Name] = id

@@ -18,6 +18,7 @@ import (
 	"github.com/proxybench/proxybench/cluster"
 	"github.com/proxybench/proxybench/cluster/agent"
 	"github.com/proxybench/proxybench/internal/testenv"
+	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/topology/controlplane"
 	"github.com/proxybench/proxybench/workload"
@@ -133,6 +134,40 @@ func TestKernelClusterAgentThroughAPIServer(t *testing.T) {
 	}
 	if l, err := cp.Client.CoreV1().Pods(r.NS).List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
 		t.Errorf("pods left after Close: %d, %v", len(l.Items), err)
+	}
+
+	// The whole engine on the same fake node: with no service proxy
+	// here the ClusterIP lookups fail (counted, each with its cause),
+	// the direct ones land on the pool, and the programming probes,
+	// which no proxy can satisfy, fail the run after their deadline with
+	// the lookups kept in the result.
+	sc, err := scenarios.Catalog{}.Parse([]byte("services: {count: 2, targetPort: 8081, endpoints: {count: 1}}\n"+
+		"traffic: {connections: 20, warmup: 2, concurrency: 2, timeout: 200ms, positions: [first, last]}\nrepetitions: 1\n"), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run2 := topology.NewRunID()
+	go playKubelet(ctx, t, cp.Client, cluster.Namespace(run2), pool, nodeIP)
+	out, err := cluster.Execute(ctx, sc, cluster.Options{RunID: run2, Image: "proxybench.local/proxybench:test", AgentTimeout: 20 * time.Second,
+		CleanupWait: -1, ProbeDeadline: time.Second}, cp.RestConfig())
+	if err == nil || !strings.Contains(err.Error(), "programming latency on node-a") {
+		t.Errorf("Execute without a service proxy: %v, want the programming probe's failure", err)
+	}
+	if out == nil || out.Engine != "cluster" || out.Cluster == nil || len(out.Cluster.Nodes) != 1 || len(out.Modes) != 2 {
+		t.Fatalf("result %+v", out)
+	}
+	n := out.Cluster.Nodes[0]
+	if len(n.Direct) != 2 || len(n.Lookup) != 2 {
+		t.Fatalf("node %+v", n)
+	}
+	for i := range n.Direct {
+		if len(n.Direct[i].SamplesNs) != 20 || n.Direct[i].Errors != 0 || n.Lookup[i].Errors != 20 {
+			t.Errorf("position %s: %d direct samples, %d direct errors, %d ClusterIP errors; want 20, 0, 20",
+				n.Direct[i].Position, len(n.Direct[i].SamplesNs), n.Direct[i].Errors, n.Lookup[i].Errors)
+		}
+	}
+	if out.Cluster.KubeProxy.Absent == "" || out.Modes[0].Mode != "none" {
+		t.Errorf("kube-proxy facts %+v, rows %s, %s", out.Cluster.KubeProxy, out.Modes[0].Mode, out.Modes[1].Mode)
 	}
 	cancel()
 	cp.Stop()
