@@ -486,7 +486,7 @@ a note. Exit 2 on any problem, as run.`,
 			if err != nil {
 				return err
 			}
-			if os.Geteuid() != 0 && sc.Engine != "sim" {
+			if os.Geteuid() != 0 && sc.Engine != "sim" && sc.Engine != scenarios.EngineCluster {
 				// Everything else run checks is checked; root is run's own.
 				f.geteuid = func() int { return 0 }
 				defer fmt.Fprintln(os.Stderr, "note: run needs root (the real engine creates network namespaces); the other checks passed")
@@ -495,7 +495,7 @@ a note. Exit 2 on any problem, as run.`,
 			if err != nil {
 				return err
 			}
-			if sc.Engine != "sim" && os.Geteuid() == 0 {
+			if sc.Engine != "sim" && sc.Engine != scenarios.EngineCluster && os.Geteuid() == 0 {
 				// Where the modes would run, as run decides it (the host's
 				// probes run in a throwaway namespace and leave nothing).
 				plan, err := runner.PlanKernels(cmd.Context(), sc)
@@ -524,7 +524,7 @@ a note. Exit 2 on any problem, as run.`,
 	cmd.Flags().IntVar(&f.count, "count", 0, "runs of the whole measurement, as run --count")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed")
 	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes would run, as run --kernel")
-	cmd.Flags().StringVar(&f.engine, "engine", "", "real or sim, as run --engine")
+	cmd.Flags().StringVar(&f.engine, "engine", "", "real, sim or cluster, as run --engine")
 	cmd.Flags().StringVar(&f.output, "output", "", "result path run would write: its folder must exist and be writable")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "JUnit path run would write: its folder must exist and be writable")
 	addImplementationFlags(cmd, f)

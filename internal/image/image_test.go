@@ -2,6 +2,7 @@ package image_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -24,23 +26,48 @@ import (
 	"github.com/proxybench/proxybench/internal/image"
 )
 
-// staticHello builds a tiny static Go program (CGO_ENABLED=0) that prints
-// its arguments: a stand-in for proxybench that builds in a second or two.
+var (
+	helloOnce sync.Once
+	helloPath string
+	helloErr  error
+	helloDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if helloDir != "" {
+		os.RemoveAll(helloDir)
+	}
+	os.Exit(code)
+}
+
+// staticHello builds, once per test binary, a tiny static Go program
+// (CGO_ENABLED=0) that prints its arguments: a stand-in for proxybench
+// that builds in a second or two on a quiet machine.
 func staticHello(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte("package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() { fmt.Println(\"hello\", os.Args[1:]) }\n"), 0o644); err != nil {
-		t.Fatal(err)
+	helloOnce.Do(func() {
+		if helloDir, helloErr = os.MkdirTemp("", "pb-image-test-"); helloErr != nil {
+			return
+		}
+		src := filepath.Join(helloDir, "main.go")
+		if helloErr = os.WriteFile(src, []byte("package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\nfunc main() { fmt.Println(\"hello\", os.Args[1:]) }\n"), 0o644); helloErr != nil {
+			return
+		}
+		out := filepath.Join(helloDir, "hello")
+		cmd := exec.Command("go", "build", "-o", out, src)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
+		cmd.Dir = helloDir
+		if b, err := cmd.CombinedOutput(); err != nil {
+			helloErr = fmt.Errorf("go build: %v\n%s", err, b)
+			return
+		}
+		helloPath = out
+	})
+	if helloErr != nil {
+		t.Fatal(helloErr)
 	}
-	out := filepath.Join(dir, "hello")
-	cmd := exec.Command("go", "build", "-o", out, src)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=false")
-	cmd.Dir = dir
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	return out
+	return helloPath
 }
 
 // checkImages checks what TestBuildWriteRead and the slow proxybench test
