@@ -19,7 +19,7 @@ STATICCHECK := bin/staticcheck
 KUBE_VERSION ?= v1.37.2
 KUBE_TARGETS ?= kube-proxy kube-apiserver
 
-.PHONY: setup deps build tools kube kernels kernels-ci test test-short test-slow test-guest-kube bench bench-full bench-sim aa lint clean
+.PHONY: setup deps build image tools kube kernels kernels-ci test test-short test-slow test-guest-kube bench bench-full bench-sim aa lint clean
 
 ## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench, install the pinned linter,
 ## build the Kubernetes binaries (make kube) and the guest kernel CI uses (make kernels-ci)
@@ -41,6 +41,18 @@ deps:
 ## build: bin/proxybench
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/proxybench ./cmd/proxybench
+
+# The cluster engine's images (docs/cluster.md): one static proxybench
+# (CGO_ENABLED=0, stripped) in an agent and a pause image, written with
+# go-containerregistry as an OCI layout tarball; no Docker daemon.
+IMAGE_TAR ?= bin/proxybench-image.tar
+IMAGE_TAG ?= $(VERSION)
+
+## image: $(IMAGE_TAR): the agent image proxybench.local/proxybench:$(IMAGE_TAG) and the pause image
+## proxybench.local/pause:$(IMAGE_TAG) (ctr -n k8s.io images import reads it; proxybench image push REF pushes it)
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o bin/proxybench-static ./cmd/proxybench
+	bin/proxybench-static image build --binary bin/proxybench-static --output $(IMAGE_TAR) --tag $(IMAGE_TAG)
 
 # Guest kernels: user-mode-linux kernels built from Debian's linux-source-<v>
 # with internal/uml/kconfig/proxybench.config (every mode's options built in),

@@ -23,7 +23,7 @@ type Result struct {
 	SchemaVersion int       `json:"schemaVersion"`
 	Tool          string    `json:"tool"` // "proxybench <version>"
 	RunID         string    `json:"runID"`
-	Engine        string    `json:"engine"` // "real"
+	Engine        string    `json:"engine"` // "real", "sim" or "cluster" (EngineCluster)
 	Started       time.Time `json:"started"`
 	Finished      time.Time `json:"finished"`
 	Machine       Machine   `json:"machine"`
@@ -56,6 +56,9 @@ type Result struct {
 	ModeSwitch []ModeSwitch `json:"modeSwitch,omitempty"`
 	// ServiceTypes is the serviceTypes phase's matrix (run-scoped).
 	ServiceTypes *ServiceTypes `json:"serviceTypes,omitempty"`
+	// Cluster is a cluster-engine run's cluster and per-node figures
+	// (Engine EngineCluster; docs/cluster.md).
+	Cluster *ClusterRun `json:"cluster,omitempty"`
 }
 
 // Machine identifies where a run happened; compare refuses to mix machines.

@@ -62,9 +62,10 @@ type Scenario struct {
 	// that it happened. Empty (default): never fall back.
 	Fallback string `yaml:"fallback,omitempty" json:"fallback,omitempty"`
 	// Engine is real (default, also when empty: network namespaces, the modes' real rules
-	// and real traffic; needs root) or sim (package sim: the same figures
+	// and real traffic; needs root), sim (package sim: the same figures
 	// from models of the rendered rulesets, calibrated on a real kernel;
-	// no root, any scale).
+	// no root, any scale) or cluster (EngineCluster: a real Kubernetes
+	// cluster; the modes it measures are the cluster's).
 	Engine string `yaml:"engine" json:"engine,omitempty"`
 	// Sim configures the sim engine (ignored by the real one).
 	Sim SimSpec `yaml:"sim,omitempty" json:"sim,omitempty"`
@@ -803,6 +804,11 @@ var NodeSysctlDefaults = map[string]string{
 	"net.netfilter.nf_conntrack_udp_timeout":             "30",
 	"net.netfilter.nf_conntrack_tcp_be_liberal":          "0",
 }
+
+// EngineCluster is Scenario.Engine of a run on a real Kubernetes cluster
+// (package cluster, docs/cluster.md): the mode the cluster runs,
+// measured from agent pods on its nodes.
+const EngineCluster = "cluster"
 
 // Implementations of a mode (Scenario.Implementation).
 const (

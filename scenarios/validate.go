@@ -739,7 +739,7 @@ func (c *checker) engine() {
 	c.oneOf("iptables.backend", s.IPTables.Backend, []string{"legacy", "nft"})
 	s.validateKernel(c.add)
 	// engine and sim.nodes stay unset by default: "" is real, unset is 1 node.
-	if s.Engine == "" || c.oneOf("engine", s.Engine, []string{"real", "sim"}) {
+	if s.Engine == "" || c.oneOf("engine", s.Engine, []string{"real", "sim", EngineCluster}) {
 		if s.Engine != "sim" && s.Sim.Nodes > 1 {
 			c.add("sim.nodes", fmt.Sprintf("%d nodes need the sim engine (a real run has one node)", s.Sim.Nodes), "set engine: sim, or sim.nodes: 1")
 		}

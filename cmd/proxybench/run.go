@@ -24,6 +24,8 @@ import (
 )
 
 type runFlags struct {
+	// cluster are the cluster engine's flags (cluster.go).
+	cluster  clusterFlags
 	kernel   string
 	runID    string
 	modes    string
@@ -155,6 +157,12 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 				return err
 			}
 			printWarnings(checked)
+			if sc.Engine == scenarios.EngineCluster {
+				if err := clusterIgnored(cmd); err != nil {
+					return err
+				}
+				return runCluster(cmd, sc, &f.cluster, out, def, f.junit, f.runID)
+			}
 			if sc.Engine == "sim" {
 				// No root, namespaces or kernel: the sim engine (sim.go).
 				if sc.Runs > 1 {
@@ -222,10 +230,11 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 	cmd.Flags().StringVar(&f.kernel, "kernel", "", "kernels to run on instead of the scenario's (default auto: every mode the host kernel can run on the host, the others in a user-mode-linux kernel beside none and iptables, which give the guest's factor against the host); or a comma-separated list run one after the other, each reported on its own: host, uml (default guest kernel), uml:6.12, uml:6.1 (make kernels), uml:debian, or a path to a user-mode-linux kernel binary")
 	cmd.Flags().StringVar(&f.runID, "run-id", "", "run ID (6 hex characters; default random)")
 	_ = cmd.Flags().MarkHidden("run-id")
-	cmd.Flags().StringVar(&f.engine, "engine", "", "real (network namespaces, needs root) or sim (models calibrated on a real kernel; no root)")
+	cmd.Flags().StringVar(&f.engine, "engine", "", "real (network namespaces, needs root), sim (models calibrated on a real kernel; no root) or cluster (a real Kubernetes cluster: --kubeconfig, docs/cluster.md)")
 	cmd.Flags().StringVar(&f.calibration, "calibration", "", "with --engine sim: a calibration file from 'proxybench calibrate' (default: the shipped one)")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "write the scenario's gates (or, without gates, every figure) as JUnit XML to this file")
 	addImplementationFlags(cmd, f)
+	addClusterFlags(cmd, &f.cluster, true)
 	return cmd
 }
 
@@ -286,7 +295,7 @@ func checkRun(sc *scenarios.Scenario, f *runFlags) (out string, def bool, checke
 			return "", false, nil, badInput(err)
 		}
 	}
-	if sc.Engine != "sim" {
+	if sc.Engine != "sim" && sc.Engine != scenarios.EngineCluster {
 		if checked, err = runner.Preflight(sc, runner.Options{Geteuid: f.geteuid}); err != nil {
 			// A binary given with --kube-proxy is named by the flag, not
 			// by the scenario field it overrides.
@@ -483,7 +492,7 @@ a note. Exit 2 on any problem, as run.`,
 			if err != nil {
 				return err
 			}
-			if os.Geteuid() != 0 && sc.Engine != "sim" {
+			if os.Geteuid() != 0 && sc.Engine != "sim" && sc.Engine != scenarios.EngineCluster {
 				// Everything else run checks is checked; root is run's own.
 				f.geteuid = func() int { return 0 }
 				defer fmt.Fprintln(os.Stderr, "note: run needs root (the real engine creates network namespaces); the other checks passed")
@@ -492,7 +501,7 @@ a note. Exit 2 on any problem, as run.`,
 			if err != nil {
 				return err
 			}
-			if sc.Engine != "sim" && os.Geteuid() == 0 {
+			if sc.Engine != "sim" && sc.Engine != scenarios.EngineCluster && os.Geteuid() == 0 {
 				// Where the modes would run, as run decides it (the host's
 				// probes run in a throwaway namespace and leave nothing).
 				plan, err := runner.PlanKernels(cmd.Context(), sc)
@@ -521,7 +530,7 @@ a note. Exit 2 on any problem, as run.`,
 	cmd.Flags().IntVar(&f.count, "count", 0, "runs of the whole measurement, as run --count")
 	cmd.Flags().Int64Var(&f.seed, "seed", 0, "random seed")
 	cmd.Flags().StringVar(&f.kernel, "kernel", "", "where modes would run, as run --kernel")
-	cmd.Flags().StringVar(&f.engine, "engine", "", "real or sim, as run --engine")
+	cmd.Flags().StringVar(&f.engine, "engine", "", "real, sim or cluster, as run --engine")
 	cmd.Flags().StringVar(&f.output, "output", "", "result path run would write: its folder must exist and be writable")
 	cmd.Flags().StringVar(&f.junit, "junit", "", "JUnit path run would write: its folder must exist and be writable")
 	addImplementationFlags(cmd, f)
@@ -529,7 +538,8 @@ a note. Exit 2 on any problem, as run.`,
 }
 
 func newCleanupCmd() *cobra.Command {
-	var runID string
+	var runID, engine string
+	var cf clusterFlags
 	cmd := &cobra.Command{
 		Use:   "cleanup",
 		Short: "Remove every leftover namespace (and with it every link, route and rule) of earlier runs",
@@ -546,11 +556,18 @@ first saving the modes the guest had finished to the run's result path. A
 guest's run is going while its proxybench holds the work folder (a lock
 that dies with it); such a guest is left alone and named, with its
 proxybench's pid.`,
-		Example: "  proxybench cleanup\n  proxybench cleanup --run 3fa9c1",
+		Example: "  proxybench cleanup\n  proxybench cleanup --run 3fa9c1\n  proxybench cleanup --engine cluster --kubeconfig ~/.kube/config",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("run") && (runID == "" || topology.RunIDOf("pb-"+runID+"-x") != runID) {
 				return badInput(fmt.Errorf("--run %q: not a run ID (6 hex digits, e.g. 3fa9c1); fix: give the ID the run printed, or leave out --run to clean up every killed run", runID))
+			}
+			switch engine {
+			case scenarios.EngineCluster:
+				return cleanupCluster(&cf, runID)
+			case "", "real":
+			default:
+				return badInput(fmt.Errorf("--engine %q: cleanup knows real (this machine's namespaces, the default) and cluster; fix: --engine cluster", engine))
 			}
 			if os.Geteuid() != 0 {
 				return badInput(fmt.Errorf("cleanup needs root to delete network namespaces; fix: run it as root"))
@@ -592,6 +609,8 @@ proxybench's pid.`,
 		},
 	}
 	cmd.Flags().StringVar(&runID, "run", "", "only this run ID")
+	cmd.Flags().StringVar(&engine, "engine", "", "cluster: delete what cluster-engine runs left on the cluster of --kubeconfig/--context (namespaces proxybench-<runid>, by label) instead of this machine's leftovers")
+	addClusterFlags(cmd, &cf, false)
 	return cmd
 }
 

@@ -297,7 +297,7 @@ func TestSyncIncrementalPhase(t *testing.T) {
 // first; seeds never repeat.
 func TestTrafficPlan(t *testing.T) {
 	tr := scenarios.TrafficSpec{Connections: 600, Warmup: 10, Positions: []string{"first", "middle", "last"}}
-	plan := trafficPlan(tr, 2, 7)
+	plan := TrafficPlan(tr, 2, 7)
 	conns, warm, firsts := map[string]int{}, map[string]int{}, map[string]int{}
 	seeds := map[int64]bool{}
 	for i, st := range plan {

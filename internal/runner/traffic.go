@@ -23,30 +23,30 @@ import (
 // traffic phase moves to the next.
 const trafficChunk = 250
 
-// trafficStep is one call of the driver in the traffic phase.
-type trafficStep struct {
+// TrafficStep is one call of the driver in the traffic phase.
+type TrafficStep struct {
 	Position    string
 	Connections int // recorded
 	Warmup      int // unrecorded, made first
 	Seed        int64
 }
 
-// trafficPlan is the traffic phase's order of work: per repetition, every
+// TrafficPlan is the traffic phase's order of work: per repetition, every
 // position gets its connections in chunks of at most trafficChunk, the
 // positions interleaved chunk by chunk in an order rotated every chunk and
 // every repetition, so that slow drifts of the machine (a guest warming
 // up, a neighbour's load) fall on every position alike and position
 // differences are the data plane's. The warmup goes with each position's
 // first chunk. Seeds are distinct per repetition, chunk and position.
-func trafficPlan(t scenarios.TrafficSpec, reps int, seed int64) []trafficStep {
+func TrafficPlan(t scenarios.TrafficSpec, reps int, seed int64) []TrafficStep {
 	chunks := (t.Connections + trafficChunk - 1) / trafficChunk
 	np := len(t.Positions)
-	var out []trafficStep
+	var out []TrafficStep
 	for rep := 0; rep < reps; rep++ {
 		for k := 0; k < chunks*np; k++ {
 			chunk := k / np
 			i := (k + rep + chunk) % np
-			st := trafficStep{Position: t.Positions[i], Connections: min(trafficChunk, t.Connections-chunk*trafficChunk),
+			st := TrafficStep{Position: t.Positions[i], Connections: min(trafficChunk, t.Connections-chunk*trafficChunk),
 				Seed: seed + int64(rep*100000+chunk*100+i)}
 			if chunk == 0 {
 				st.Warmup = t.Warmup
@@ -57,8 +57,9 @@ func trafficPlan(t scenarios.TrafficSpec, reps int, seed int64) []trafficStep {
 	return out
 }
 
-// trafficAgg sums the driver's results per position.
-type trafficAgg struct {
+// TrafficAgg sums the driver's results per position (the namespace
+// engine's traffic phase and the cluster engine's per node).
+type TrafficAgg struct {
 	services []workload.Service
 	flat     []workload.Target
 	pos      map[string]*reports.PositionResult
@@ -68,14 +69,14 @@ type trafficAgg struct {
 	byPort   map[int]*traffic.PortSamples
 }
 
-func newTrafficAgg(services []workload.Service) *trafficAgg {
-	return &trafficAgg{services: services, flat: workload.FlatTargets(services),
+func NewTrafficAgg(services []workload.Service) *TrafficAgg {
+	return &TrafficAgg{services: services, flat: workload.FlatTargets(services),
 		pos: map[string]*reports.PositionResult{}, hits: map[string]map[netip.Addr]int{}, elapsed: map[string]time.Duration{},
 		byPort: map[int]*traffic.PortSamples{}}
 }
 
-// add folds one driver result for position in.
-func (a *trafficAgg) add(position string, dr *traffic.DriveResult) {
+// Add folds one driver result for position in.
+func (a *TrafficAgg) Add(position string, dr *traffic.DriveResult) {
 	pr := a.pos[position]
 	if pr == nil {
 		pr = &reports.PositionResult{Position: position, Index: -1}
@@ -133,12 +134,12 @@ func (a *trafficAgg) add(position string, dr *traffic.DriveResult) {
 	}
 }
 
-// results summarizes every position of positions (each must have been
+// Results summarizes every position of positions (each must have been
 // added): latency and TTFB summaries, connection rate, and at the fixed
 // positions the hits per live endpoint (ready, and not among the first
 // down of the service, which failure injection killed) with their
 // fairness, pooled over positions.
-func (a *trafficAgg) results(positions []string, down int) ([]reports.PositionResult, reports.FairnessSummary) {
+func (a *TrafficAgg) Results(positions []string, down int) ([]reports.PositionResult, reports.FairnessSummary) {
 	var out []reports.PositionResult
 	var fs []reports.Fairness
 	for _, position := range positions {
@@ -179,7 +180,7 @@ func (a *trafficAgg) results(positions []string, down int) ([]reports.PositionRe
 // over every position, and the fairness of the fixed positions (from
 // lookup, as results returns it) that are that port. udpSource labels the
 // UDP source ports.
-func (a *trafficAgg) portResults(lookup []reports.PositionResult, udpSource string) []reports.PortResult {
+func (a *TrafficAgg) portResults(lookup []reports.PositionResult, udpSource string) []reports.PortResult {
 	if len(a.services) == 0 {
 		return nil
 	}
@@ -233,7 +234,7 @@ type trafficOut struct {
 	kernelFault string
 }
 
-// trafficPhase is the traffic phase of one mode: trafficPlan's steps,
+// trafficPhase is the traffic phase of one mode: TrafficPlan's steps,
 // driven from clients through the ClusterIPs (directly to endpoints when
 // direct), summed per position. It returns the per-position results, the
 // pooled fairness at the fixed positions, the per-ServicePort rows and
@@ -243,10 +244,10 @@ type trafficOut struct {
 func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients []*topology.Netns, services []workload.Service,
 	direct bool, label string, prog Progress, live *monitoring.RowMetrics) (trafficOut, error) {
 	t := sc.Traffic
-	plan := trafficPlan(t, sc.Repetitions, sc.Seed)
+	plan := TrafficPlan(t, sc.Repetitions, sc.Seed)
 	prog.Start(fmt.Sprintf("%s: traffic, %d positions × %d repetitions × %d connections", label, len(t.Positions), sc.Repetitions, t.Connections), len(plan))
 	defer prog.Done()
-	agg := newTrafficAgg(services)
+	agg := NewTrafficAgg(services)
 	kt := newKernelAgg(sc, e.kernelTimer)
 	defer kt.close()
 	for _, st := range plan {
@@ -259,13 +260,13 @@ func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients [
 		if err != nil {
 			return trafficOut{}, fmt.Errorf("traffic at %s: %w", st.Position, err)
 		}
-		agg.add(st.Position, dr)
+		agg.Add(st.Position, dr)
 		kt.step(services, st.Position, direct, dr)
 		observeLookup(live, st.Position, dr)
 		prog.Add(1)
 	}
 	out := trafficOut{conns: agg.conns}
-	out.lookup, out.fair = agg.results(t.Positions, sc.Failure.DownEndpointsPerService)
+	out.lookup, out.fair = agg.Results(t.Positions, sc.Failure.DownEndpointsPerService)
 	out.kernel, out.kernelFault = kt.finish(out.lookup)
 	if splitByPort(sc) {
 		out.ports = agg.portResults(out.lookup, t.UDP.SourcePortLabel())

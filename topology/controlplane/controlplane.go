@@ -47,6 +47,9 @@ import (
 // SecurePort is the API server's port inside the control-plane namespace.
 const SecurePort = 6443
 
+// RestrictedUser is the user of ControlPlane.RestrictedToken (Spec.RBAC).
+const RestrictedUser = "restricted"
+
 // Binaries are the programs the control plane runs.
 type Binaries struct {
 	Etcd      string // etcd (internal/kubebin: make kube)
@@ -69,6 +72,12 @@ type Spec struct {
 	// etcd's (--enable-pprof on its client port), to see where a slow
 	// control plane spends its time (Profile).
 	Profiling bool
+	// RBAC authorizes with RBAC (--authorization-mode RBAC) instead of
+	// allowing everything, and adds a second user, RestrictedUser with
+	// ControlPlane.RestrictedToken, who belongs to no group and so may do
+	// only what a test binds to it (the cluster engine's RBAC checks).
+	// Token's user stays in system:masters, which RBAC never refuses.
+	RBAC bool
 	// StartTimeout bounds Start's wait for /readyz (default 3 min).
 	StartTimeout time.Duration
 	// LowMemory keeps etcd's and kube-apiserver's resident memory small
@@ -95,8 +104,11 @@ type ControlPlane struct {
 	EtcdDir   string
 	Etcd      *topology.Process
 	APIServer *topology.Process
-	// Token is the bearer token of the single (system:masters) user.
+	// Token is the bearer token of the (system:masters) user proxybench.
 	Token string
+	// RestrictedToken is RestrictedUser's token (Spec.RBAC; else empty).
+	RestrictedToken string
+	rbac            bool
 	// Block is the control-plane address block; ServiceRange (its first
 	// /28, the `kubernetes` Service's range) and Advertise (on lo) come
 	// from it.
@@ -174,7 +186,7 @@ func Start(ctx context.Context, spec Spec) (cp *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cp = &ControlPlane{RunID: spec.RunID, Block: block, lowMemory: spec.LowMemory,
+	cp = &ControlPlane{RunID: spec.RunID, Block: block, lowMemory: spec.LowMemory, rbac: spec.RBAC,
 		ServiceRange: netip.PrefixFrom(block.Addr(), 28),
 		Advertise:    addrAt(block.Addr(), 17)}
 	defer func() {
@@ -253,6 +265,13 @@ func (cp *ControlPlane) writeCredentials() error {
 	cp.Token = hex.EncodeToString(b)
 	// token,user,uid,"group1,group2": the static token file format.
 	tok := fmt.Sprintf("%s,proxybench,proxybench,\"system:masters\"\n", cp.Token)
+	if cp.rbac {
+		if _, err := rand.Read(b); err != nil {
+			return err
+		}
+		cp.RestrictedToken = hex.EncodeToString(b)
+		tok += fmt.Sprintf("%s,%s,%s\n", cp.RestrictedToken, RestrictedUser, RestrictedUser)
+	}
 	if err := os.WriteFile(filepath.Join(cp.Dir, "token.csv"), []byte(tok), 0o600); err != nil {
 		return err
 	}
@@ -342,7 +361,7 @@ func (cp *ControlPlane) startAPIServer(bin string, profiling bool) error {
 		"--service-account-signing-key-file", filepath.Join(cp.Dir, "sa.key"),
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--token-auth-file", filepath.Join(cp.Dir, "token.csv"),
-		"--authorization-mode", "AlwaysAllow",
+		"--authorization-mode", cp.authorization(),
 		"--service-cluster-ip-range", cp.ServiceRange.String(),
 		// No Endpoints for the `kubernetes` Service (its address is not
 		// routed anywhere in the testbed).
@@ -367,6 +386,14 @@ func (cp *ControlPlane) startAPIServer(bin string, profiling bool) error {
 		fmt.Sprintf("--watch-cache=%t", !cp.lowMemory),
 		"--v", "1")
 	return err
+}
+
+// authorization is kube-apiserver's --authorization-mode (Spec.RBAC).
+func (cp *ControlPlane) authorization() string {
+	if cp.rbac {
+		return "RBAC"
+	}
+	return "AlwaysAllow"
 }
 
 // defaultAdmission are kube-apiserver v1.37's default admission plugins

@@ -24,7 +24,11 @@ import (
 
 // DriveSpec configures one closed-loop traffic phase.
 type DriveSpec struct {
-	Clients  []*topology.Netns // client pod namespaces; worker w uses Clients[w%len]
+	Clients []*topology.Netns // client pod namespaces; worker w uses Clients[w%len]
+	// InPlace runs every worker in this process's own network namespace
+	// (nspool.Here) instead of Clients: the cluster engine's agent,
+	// which runs in its pod and may not switch namespaces.
+	InPlace  bool
 	Services []workload.Service
 	// Direct dials a uniformly drawn ready endpoint at its target port
 	// instead of the ClusterIP (mode none: the no-proxy baseline).
@@ -113,8 +117,8 @@ type sample struct {
 // failures are counted, not returned; the error is for a setup failure or
 // ctx cancellation.
 func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
-	if spec.Concurrency < 1 || len(spec.Clients) == 0 {
-		return nil, errors.New("drive: need concurrency >= 1 and a client")
+	if spec.Concurrency < 1 || (len(spec.Clients) == 0 && !spec.InPlace) {
+		return nil, errors.New("drive: need concurrency >= 1 and a client (or InPlace)")
 	}
 	flat := workload.FlatTargets(spec.Services)
 	res := &DriveResult{Position: spec.Position, Hits: map[int]map[netip.Addr]int{}}
@@ -131,7 +135,11 @@ func Drive(ctx context.Context, spec DriveSpec) (*DriveResult, error) {
 	var startRec atomic.Int64  // unix ns when the first recorded connection starts
 	var startMono atomic.Int64 // the same, CLOCK_MONOTONIC ns
 	per := make([][]sample, spec.Concurrency)
-	err := nspool.Run(spec.Concurrency, func(w int) nspool.Namespace { return spec.Clients[w%len(spec.Clients)] }, func(w int) {
+	nsOf := func(w int) nspool.Namespace { return spec.Clients[w%len(spec.Clients)] }
+	if spec.InPlace {
+		nsOf = func(int) nspool.Namespace { return nspool.Here }
+	}
+	err := nspool.Run(spec.Concurrency, nsOf, func(w int) {
 		rng := rand.New(rand.NewSource(spec.Seed + int64(w)*7919))
 		udp := 0 // UDP exchanges made by this worker
 		for ctx.Err() == nil {

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/proxybench/proxybench/internal/lib/nspool"
 	"github.com/proxybench/proxybench/topology"
 )
 
@@ -64,7 +65,25 @@ func StartEchoIn(nss []*topology.Netns, ports []uint16) (*EchoServer, error) {
 	return s, nil
 }
 
+// StartEchoHere listens on 0.0.0.0:port for each port in this process's
+// own network namespace: the echo server of the cluster engine's backend
+// pool pods (proxybench echo), which answer with their pod IP. Stop it
+// with Close.
+func StartEchoHere(ports []uint16) (*EchoServer, error) {
+	s := &EchoServer{}
+	if err := s.listenIn(nspool.Here, "this process's", ports); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
 func (s *EchoServer) listen(ns *topology.Netns, ports []uint16) error {
+	return s.listenIn(ns, strconv.Quote(ns.Name), ports)
+}
+
+// listenIn listens on each port inside ns, named where in errors.
+func (s *EchoServer) listenIn(ns nspool.Namespace, where string, ports []uint16) error {
 	for _, p := range ports {
 		var l net.Listener
 		err := ns.Do(func() error {
@@ -74,7 +93,7 @@ func (s *EchoServer) listen(ns *topology.Netns, ports []uint16) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("echo server on port %d in netns %q: %w", p, ns.Name, err)
+			return fmt.Errorf("echo server on port %d in netns %s: %w", p, where, err)
 		}
 		s.listeners = append(s.listeners, l)
 		s.wg.Add(1)

@@ -10,6 +10,7 @@ package nspool
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 )
 
@@ -18,6 +19,21 @@ import (
 // (satisfied by *topology.Netns and proxymodes.Node).
 type Namespace interface {
 	Do(fn func() error) error
+}
+
+// Here is the calling process's own network namespace: its Do runs fn
+// on the calling goroutine's OS thread, locked for fn's time, without
+// switching namespace. For a process that already runs where its
+// sockets belong and may not switch (the cluster engine's agent, an
+// unprivileged pod: docs/cluster.md).
+var Here Namespace = here{}
+
+type here struct{}
+
+func (here) Do(fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return fn()
 }
 
 // ErrClosed is returned by Any once the pool is closed.
