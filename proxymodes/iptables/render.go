@@ -630,6 +630,22 @@ func (pp *portPlan) reachable() []int {
 	return out
 }
 
+// appendEndpointRuleHead appends the start of one of chain's endpoint
+// rules: "-A chain" and, below the large-cluster threshold, kube-proxy's
+// `-m comment --comment "<service port> -> <endpoint>"`.
+func (p *plan) appendEndpointRuleHead(b []byte, pp *portPlan, chain string, k int) []byte {
+	b = append(b, "-A "...)
+	b = append(b, chain...)
+	if !p.large {
+		b = append(b, ` -m comment --comment "`...)
+		b = append(b, pp.name...)
+		b = append(b, " -> "...)
+		b = pp.appendEndpoint(b, p.eps[k])
+		b = append(b, '"')
+	}
+	return b
+}
+
 // appendToEndpoints writes chain's endpoint rules (kube-proxy's
 // writeServiceToEndpointRules): with session affinity the recent-list
 // checks first, then one rule per endpoint of eps (indices into plan.eps)
@@ -638,15 +654,7 @@ func (p *plan) appendToEndpoints(b []byte, rs *Ruleset, pp *portPlan, chain stri
 	n := len(eps)
 	if secs := int64(p.cfg.AffinityTimeout / time.Second); secs > 0 {
 		for _, k := range eps {
-			b = append(b, "-A "...)
-			b = append(b, chain...)
-			if !p.large {
-				b = append(b, ` -m comment --comment "`...)
-				b = append(b, pp.name...)
-				b = append(b, " -> "...)
-				b = pp.appendEndpoint(b, p.eps[k])
-				b = append(b, '"')
-			}
+			b = p.appendEndpointRuleHead(b, pp, chain, k)
 			b = append(b, " -m recent --name "...)
 			b = append(b, p.sepChains[k]...)
 			b = append(b, " --rcheck --seconds "...)
@@ -658,15 +666,7 @@ func (p *plan) appendToEndpoints(b []byte, rs *Ruleset, pp *portPlan, chain stri
 		rs.NatRules += n
 	}
 	for i, k := range eps {
-		b = append(b, "-A "...)
-		b = append(b, chain...)
-		if !p.large {
-			b = append(b, ` -m comment --comment "`...)
-			b = append(b, pp.name...)
-			b = append(b, " -> "...)
-			b = pp.appendEndpoint(b, p.eps[k])
-			b = append(b, '"')
-		}
+		b = p.appendEndpointRuleHead(b, pp, chain, k)
 		if i < n-1 {
 			b = append(b, " -m statistic --mode random --probability "...)
 			if m := n - i; m < len(probabilities) {
