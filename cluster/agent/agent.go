@@ -61,51 +61,41 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, h)
 	})
 	mux.HandleFunc("POST /lookups", s.postLookup)
-	mux.HandleFunc("GET /lookups/{id}", func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		st, ok := s.lookups[r.PathValue("id")]
-		var cp LookupStatus
-		if ok {
-			cp = *st
-		}
-		s.mu.Unlock()
-		if !ok {
-			http.Error(w, fmt.Sprintf("no lookup job %q", r.PathValue("id")), http.StatusNotFound)
-			return
-		}
-		writeJSON(w, http.StatusOK, cp)
-	})
+	mux.HandleFunc("GET /lookups/{id}", getJob(&s.mu, s.lookups, "lookup job"))
 	mux.HandleFunc("POST /probes", s.postProbe)
-	mux.HandleFunc("GET /probes/{id}", func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		st, ok := s.probes[r.PathValue("id")]
-		var cp ProbeStatus
+	mux.HandleFunc("GET /probes/{id}", getJob(&s.mu, s.probes, "probe"))
+	mux.HandleFunc("DELETE /lookups/{id}", forgetJob(&s.mu, s.lookups))
+	mux.HandleFunc("DELETE /probes/{id}", forgetJob(&s.mu, s.probes))
+	return mux
+}
+
+// getJob answers GET .../{id} with a copy of jobs[id] taken under mu (404
+// naming it as what when there is none).
+func getJob[T any](mu *sync.Mutex, jobs map[string]*T, what string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		st, ok := jobs[r.PathValue("id")]
+		var cp T
 		if ok {
 			cp = *st
 		}
-		s.mu.Unlock()
+		mu.Unlock()
 		if !ok {
-			http.Error(w, fmt.Sprintf("no probe %q", r.PathValue("id")), http.StatusNotFound)
+			http.Error(w, fmt.Sprintf("no %s %q", what, r.PathValue("id")), http.StatusNotFound)
 			return
 		}
 		writeJSON(w, http.StatusOK, cp)
-	})
-	forget := func(jobs string) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			id := r.PathValue("id")
-			if jobs == "lookups" {
-				delete(s.lookups, id)
-			} else {
-				delete(s.probes, id)
-			}
-			w.WriteHeader(http.StatusNoContent)
-		}
 	}
-	mux.HandleFunc("DELETE /lookups/{id}", forget("lookups"))
-	mux.HandleFunc("DELETE /probes/{id}", forget("probes"))
-	return mux
+}
+
+// forgetJob answers DELETE .../{id}: jobs[id] removed under mu, 204.
+func forgetJob[T any](mu *sync.Mutex, jobs map[string]*T) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		delete(jobs, r.PathValue("id"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}
 }
 
 func (s *Server) postLookup(w http.ResponseWriter, r *http.Request) {
