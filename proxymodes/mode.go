@@ -3,6 +3,7 @@ package proxymodes
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -152,6 +153,17 @@ type Mode struct {
 	// nft tables (dump and proxymodes/fidelity read those for every
 	// mode): ipvs's ipvsadm -Sn, ipset save and kube-ipvs0's addresses.
 	ReadBack []ReadCommand
+	// Endpoints reads back from a node's kernel the endpoint addresses
+	// new connections can be sent to in the mode's rules (the fault
+	// phases' convergence check, internal/runner/fault.go). Nil: the
+	// mode's rules are not read back and those phases refuse it.
+	Endpoints *EndpointReadBack
+	// KubeProxyResync says how kube-proxy v1.37's proxier of this mode
+	// resyncs without an API change (its sync runner's intervals, its
+	// canary), from pkg/proxy/<mode>/proxier.go: the text the
+	// out-of-band phase records beside its repair times. "": kube-proxy
+	// has no such proxier.
+	KubeProxyResync string
 	// Traits is what the reports need to know of the mode beyond its
 	// figures (the rule list a lookup walks, what sync objects count);
 	// every row records it (reports.ModeResult.Traits).
@@ -201,6 +213,15 @@ type ReadCommand struct {
 	Name     string
 	Args     []string
 	Optional bool
+}
+
+// EndpointReadBack is Mode.Endpoints: Commands run in order inside the
+// node namespace (an Optional one that fails adds nothing: a table not
+// written yet), and Parse adds the endpoint addresses (pod IPs) each
+// command's output names to out.
+type EndpointReadBack struct {
+	Commands []ReadCommand
+	Parse    func(text string, out map[netip.Addr]bool)
 }
 
 // ImplementationName is "builtin" or the variant's implementation.

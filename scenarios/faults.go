@@ -3,6 +3,7 @@ package scenarios
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -124,15 +125,16 @@ type OutOfBandSpec struct {
 	ExcludeCIDRs bool `yaml:"-" json:"-"`
 }
 
-// list is mode's list and its field.
+// list is mode's list and its field: the field whose YAML name is the
+// mode's name (faults.outOfBand.<mode>); nil and "" for a mode without
+// one.
 func (o *OutOfBandSpec) list(mode string) ([]string, string) {
-	switch mode {
-	case "iptables":
-		return o.IPTables, "faults.outOfBand.iptables"
-	case "nftables":
-		return o.NFTables, "faults.outOfBand.nftables"
-	case "ipvs":
-		return o.IPVS, "faults.outOfBand.ipvs"
+	v := reflect.ValueOf(o).Elem()
+	for i := range v.NumField() {
+		tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
+		if l, ok := v.Field(i).Interface().([]string); ok && tag == mode {
+			return l, "faults.outOfBand." + tag
+		}
 	}
 	return []string{}, ""
 }

@@ -155,7 +155,7 @@ func (s *Scenario) setProcessFaultsDefaults() {
 func (s *Scenario) builtinRows() []string {
 	var out []string
 	for _, m := range s.Modes {
-		if m != "none" && slices.Contains(s.Implementations(m), ImplBuiltin) {
+		if m != BaselineMode && slices.Contains(s.Implementations(m), ImplBuiltin) {
 			out = append(out, m)
 		}
 	}
@@ -205,7 +205,7 @@ func ProcessFaultsProblems(s *Scenario) []*FieldError {
 		set   bool
 	}{{"faults.apiOutage", f.APIOutage != nil}, {"faults.restart", f.Restart != nil}, {"faults.crash", f.Crash != nil}} {
 		for _, m := range s.Modes {
-			if x.set && m != "none" && !slices.Contains(KubeProxyModes, m) {
+			if x.set && m != BaselineMode && !slices.Contains(KubeProxyModes, m) {
 				add(x.field, fmt.Sprintf("mode %s has no process fault here: the fault phases restart, kill or cut off a proxy that programs the kernel (%v), and %s's data path runs inside proxybench", m, KubeProxyModes, m),
 					fmt.Sprintf("run %s with modes among %v in a scenario of its own", x.field, KubeProxyModes))
 			}

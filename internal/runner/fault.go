@@ -7,14 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -184,119 +183,32 @@ func (w *sliceWriter) wait() (writes, errs, done int, last time.Time) {
 }
 
 // ruleEndpoints reads the endpoint addresses of mode's rules in node
-// (topology.Netns.Run: iptables-{legacy,nft}-save -t nat, nft list
-// table ip kube-proxy, ipvsadm -Sn): the addresses new connections can
-// be sent to (parseRuleEndpoints). A tool whose tables are absent adds
-// nothing.
+// (topology.Netns.Run of the mode's Endpoints commands: iptables-{legacy,
+// nft}-save -t nat, nft list table ip kube-proxy, ipvsadm -Sn), the
+// addresses new connections can be sent to. An optional command that
+// fails (no table yet) adds nothing; a mode without Endpoints is an
+// error.
 func ruleEndpoints(ctx context.Context, node *topology.Netns, mode string) (map[netip.Addr]bool, error) {
-	var cmds [][]string
-	switch mode {
-	case "iptables":
-		cmds = [][]string{{"iptables-legacy-save", "-t", "nat"}, {"iptables-nft-save", "-t", "nat"}}
-	case "nftables":
-		cmds = [][]string{{"nft", "list", "table", "ip", "kube-proxy"}}
-	case "ipvs":
-		cmds = [][]string{{"ipvsadm", "-Sn"}}
-	default:
+	m, err := modes.Lookup(mode)
+	if err != nil {
+		return nil, err
+	}
+	rb := m.Endpoints
+	if rb == nil {
 		return nil, fmt.Errorf("rules of mode %q are not read back", mode)
 	}
 	out := map[netip.Addr]bool{}
-	for _, c := range cmds {
-		b, err := node.Run(ctx, nil, c[0], c[1:]...)
+	for _, c := range rb.Commands {
+		b, err := node.Run(ctx, nil, c.Name, c.Args...)
 		if err != nil {
-			if mode == "nftables" {
-				continue // no table (yet): no endpoint
+			if c.Optional {
+				continue
 			}
-			return nil, fmt.Errorf("%v: %w: %s", c, err, b)
+			return nil, fmt.Errorf("%s %v: %w: %s", c.Name, c.Args, err, b)
 		}
-		parseRuleEndpoints(mode, string(b), out)
+		rb.Parse(string(b), out)
 	}
 	return out, nil
-}
-
-var (
-	// iptables-save: a rule's chain, its jump or goto, its DNAT target.
-	iptRuleRE  = regexp.MustCompile(`^-A (\S+) `)
-	iptJumpRE  = regexp.MustCompile(` -[jg] (\S+)`)
-	iptDNATRE  = regexp.MustCompile(`--to-destination (\d+\.\d+\.\d+\.\d+)(?::\d+)?`)
-	nftElemRE  = regexp.MustCompile(`(\d+\.\d+\.\d+\.\d+) \. \d+`)
-	nftDNATRE  = regexp.MustCompile(`dnat (?:ip )?to (\d+\.\d+\.\d+\.\d+)(?::\d+)?`)
-	ipvsRealRE = regexp.MustCompile(`-r (\d+\.\d+\.\d+\.\d+):\d+.* -w (\d+)`)
-)
-
-// parseRuleEndpoints adds to out the endpoint addresses new connections
-// can reach in text, a mode's rules as its tool lists them:
-//   - iptables (iptables-save -t nat): the DNAT targets of the chains
-//     reachable by jumps from KUBE-SERVICES (a KUBE-SEP chain left
-//     behind but no longer jumped to sends nothing there);
-//   - nftables (nft list table): the "ip . port" elements of a dnat
-//     rule's numgen map, and "dnat to ip:port" of a single endpoint;
-//   - ipvs (ipvsadm -Sn): the real servers with a weight above 0 (a
-//     weight-0 server, draining after graceful termination, takes no new
-//     connection).
-func parseRuleEndpoints(mode, text string, out map[netip.Addr]bool) {
-	add := func(s string) {
-		if a, err := netip.ParseAddr(s); err == nil {
-			out[a] = true
-		}
-	}
-	lines := strings.Split(text, "\n")
-	switch mode {
-	case "iptables":
-		jumps := map[string][]string{}
-		dnat := map[string][]string{}
-		for _, l := range lines {
-			m := iptRuleRE.FindStringSubmatch(l)
-			if m == nil {
-				continue
-			}
-			if j := iptJumpRE.FindStringSubmatch(l); j != nil {
-				jumps[m[1]] = append(jumps[m[1]], j[1])
-			}
-			if d := iptDNATRE.FindStringSubmatch(l); d != nil {
-				dnat[m[1]] = append(dnat[m[1]], d[1])
-			}
-		}
-		seen := map[string]bool{}
-		var walk func(string)
-		walk = func(c string) {
-			if seen[c] {
-				return
-			}
-			seen[c] = true
-			for _, a := range dnat[c] {
-				add(a)
-			}
-			for _, j := range jumps[c] {
-				walk(j)
-			}
-		}
-		walk("KUBE-SERVICES")
-	case "nftables":
-		for i := 0; i < len(lines); i++ {
-			l := lines[i]
-			if !strings.Contains(l, "dnat") {
-				continue
-			}
-			// An inline map nft wraps over lines: up to its "}".
-			for strings.Contains(l, "{") && !strings.Contains(l, "}") && i+1 < len(lines) {
-				i++
-				l += " " + lines[i]
-			}
-			for _, m := range nftElemRE.FindAllStringSubmatch(l, -1) {
-				add(m[1])
-			}
-			for _, m := range nftDNATRE.FindAllStringSubmatch(l, -1) {
-				add(m[1])
-			}
-		}
-	case "ipvs":
-		for _, l := range lines {
-			if m := ipvsRealRE.FindStringSubmatch(l); m != nil && m[2] != "0" {
-				add(m[1])
-			}
-		}
-	}
 }
 
 // convTracker follows a change through the data plane: probe workers

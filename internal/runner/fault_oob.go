@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
@@ -57,18 +58,15 @@ type oobTarget struct {
 // pkg/util/iptables Monitor (the canary, polled every syncPeriod in the
 // mangle table), pkg/proxy/apis/config/v1alpha1/defaults.go (syncPeriod
 // 30 s for every mode).
-const (
-	oobBuiltinConfig = "builtin: proxybench's sync loop (proxymodes/syncloop) syncs every syncPeriod whether or not anything changed; each such sync is partial (iptables: KUBE-SERVICES rewritten whole, only changed services' chains; nftables: a diff against what it wrote; ipvs: a dump of the kernel's virtual servers against the desired ones), full once an hour or after a failed sync"
-	oobKubeIPT       = "kube-proxy iptables: no periodic sync but FullSyncPeriod (1 h, and none in large-cluster mode, over 1000 endpoints); a sync runs on an API change, then KUBE-SERVICES is rewritten and a jump to a missing chain fails it, the retry after syncPeriod being full; its canary monitor polls mangle KUBE-PROXY-CANARY every syncPeriod and answers its absence with a full sync"
-	oobKubeNFT       = "kube-proxy nftables: no periodic sync but FullSyncPeriod (1 h); a partial sync writes only changed services' elements, so a foreign deletion of an unchanged one stands until a full sync; no canary"
-	oobKubeIPVS      = "kube-proxy ipvs: a full sync every syncPeriod (its runner's maxInterval is syncPeriod: 30 s by default in v1.37.2, not 1 h), which re-adds missing real servers and deletes virtual servers it does not want outside ipvs.excludeCIDRs (cleanLegacyService)"
-)
+const oobBuiltinConfig = "builtin: proxybench's sync loop (proxymodes/syncloop) syncs every syncPeriod whether or not anything changed; each such sync is partial (iptables: KUBE-SERVICES rewritten whole, only changed services' chains; nftables: a diff against what it wrote; ipvs: a dump of the kernel's virtual servers against the desired ones), full once an hour or after a failed sync"
 
 // oobConfig is the resync configuration text of a row.
 func oobConfig(mode, impl string, minSync, period time.Duration) string {
 	text := oobBuiltinConfig
 	if impl == scenarios.ImplKubeProxy {
-		text = map[string]string{"iptables": oobKubeIPT, "nftables": oobKubeNFT, "ipvs": oobKubeIPVS}[mode]
+		if m, err := modes.Lookup(mode); err == nil {
+			text = m.KubeProxyResync
+		}
 	}
 	return fmt.Sprintf("minSyncPeriod %s, syncPeriod %s. %s.", minSync, period, text)
 }

@@ -5,6 +5,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"net/netip"
 	"sync"
 	"testing"
@@ -56,7 +57,11 @@ COMMIT
 `, []string{"198.19.0.1"}},
 	} {
 		got := map[netip.Addr]bool{}
-		parseRuleEndpoints(tc.mode, tc.text, got)
+		m, err := modes.Lookup(tc.mode)
+		if err != nil || m.Endpoints == nil {
+			t.Fatalf("%s: no endpoint read-back (%v)", tc.mode, err)
+		}
+		m.Endpoints.Parse(tc.text, got)
 		if len(got) != len(tc.want) {
 			t.Errorf("%s: got %v, want %v", tc.mode, got, tc.want)
 		}

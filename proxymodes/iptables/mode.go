@@ -58,6 +58,9 @@ var Mode = proxymodes.Mode{
 	CleanupLeftovers: cleanupLeftovers,
 	CleansAtStart:    []string{"nftables"},
 	Owns:             owns,
+	Endpoints:        endpointReadBack,
+	// kube-proxy's resync without an API change (pkg/proxy/iptables/proxier.go).
+	KubeProxyResync: "kube-proxy iptables: no periodic sync but FullSyncPeriod (1 h, and none in large-cluster mode, over 1000 endpoints); a sync runs on an API change, then KUBE-SERVICES is rewritten and a jump to a missing chain fails it, the retry after syncPeriod being full; its canary monitor polls mangle KUBE-PROXY-CANARY every syncPeriod and answers its absence with a full sync",
 }
 
 // ConfigFromScenario maps a validated scenario to a Config: the iptables

@@ -74,6 +74,9 @@ var Mode = proxymodes.Mode{
 	CleanupLeftovers: cleanupLeftovers,
 	CleansAtStart:    []string{"nftables"},
 	Owns:             owns,
+	Endpoints:        endpointReadBack,
+	// kube-proxy's resync without an API change (pkg/proxy/ipvs/proxier.go).
+	KubeProxyResync: "kube-proxy ipvs: a full sync every syncPeriod (its runner's maxInterval is syncPeriod: 30 s by default in v1.37.2, not 1 h), which re-adds missing real servers and deletes virtual servers it does not want outside ipvs.excludeCIDRs (cleanLegacyService)",
 }
 
 // kernelOptions lists what the IPVS proxier needs (net/netfilter/ipvs/Kconfig):

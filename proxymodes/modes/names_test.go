@@ -40,18 +40,6 @@ var nameTests = map[string]bool{
 	"contains": true,
 }
 
-// modeNameDebt are files that still switch on mode names, landed together
-// at the end of session 8 (the fault phases of issue 27: each mode's rule
-// read-back and out-of-band changes). Known debt, listed so that no new
-// file adds to it: each switch belongs in a field of proxymodes.Mode (or
-// ModeTraits), and the file leaves this list when it moves.
-var modeNameDebt = map[string]bool{
-	"internal/runner/fault.go":     true,
-	"internal/runner/fault_oob.go": true,
-	"scenarios/faults.go":          true,
-	"scenarios/faults_process.go":  true,
-}
-
 // TestNoModeNameSwitches fails when a non-test .go file outside the mode
 // packages compares a string literal naming a mode (a name of
 // modes.Names()): == or != with such a literal, a switch case of one, a
@@ -98,7 +86,7 @@ func TestNoModeNameSwitches(t *testing.T) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || modeNameDebt[rel] {
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)

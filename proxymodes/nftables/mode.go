@@ -70,6 +70,9 @@ var Mode = proxymodes.Mode{
 	CleanupLeftovers: cleanupLeftovers,
 	CleansAtStart:    []string{"iptables", "ipvs"},
 	Owns:             owns,
+	Endpoints:        endpointReadBack,
+	// kube-proxy's resync without an API change (pkg/proxy/nftables/proxier.go).
+	KubeProxyResync: "kube-proxy nftables: no periodic sync but FullSyncPeriod (1 h); a partial sync writes only changed services' elements, so a foreign deletion of an unchanged one stands until a full sync; no canary",
 }
 
 // ConfigFromScenario maps a validated scenario to a Config:
