@@ -3,36 +3,18 @@
 package runner
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/reports"
-	"github.com/proxybench/proxybench/scenarios"
-	"github.com/proxybench/proxybench/topology"
 )
 
 // runFaults runs scenario text for real and returns its one row.
 func runFaults(t *testing.T, text string) reports.ModeResult {
 	t.Helper()
-	sc, err := scenarios.Parse([]byte(text), "faults-test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := testenv.RootSnapshot(t)
-	o := Options{RunID: topology.NewRunID(), ArtifactDir: t.TempDir()}
-	t0 := time.Now()
-	res, err := Run(context.Background(), sc, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("run took %v", time.Since(t0).Round(time.Millisecond))
-	if left := topology.ChildProcesses(o.RunID); len(left) > 0 {
-		t.Errorf("processes of run %s left: %v", o.RunID, left)
-	}
-	testenv.CompareRoot(t, root, testenv.RootSnapshot(t))
+	res := runChecked(t, "faults-test.yaml", text)
 	if len(res.Modes) != 1 {
 		t.Fatalf("%d rows, want 1", len(res.Modes))
 	}

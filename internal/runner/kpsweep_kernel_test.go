@@ -102,11 +102,18 @@ nftables: {minSyncPeriod: 100ms, syncPeriod: 5s}
 }
 
 // runKubeProxyScenario runs scenario y (named name) on the host with
-// kb's control plane and kube-proxy, and checks afterwards that no
-// process of the run is left and the root namespace is unchanged.
+// kb's control plane and kube-proxy (runChecked).
 func runKubeProxyScenario(t *testing.T, kb testenv.KubeBinaries, name, y string) *reports.Result {
 	t.Helper()
 	t.Setenv(KubeBinEnv, filepath.Dir(kb.KubeProxy))
+	return runChecked(t, name, y)
+}
+
+// runChecked runs scenario y (named name) for real, and checks
+// afterwards that no process of the run is left and the root namespace
+// is unchanged.
+func runChecked(t *testing.T, name, y string) *reports.Result {
+	t.Helper()
 	sc, err := scenarios.Parse([]byte(y), name)
 	if err != nil {
 		t.Fatal(err)
