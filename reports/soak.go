@@ -366,10 +366,11 @@ func ReadSoakStream(path string) (*SoakResult, error) {
 }
 
 // SoakStreams lists the soak streams in dir (a run's artifact folder:
-// dir/soak/*.jsonl, or dir/*.jsonl), sorted.
+// dir/soak/*.jsonl the soak's, dir/slicechurn/*.jsonl the
+// faults.sliceChurn phase's, or dir/*.jsonl), sorted.
 func SoakStreams(dir string) []string {
 	var out []string
-	for _, pat := range []string{filepath.Join(dir, "soak", "*.jsonl"), filepath.Join(dir, "*.jsonl")} {
+	for _, pat := range []string{filepath.Join(dir, "soak", "*.jsonl"), filepath.Join(dir, "slicechurn", "*.jsonl"), filepath.Join(dir, "*.jsonl")} {
 		m, _ := filepath.Glob(pat)
 		for _, p := range m {
 			if IsSoakStream(p) {
