@@ -131,13 +131,20 @@ type SoakSample struct {
 	// interval's end, read back with the kernel's tools and summed as
 	// rules (leftovers.Read: the rules of the KUBE-* iptables chains and
 	// the jumps into them, the chains of nft table kube-proxy, IPVS real
-	// servers, KUBE-* ipset entries; -1: not read), ObjectsReadNs how long
-	// that read took. SyncObjects are the objects of the row's last full
+	// servers, KUBE-* ipset entries; -1: none read back yet, or the
+	// latest read failed). The read-back runs off the sampling path at
+	// its own pace (at 10k services one read takes seconds to minutes):
+	// Objects is the latest read finished by the interval's end,
+	// ObjectsRead its number (from 1), ObjectsReadNs how long that read
+	// took and ObjectsAgeNs how long before the interval's end it
+	// finished. SyncObjects are the objects of the row's last full
 	// sync (SyncStats.Objects), WrittenObjects those the interval's syncs
 	// wrote (a partial sync writes what changed). Syncs and FailedSyncs
 	// are the syncs of the interval.
 	Objects        int   `json:"objects"`
 	ObjectsReadNs  int64 `json:"objectsReadNs,omitempty"`
+	ObjectsAgeNs   int64 `json:"objectsAgeNs,omitempty"`
+	ObjectsRead    int   `json:"objectsRead,omitempty"`
 	SyncObjects    int   `json:"syncObjects,omitempty"`
 	WrittenObjects int   `json:"writtenObjects,omitempty"`
 	Syncs          int   `json:"syncs"`
@@ -154,12 +161,16 @@ type SoakSample struct {
 	// Attempts are the open-loop connections scheduled in the interval;
 	// OK those that finished in it with an echo, Errors those that
 	// failed in it, by cause (refused, timeout, reset, unreachable,
-	// other, overrun: not started, every worker busy). LookupP50Ns and
+	// other); NotStarted those given up unstarted because every worker
+	// was busy and the queue full (proxybench's driver behind its rate:
+	// not an outcome of the proxy, and not lost; streams of session 8
+	// and before counted them as the error cause "overrun"). LookupP50Ns and
 	// LookupP99Ns are the successful connects' times, ns; LateMaxNs the
 	// latest start of a connection after its scheduled time.
 	Attempts    int            `json:"attempts"`
 	OK          int            `json:"ok"`
 	Errors      map[string]int `json:"errors,omitempty"`
+	NotStarted  int            `json:"notStarted,omitempty"`
 	LookupP50Ns int64          `json:"lookupP50Ns,omitempty"`
 	LookupP99Ns int64          `json:"lookupP99Ns,omitempty"`
 	LateMaxNs   int64          `json:"lateMaxNs,omitempty"`
@@ -167,13 +178,39 @@ type SoakSample struct {
 	Faults []string `json:"faults,omitempty"`
 }
 
-// ErrorCount is the sample's failed connections, every cause.
+// soakLegacyOverrun is the error cause under which streams of session 8
+// and before counted the connections never started (NotStarted now).
+const soakLegacyOverrun = "overrun"
+
+// ErrorCount is the sample's failed connections, every cause (the
+// connections never started are not failures: NotStartedCount).
 func (s SoakSample) ErrorCount() int {
 	n := 0
-	for _, v := range s.Errors {
-		n += v
+	for k, v := range s.Errors {
+		if k != soakLegacyOverrun {
+			n += v
+		}
 	}
 	return n
+}
+
+// NotStartedCount is the sample's connections never started (the
+// driver behind), an old stream's "overrun" errors included.
+func (s SoakSample) NotStartedCount() int { return s.NotStarted + s.Errors[soakLegacyOverrun] }
+
+// errorCauses is the sample's errors by cause, without the old streams'
+// "overrun" (NotStartedCount).
+func (s SoakSample) errorCauses() map[string]int {
+	if _, ok := s.Errors[soakLegacyOverrun]; !ok {
+		return s.Errors
+	}
+	out := map[string]int{}
+	for k, v := range s.Errors {
+		if k != soakLegacyOverrun {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // SoakEnd is a soak stream's last line, written when the soak ended
@@ -329,10 +366,11 @@ func ReadSoakStream(path string) (*SoakResult, error) {
 }
 
 // SoakStreams lists the soak streams in dir (a run's artifact folder:
-// dir/soak/*.jsonl, or dir/*.jsonl), sorted.
+// dir/soak/*.jsonl the soak's, dir/slicechurn/*.jsonl the
+// faults.sliceChurn phase's, or dir/*.jsonl), sorted.
 func SoakStreams(dir string) []string {
 	var out []string
-	for _, pat := range []string{filepath.Join(dir, "soak", "*.jsonl"), filepath.Join(dir, "*.jsonl")} {
+	for _, pat := range []string{filepath.Join(dir, "soak", "*.jsonl"), filepath.Join(dir, "slicechurn", "*.jsonl"), filepath.Join(dir, "*.jsonl")} {
 		m, _ := filepath.Glob(pat)
 		for _, p := range m {
 			if IsSoakStream(p) {
@@ -518,16 +556,20 @@ type SoakVerdict struct {
 	// (kube-proxy), else proxybench's, which holds the builtin proxier.
 	Memory Slope `json:"memory"`
 	// Attempts, OK and Errors sum the intervals; ErrorsBy splits Errors
-	// by cause. Lost = Attempts − OK − Errors: connections scheduled with
-	// no outcome. LostKnown is false for a cut stream (its last
+	// by cause; NotStarted are the connections never started (every
+	// worker busy, the queue full: proxybench's driver did not hold the
+	// rate, a row that is not valid as a soak at its rate). Lost =
+	// Attempts − OK − Errors − NotStarted: connections scheduled with no
+	// outcome. LostKnown is false for a cut stream (its last
 	// interval's connections in flight are unknown: Lost is then those
 	// in flight at the last sample).
-	Attempts  int            `json:"attempts"`
-	OK        int            `json:"ok"`
-	Errors    int            `json:"errors"`
-	ErrorsBy  map[string]int `json:"errorsBy,omitempty"`
-	Lost      int            `json:"lost"`
-	LostKnown bool           `json:"lostKnown"`
+	Attempts   int            `json:"attempts"`
+	OK         int            `json:"ok"`
+	Errors     int            `json:"errors"`
+	ErrorsBy   map[string]int `json:"errorsBy,omitempty"`
+	NotStarted int            `json:"notStarted"`
+	Lost       int            `json:"lost"`
+	LostKnown  bool           `json:"lostKnown"`
 	// IdleCores and QuietCores are the proxy's CPU (cores: CPU seconds
 	// per second) over the idle intervals and over the quiet tail, its
 	// first interval left out when it has two or more (that one syncs
@@ -570,10 +612,11 @@ func SoakVerdicts(sr *SoakResult) SoakVerdict {
 	for _, s := range sr.Samples {
 		v.Attempts += s.Attempts
 		v.OK += s.OK
-		for k, n := range s.Errors {
+		for k, n := range s.errorCauses() {
 			v.ErrorsBy[k] += n
 			v.Errors += n
 		}
+		v.NotStarted += s.NotStartedCount()
 		v.Changes += s.Changes
 		v.Observed += s.Observed
 		if m := rss(s); m > 0 {
@@ -594,7 +637,7 @@ func SoakVerdicts(sr *SoakResult) SoakVerdict {
 			quietCPU, quietSpan, selfQuiet = quietCPU+s.ProxyCPUNs, quietSpan+s.SpanNs, selfQuiet+s.SelfCPUNs
 		}
 	}
-	v.Lost = v.Attempts - v.OK - v.Errors
+	v.Lost = v.Attempts - v.OK - v.Errors - v.NotStarted
 	if len(x) < 3 {
 		x, y = xa, ya
 	}
@@ -689,7 +732,8 @@ func SoakVerdictSection(label string, sr *SoakResult) Section {
 	s := Section{Phase: PhaseSoak, Title: soakVerdictTitle, Scope: "row",
 		Intro: fmt.Sprintf("Each row soaked %s: %d idle intervals, churn at %.3g changes/s for %s, %d quiet intervals, every %s, with %.3g new connections/s (open loop) throughout. "+
 			"Memory: the least-squares slope of RSS over the churn intervals with its 95%% confidence interval (t distribution, n−2 degrees of freedom), flat only when the whole interval lies within ±%.3g MiB/h. "+
-			"Lost: connections scheduled with no outcome (every other one is a success or an error with its cause). "+
+			"Lost: connections scheduled with no outcome (every other one is a success, an error with its cause, or not started). "+
+			"Not started: connections the open loop gave up unstarted because every worker was busy and its queue full: proxybench's driver did not hold the rate (a starved machine), not an outcome of the proxy; a row with any is not a valid soak at its rate. "+
 			"CPU: the proxy's CPU over the quiet tail (but its first interval, which syncs the churn's last changes, when it has two or more) against the idle intervals before the churn; settled when at most max(%.0f%% of idle, %.3g cores) above it.",
 			shortDuration(spec.Total()), spec.Idle, spec.Churn, shortDuration(spec.Duration.Duration), spec.Quiet, shortDuration(spec.Interval.Duration), spec.Rate,
 			spec.FlatBound, SoakCPURelative*100, SoakCPUAbsolute),
@@ -698,6 +742,7 @@ func SoakVerdictSection(label string, sr *SoakResult) Section {
 			{Name: "slope CI high", Unit: "MiB/h", Figure: "memory.slope.hi"}, {Name: "memory verdict"},
 			{Name: "connections", Unit: "count", Figure: "connections"}, {Name: "ok", Unit: "count", Figure: "connections.ok"},
 			{Name: "errors", Unit: "count", Figure: "connections.errors"}, {Name: "errors by cause"},
+			{Name: "not started", Unit: "count", Figure: "connections.notStarted"},
 			{Name: "lost", Unit: "count", Figure: "lost"},
 			{Name: "proxy CPU idle", Unit: "cores", Figure: "cpu.idle"}, {Name: "proxy CPU quiet tail", Unit: "cores", Figure: "cpu.quiet"},
 			{Name: "CPU verdict"}, {Name: "proxybench CPU idle", Unit: "cores", Figure: "self.cpu.idle"},
@@ -721,13 +766,16 @@ func SoakVerdictSection(label string, sr *SoakResult) Section {
 	_ = s.AddRow(label, Text(SoakStatus(sr)), Int(len(sr.Samples)), Text(v.Memory.Series),
 		numOrMissing(v.Memory.PerHour, "%.2f"), numOrMissing(v.Memory.Lo, "%.2f"), numOrMissing(v.Memory.Hi, "%.2f"),
 		Text(memoryText(v.Memory)),
-		Int(v.Attempts), Int(v.OK), Int(v.Errors), Text(causes(v.ErrorsBy)), lost,
+		Int(v.Attempts), Int(v.OK), Int(v.Errors), Text(causes(v.ErrorsBy)), Int(v.NotStarted), lost,
 		numOrMissing(v.IdleCores, "%.4f"), numOrMissing(v.QuietCores, "%.4f"), Text(v.CPU),
 		numOrMissing(v.SelfIdleCores, "%.4f"), numOrMissing(v.SelfQuietCores, "%.4f"),
 		Int(v.Changes), Int(v.Observed))
 	var fail []string
 	if v.LostKnown && v.Lost != 0 {
 		fail = append(fail, fmt.Sprintf("%d connections lost", v.Lost))
+	}
+	if v.NotStarted > 0 {
+		fail = append(fail, fmt.Sprintf("%d of %d connections not started: the driver did not hold %.3g connections/s", v.NotStarted, v.Attempts, spec.Rate))
 	}
 	if v.Memory.Verdict == "growing" && v.Memory.Span >= SoakLeakSpan {
 		fail = append(fail, fmt.Sprintf("memory growing %.2f MiB/h [%.2f, %.2f]", v.Memory.PerHour, v.Memory.Lo, v.Memory.Hi))
@@ -742,17 +790,19 @@ func SoakVerdictSection(label string, sr *SoakResult) Section {
 // SoakSeriesSection is the soak's samples, one row per interval.
 func SoakSeriesSection(label string, sr *SoakResult) Section {
 	s := Section{Phase: PhaseSoak, Title: soakSeriesTitle, Scope: "row",
-		Intro: "Each interval's sample as streamed: proxy CPU over the interval; memory, goroutines, conntrack entries of the node namespace and the proxy objects in its kernel (read back: KUBE-* iptables rules and jumps, nft chains of table kube-proxy, IPVS real servers, ipset entries) at its end, and the objects its syncs wrote; " +
-			"the changes made in it; the programming latency of the changes seen in it (p50, p99); the connections scheduled in it, and the successes and errors (by cause) that finished in it, with the successes' connect time (p50, p99).",
+		Intro: "Each interval's sample as streamed: proxy CPU over the interval; memory, goroutines, conntrack entries of the node namespace and the proxy objects in its kernel (read back: KUBE-* iptables rules and jumps, nft chains of table kube-proxy, IPVS real servers, ipset entries; the read-back runs off the sampling path at its own pace, so the count is the latest read finished by the interval's end and \"objects age\" how long before it that read finished), and the objects its syncs wrote; " +
+			"the changes made in it; the programming latency of the changes seen in it (p50, p99); the connections scheduled in it, and the successes and errors (by cause) that finished in it, those never started (the driver behind), with the successes' connect time (p50, p99).",
 		Columns: []Column{{Name: "interval", Key: true}, {Name: "at", Unit: "s"}, {Name: "stage"},
 			{Name: "proxy CPU", Unit: "cores", Figure: "proxy.cpu"}, {Name: "proxy RSS", Unit: "MiB", Figure: "proxy.rss"},
 			{Name: "proxybench RSS", Unit: "MiB", Figure: "self.rss"}, {Name: "proxybench heap", Unit: "MiB", Figure: "self.heap"},
 			{Name: "goroutines", Unit: "count", Figure: "self.goroutines"}, {Name: "conntrack", Unit: "count"},
-			{Name: "kernel objects", Unit: "count", Figure: "objects"}, {Name: "objects written", Unit: "count", Figure: "objects.written"},
+			{Name: "kernel objects", Unit: "count", Figure: "objects"}, {Name: "objects age", Unit: "s"},
+			{Name: "objects written", Unit: "count", Figure: "objects.written"},
 			{Name: "syncs", Unit: "count"},
 			{Name: "changes", Unit: "count"}, {Name: "observed", Unit: "count"},
 			{Name: "programming p50", Unit: "ms", Figure: "programming.p50"}, {Name: "programming p99", Unit: "ms", Figure: "programming.p99"},
 			{Name: "connections", Unit: "count"}, {Name: "ok", Unit: "count"}, {Name: "errors", Unit: "count"}, {Name: "errors by cause"},
+			{Name: "not started", Unit: "count"},
 			{Name: "lookup p50", Unit: "ms", Figure: "lookup.p50"}, {Name: "lookup p99", Unit: "ms", Figure: "lookup.p99"}},
 	}
 	ms := func(ns int64, have bool) Cell {
@@ -775,15 +825,20 @@ func SoakSeriesSection(label string, sr *SoakResult) Section {
 		if x.Conntrack >= 0 {
 			ct = Int(x.Conntrack)
 		}
-		objs := Missing()
+		objs, age := Missing(), Missing()
 		if x.Objects >= 0 {
 			objs = Int(x.Objects)
+			if x.ObjectsRead > 0 {
+				age = Num(float64(x.ObjectsAgeNs)/1e9, "%.1f")
+			}
+		} else if x.ObjectsRead == 0 && len(x.Faults) == 0 {
+			objs = Text("none yet")
 		}
 		_ = s.AddRow(label, Int(x.Index), Num(float64(x.AtNs)/1e9, "%.1f"), Text(x.Stage), cpu, prss,
 			Num(mibOf(x.SelfRSSBytes), "%.1f"), Num(mibOf(x.SelfHeapBytes), "%.1f"), Int(x.SelfGoroutines), ct,
-			objs, Int(x.WrittenObjects), Int(x.Syncs), Int(x.Changes), Int(x.Observed),
+			objs, age, Int(x.WrittenObjects), Int(x.Syncs), Int(x.Changes), Int(x.Observed),
 			ms(x.ProgP50Ns, x.Observed > 0), ms(x.ProgP99Ns, x.Observed > 0),
-			Int(x.Attempts), Int(x.OK), Int(x.ErrorCount()), Text(causes(x.Errors)),
+			Int(x.Attempts), Int(x.OK), Int(x.ErrorCount()), Text(causes(x.errorCauses())), Int(x.NotStartedCount()),
 			ms(x.LookupP50Ns, x.OK > 0), ms(x.LookupP99Ns, x.OK > 0))
 	}
 	if note := sr.CutNote(); note != "" {
@@ -807,7 +862,7 @@ func SoakFinding(label string, sr *SoakResult) string {
 	if v.Memory.Verdict == "growing" && v.Memory.Span < SoakLeakSpan {
 		mem += fmt.Sprintf(" — under %s of samples: warm-up, not judged a leak", shortDuration(SoakLeakSpan))
 	}
-	lost := fmt.Sprintf("%d of %s connections lost, %d failed (%s)", v.Lost, thousands(v.Attempts), v.Errors, causes(v.ErrorsBy))
+	lost := fmt.Sprintf("%d of %s connections lost, %d failed (%s), %d not started", v.Lost, thousands(v.Attempts), v.Errors, causes(v.ErrorsBy), v.NotStarted)
 	if !v.LostKnown {
 		lost = fmt.Sprintf("%s connections, %d failed (lost not judged: %s)", thousands(v.Attempts), v.Errors, sr.CutNote())
 	}

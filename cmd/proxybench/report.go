@@ -140,7 +140,7 @@ func readForReport(path string) (*reports.Result, string, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		ps := reports.SoakStreams(path)
 		if len(ps) == 0 {
-			return nil, "", fmt.Errorf("%s is a folder without soak streams; fix: give a result file, a soak stream, or a run's artifact folder with soak/*.jsonl", path)
+			return nil, "", fmt.Errorf("%s is a folder without soak streams; fix: give a result file, a soak stream, or a run's artifact folder with soak/*.jsonl or slicechurn/*.jsonl", path)
 		}
 		r, err := streams(ps)
 		return r, "rendering the soak streams of " + path + ": " + strings.Join(ps, ", "), err

@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proxybench/proxybench/internal/testenv"
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 )
 
@@ -244,5 +247,47 @@ func TestReportOldResult(t *testing.T) {
 	}
 	if !strings.Contains(got, "linear KUBE-SERVICES walk") || !strings.Contains(got, "rules") {
 		t.Errorf("the report lacks the iptables traits' words:\n%s", got)
+	}
+}
+
+// TestReportKilledSliceChurn: the result path of a run killed in the
+// middle of faults.sliceChurn (no result written, its artifact folder
+// holding slicechurn/<row>.jsonl without an end line) renders that
+// stream as a slice churn, marked cut, with what it measured.
+func TestReportKilledSliceChurn(t *testing.T) {
+	dir := t.TempDir()
+	result := filepath.Join(dir, "slice-churn-20261202T080000Z.json")
+	spec := scenarios.SoakSpec{Duration: scenarios.Duration{Duration: time.Minute}, Interval: scenarios.Duration{Duration: 10 * time.Second},
+		Rate: 5, Churn: 10, Idle: 1, Quiet: 1, Probes: 2, FlatBound: 5}
+	h := reports.SoakHeader{Tool: "proxybench test", RunID: "c0ffee", Row: "nftables (kube-proxy)", Mode: "nftables", Implementation: "kube-proxy",
+		Phase: reports.PhaseSliceChurn, Services: 100, Started: time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC), Spec: spec,
+		ProxyCPU: "kube-proxy's CPU", ProxyRSS: "kube-proxy's RSS"}
+	w, err := reports.CreateSoakStream(filepath.Join(strings.TrimSuffix(result, ".json"), "slicechurn", "nftables-kube-proxy.jsonl"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		stage := reports.SoakChurn
+		if i == 1 {
+			stage = reports.SoakIdle
+		}
+		if err := w.Sample(reports.SoakSample{Index: i, AtNs: int64(i) * int64(10*time.Second), SpanNs: int64(10 * time.Second), Stage: stage,
+			ProxyRSSBytes: uint64(40+i) << 20, SelfRSSBytes: 90 << 20, Conntrack: 10, Objects: 321, Changes: 100, Observed: 100,
+			Attempts: 50, OK: 49, Errors: map[string]int{"timeout": 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = w.Close() // killed: no end line
+	stdout, stderr, code := run(t, nil, "report", result)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"slice churn: memory slope", "stream ends at 00:00:30 of 1m20s: the run was killed or crashed", "nftables (kube-proxy)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "### soak:") || !strings.Contains(stderr, "slicechurn/nftables-kube-proxy.jsonl") {
+		t.Errorf("rendered as a soak, or the note does not name the stream: %s", stderr)
 	}
 }

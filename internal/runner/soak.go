@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -86,22 +87,28 @@ func readSelf() selfStats {
 }
 
 // soakTraffic is the soak's open-loop traffic, interval by interval:
-// the connections scheduled, and the outcomes of those that finished
-// (an echo, or an error by cause), with the successes' connect times.
+// the connections scheduled, the outcomes of those that finished (an
+// echo, or an error by cause) with the successes' connect times, and
+// those never started (the driver behind).
 type soakTraffic struct {
-	mu       sync.Mutex
-	attempts int
-	ok       int
-	errs     map[string]int
-	lat      []int64
-	lateMax  time.Duration
+	mu         sync.Mutex
+	attempts   int
+	ok         int
+	errs       map[string]int
+	notStarted int
+	lat        []int64
+	lateMax    time.Duration
 	// scheduled and finished count over the whole soak (in flight: the
 	// difference).
 	scheduled, finished atomic.Int64
 }
 
-// overrun is the cause of a connection the open loop scheduled while
-// every worker was busy and its queue full: not started, counted failed.
+// overrun names a connection the open loop scheduled while every worker
+// was busy and the queue (one timeout's worth of the rate) was full: it
+// was never started, so it is neither a success nor an error of the
+// proxy, and it is not lost either: it is counted apart
+// (SoakSample.NotStarted), and a row with any has not held its rate
+// (proxybench's driver fell behind: a starved machine).
 const overrun = "overrun"
 
 func (t *soakTraffic) schedule() {
@@ -111,14 +118,19 @@ func (t *soakTraffic) schedule() {
 	t.mu.Unlock()
 }
 
-// done records a connection's outcome: err nil with its connect time, or
-// its cause (kind) ; late is how long after its scheduled time it started.
+// done records a connection's outcome: kind "" a success with its
+// connect time lat, overrun one never started, else its error's cause;
+// late is how long after its scheduled time it started (or was given
+// up).
 func (t *soakTraffic) done(kind string, lat, late time.Duration) {
 	t.mu.Lock()
-	if kind == "" {
+	switch kind {
+	case "":
 		t.ok++
 		t.lat = append(t.lat, int64(lat))
-	} else {
+	case overrun:
+		t.notStarted++
+	default:
 		if t.errs == nil {
 			t.errs = map[string]int{}
 		}
@@ -132,10 +144,10 @@ func (t *soakTraffic) done(kind string, lat, late time.Duration) {
 // take fills s with the interval's traffic and starts the next interval.
 func (t *soakTraffic) take(s *reports.SoakSample) {
 	t.mu.Lock()
-	attempts, ok, errs, lat, late := t.attempts, t.ok, t.errs, t.lat, t.lateMax
-	t.attempts, t.ok, t.errs, t.lat, t.lateMax = 0, 0, nil, nil, 0
+	attempts, ok, errs, skipped, lat, late := t.attempts, t.ok, t.errs, t.notStarted, t.lat, t.lateMax
+	t.attempts, t.ok, t.errs, t.notStarted, t.lat, t.lateMax = 0, 0, nil, 0, nil, 0
 	t.mu.Unlock()
-	s.Attempts, s.OK, s.Errors, s.LateMaxNs = attempts, ok, errs, int64(late)
+	s.Attempts, s.OK, s.Errors, s.NotStarted, s.LateMaxNs = attempts, ok, errs, skipped, int64(late)
 	if len(lat) > 0 {
 		sum := reports.Summarize(lat)
 		s.LookupP50Ns, s.LookupP99Ns = sum.P50, sum.P99
@@ -146,9 +158,14 @@ func (t *soakTraffic) take(s *reports.SoakSample) {
 func (t *soakTraffic) inFlight() int { return int(t.scheduled.Load() - t.finished.Load()) }
 
 // soakWorkers is the number of traffic workers for rate connections/s
-// with a connect timeout: enough that a connection per worker every
-// 10 ms keeps up (2..32), as each waits for its echo.
-func soakWorkers(rate float64) int { return min(max(int(rate/100)+1, 2), 32) }
+// whose connects are bounded by timeout: one more than rate × timeout
+// (2..64), so that the rate is held even when every connection waits its
+// whole timeout; only a driver starved of CPU then leaves connections
+// not started. Session 8's 2 workers for 20/s could not: at load 25-57
+// a connection took ~300 ms and 50k of 74k were never started.
+func soakWorkers(rate float64, timeout time.Duration) int {
+	return min(max(int(math.Ceil(rate*timeout.Seconds()))+1, 2), 64)
+}
 
 // runOpenLoop schedules a connection every 1/rate from start until end
 // (open loop: the schedule does not wait for the connections) to a
@@ -156,8 +173,8 @@ func soakWorkers(rate float64) int { return min(max(int(rate/100)+1, 2), 32) }
 // workers (env.dial, traffic.DialEcho: a connect, the echo line, a
 // close with RST) with timeout; a connection finds its outcome in t. A
 // connection scheduled while the queue (one timeout's worth of the rate)
-// is full is counted failed as overrun. It returns when every connection
-// scheduled has finished, or at ctx's end.
+// is full is never started: counted as overrun. It returns when every
+// connection scheduled has finished, or at ctx's end.
 func runOpenLoop(ctx context.Context, e *env, pool workerPool, t *soakTraffic, services []workload.Service, rate float64,
 	timeout time.Duration, start, end time.Time, seed int64) {
 	jobs := make(chan time.Time, max(int(rate*timeout.Seconds()), 16))
@@ -231,6 +248,12 @@ type soakSampler struct {
 	traffic *soakTraffic
 	changes *atomic.Int64
 	self    func() selfStats
+
+	// readBack is the latest read-back of the proxy objects in the
+	// node's kernel (objectReader.last: off the sampling path; nil: none
+	// read back), readSeq the read the last sample took.
+	readBack func() readBack
+	readSeq  int
 
 	start   time.Time
 	last    time.Time
@@ -306,15 +329,21 @@ func (s *soakSampler) sample(ctx context.Context, k int, stage string, now time.
 	}
 	x.SyncObjects = s.objects
 	x.Objects = -1
-	if s.e.kernelObjects != nil {
-		t0 := time.Now()
-		n, err := s.e.kernelObjects(ctx, 0)
-		x.ObjectsReadNs = int64(time.Since(t0))
-		if err != nil {
-			x.Faults = append(x.Faults, "kernel objects not read back: "+err.Error())
-		} else {
-			x.Objects = n
+	if s.readBack != nil {
+		// The latest read-back, however old: the sampler never waits for
+		// one (objectReader). None yet: Objects −1, no age.
+		rb := s.readBack()
+		switch {
+		case rb.seq == 0:
+		case rb.err != nil:
+			if rb.seq != s.readSeq {
+				x.Faults = append(x.Faults, "kernel objects not read back: "+rb.err.Error())
+			}
+		default:
+			x.Objects, x.ObjectsReadNs, x.ObjectsAgeNs = rb.objects, int64(rb.end.Sub(rb.start)), max(int64(now.Sub(rb.end)), 0)
+			x.ObjectsRead = rb.seq
 		}
+		s.readSeq = rb.seq
 	}
 	x.Changes = int(s.changes.Swap(0))
 	var lat []int64
@@ -418,7 +447,7 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 		return nil, fmt.Errorf("soak probes: %w", err)
 	}
 	defer probes.Close()
-	workers, err := e.probes(soakWorkers(spec.Rate))
+	workers, err := e.probes(soakWorkers(spec.Rate, timeout))
 	if err != nil {
 		return nil, fmt.Errorf("soak traffic workers: %w", err)
 	}
@@ -527,6 +556,15 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 	}()
 
 	smp.tracker, smp.traffic, smp.changes = &tracker, &tr, &changes
+	// The rule objects are read back on their own goroutine, once an
+	// interval at most: the traffic and the sampler never wait for a read.
+	if e.kernelObjects != nil {
+		readCtx, stopReads := context.WithCancel(ctx)
+		reader := startObjectReader(readCtx, e.kernelObjects, iv)
+		defer reader.wait()
+		defer stopReads()
+		smp.readBack = reader.last
+	}
 	run.prog.Start(fmt.Sprintf("%s: soak %s: %d idle intervals, churn %.3g changes/s for %s, %d quiet, every %s; %.3g connections/s; stream %s",
 		run.header.Row, clockOf(spec.Total()), spec.Idle, spec.Churn, spec.Duration.Duration, spec.Quiet, iv, spec.Rate, run.path), n)
 	defer run.prog.Done()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -62,13 +63,11 @@ func TestSoakSampler(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	s := &soakSampler{e: e, loop: syncs, tracker: &tracker, traffic: &tr, changes: &changes, self: self, start: t0, last: t0, lastCPU: self().cpu}
 
-	reads := 0
-	e.kernelObjects = func(_ context.Context, n int) (int, error) {
-		if reads++; reads > 2 {
-			return 0, errors.New("iptables-legacy-save: exit status 4")
-		}
-		return 1200 + n, nil
-	}
+	// The read-back as the objectReader leaves it: the first sample finds
+	// none yet, the second read 1 (finished 400 ms before), the third a
+	// failed read 2 (a fault once), the fourth still read 2 (no new fault).
+	rb := readBack{}
+	s.readBack = func() readBack { return rb }
 	syncs.recs = []reports.SyncRecord{{SyncStats: proxymodes.SyncStats{Kind: "full", CPU: 30 * time.Millisecond, Objects: 90}},
 		{SyncStats: proxymodes.SyncStats{Kind: "incremental", CPU: 20 * time.Millisecond, Objects: 15}}, {SyncStats: proxymodes.SyncStats{CPU: 5 * time.Millisecond}, Err: "restore failed"}}
 	ep := netip.MustParseAddr("198.19.0.9")
@@ -97,8 +96,8 @@ func TestSoakSampler(t *testing.T) {
 	x, _ := s.sample(context.Background(), 1, reports.SoakIdle, t0.Add(time.Second))
 	want := reports.SoakSample{Index: 1, AtNs: int64(time.Second), SpanNs: int64(time.Second), Stage: reports.SoakIdle,
 		ProxyCPUNs: int64(55 * time.Millisecond), SelfRSSBytes: 80 << 20, SelfHeapBytes: 30 << 20, SelfGoroutines: 12, SelfCPUNs: int64(250 * time.Millisecond),
-		Conntrack: 100, Objects: 1200, ObjectsReadNs: x.ObjectsReadNs, SyncObjects: 90, WrittenObjects: 105, Syncs: 3, FailedSyncs: 1, Changes: 4, Observed: 3, ProgP50Ns: x.ProgP50Ns, ProgP99Ns: x.ProgP99Ns, Pending: 1,
-		Attempts: 11, OK: 7, Errors: map[string]int{"timeout": 2, overrun: 1}, LookupP50Ns: x.LookupP50Ns, LookupP99Ns: x.LookupP99Ns, LateMaxNs: int64(3 * time.Millisecond)}
+		Conntrack: 100, Objects: -1, SyncObjects: 90, WrittenObjects: 105, Syncs: 3, FailedSyncs: 1, Changes: 4, Observed: 3, ProgP50Ns: x.ProgP50Ns, ProgP99Ns: x.ProgP99Ns, Pending: 1,
+		Attempts: 11, OK: 7, Errors: map[string]int{"timeout": 2}, NotStarted: 1, LookupP50Ns: x.LookupP50Ns, LookupP99Ns: x.LookupP99Ns, LateMaxNs: int64(3 * time.Millisecond)}
 	if !reflect.DeepEqual(x, want) {
 		t.Errorf("sample\n%+v\nwant\n%+v", x, want)
 	}
@@ -118,14 +117,23 @@ func TestSoakSampler(t *testing.T) {
 	// Nothing new: the next sample counts nothing, keeps the objects, and
 	// a failed conntrack read is a fault, not a figure.
 	tracker.See(obs[3], t0.Add(1500*time.Millisecond), ep, true)
+	rb = readBack{objects: 1200, start: t0.Add(100 * time.Millisecond), end: t0.Add(2100 * time.Millisecond), seq: 1}
 	y, _ := s.sample(context.Background(), 2, reports.SoakChurn, t0.Add(2500*time.Millisecond))
-	if y.SpanNs != int64(1500*time.Millisecond) || y.Syncs != 0 || y.ProxyCPUNs != 0 || y.Objects != 1200 || y.SyncObjects != 90 || y.WrittenObjects != 0 || y.Changes != 0 ||
+	if y.Objects != 1200 || y.ObjectsRead != 1 || y.ObjectsReadNs != int64(2*time.Second) || y.ObjectsAgeNs != int64(400*time.Millisecond) {
+		t.Errorf("read-back %d objects (read %d, %v long, %v old): want 1200 of read 1, 2 s long, 400 ms old",
+			y.Objects, y.ObjectsRead, time.Duration(y.ObjectsReadNs), time.Duration(y.ObjectsAgeNs))
+	}
+	if y.SpanNs != int64(1500*time.Millisecond) || y.Syncs != 0 || y.ProxyCPUNs != 0 || y.SyncObjects != 90 || y.WrittenObjects != 0 || y.Changes != 0 ||
 		y.Observed != 1 || !near(y.ProgP50Ns, 1500*time.Millisecond) || y.Pending != 0 || y.Attempts != 0 || y.OK != 0 || y.Errors != nil || y.Conntrack != 200 {
 		t.Errorf("second sample %+v", y)
 	}
+	rb = readBack{err: errors.New("iptables-legacy-save: exit status 4"), start: t0.Add(2100 * time.Millisecond), end: t0.Add(2900 * time.Millisecond), seq: 2}
 	z, _ := s.sample(context.Background(), 3, reports.SoakChurn, t0.Add(3*time.Second))
 	if z.Conntrack != -1 || z.Objects != -1 || len(z.Faults) != 2 || !strings.Contains(z.Faults[0], "exit status 4") || !strings.Contains(z.Faults[1], "no conntrack") {
 		t.Errorf("conntrack %d, objects %d, faults %v: want -1, -1 and the reads' errors", z.Conntrack, z.Objects, z.Faults)
+	}
+	if w, _ := s.sample(context.Background(), 4, reports.SoakChurn, t0.Add(4*time.Second)); w.Objects != -1 || len(w.Faults) != 1 {
+		t.Errorf("objects %d, faults %v: want -1 and only conntrack's fault (read 2's was told once)", w.Objects, w.Faults)
 	}
 }
 
@@ -173,11 +181,11 @@ func TestOpenLoop(t *testing.T) {
 			runOpenLoop(context.Background(), e, pool, &tr, svcs, 200, 50*time.Millisecond, start, start.Add(500*time.Millisecond), 1)
 			var x reports.SoakSample
 			tr.take(&x)
-			if x.Attempts != 100 || x.OK+x.ErrorCount() != x.Attempts || tr.inFlight() != 0 {
+			if x.Attempts != 100 || x.OK+x.ErrorCount()+x.NotStarted != x.Attempts || tr.inFlight() != 0 {
 				t.Fatalf("%d scheduled, %d ok, errors %v, %d in flight: want 100 at 200/s over 0.5 s, each with an outcome", x.Attempts, x.OK, x.Errors, tr.inFlight())
 			}
-			if got := x.Errors[overrun] > 0; got != tc.overrun || x.Errors["refused"] == 0 {
-				t.Errorf("errors %v: want refused, and overrun %v", x.Errors, tc.overrun)
+			if got := x.NotStarted > 0; got != tc.overrun || x.Errors["refused"] == 0 || x.Errors[overrun] != 0 {
+				t.Errorf("errors %v, %d not started: want refused, none of cause overrun, and some not started %v", x.Errors, x.NotStarted, tc.overrun)
 			}
 		})
 	}
@@ -351,5 +359,130 @@ func TestSoakThroughFakeAPI(t *testing.T) {
 	back, _ := reports.ReadSoakStream(path2)
 	if back == nil || back.End == nil || back.End.Stopped != sr2.End.Stopped {
 		t.Errorf("the stream's end %+v", back)
+	}
+}
+
+// TestSoakSlowReadBack: a read-back of the rule objects far slower than
+// the interval (at 10k services one took minutes in session 8, and the
+// sampler waited for it) delays neither the samples nor the traffic:
+// every interval but the last (which waits for the connections in
+// flight) spans one interval, the samples before the first read
+// finished say none yet (−1, no age), later ones carry the latest read
+// with its number and age, every connection has an outcome, and the
+// reader stops with the soak.
+func TestSoakSlowReadBack(t *testing.T) {
+	sc, svcs := soakScenario(t)
+	p := newFakeProxier()
+	if _, err := p.Sync(context.Background(), svcs); err != nil {
+		t.Fatal(err)
+	}
+	e := newFakeEnv(p)
+	var reads, running atomic.Int64
+	e.kernelObjects = func(ctx context.Context, _ int) (int, error) {
+		running.Add(1)
+		defer running.Add(-1)
+		n := reads.Add(1)
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+		return int(1000 + n), nil
+	}
+	var f faults
+	sr, err := soakPhase(context.Background(), soakRun{sc: sc, e: &e.env, services: svcs, ap: &loopApplier{p: p, sc: sc, minSync: 20 * time.Millisecond, period: time.Hour},
+		path: filepath.Join(t.TempDir(), "soak.jsonl"), header: reports.SoakHeader{Row: "fake"}, prog: &recProgress{}, faults: &f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	iv := sc.Soak.Interval.Duration
+	seen := 0
+	for i, x := range sr.Samples {
+		if i < len(sr.Samples)-1 && time.Duration(x.SpanNs) > iv+60*time.Millisecond {
+			t.Errorf("interval %d spans %v: the sampler waited (interval %v, a read 250 ms)", x.Index, time.Duration(x.SpanNs), iv)
+		}
+		switch {
+		case x.ObjectsRead == 0:
+			if x.Objects != -1 || x.ObjectsAgeNs != 0 {
+				t.Errorf("interval %d: %d objects aged %d ns before any read finished", x.Index, x.Objects, x.ObjectsAgeNs)
+			}
+		default:
+			seen++
+			if x.Objects != 1000+x.ObjectsRead || x.ObjectsReadNs < int64(250*time.Millisecond) || x.ObjectsAgeNs < 0 || x.ObjectsAgeNs > x.AtNs {
+				t.Errorf("interval %d: %d objects of read %d, %v long, %v old", x.Index, x.Objects, x.ObjectsRead, time.Duration(x.ObjectsReadNs), time.Duration(x.ObjectsAgeNs))
+			}
+		}
+	}
+	if sr.Samples[0].ObjectsRead != 0 || seen == 0 {
+		t.Errorf("first sample's read %d, %d samples with a read: want none yet in the first, some later", sr.Samples[0].ObjectsRead, seen)
+	}
+	if v := reports.SoakVerdicts(sr); v.Lost != 0 || v.NotStarted != 0 || v.OK == 0 {
+		t.Errorf("%d ok, %d lost, %d not started", v.OK, v.Lost, v.NotStarted)
+	}
+	if n := running.Load(); n != 0 {
+		t.Errorf("%d reads still running after the soak returned", n)
+	}
+	if n := reads.Load(); n > int64(len(sr.Samples)) {
+		t.Errorf("%d reads over %d intervals: at most one an interval", n, len(sr.Samples))
+	}
+}
+
+// TestSoakRowsOwnCounts: two rows soaked at once, each on its own data
+// plane (one refuses every 4th connection, the other none), count their
+// own connections: each row's successes and errors are its own dials'
+// (session 8's two 1 h rows showed the same 74,400 / 24,072 / 50,328,
+// which a shared generator or a copied summary would give).
+func TestSoakRowsOwnCounts(t *testing.T) {
+	type row struct {
+		refuseEvery    int64
+		dials, refused atomic.Int64
+		sr             *reports.SoakResult
+		err            error
+	}
+	rows := []*row{{refuseEvery: 4}, {refuseEvery: 0}}
+	var wg sync.WaitGroup
+	for i, r := range rows {
+		sc, svcs := soakScenario(t)
+		sc.Soak.Churn = 0 // no changes: no probes, every dial is the traffic's
+		p := newFakeProxier()
+		if _, err := p.Sync(context.Background(), svcs); err != nil {
+			t.Fatal(err)
+		}
+		e := newFakeEnv(p)
+		e.dial = func(dst netip.Addr, port uint16, _ time.Duration) (netip.AddrPort, time.Time, error) {
+			start := time.Now()
+			time.Sleep(100 * time.Microsecond)
+			if n := r.dials.Add(1); r.refuseEvery > 0 && n%r.refuseEvery == 0 {
+				r.refused.Add(1)
+				return netip.AddrPort{}, start, fmt.Errorf("connect %s:%d: %w", dst, port, syscall.ECONNREFUSED)
+			}
+			return netip.AddrPortFrom(dst, port), start, nil
+		}
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("row%d.jsonl", i))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var f faults
+			r.sr, r.err = soakPhase(context.Background(), soakRun{sc: sc, e: &e.env, services: svcs, ap: &loopApplier{p: p, sc: sc, minSync: 20 * time.Millisecond, period: time.Hour},
+				path: path, header: reports.SoakHeader{Row: fmt.Sprintf("row%d", i)}, prog: &recProgress{}, faults: &f})
+		}()
+	}
+	wg.Wait()
+	for i, r := range rows {
+		if r.err != nil {
+			t.Fatalf("row %d: %v", i, r.err)
+		}
+		v := reports.SoakVerdicts(r.sr)
+		back, err := reports.ReadSoakStream(r.sr.Stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(v.OK+v.Errors) != r.dials.Load() || int64(v.ErrorsBy["refused"]) != r.refused.Load() || v.Lost != 0 ||
+			!reflect.DeepEqual(reports.SoakVerdicts(back).ErrorsBy, v.ErrorsBy) {
+			t.Errorf("row %d: %d ok + %d errors (%v) against its own %d dials, %d refused; stream %v",
+				i, v.OK, v.Errors, v.ErrorsBy, r.dials.Load(), r.refused.Load(), reports.SoakVerdicts(back).ErrorsBy)
+		}
+	}
+	if rows[1].sr != nil && reports.SoakVerdicts(rows[1].sr).Errors != 0 {
+		t.Errorf("the row that refuses nothing counts errors %v", reports.SoakVerdicts(rows[1].sr).ErrorsBy)
 	}
 }
