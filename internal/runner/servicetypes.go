@@ -141,7 +141,7 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 	}
 	cl, err := kubeproxy.StartCluster(ctx, kubeproxy.ClusterSpec{RunID: s.O.RunID, Nodes: tb.Nodes, NodeIPs: tb.NodeAddrs, Mode: m.Name, Pass: pass,
 		ClusterCIDR: cluster, ServiceCIDR: svc, Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix(), sc.ExternalClientPrefix(), netip.MustParsePrefix(sc.LoadBalancerPrefixString())},
-		KubeProxy: kb.Path, Bin: s.Checked.bin, Dir: dir, Services: s.Services})
+		KubeProxy: kb.Path, Bin: s.Checked.bin, Dir: dir, Services: s.Services, Zones: sc.NodeZones()})
 	defer func() {
 		if serr := cl.Stop(); serr != nil && err == nil {
 			err = fmt.Errorf("stop kube-proxy: %w", serr)
