@@ -53,6 +53,13 @@ type ServiceCell struct {
 	SameNode  int            `json:"sameNode"`
 	LatencyUs []float64      `json:"latencyUs,omitempty"`
 	Expected  Expected       `json:"expected"`
+	// Distribution is the service's trafficDistribution ("" none), Zone
+	// the entry node's zone ("" without topology.zones), SameZone the
+	// answered connections that landed on an endpoint in Zone
+	// (topology.go).
+	Distribution string `json:"trafficDistribution,omitempty"`
+	Zone         string `json:"zone,omitempty"`
+	SameZone     int    `json:"sameZone,omitempty"`
 }
 
 // Expected is the outcome the Kubernetes documentation gives a cell:
@@ -63,6 +70,11 @@ type Expected struct {
 	Reachable bool   `json:"reachable"`
 	Source    string `json:"source,omitempty"`
 	Why       string `json:"why"`
+	// SameNode and SameZone, when set, are the documented shares (0..1)
+	// of connections landing on an endpoint of the entry node and of its
+	// zone (topology-aware routing, topology.go); nil: not a topology cell.
+	SameNode *float64 `json:"sameNode,omitempty"`
+	SameZone *float64 `json:"sameZone,omitempty"`
 }
 
 // Reachable is the observed outcome: every attempt answered (true), none
@@ -112,7 +124,7 @@ func (c ServiceCell) Differs() string {
 	case ok && c.Expected.Source != "" && c.Source() != c.Expected.Source:
 		return fmt.Sprintf("source %s, documented %s", c.Source(), c.Expected.Source)
 	}
-	return ""
+	return c.sharesDiffer()
 }
 
 // HealthAnswer is one node's answer on a service's healthCheckNodePort,

@@ -78,6 +78,8 @@ type Exposure struct {
 	// EndpointNodes places endpoint k on EndpointNodes[k mod len] (node
 	// names, NodeName); nil: endpoint k on node k mod topology.nodes.
 	EndpointNodes []string
+	// TrafficDistribution is spec.trafficDistribution ("": none).
+	TrafficDistribution string
 }
 
 // Exposed reports whether the service is reached beyond its ClusterIP
@@ -99,6 +101,9 @@ func (e Exposure) Label() string {
 	if e.InternalPolicy == PolicyLocal {
 		l += " itp=Local"
 	}
+	if e.TrafficDistribution != "" {
+		l += " td=" + e.TrafficDistribution
+	}
 	return l
 }
 
@@ -112,6 +117,7 @@ func (s *Scenario) ServiceSpecs() []ServicesSpec {
 		sp.Groups, sp.Endpoints = nil, EndpointsSpec{Distribution: "fixed", Count: g.Endpoints.Count}
 		sp.Count, sp.Type, sp.ExternalTrafficPolicy, sp.InternalTrafficPolicy = g.Count, g.Type, g.ExternalTrafficPolicy, g.InternalTrafficPolicy
 		sp.NodePorts, sp.HealthCheckNodePorts, sp.ExternalIPs, sp.LoadBalancerIPs, sp.EndpointNodes = g.NodePorts, g.HealthCheckNodePorts, g.ExternalIPs, g.LoadBalancerIPs, g.EndpointNodes
+		sp.TrafficDistribution = g.TrafficDistribution
 		out = append(out, sp)
 	}
 	return out
@@ -201,7 +207,7 @@ func (s *Scenario) Exposures() ([]Exposure, error) {
 		}
 		given := 0
 		for i := 0; i < min(sp.Count, MaxServices); i++ {
-			e := Exposure{Type: typ, InternalPolicy: PolicyCluster, EndpointNodes: sp.EndpointNodes}
+			e := Exposure{Type: typ, InternalPolicy: PolicyCluster, EndpointNodes: sp.EndpointNodes, TrafficDistribution: sp.TrafficDistribution}
 			if sp.InternalTrafficPolicy != "" {
 				e.InternalPolicy = sp.InternalTrafficPolicy
 			}

@@ -186,6 +186,11 @@ type ServicesSpec struct {
 	ExternalIPs           []string `yaml:"externalIPs,omitempty" json:"externalIPs,omitempty"`
 	LoadBalancerIPs       []string `yaml:"loadBalancerIPs,omitempty" json:"loadBalancerIPs,omitempty"`
 	EndpointNodes         []string `yaml:"endpointNodes,omitempty" json:"endpointNodes,omitempty"`
+	// TrafficDistribution is core/v1 spec.trafficDistribution:
+	// PreferClose, PreferSameZone or PreferSameNode ("" : none); the
+	// testbed writes the EndpointSlice hints the EndpointSlice controller
+	// would (topology.go in this package documents it).
+	TrafficDistribution string `yaml:"trafficDistribution,omitempty" json:"trafficDistribution,omitempty"`
 	// Groups are more services after these count ones, each group of its
 	// own type and policies (ServiceGroup; it shares ports and session
 	// affinity with the main list): the service-types scenario has one
@@ -208,6 +213,7 @@ type ServiceGroup struct {
 	ExternalIPs           []string              `yaml:"externalIPs,omitempty" json:"externalIPs,omitempty"`
 	LoadBalancerIPs       []string              `yaml:"loadBalancerIPs,omitempty" json:"loadBalancerIPs,omitempty"`
 	EndpointNodes         []string              `yaml:"endpointNodes,omitempty" json:"endpointNodes,omitempty"`
+	TrafficDistribution   string                `yaml:"trafficDistribution,omitempty" json:"trafficDistribution,omitempty"`
 }
 
 // ServiceGroupEndpoints is a group's endpoints block: a fixed count.
@@ -381,6 +387,11 @@ type TopologySpec struct {
 	// IPs, LoadBalancer IPs and external IPs as a client on the internet
 	// does; it needs nodes >= 2 (the fabric bridge).
 	ExternalClient bool `yaml:"externalClient,omitempty" json:"externalClient,omitempty"`
+	// Zones, when given, is the zone of each node (entry i: node i's
+	// topology.kubernetes.io/zone label, one entry per node): the zone
+	// kube-proxy reads from its Node object and the EndpointSlice
+	// controller writes into each endpoint's zone field.
+	Zones []string `yaml:"zones,omitempty" json:"zones,omitempty"`
 }
 
 // TrafficSpec configures the closed-loop traffic driver.

@@ -307,6 +307,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).services,
 		(*checker).network,
 		(*checker).exposure,
+		(*checker).trafficDistribution,
 		(*checker).sweep,
 		(*checker).capacity,
 		(*checker).topology,

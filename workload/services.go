@@ -41,6 +41,10 @@ type Service struct {
 	// Local: ClusterIP traffic goes to endpoints on the client's node only.
 	ExternalLocal, InternalLocal bool
 	HealthCheckNodePort          uint16
+	// TrafficDistribution is spec.trafficDistribution (PreferClose,
+	// PreferSameZone, PreferSameNode; "": none), from which the testbed
+	// writes the EndpointSlice hints (Endpoint.Hints).
+	TrafficDistribution string
 }
 
 // Exposed reports whether s is reached beyond its ClusterIP (NodePort,
@@ -100,6 +104,9 @@ type Endpoint struct {
 	// (scenarios.NodeName; the EndpointSlice endpoint's nodeName), ""
 	// when not placed.
 	Node string
+	// Zone is the zone of Node (topology.zones; the EndpointSlice
+	// endpoint's zone field), "" when the node has none.
+	Zone string
 }
 
 // NewEndpoint returns a ready, serving, not terminating endpoint of weight 1.
@@ -161,6 +168,7 @@ func Services(sc *scenarios.Scenario) ([]Service, error) {
 			case isolated:
 				eps[k].Node = scenarios.NodeName(k % nodes)
 			}
+			eps[k].Zone = sc.ZoneOf(eps[k].Node)
 			pod = pod.Next()
 		}
 		svcPorts := ports
@@ -180,6 +188,7 @@ func Services(sc *scenarios.Scenario) ([]Service, error) {
 			ExternalIPs: x.ExternalIPs, LoadBalancerIPs: x.LoadBalancerIPs,
 			ExternalLocal: x.ExternalPolicy == scenarios.PolicyLocal, InternalLocal: x.InternalPolicy == scenarios.PolicyLocal,
 			HealthCheckNodePort: uint16(x.HealthCheckNodePort),
+			TrafficDistribution: x.TrafficDistribution,
 		}
 		vip = vip.Next()
 	}

@@ -33,8 +33,10 @@ import (
 var serviceTypesPhase = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "serviceTypes", Field: "serviceTypes", Scope: scenarios.ScopeRun, Rules: true, TCP: true,
 		Wants: func(s *scenarios.Scenario) bool { return s.ServiceTypes != nil }},
-	RunAll:    runServiceTypes,
-	ReportRun: func(res *reports.Result) []reports.Section { return reports.ServiceTypesSections(res.ServiceTypes) },
+	RunAll: runServiceTypes,
+	ReportRun: func(res *reports.Result) []reports.Section {
+		return append(reports.ServiceTypesSections(res.ServiceTypes), reports.TopologySections(res.ServiceTypes)...)
+	},
 }
 
 // lbWriter says who wrote the LoadBalancer ingress IPs.
@@ -141,7 +143,7 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 	}
 	cl, err := kubeproxy.StartCluster(ctx, kubeproxy.ClusterSpec{RunID: s.O.RunID, Nodes: tb.Nodes, NodeIPs: tb.NodeAddrs, Mode: m.Name, Pass: pass,
 		ClusterCIDR: cluster, ServiceCIDR: svc, Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix(), sc.ExternalClientPrefix(), netip.MustParsePrefix(sc.LoadBalancerPrefixString())},
-		KubeProxy: kb.Path, Bin: s.Checked.bin, Dir: dir, Services: s.Services})
+		KubeProxy: kb.Path, Bin: s.Checked.bin, Dir: dir, Services: s.Services, Zones: sc.NodeZones()})
 	defer func() {
 		if serr := cl.Stop(); serr != nil && err == nil {
 			err = fmt.Errorf("stop kube-proxy: %w", serr)
@@ -230,7 +232,7 @@ func measureServiceTypes(ctx context.Context, s *RunState, m proxymodes.Mode, ro
 			continue
 		}
 		label := exposureLabel(svc)
-		if !svc.Exposed() && !svc.InternalLocal && i > 0 {
+		if !svc.Exposed() && !svc.InternalLocal && svc.TrafficDistribution == "" && len(s.Sc.Topology.Zones) == 0 && i > 0 {
 			continue // plain ClusterIP services: the first one stands for them
 		}
 		port := svc.Ports[0]
@@ -265,6 +267,7 @@ func measureServiceTypes(ctx context.Context, s *RunState, m proxymodes.Mode, ro
 				}
 				cell := reports.ServiceCell{Row: row, Service: svc.Name, Exposure: label, Path: p.kind, Entry: scenarios.NodeName(entry), Client: c.label,
 					Expected: expectCell(m, svc, p.kind, entry, c)}
+				topologyCell(s.Sc, &cell, svc, entry)
 				dialCell(ctx, &cell, svc, c, p, entry, spec.Connections, spec.Timeout.Duration, addrs)
 				st.Cells = append(st.Cells, cell)
 				if ctx.Err() != nil {
@@ -317,9 +320,9 @@ func (p stPath) entryFor(c stClient) (int, bool) {
 // none answered), recording latency, errors, the peer's class and
 // whether the endpoint sat on the entry node.
 func dialCell(ctx context.Context, cell *reports.ServiceCell, svc *workload.Service, c stClient, p stPath, entry int, n int, timeout time.Duration, addrs map[netip.Addr]string) {
-	nodeOf := map[netip.Addr]string{}
+	nodeOf, zoneOf := map[netip.Addr]string{}, map[netip.Addr]string{}
 	for _, e := range svc.Endpoints {
-		nodeOf[e.IP] = e.Node
+		nodeOf[e.IP], zoneOf[e.IP] = e.Node, e.Zone
 	}
 	failed := 0
 	for k := 0; k < n && ctx.Err() == nil; k++ {
@@ -357,6 +360,9 @@ func dialCell(ctx context.Context, cell *reports.ServiceCell, svc *workload.Serv
 		}
 		if nodeOf[landed.Addr()] == scenarios.NodeName(entry) {
 			cell.SameNode++
+		}
+		if z := zoneOf[landed.Addr()]; z != "" && z == cell.Zone {
+			cell.SameZone++
 		}
 	}
 }
@@ -443,6 +449,9 @@ func exposureLabel(s *workload.Service) string {
 	}
 	if s.InternalLocal {
 		l += " itp=Local"
+	}
+	if s.TrafficDistribution != "" {
+		l += " td=" + s.TrafficDistribution
 	}
 	return l
 }

@@ -69,7 +69,7 @@ var Mode = proxymodes.Mode{
 // render the same rules.
 func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 	_, _, _, cluster := sc.Prefixes()
-	cfg := Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster, NoConntrackCleanup: sc.NoConntrackCleanup, NodeName: scenarios.NodeName(0)}
+	cfg := Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster, NoConntrackCleanup: sc.NoConntrackCleanup, NodeName: scenarios.NodeName(0), Zones: sc.NodeZones()}
 	if sc.Services.SessionAffinity == "ClientIP" {
 		cfg.AffinityTimeout = sc.Services.SessionAffinityTimeout.Duration
 	}

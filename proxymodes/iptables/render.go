@@ -78,7 +78,11 @@ type Config struct {
 	// hostnameOverride, scenarios.NodeName): an endpoint whose Node is
 	// NodeName is local, the one externalTrafficPolicy and
 	// internalTrafficPolicy Local keep traffic on.
-	NodeName string
+	NodeName string // Zones maps node names to zones (scenarios.NodeZones; nil: no
+	// zones): NodeName's zone is the one kube-proxy reads from its Node's
+	// topology.kubernetes.io/zone label to follow the endpoints' hints
+	// (workload.Service.KubeProxyOrderAt).
+	Zones map[string]string
 }
 
 // Validate reports a Config error: an unknown back end or an invalid or
@@ -240,7 +244,7 @@ func newPlan(cfg Config, services []workload.Service) (*plan, error) {
 		}
 		// kube-proxy's endpoint order ("ip:port" text): the statistic
 		// rules of KUBE-SVC follow it.
-		eps := s.KubeProxyOrder()
+		eps := s.KubeProxyOrderAt(cfg.NodeName, cfg.Zones[cfg.NodeName])
 		for j := range s.Ports {
 			sp := &s.Ports[j]
 			proto, ok := protocols[sp.Protocol]

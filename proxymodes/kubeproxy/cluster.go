@@ -38,6 +38,8 @@ type ClusterSpec struct {
 	// Dir keeps each node's kube-proxy config and log (beside the result).
 	Dir      string
 	Services []workload.Service
+	// Zones is each node's zone label (scenarios.NodeZones; nil: none).
+	Zones map[string]string
 }
 
 // Cluster is a running ClusterSpec.
@@ -81,7 +83,7 @@ func StartCluster(ctx context.Context, spec ClusterSpec) (c *Cluster, err error)
 	for i := range nodes {
 		nodes[i] = apiobjects.Node{Name: NodeName(i), InternalIP: spec.NodeIPs[i]}
 	}
-	c.Objects, err = apiobjects.Create(ctx, c.CP.Client, apiobjects.Spec{ServiceCIDR: spec.ServiceCIDR, Nodes: nodes, Services: spec.Services})
+	c.Objects, err = apiobjects.Create(ctx, c.CP.Client, apiobjects.Spec{ServiceCIDR: spec.ServiceCIDR, Nodes: nodes, Services: spec.Services, Zones: spec.Zones})
 	if err != nil {
 		return c, err
 	}

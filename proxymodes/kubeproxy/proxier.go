@@ -63,6 +63,9 @@ type ProxierSpec struct {
 	// ClientIP with this timeout (the scenario's
 	// services.sessionAffinityTimeout when sessionAffinity is ClientIP).
 	SessionAffinity time.Duration
+	// Zones labels the Nodes with their zones (scenarios.NodeZones; nil:
+	// none), which kube-proxy reads to follow the EndpointSlices' hints.
+	Zones map[string]string
 	// FirstSyncTimeout bounds the first Sync's wait for kube-proxy's
 	// first sync and for the data plane, from the API objects created
 	// (0: DefaultFirstSyncTimeout; the scenario's
@@ -574,7 +577,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	for i, ip := range p.spec.OtherIPs {
 		nodes = append(nodes, apiobjects.Node{Name: NodeName(i + 1), InternalIP: ip})
 	}
-	ost, err := apiobjects.Create(ctx, p.cp.Client, apiobjects.Spec{ServiceCIDR: p.spec.ServiceCIDR, Nodes: nodes, Services: services, SessionAffinity: p.spec.SessionAffinity})
+	ost, err := apiobjects.Create(ctx, p.cp.Client, apiobjects.Spec{ServiceCIDR: p.spec.ServiceCIDR, Nodes: nodes, Services: services, SessionAffinity: p.spec.SessionAffinity, Zones: p.spec.Zones})
 	if err != nil {
 		return st, err
 	}

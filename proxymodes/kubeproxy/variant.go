@@ -111,7 +111,7 @@ func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 		return NewProxier(ProxierSpec{Mode: base.Name, Others: others, OtherIPs: otherIPs, IPTablesBackend: backend, Node: ns, NodeIP: ip, ClusterCIDR: cluster, ServiceCIDR: svc,
 			Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix()}, Pass: pass, KubeProxy: v.Binary, Version: v.Version, Bin: v.Bin,
 			Dir: v.Dir, Verbosity: sc.KubeProxy.Verbosity, Label: v.Label, DataPlane: v.DataPlane,
-			SessionAffinity: SessionAffinityOf(sc), FirstSyncTimeout: sc.KubeProxy.FirstSyncTimeout.Duration, Guest: v.Guest, Monitor: v.Monitor, PathFirst: v.PathFirst})
+			SessionAffinity: SessionAffinityOf(sc), Zones: sc.NodeZones(), FirstSyncTimeout: sc.KubeProxy.FirstSyncTimeout.Duration, Guest: v.Guest, Monitor: v.Monitor, PathFirst: v.PathFirst})
 	}
 	return m
 }

@@ -81,7 +81,7 @@ var Mode = proxymodes.Mode{
 // rules.
 func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 	svc, _, _, cluster := sc.Prefixes()
-	cfg := Config{ClusterCIDR: cluster, ServiceCIDR: svc, NoConntrackCleanup: sc.NoConntrackCleanup, NodeName: scenarios.NodeName(0)}
+	cfg := Config{ClusterCIDR: cluster, ServiceCIDR: svc, NoConntrackCleanup: sc.NoConntrackCleanup, NodeName: scenarios.NodeName(0), Zones: sc.NodeZones()}
 	if sc.Services.SessionAffinity == "ClientIP" {
 		cfg.AffinityTimeout = sc.Services.SessionAffinityTimeout.Duration
 	}

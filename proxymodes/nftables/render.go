@@ -116,7 +116,11 @@ type Config struct {
 	NoConntrackCleanup bool
 	// NodeName is the node the proxier runs on (scenarios.NodeName): its
 	// endpoints are the local ones of the Local traffic policies.
-	NodeName string
+	NodeName string // Zones maps node names to zones (scenarios.NodeZones; nil: no
+	// zones): NodeName's zone is the one kube-proxy reads from its Node's
+	// topology.kubernetes.io/zone label to follow the endpoints' hints
+	// (workload.Service.KubeProxyOrderAt).
+	Zones map[string]string
 }
 
 // Validate reports an invalid or non-IPv4 ClusterCIDR or ServiceCIDR.
@@ -396,7 +400,7 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			return nil, err
 		}
 		vip := s.ClusterIP.String()
-		eps := s.KubeProxyOrder()
+		eps := s.KubeProxyOrderAt(cfg.NodeName, cfg.Zones[cfg.NodeName])
 		if err := r.addElement(SetClusterIPs, &Element{Key: []string{vip}}); err != nil {
 			return nil, err
 		}

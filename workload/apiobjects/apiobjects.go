@@ -108,6 +108,10 @@ func expose(svc *corev1.Service, s workload.Service) {
 	if s.HealthCheckNodePort != 0 {
 		svc.Spec.HealthCheckNodePort = int32(s.HealthCheckNodePort)
 	}
+	if s.TrafficDistribution != "" {
+		td := s.TrafficDistribution
+		svc.Spec.TrafficDistribution = &td
+	}
 	for _, ip := range s.LoadBalancerIPs {
 		svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip.String()})
 	}
@@ -163,6 +167,10 @@ func EndpointSlice(s workload.Service, trigger time.Time) *discoveryv1.EndpointS
 		if e.Node != "" {
 			eps[k].NodeName = &s.Endpoints[k].Node
 		}
+		if e.Zone != "" {
+			eps[k].Zone = &s.Endpoints[k].Zone
+		}
+		eps[k].Hints = hints(e, s.TrafficDistribution)
 	}
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
@@ -187,16 +195,42 @@ func Terminating(slice *discoveryv1.EndpointSlice, k int, serving bool) {
 	slice.Endpoints[k].Conditions = discoveryv1.EndpointConditions{Ready: &f, Serving: &serving, Terminating: &t}
 }
 
+// hints are the EndpointSlice hints of e under trafficDistribution td
+// as the EndpointSlice controller writes them (workload.Endpoint.Hints:
+// kube-controller-manager is not in the loop, the testbed writes them),
+// nil when e gets none.
+func hints(e workload.Endpoint, td string) *discoveryv1.EndpointHints {
+	zones, nodes := e.Hints(td)
+	if len(zones) == 0 && len(nodes) == 0 {
+		return nil
+	}
+	h := &discoveryv1.EndpointHints{}
+	for _, z := range zones {
+		h.ForZones = append(h.ForZones, discoveryv1.ForZone{Name: z})
+	}
+	for _, n := range nodes {
+		h.ForNodes = append(h.ForNodes, discoveryv1.ForNode{Name: n})
+	}
+	return h
+}
+
 // Node is one fake node as the API sees it.
 type Node struct {
 	Name       string     // kube-proxy's hostnameOverride
 	InternalIP netip.Addr // so kube-proxy does not wait 30 s for an address
+	// Zone is its topology.kubernetes.io/zone label ("" : none), which
+	// kube-proxy reads from its own Node to follow zone hints.
+	Zone string
 }
 
 // NodeObject returns the Node object of n, with its InternalIP and Ready.
 func NodeObject(n Node) *corev1.Node {
+	labels := map[string]string{corev1.LabelHostname: n.Name}
+	if n.Zone != "" {
+		labels[corev1.LabelTopologyZone] = n.Zone
+	}
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{corev1.LabelHostname: n.Name}},
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels},
 		Status: corev1.NodeStatus{
 			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.InternalIP.String()}, {Type: corev1.NodeHostName, Address: n.Name}},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
@@ -219,6 +253,9 @@ type Spec struct {
 	// SessionAffinity, when > 0, gives every Service sessionAffinity
 	// ClientIP with this timeout (ServiceWithAffinity).
 	SessionAffinity time.Duration
+	// Zones labels each Node named in it with its zone
+	// (topology.kubernetes.io/zone; scenarios.NodeZones), over Node.Zone.
+	Zones map[string]string
 }
 
 // Stats says what Create did and how long it took.
@@ -260,6 +297,9 @@ func Create(ctx context.Context, c kubernetes.Interface, spec Spec) (Stats, erro
 		}
 	}
 	for _, n := range spec.Nodes {
+		if z := spec.Zones[n.Name]; z != "" {
+			n.Zone = z
+		}
 		if _, err := c.CoreV1().Nodes().Create(ctx, NodeObject(n), metav1.CreateOptions{}); err != nil {
 			return st, fmt.Errorf("apiobjects: create node %s: %w", n.Name, err)
 		}
