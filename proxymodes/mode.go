@@ -118,6 +118,12 @@ type Mode struct {
 	// true; the nftables and IPVS modes do not support them), which the
 	// serviceTypes phase's documented outcome follows.
 	LocalhostNodePorts bool
+	// IPv6: the mode programs IPv6 as kube-proxy's IPv6 proxier does:
+	// New and Render take the scenario's IPv6 view
+	// (scenarios.Scenario.ForFamily(IPv6): Family IPv6, the IPv6 twins
+	// of its CIDRs) and IPv6 services (workload.Twin6). A dual-stack
+	// scenario naming a mode without it is refused (modes.Catalog).
+	IPv6 bool
 	// Direct makes the traffic driver dial endpoints directly instead of
 	// ClusterIPs (mode none, the baseline).
 	Direct bool

@@ -114,6 +114,9 @@ type Scenario struct {
 	// NoConntrackCleanup turns off the modes' stale UDP conntrack cleanup
 	// (set by the transitions phase for its comparison; never from YAML).
 	NoConntrackCleanup bool `yaml:"-" json:"-"`
+	// Family is IPv6 in the view of the scenario an IPv6 proxier is
+	// given (ForFamily); "" otherwise (never from YAML).
+	Family string `yaml:"-" json:"-"`
 	// Sweep, when set, runs every mode once per service count listed
 	// (capacity planning): services.count is replaced by each in turn.
 	Sweep SweepSpec `yaml:"sweep,omitempty" json:"sweep,omitempty"`
@@ -196,6 +199,11 @@ type ServicesSpec struct {
 	// affinity with the main list): the service-types scenario has one
 	// group per type × policy.
 	Groups []ServiceGroup `yaml:"groups,omitempty" json:"groups,omitempty"`
+	// IPFamilyPolicy is SingleStack (default: the cluster's primary
+	// family), PreferDualStack (every family the cluster has) or
+	// RequireDualStack (both; a single-family cluster refuses it), as
+	// core/v1's spec.ipFamilyPolicy.
+	IPFamilyPolicy string `yaml:"ipFamilyPolicy,omitempty" json:"ipFamilyPolicy,omitempty"`
 }
 
 // ServiceGroup is one entry of services.groups: Count services with the
@@ -360,6 +368,16 @@ type NetworkSpec struct {
 	// namespace (topology.externalClient), outside clusterCIDR as a
 	// client on the internet is; default 198.18.192.0/24.
 	ExternalClientCIDR string `yaml:"externalClientCIDR,omitempty" json:"externalClientCIDR,omitempty"`
+	// IPFamilies are the cluster's IP families, primary first: [IPv4]
+	// (default), [IPv4, IPv6] (dual-stack; services.ipFamilyPolicy says
+	// which services get both). IPv6 addresses are the IPv6 twins of the
+	// IPv4 plan in IPv6Prefix (families.go, docs/architecture.md).
+	IPFamilies []string `yaml:"ipFamilies,omitempty" json:"ipFamilies,omitempty"`
+	// IPv6Prefix is the /96 whose last 32 bits embed each IPv4 address of
+	// the plan to give its IPv6 twin (RFC 6052, section 2.2); default
+	// 2001:2::/96, in the IPv6 benchmarking range 2001:2::/48 (RFC 5180).
+	// Set only with IPv6 in IPFamilies.
+	IPv6Prefix string `yaml:"ipv6Prefix,omitempty" json:"ipv6Prefix,omitempty"`
 }
 
 // TopologySpec sizes the testbed.

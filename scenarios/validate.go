@@ -48,6 +48,10 @@ type Catalog struct {
 	// (/proc/meminfo MemAvailable): a scenario running kube-proxy on more
 	// nodes than MaxKubeProxyNodes allows is refused. Nil: not checked.
 	MemAvailable func() (int64, error)
+	// IPv6 lists the modes that program IPv6 (a dual-stack run's IPv6
+	// proxier); a dual-stack scenario naming another is refused at
+	// modes. Nil: not checked.
+	IPv6 []string
 }
 
 // Parse is the package-level Parse that also checks every entry of modes
@@ -148,6 +152,7 @@ func (s *Scenario) SetDefaults() {
 		num("services.endpoints.count", &sv.Endpoints.Count, 3)
 	}
 	s.exposureDefaults()
+	s.familiesDefaults()
 	n := &s.Network
 	str("network.serviceCIDR", &n.ServiceCIDR, "198.18.0.0/16")
 	str("network.podCIDR", &n.PodCIDR, "198.19.0.0/17")
@@ -306,6 +311,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).top,
 		(*checker).services,
 		(*checker).network,
+		(*checker).families,
 		(*checker).exposure,
 		(*checker).trafficDistribution,
 		(*checker).sweep,

@@ -79,6 +79,13 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 			tb = nil
 		}
 	}()
+	defer func() {
+		// Runs before the teardown above: a failed IPv6 twin tears the
+		// whole testbed down.
+		if err == nil && spec.IPv6.IsValid() {
+			err = tb.AddIPv6(spec.IPv6)
+		}
+	}()
 	shared := len(spec.IsolatedPods) == 0
 	if err = tb.buildNodes(nodes); err != nil {
 		return tb, err

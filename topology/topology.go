@@ -86,6 +86,10 @@ type Spec struct {
 	ExternalCIDR netip.Prefix
 	ExternalVia  []netip.Prefix
 	NodeVia      []netip.Prefix
+	// IPv6, when valid (a /96), gives every namespace the IPv6 twin of
+	// its IPv4 addresses and routes (Testbed.AddIPv6) once the IPv4 plan
+	// is built: a dual-stack run.
+	IPv6 netip.Prefix
 }
 
 // Testbed is a built topology. Addresses are those of the /30 links.
@@ -125,7 +129,11 @@ type Testbed struct {
 	// PodMemBytes the drop of MemAvailable (/proc/meminfo) across it.
 	PodBuild    time.Duration
 	PodMemBytes int64
-	names       []string
+	// IPv6 is the /96 of the IPv6 twins (AddIPv6), invalid without IPv6:
+	// the IPv6 address of any IPv4 address above is
+	// scenarios.Twin6(IPv6, addr).
+	IPv6  netip.Prefix
+	names []string
 }
 
 // NetnsName is the name of a namespace of this run: pb-<runID>-<role>.
@@ -268,12 +276,8 @@ func (tb *Testbed) Teardown() error {
 		return nil
 	}
 	var errs []error
-	all := append([]*Netns{tb.Fabric, tb.Backend, tb.External}, tb.Nodes...)
-	all = append(append(all, tb.Clients...), tb.Pods...)
-	for _, n := range all {
-		if n != nil {
-			n.Close()
-		}
+	for _, n := range tb.namespaces() {
+		n.Close()
 	}
 	for _, name := range tb.names {
 		errs = append(errs, DeleteNetns(name))

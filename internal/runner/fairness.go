@@ -26,6 +26,9 @@ func topologySpec(sc *scenarios.Scenario, runID string, services []workload.Serv
 	svcNet, podNet, nodeNet, _ := sc.Prefixes()
 	spec := topology.Spec{RunID: runID, ClientPods: sc.Topology.ClientPods,
 		ServiceCIDR: svcNet, PodCIDR: podNet, NodeCIDR: nodeNet, Nodes: sc.Topology.NodeCount()}
+	if sc.DualStack() {
+		spec.IPv6 = sc.IPv6Prefix()
+	}
 	if a := sc.Topology.Addresses(); a > 1 {
 		spec.ClientAddresses, spec.ClientCIDR = a, sc.ClientPrefix()
 	}
@@ -88,6 +91,12 @@ func startEcho(tb *topology.Testbed, services []workload.Service) (*traffic.Echo
 	if err := echo.AddUDP(nss, workload.UDPTargetPorts(services)); err != nil {
 		echo.Close()
 		return nil, err
+	}
+	if tb.IPv6.IsValid() {
+		if err := echo.AddIPv6(nss, workload.TargetPorts(services)); err != nil {
+			echo.Close()
+			return nil, err
+		}
 	}
 	return echo, nil
 }

@@ -11,9 +11,10 @@ import (
 	"github.com/proxybench/proxybench/internal/lib/xtables"
 )
 
-// RootSnapshot captures the host root namespace's iptables (both back
-// ends), nftables ruleset, routes, rules, links and net sysctls as text, for
-// a before/after comparison: the testbed must never change any of them.
+// RootSnapshot captures the host root namespace's iptables and ip6tables
+// (both back ends), nftables ruleset, IPv4 and IPv6 routes and rules,
+// links, addresses and net sysctls (IPv4's and IPv6's) as text, for a
+// before/after comparison: the testbed must never change any of them.
 func RootSnapshot(t testing.TB) map[string]string {
 	t.Helper()
 	snap := map[string]string{}
@@ -37,14 +38,21 @@ func RootSnapshot(t testing.TB) map[string]string {
 	}
 	for _, be := range []string{"legacy", "nft"} {
 		run(xtables.Binary(be, ""), xtables.Binary(be, "save"))
+		run("ip6"+xtables.Binary(be, ""), "ip6"+xtables.Binary(be, "save"))
 	}
 	run("nft", "nft", "list", "ruleset")
 	run("routes", "ip", "route", "show", "table", "all")
 	run("rules", "ip", "rule", "show")
+	if _, err := os.Stat("/proc/sys/net/ipv6"); err == nil {
+		// `ip route` and `ip rule` show IPv4 only.
+		run("routes6", "ip", "-6", "route", "show", "table", "all")
+		run("rules6", "ip", "-6", "rule", "show")
+	}
 	run("links", "ip", "-o", "link", "show")
 	run("addrs", "ip", "-o", "addr", "show")
 	// Every net.* sysctl of the root namespace that a testbed could touch.
-	for _, dir := range []string{"/proc/sys/net/ipv4", "/proc/sys/net/ipv4/conf/all", "/proc/sys/net/ipv4/conf/default", "/proc/sys/net/core", "/proc/sys/net/netfilter"} {
+	for _, dir := range []string{"/proc/sys/net/ipv4", "/proc/sys/net/ipv4/conf/all", "/proc/sys/net/ipv4/conf/default", "/proc/sys/net/core", "/proc/sys/net/netfilter",
+		"/proc/sys/net/ipv6", "/proc/sys/net/ipv6/conf/all", "/proc/sys/net/ipv6/conf/default"} {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
 			if e.IsDir() {

@@ -62,6 +62,9 @@ func Catalog() scenarios.Catalog {
 		if m.Traits.Terminates {
 			c.Terminating = append(c.Terminating, m.Name)
 		}
+		if m.IPv6 {
+			c.IPv6 = append(c.IPv6, m.Name)
+		}
 	}
 	return c
 }

@@ -21,6 +21,7 @@ var Mode = proxymodes.Mode{
 	Sim:           proxymodes.SimModel{Lookup: proxymodes.LookupDirect},
 	KernelOptions: func(*scenarios.Scenario) []string { return []string{"CONFIG_NET_NS", "CONFIG_VETH"} },
 	Direct:        true,
+	IPv6:          true,
 	SplitBaseline: true,
 	Probe: func(context.Context, proxymodes.Node) (bool, string) {
 		return true, "network namespaces and veth work"

@@ -308,8 +308,20 @@ func DialEchoPeer(src, dst netip.Addr, port uint16, timeout time.Duration) (land
 	return landed, peer, latency, err
 }
 
+// sockaddr is a's socket address with port: IPv4 or IPv6 by a's family.
+func sockaddr(a netip.Addr, port uint16) unix.Sockaddr {
+	if a.Is6() {
+		return &unix.SockaddrInet6{Port: int(port), Addr: a.As16()}
+	}
+	return &unix.SockaddrInet4{Port: int(port), Addr: a.As4()}
+}
+
 func openEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, landed, peer netip.AddrPort, start time.Time, latency time.Duration, err error) {
-	sock, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	family := unix.AF_INET
+	if dst.Is6() {
+		family = unix.AF_INET6 // an IPv6 ClusterIP or pod (dual-stack)
+	}
+	sock, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, landed, peer, time.Now(), 0, fmt.Errorf("socket: %w", err)
 	}
@@ -338,7 +350,7 @@ func openEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 		if err = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1); err != nil {
 			return -1, landed, peer, time.Now(), 0, fmt.Errorf("setsockopt IP_BIND_ADDRESS_NO_PORT: %w", err)
 		}
-		if err = unix.Bind(fd, &unix.SockaddrInet4{Addr: src.As4()}); err != nil {
+		if err = unix.Bind(fd, sockaddr(src, 0)); err != nil {
 			return -1, landed, peer, time.Now(), 0, fmt.Errorf("bind %s: %w", src, err)
 		}
 	}
@@ -352,7 +364,7 @@ func openEcho(src, dst netip.Addr, port uint16, timeout time.Duration) (fd int, 
 	if err = unix.SetNonblock(fd, true); err != nil {
 		return -1, landed, peer, time.Now(), 0, fmt.Errorf("set O_NONBLOCK: %w", err)
 	}
-	sa := &unix.SockaddrInet4{Port: int(port), Addr: dst.As4()}
+	sa := sockaddr(dst, port)
 	start = time.Now()
 	err = unix.Connect(fd, sa)
 	if err == unix.EINPROGRESS || err == unix.EINTR {

@@ -71,7 +71,7 @@ func StartEchoIn(nss []*topology.Netns, ports []uint16) (*EchoServer, error) {
 // with Close.
 func StartEchoHere(ports []uint16) (*EchoServer, error) {
 	s := &EchoServer{}
-	if err := s.listenIn(nspool.Here, "this process's", ports); err != nil {
+	if err := s.listenIn(nspool.Here, "this process's", "tcp4", ports); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -79,17 +79,35 @@ func StartEchoHere(ports []uint16) (*EchoServer, error) {
 }
 
 func (s *EchoServer) listen(ns *topology.Netns, ports []uint16) error {
-	return s.listenIn(ns, strconv.Quote(ns.Name), ports)
+	return s.listenIn(ns, strconv.Quote(ns.Name), "tcp4", ports)
 }
 
-// listenIn listens on each port inside ns, named where in errors.
-func (s *EchoServer) listenIn(ns nspool.Namespace, where string, ports []uint16) error {
+// AddIPv6 also listens on [::]:port (IPv6 only: IPV6_V6ONLY, beside the
+// IPv4 listener) for each port inside every namespace of nss, for a
+// dual-stack testbed (topology.Testbed.AddIPv6); its line carries the
+// IPv6 addresses ("[2001:2::c613:1]:8080 [2001:2::c613:ff06]:40000").
+func (s *EchoServer) AddIPv6(nss []*topology.Netns, ports []uint16) error {
+	for _, ns := range nss {
+		if err := s.listenIn(ns, strconv.Quote(ns.Name), "tcp6", ports); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listenIn listens on each port inside ns ("tcp4": 0.0.0.0, "tcp6":
+// [::] IPv6 only), named where in errors.
+func (s *EchoServer) listenIn(ns nspool.Namespace, where, network string, ports []uint16) error {
+	host := "0.0.0.0"
+	if network == "tcp6" {
+		host = "::"
+	}
 	for _, p := range ports {
 		var l net.Listener
 		err := ns.Do(func() error {
 			var err error
 			lc := net.ListenConfig{}
-			l, err = lc.Listen(context.Background(), "tcp4", net.JoinHostPort("0.0.0.0", strconv.Itoa(int(p))))
+			l, err = lc.Listen(context.Background(), network, net.JoinHostPort(host, strconv.Itoa(int(p))))
 			return err
 		})
 		if err != nil {
