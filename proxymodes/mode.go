@@ -89,6 +89,14 @@ type Mode struct {
 	// KubeProxyConfiguration block of sc (nil: the mode has no sync loop
 	// settings, and ChurnSyncPeriods fails for it).
 	SyncPeriods func(sc *scenarios.Scenario) (minSync, period time.Duration)
+	// MaxSyncInterval is the longest time the mode's sync loop goes
+	// without a sync when nothing changed and no sync failed: kube-proxy's
+	// BoundedFrequencyRunner maxInterval. v1.36 and v1.37 build the
+	// iptables and nftables runners with FullSyncPeriod (1 h,
+	// pkg/proxy/util) and the IPVS one with syncPeriod
+	// (pkg/proxy/{iptables,nftables,ipvs}/proxier.go); a failed sync is
+	// retried after syncPeriod in every mode. 0: syncPeriod.
+	MaxSyncInterval time.Duration
 	// Fairness returns what the mode's endpoint choice promises with sc's
 	// settings (scheduler, session affinity), for the fairness verdicts.
 	Fairness func(sc *scenarios.Scenario) measure.Expectation

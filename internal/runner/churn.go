@@ -12,6 +12,7 @@ import (
 
 	"github.com/proxybench/proxybench/internal/monitoring"
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/modes"
 	"github.com/proxybench/proxybench/proxymodes/syncloop"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
@@ -327,7 +328,8 @@ type syncLoop struct {
 	err   error // the first failed sync's
 }
 
-// startSyncLoop runs the sync loop of minSync and period for p (which
+// startSyncLoop runs the sync loop of minSync and period (and the mode's
+// MaxSyncInterval) for p (which
 // already holds the cluster's services: that was the loop's first, full,
 // sync, started at start): every sync gives p snapshot() (full when the
 // loop says so and p is a proxymodes.FullSyncer) and is recorded with its
@@ -335,6 +337,11 @@ type syncLoop struct {
 func startSyncLoop(ctx context.Context, p proxymodes.Proxier, minSync, period time.Duration, start time.Time, live *monitoring.RowMetrics, snapshot func() []workload.Service) *syncLoop {
 	l := &syncLoop{done: make(chan struct{})}
 	st := syncloop.New(minSync, period)
+	if m, err := modes.Lookup(p.Mode()); err == nil {
+		// iptables and nftables: no sync with nothing changed for an hour
+		// (kube-proxy's maxInterval), retries after period.
+		st.MaxInterval = m.MaxSyncInterval
+	}
 	st.Start(start)
 	st.Done(nil)
 	l.runner = syncloop.NewRunner(st, func(ctx context.Context, full bool) error {

@@ -58,7 +58,7 @@ type oobTarget struct {
 // pkg/util/iptables Monitor (the canary, polled every syncPeriod in the
 // mangle table), pkg/proxy/apis/config/v1alpha1/defaults.go (syncPeriod
 // 30 s for every mode).
-const oobBuiltinConfig = "builtin: proxybench's sync loop (proxymodes/syncloop) syncs every syncPeriod whether or not anything changed; each such sync is partial (iptables: KUBE-SERVICES rewritten whole, only changed services' chains; nftables: a diff against what it wrote; ipvs: a dump of the kernel's virtual servers against the desired ones), full once an hour or after a failed sync"
+const oobBuiltinConfig = "builtin: proxybench's sync loop (proxymodes/syncloop) runs kube-proxy's runner: with nothing changed iptables and nftables sync only after FullSyncPeriod (1 h), ipvs every syncPeriod; a failed sync is retried after syncPeriod, full; a sync is partial (iptables: KUBE-SERVICES rewritten whole, only changed services' chains; nftables: a diff against what it wrote; ipvs: a dump of the kernel's virtual servers against the desired ones, real servers read back only for changed services), full once an hour or after a failed sync"
 
 // oobConfig is the resync configuration text of a row.
 func oobConfig(mode, impl string, minSync, period time.Duration) string {

@@ -151,7 +151,8 @@ func (k nodeOOB) nftElement(ctx context.Context, key string) (string, error) {
 func (k nodeOOB) ipvsRealServers(ctx context.Context, vip netip.AddrPort) (reals []netip.AddrPort, ok bool, err error) {
 	out, err := k.ns.Run(ctx, nil, "ipvsadm", "-Ln", "-t", vip.String())
 	if err != nil {
-		if strings.Contains(string(out), "No such service") || strings.Contains(string(out), "does not exist") {
+		// ipvsadm says so on stderr, which Netns.Run puts in its error.
+		if noVirtualServer(string(out) + err.Error()) {
 			return nil, false, nil
 		}
 		return nil, false, fmt.Errorf("ipvsadm -Ln -t %s: %w: %s", vip, err, strings.TrimSpace(string(out)))
@@ -165,6 +166,13 @@ func (k nodeOOB) ipvsRealServers(ctx context.Context, vip netip.AddrPort) (reals
 		}
 	}
 	return reals, true, nil
+}
+
+// noVirtualServer reports whether ipvsadm's output (stdout and stderr)
+// says the virtual server asked for does not exist ("No such service",
+// ipvsadm.c's error text for ESRCH).
+func noVirtualServer(out string) bool {
+	return strings.Contains(out, "No such service") || strings.Contains(out, "does not exist")
 }
 
 func (k nodeOOB) make(ctx context.Context, t *oobTarget) error {

@@ -269,3 +269,15 @@ func TestOutOfBandPhaseKubeProxyRow(t *testing.T) {
 		t.Errorf("config %q, syncPeriod %v, %d syncs of the proxier", ob.Config, time.Duration(ob.SyncPeriodNs), f.syncs)
 	}
 }
+
+// TestNoVirtualServer: ipvsadm's "No such service" arrives on stderr,
+// which Netns.Run puts in its error text (a guest run read it as a
+// failed read and never saw an added virtual server go).
+func TestNoVirtualServer(t *testing.T) {
+	if !noVirtualServer(`ipvsadm in netns "pb-978d67-node0": exit status 1: No such service`) {
+		t.Error("ipvsadm's stderr not recognised")
+	}
+	if noVirtualServer(`ipvsadm in netns "pb-978d67-node0": exit status 2: Memory allocation problem`) {
+		t.Error("another ipvsadm error taken for a missing virtual server")
+	}
+}

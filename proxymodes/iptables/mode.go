@@ -10,6 +10,7 @@ import (
 	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/syncloop"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
 )
@@ -45,6 +46,10 @@ var Mode = proxymodes.Mode{
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.IPTables.MinSyncPeriod.Duration, sc.IPTables.SyncPeriod.Duration
 	},
+	// kube-proxy's runner syncs with nothing changed only once an hour
+	// (its maxInterval, FullSyncPeriod); syncPeriod is the retry after a
+	// failed sync.
+	MaxSyncInterval: syncloop.DefaultFullSyncPeriod,
 	Fairness: func(sc *scenarios.Scenario) measure.Expectation {
 		e := measure.Expectation{Unit: measure.UnitConnection, Source: "kube-proxy iptables: statistic random 1/(n-i), weights ignored"}
 		return e.WithAffinity(sc.Services.SessionAffinity == "ClientIP")

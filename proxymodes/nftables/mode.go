@@ -11,6 +11,7 @@ import (
 
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/proxymodes/syncloop"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
 )
@@ -51,6 +52,10 @@ var Mode = proxymodes.Mode{
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.NFTables.MinSyncPeriod.Duration, sc.NFTables.SyncPeriod.Duration
 	},
+	// kube-proxy's runner syncs with nothing changed only once an hour
+	// (its maxInterval, FullSyncPeriod); syncPeriod is the retry after a
+	// failed sync.
+	MaxSyncInterval: syncloop.DefaultFullSyncPeriod,
 	Fairness: func(sc *scenarios.Scenario) measure.Expectation {
 		e := measure.Expectation{Unit: measure.UnitConnection, Source: "kube-proxy nftables: numgen random mod n, weights ignored"}
 		return e.WithAffinity(sc.Services.SessionAffinity == "ClientIP")

@@ -1,8 +1,9 @@
 // Package syncloop reproduces kube-proxy's sync loop: changes are batched;
 // a sync runs no more often than minSyncPeriod (a token bucket of burst 2,
 // as kube-proxy's BoundedFrequencyRunner, pkg/util/async) and at least
-// every syncPeriod; a failed sync is retried and forces the next sync to be
-// full. The decisions live in State, a pure state machine driven by the
+// every maxInterval with nothing changed (syncPeriod unless set: IPVS;
+// FullSyncPeriod for iptables and nftables); a failed sync is retried
+// after syncPeriod and forces the next sync to be full. The decisions live in State, a pure state machine driven by the
 // caller's clock, so tests (fake clock) and the sim engine (simulated time)
 // replay exactly what Runner does in real time.
 package syncloop
@@ -27,10 +28,17 @@ const DefaultFullSyncPeriod = time.Hour
 // State decides when syncs run and whether they are full.
 type State struct {
 	// MinSyncPeriod is the shortest average interval between sync starts
-	// (0: sync on every change). SyncPeriod is the longest interval
-	// between syncs. FullSyncPeriod (DefaultFullSyncPeriod when 0) is how
-	// often a sync is full.
-	MinSyncPeriod, SyncPeriod, FullSyncPeriod time.Duration
+	// (0: sync on every change). SyncPeriod is the retry interval after a
+	// failed sync, and the longest interval between syncs unless
+	// MaxInterval is set. MaxInterval (SyncPeriod when 0) is the longest
+	// interval between syncs when nothing changed and nothing failed:
+	// kube-proxy's BoundedFrequencyRunner maxInterval, which v1.36 and
+	// v1.37 set to FullSyncPeriod (1 h) for iptables and nftables and to
+	// syncPeriod for IPVS (k8s.io/kubernetes pkg/proxy/{iptables,
+	// nftables,ipvs}/proxier.go, NewBoundedFrequencyRunner(name, fn,
+	// minSyncPeriod, syncPeriod, maxInterval)). FullSyncPeriod
+	// (DefaultFullSyncPeriod when 0) is how often a sync is full.
+	MinSyncPeriod, SyncPeriod, MaxInterval, FullSyncPeriod time.Duration
 	// Burst is the token bucket size (DefaultBurst when 0).
 	Burst int
 
@@ -41,6 +49,7 @@ type State struct {
 	started  bool
 	pending  bool // changes not yet synced
 	needFull bool
+	retry    bool // the last sync failed: the next is due SyncPeriod after it
 }
 
 // New returns a State whose first sync (due at once) is full.
@@ -73,12 +82,26 @@ func (s *State) Change(now time.Time) { s.pending = true }
 // Pending reports whether changes wait for a sync.
 func (s *State) Pending() bool { return s.pending }
 
+// maxInterval is the longest interval between syncs as things stand:
+// SyncPeriod after a failed sync (the runner's retryInterval, bounded by
+// its maxInterval), else MaxInterval (SyncPeriod when unset).
+func (s *State) maxInterval() time.Duration {
+	if s.MaxInterval <= 0 {
+		return s.SyncPeriod
+	}
+	if s.retry {
+		return min(s.SyncPeriod, s.MaxInterval)
+	}
+	return s.MaxInterval
+}
+
 // NextRun returns when the next sync is due, as seen at now (never before
 // now): for pending changes, as soon as the token bucket holds a token;
-// otherwise SyncPeriod after the last sync started.
+// otherwise maxInterval after the last sync started (SyncPeriod after a
+// failed one).
 func (s *State) NextRun(now time.Time) time.Time {
 	s.refill(now)
-	periodic := s.lastSync.Add(s.SyncPeriod)
+	periodic := s.lastSync.Add(s.maxInterval())
 	if !s.started {
 		periodic = now
 	}
@@ -124,10 +147,11 @@ func (s *State) Start(now time.Time) (full bool) {
 }
 
 // Done records the outcome of the sync started last. A failure forces the
-// next sync to be full; like kube-proxy's RetryAfter(syncPeriod), it is
-// retried by the periodic sync SyncPeriod after the failed one, or sooner
-// when a new change arrives.
+// next sync to be full; like kube-proxy's retryInterval (syncPeriod), it
+// is retried SyncPeriod after the failed one started, or sooner when a new
+// change arrives, whatever MaxInterval is. A success ends the retry.
 func (s *State) Done(err error) {
+	s.retry = err != nil
 	if err != nil {
 		s.needFull = true
 	}

@@ -180,3 +180,33 @@ func TestRunnerRealTime(t *testing.T) {
 		t.Errorf("syncs %v over a %v burst: want 2..%d syncs, the first full", syncs, burst, most)
 	}
 }
+
+// TestMaxIntervalHourly: kube-proxy's iptables and nftables runners
+// (maxInterval FullSyncPeriod, retryInterval syncPeriod) run no sync with
+// nothing changed within the hour, retry a failed sync syncPeriod after
+// it, and after the successful retry wait the hour again; with
+// MaxInterval unset (IPVS) the loop syncs every syncPeriod.
+func TestMaxIntervalHourly(t *testing.T) {
+	st := New(time.Second, 10*time.Second)
+	st.MaxInterval = DefaultFullSyncPeriod
+	// A change at 5 s whose sync fails; nothing else changes.
+	starts, fulls := sim(st, []time.Duration{5 * time.Second}, 2*time.Hour, map[int]bool{1: true})
+	want := []time.Duration{0, 5 * time.Second, 15 * time.Second, 15*time.Second + time.Hour}
+	if len(starts) != len(want) {
+		t.Fatalf("syncs at %v, want %v", starts, want)
+	}
+	for i := range want {
+		if starts[i] != want[i] {
+			t.Errorf("sync %d at %v, want %v", i, starts[i], want[i])
+		}
+	}
+	if !fulls[2] || fulls[1] {
+		t.Errorf("full flags %v: the retry must be full, the failed partial", fulls)
+	}
+
+	ipvs := New(0, 10*time.Second)
+	starts, _ = sim(ipvs, nil, 35*time.Second, nil)
+	if len(starts) != 4 || starts[3] != 30*time.Second {
+		t.Errorf("IPVS syncs at %v, want every 10 s from 0", starts)
+	}
+}
