@@ -35,6 +35,11 @@ func runSim(cmd *cobra.Command, sc *scenarios.Scenario, out string, def bool, ca
 		if _, err := cal.ModeCost(md); err != nil {
 			return badInput(err)
 		}
+		if sc.KubeProxyRuns(m) {
+			if _, _, err := cal.Implementation(scenarios.ImplKubeProxy, m); err != nil {
+				return badInput(err)
+			}
+		}
 	}
 	opts := sim.Options{Version: version, Calibration: cal, Modes: modes.All, Phases: runner.PhaseRules()}
 	if !quiet {
