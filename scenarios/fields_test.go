@@ -53,6 +53,7 @@ var numericFields = []struct {
 	{"kubeProxy.firstSyncTimeout", "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\nkubeProxy:\n  firstSyncTimeout: @\n", "f"},
 	{"sim.nodes", "engine: sim\nservices: {count: 10}\nsim:\n  nodes: @\n", ""},
 	{"sim.watchDelay", "engine: sim\nservices: {count: 10}\nsim:\n  watchDelay: @\n", "zf"},
+	{"sim.sharedCores", "engine: sim\nservices: {count: 10}\nsim:\n  sharedCores: @\n", "z"},
 	{"connReuse.connections", "services: {count: 10}\nconnReuse:\n  connections: @\n", ""},
 	{"connReuse.ports", "services: {count: 10}\nconnReuse:\n  ports: @\n", ""},
 	{"connReuse.reuseModes[0]", "services: {count: 10}\nconnReuse:\n  reuseModes: [@]\n", "z"},

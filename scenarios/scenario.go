@@ -595,6 +595,12 @@ type SimSpec struct {
 	// WatchDelay is the mean delay (exponential, one draw per node) with
 	// which a node sees a change: informer watch jitter (default 0s).
 	WatchDelay Duration `yaml:"watchDelay,omitempty" json:"watchDelay,omitempty"`
+	// SharedCores, when > 0, is how many CPUs every simulated node's
+	// kube-proxy shares (a testbed's nodes on one machine: sim validate
+	// sets it to the real run's CPU count); each sync then stretches with
+	// the nodes syncing at once (sim.SharedStretch). 0: each node is a
+	// machine of its own (default).
+	SharedCores int `yaml:"sharedCores,omitempty" json:"sharedCores,omitempty"`
 }
 
 // TransitionsSpec configures the transitions phase (the UDP figure of

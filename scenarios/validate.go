@@ -264,6 +264,12 @@ func (s *Scenario) has(path string) bool {
 	return ok
 }
 
+// Given reports whether the scenario's source sets the field at path
+// ("sim.watchDelay"), so a default that depends on other fields can tell
+// an explicit zero from an absent field. False for a scenario not parsed
+// from a file (decoded from a result's JSON, built in code).
+func (s *Scenario) Given(path string) bool { return s.has(path) }
+
 // line is the line of path, or of its nearest enclosing field present in
 // the source, or 0.
 func (s *Scenario) line(path string) int {
@@ -755,6 +761,9 @@ func (c *checker) engine() {
 		c.between("sim.nodes", s.Sim.Nodes, 1, 100000)
 	}
 	c.duration("sim.watchDelay", s.Sim.WatchDelay.Duration, false, "100ms")
+	if s.has("sim.sharedCores") {
+		c.between("sim.sharedCores", s.Sim.SharedCores, 0, 4096)
+	}
 	if s.Fallback != "" || s.has("fallback") {
 		c.oneOf("fallback", s.Fallback, []string{"iptables"})
 	}
@@ -1355,9 +1364,6 @@ func (c *checker) implementation() {
 	}
 	if s.has("kubeProxy.firstSyncTimeout") {
 		c.duration("kubeProxy.firstSyncTimeout", s.KubeProxy.FirstSyncTimeout.Duration, true, "30m")
-	}
-	if s.Engine == "sim" {
-		c.add("implementation", "the sim engine models builtin only (its rules are rendered without a kernel); kube-proxy runs only on the real engine", "use engine: real, or implementation: [builtin]")
 	}
 	if s.Topology.NodeCount() > 1 {
 		if len(s.Sweep.MinSyncPeriod) > 0 {

@@ -70,3 +70,22 @@ services: {count: 10000, endpoints: {count: 3}}
 churn: {rate: 10, duration: 10m}
 `))
 }
+
+// BenchmarkSim5000NodesKubeProxy: the same at kube-proxy's costs
+// (implementation: [kube-proxy], the default calibration's kube-proxy
+// entry; sim.watchDelay defaults to its measured delivery), iptables and
+// nftables. Target (issue 24): under 10 s and 2 GiB.
+func BenchmarkSim5000NodesKubeProxy(b *testing.B) {
+	for _, mode := range []string{"iptables", "nftables"} {
+		b.Run(mode, func(b *testing.B) {
+			runBench(b, benchScenario(b, fmt.Sprintf(`name: bench-5000-nodes-kube-proxy
+engine: sim
+sim: {nodes: 5000}
+modes: [%s]
+implementation: [kube-proxy]
+services: {count: 10000, endpoints: {count: 3}}
+churn: {rate: 10, duration: 10m}
+`, mode)))
+		})
+	}
+}

@@ -54,8 +54,14 @@ type Calibration struct {
 	// closed loop's concurrency / throughput.cps minus the mean connect
 	// time, for mode none.
 	ConnCycleNs float64 `json:"connCycleNs"`
-	// Modes holds the per-mode costs, by mode name.
+	// Modes holds the per-mode costs, by mode name: builtin's (and mode
+	// none's).
 	Modes map[string]*ModeCost `json:"modes"`
+	// Implementations holds the costs of rows another implementation
+	// programs, by implementation (scenarios.ImplKubeProxy: the real
+	// kube-proxy's, FitKubeProxy); absent in calibrations written before
+	// them or by calibrate without --implementation.
+	Implementations map[string]*ImplementationCost `json:"implementations,omitempty"`
 }
 
 // ModeCost is one mode's cost model.
@@ -104,6 +110,17 @@ type ModeCost struct {
 	CPUPerWall float64 `json:"cpuPerWall"`
 	// SyncCV is the coefficient of variation of repeated syncs (noise).
 	SyncCV float64 `json:"syncCV"`
+	// Against is what Full and Incremental are curves of: "" the objects
+	// the mode's render programs, AgainstServices the service count (an
+	// implementation whose rules proxybench does not render: kube-proxy).
+	Against string `json:"against,omitempty"`
+	// FullContention and PartialContention are how much a sync stretches
+	// per other node syncing at once on the same machine, per CPU
+	// (SharedStretch: 1 + (nodes-1)·contention/cores), for full and
+	// partial syncs; measured from a run on several nodes (FitKubeProxy),
+	// 0 when not measured (then CPUPerWall stands for both).
+	FullContention    float64 `json:"fullContention,omitempty"`
+	PartialContention float64 `json:"partialContention,omitempty"`
 }
 
 // Fit is a fitted cost curve y(x) in ns. Form "linear" is y = A + B·x

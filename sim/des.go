@@ -39,6 +39,15 @@ type ClusterSpec struct {
 	// (exponential, drawn once per node; node 0 has none): the per-node
 	// jitter of the informer watch. Zero: every node sees a change at once.
 	WatchDelay time.Duration
+	// Delay is added to every node's delay, node 0's included: the time
+	// from a change to any node's seeing it (kube-proxy rows: the API
+	// write and watch delivery, ImplementationCost.DeliveryNs). Zero: a
+	// node 0 that sees every change at once.
+	Delay time.Duration
+	// MinFromEnd holds each node's next sync until MinSyncPeriod after
+	// the end of its previous one as well (syncloop.State.MinFromEnd:
+	// kube-proxy's runner; the sim's kube-proxy rows).
+	MinFromEnd bool
 	// Phase gives every node but node 0 a random phase of its periodic
 	// sync (its last sync before the start is uniform in [0, SyncPeriod)),
 	// as kube-proxies that started at different times have.
@@ -90,6 +99,7 @@ func SimulateNode(st *syncloop.State, start time.Duration, arrivals []time.Durat
 	cost func(full bool, changed int) (wall, cpu time.Duration), covered func(change int, at time.Duration), onSync func(NodeSync)) {
 	st.Start(epoch.Add(start))
 	st.Done(nil)
+	st.Ended(epoch.Add(start))
 	now := time.Duration(0)
 	i, done := 0, 0
 	for {
@@ -120,6 +130,7 @@ func SimulateNode(st *syncloop.State, start time.Duration, arrivals []time.Durat
 		done = i
 		now += wall
 		st.Done(nil)
+		st.Ended(epoch.Add(now))
 	}
 }
 
@@ -184,10 +195,10 @@ func SimulateCluster(spec ClusterSpec) *ClusterResult {
 					return
 				}
 				rng := rand.New(rand.NewSource(spec.Seed*1_000_003 + node))
-				var delay, phase time.Duration
+				delay, phase := spec.Delay, time.Duration(0)
 				if node > 0 {
 					if spec.WatchDelay > 0 {
-						delay = time.Duration(rng.ExpFloat64() * float64(spec.WatchDelay))
+						delay += time.Duration(rng.ExpFloat64() * float64(spec.WatchDelay))
 					}
 					if spec.Phase && spec.SyncPeriod > 0 {
 						phase = time.Duration(rng.Int63n(int64(spec.SyncPeriod)))
@@ -198,6 +209,7 @@ func SimulateCluster(spec ClusterSpec) *ClusterResult {
 					progressed[i] = false
 				}
 				st := syncloop.New(spec.MinSyncPeriod, spec.SyncPeriod)
+				st.MinFromEnd = spec.MinFromEnd
 				var cpu time.Duration
 				cost := func(full bool, changed int) (time.Duration, time.Duration) {
 					return spec.Cost(full, changed, rng)

@@ -30,6 +30,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -121,16 +122,18 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (*reports.Resul
 			return nil, err
 		}
 		for _, mode := range sc.Modes {
-			if err := ctx.Err(); err != nil {
-				return nil, err
+			for _, impl := range sc.Implementations(mode) {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				progress(fmt.Sprintf("sim %s (%s) at %d services", mode, impl, n))
+				mr, err := runMode(ctx, at, cal, services, byName[mode], impl)
+				if err != nil {
+					return nil, fmt.Errorf("sim: mode %s (%s) at %d services: %w", mode, impl, n, err)
+				}
+				mr.Services = n
+				res.Modes = append(res.Modes, *mr)
 			}
-			progress(fmt.Sprintf("sim %s at %d services", mode, n))
-			mr, err := runMode(ctx, at, cal, services, byName[mode])
-			if err != nil {
-				return nil, fmt.Errorf("sim: mode %s at %d services: %w", mode, n, err)
-			}
-			mr.Services = n
-			res.Modes = append(res.Modes, *mr)
 		}
 	}
 	res.Finished = time.Now()
@@ -145,17 +148,25 @@ var Modelled = []string{"sync.full", "sync.incremental", "traffic", "churn"}
 
 // model is one mode's rendered state at one size.
 type model struct {
-	mode     string
-	md       proxymodes.Mode
-	direct   bool
-	cal      *Calibration
-	cost     *ModeCost
-	objects  int
-	bytes    int
-	r        *proxymodes.Rendering
-	services []workload.Service
-	flat     []workload.Target
-	sc       *scenarios.Scenario
+	mode   string
+	md     proxymodes.Mode
+	direct bool
+	cal    *Calibration
+	// cost is the row's sync costs (builtin's, or its implementation's:
+	// kpCost), look its lookup costs (builtin's: kube-proxy programs the
+	// same kind of rules); costX is what the sync curves are evaluated at
+	// (the objects rendered, or the service count: ModeCost.Against);
+	// stretch multiplies every sync's wall time (sim.sharedCores).
+	cost, look *ModeCost
+	kp         *ImplementationCost
+	costX      float64
+	stretch    [2]float64 // partial, full
+	objects    int
+	bytes      int
+	r          *proxymodes.Rendering
+	services   []workload.Service
+	flat       []workload.Target
+	sc         *scenarios.Scenario
 }
 
 // ModeCost returns c's costs for md: its own entry, or, for a direct mode
@@ -174,10 +185,17 @@ func (c *Calibration) ModeCost(md proxymodes.Mode) (*ModeCost, error) {
 // the real run's proxier gets from the same scenario) and counts what a
 // full sync programs. It fails on a lookup or choice model the sim does
 // not know.
-func newModel(sc *scenarios.Scenario, cal *Calibration, services []workload.Service, md proxymodes.Mode) (*model, error) {
-	cost, err := cal.ModeCost(md)
+func newModel(sc *scenarios.Scenario, cal *Calibration, services []workload.Service, md proxymodes.Mode, impl string) (*model, error) {
+	look, err := cal.ModeCost(md)
 	if err != nil {
 		return nil, err
+	}
+	cost := look
+	var kp *ImplementationCost
+	if impl == scenarios.ImplKubeProxy {
+		if cost, kp, err = cal.Implementation(impl, md.Name); err != nil {
+			return nil, err
+		}
 	}
 	if md.Render == nil {
 		return nil, fmt.Errorf("mode %s has no Render: the sim engine cannot model it", md.Name)
@@ -189,8 +207,14 @@ func newModel(sc *scenarios.Scenario, cal *Calibration, services []workload.Serv
 	if md.Sim.Choice == proxymodes.ChoiceScheduler && len(r.SchedulerFlags) > 0 {
 		return nil, fmt.Errorf("sim: ipvs.schedulerFlags %v are not modelled (the sim's sh and mh hash the source address only); run with --engine real", r.SchedulerFlags)
 	}
-	m := &model{mode: md.Name, md: md, cal: cal, cost: cost, services: services, flat: workload.FlatTargets(services), sc: sc,
-		r: r, objects: r.Objects, bytes: r.Bytes}
+	m := &model{mode: md.Name, md: md, cal: cal, cost: cost, look: look, kp: kp, services: services, flat: workload.FlatTargets(services), sc: sc,
+		r: r, objects: r.Objects, bytes: r.Bytes, costX: float64(r.Objects)}
+	if cost.Against == AgainstServices {
+		m.costX = float64(len(services))
+	}
+	nodes := max(sc.Sim.Nodes, 1)
+	m.stretch[0] = SharedStretch(nodes, sc.Sim.SharedCores, cmp.Or(cost.PartialContention, cost.CPUPerWall))
+	m.stretch[1] = SharedStretch(nodes, sc.Sim.SharedCores, cmp.Or(cost.FullContention, cost.CPUPerWall))
 	switch md.Sim.Lookup {
 	case proxymodes.LookupDirect:
 		m.direct = true
@@ -220,15 +244,46 @@ func (m *model) syncCost(full bool, changed int, rng *rand.Rand) (wall, cpu time
 	}
 	var ns float64
 	if full {
-		ns = m.cost.Full.At(float64(m.objects))
+		ns = m.cost.Full.At(m.costX)
 	} else {
-		ns = m.cost.Incremental.At(float64(m.objects))
+		ns = m.cost.Incremental.At(m.costX)
 		if changed > 1 {
 			ns += m.cost.PerChangedObjectNs * m.cost.ObjectsPerChange * float64(changed-1)
 		}
 	}
-	ns *= noise(m.cost.SyncCV, rng)
-	return time.Duration(ns), time.Duration(ns * m.cost.CPUPerWall)
+	stretch := m.stretch[0]
+	switch {
+	case full && m.cost.Against == AgainstServices:
+		// One first sync per real run: its spread is not measured.
+		stretch = m.stretch[1]
+	case full:
+		stretch = m.stretch[1]
+		ns *= noise(m.cost.SyncCV, rng)
+	case m.cost.Against == AgainstServices:
+		ns *= noiseMedian(m.cost.SyncCV, rng)
+	default:
+		ns *= noise(m.cost.SyncCV, rng)
+	}
+	return time.Duration(ns * stretch), time.Duration(ns * m.cost.CPUPerWall)
+}
+
+// SharedStretch is the factor by which a sync stretches when nodes
+// kube-proxies share cores CPUs (sim.sharedCores: a testbed's nodes on
+// one machine) and sync at about the same time (with churn they see the
+// same changes and run the same minSyncPeriod; at start every one runs
+// its first sync): 1 + (nodes-1)·contention/cores. Under the kernel's
+// fair scheduler, with other runnable threads beside one sync (a loaded
+// machine: other >= cores-1), a sync gets cores/(other+1) of a CPU alone
+// and cores/(other+nodes) with nodes syncs at once, a stretch of
+// (other+nodes)/(other+1): linear in nodes, with contention =
+// cores/(other+1), which a sync alone at CPU/wall c has as c. cores 0
+// (the default) or contention 0: every node is a machine of its own,
+// factor 1.
+func SharedStretch(nodes, cores int, contention float64) float64 {
+	if cores <= 0 || contention <= 0 || nodes <= 1 {
+		return 1
+	}
+	return 1 + float64(nodes-1)*contention/float64(cores)
 }
 
 // noise is a lognormal factor of mean 1 and coefficient of variation cv.
@@ -240,15 +295,27 @@ func noise(cv float64, rng *rand.Rand) float64 {
 	return math.Exp(rng.NormFloat64()*math.Sqrt(s2) - s2/2)
 }
 
+// noiseMedian is a lognormal factor of median 1 and coefficient of
+// variation cv: for costs fitted through medians (FitCurve's Points) with
+// a wide spread, where noise's mean-1 factor would put the sim's median
+// below the measured one (by 1/sqrt(1+cv²): 14% at kube-proxy's cv of
+// 0.6, 1% at builtin's 0.15).
+func noiseMedian(cv float64, rng *rand.Rand) float64 {
+	if cv <= 0 {
+		return 1
+	}
+	return math.Exp(rng.NormFloat64() * math.Sqrt(math.Log(1+cv*cv)))
+}
+
 func seedOf(sc *scenarios.Scenario, mode string, extra int64) int64 {
 	h := fnv.New64a()
 	h.Write([]byte(mode))
 	return sc.Seed ^ int64(h.Sum64()>>1) ^ extra
 }
 
-func runMode(ctx context.Context, sc *scenarios.Scenario, cal *Calibration, services []workload.Service, md proxymodes.Mode) (*reports.ModeResult, error) {
+func runMode(ctx context.Context, sc *scenarios.Scenario, cal *Calibration, services []workload.Service, md proxymodes.Mode, impl string) (*reports.ModeResult, error) {
 	mode := md.Name
-	m, err := newModel(sc, cal, services, md)
+	m, err := newModel(sc, cal, services, md, impl)
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +335,13 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, cal *Calibration, serv
 	}
 	if m.cost.Note != "" {
 		mr.Info["calibration.note"] = m.cost.Note
+	}
+	if m.kp != nil {
+		kubeProxyRow(mr, m)
+	}
+	if sc.Sim.SharedCores > 0 {
+		mr.Info["sim.sharedCores"] = strconv.Itoa(sc.Sim.SharedCores)
+		mr.Info["sim.syncStretch"] = fmt.Sprintf("partial %.2f, full %.2f (sim.SharedStretch)", m.stretch[0], m.stretch[1])
 	}
 	rng := rand.New(rand.NewSource(seedOf(sc, mode, 1)))
 	var walls, incs []int64
@@ -330,7 +404,7 @@ func runMode(ctx context.Context, sc *scenarios.Scenario, cal *Calibration, serv
 
 // latencyNs draws one connect time to target t.
 func (m *model) latencyNs(t workload.Target, rng *rand.Rand) float64 {
-	cal := m.cost
+	cal := m.look
 	v := m.baseAt(rng.Float64())
 	if m.direct {
 		return v
@@ -526,7 +600,7 @@ func (m *model) churn(minSync, period time.Duration) (*reports.ChurnResult, repo
 		DurationNs: int64(c.Duration.Duration), Arrival: c.Arrival, ByKind: map[string]int{}}
 	// A changed service is held (not changed again) until node 0 could
 	// have programmed it: minSyncPeriod plus a full sync.
-	hold := minSync + time.Duration(m.cost.Full.At(float64(m.objects)))
+	hold := minSync + time.Duration(m.cost.Full.At(m.costX)*m.stretch[1])
 	type held struct {
 		until time.Duration
 		svc   int
@@ -551,7 +625,7 @@ func (m *model) churn(minSync, period time.Duration) (*reports.ChurnResult, repo
 	}
 	cr := SimulateCluster(ClusterSpec{
 		Nodes: max(sc.Sim.Nodes, 1), MinSyncPeriod: minSync, SyncPeriod: period, Arrivals: times,
-		End: c.Duration.Duration + c.Grace.Duration, Cost: m.syncCost, WatchDelay: sc.Sim.WatchDelay.Duration,
+		End: c.Duration.Duration + c.Grace.Duration, Cost: m.syncCost, WatchDelay: m.watchDelay(), Delay: m.delivery(), MinFromEnd: m.kp != nil,
 		Phase: true, Seed: sc.Seed,
 	})
 	res.Changes = len(times)
@@ -573,5 +647,8 @@ func (m *model) churn(minSync, period time.Duration) (*reports.ChurnResult, repo
 	res.SyncSummary, res.SyncBuckets = cr.SyncWall, cr.SyncBuckets
 	res.SyncCPUNs = int64(cr.SyncCPUPerNode.Mean)
 	res.CPUNs = res.SyncCPUNs
+	if m.kp != nil {
+		res.KubeProxy = kubeProxyChurn(m, cr)
+	}
 	return res, cr.SyncCPUPerNode
 }

@@ -15,8 +15,11 @@ import (
 // side: Error is (sim - real) / real.
 type ValidationRow struct {
 	Services int
+	// Nodes is the real run's topology.nodes for a kube-proxy row (0:
+	// builtin rows, one node).
+	Nodes    int
 	Mode     string
-	Figure   string // sync.full, lookup.p50, lookup.p99, fairness.jain
+	Figure   string // sync.full, lookup.p50, lookup.p99, fairness.jain; kube-proxy rows: sync.full, programming.p50, programming.p99
 	Position string
 	Real     float64
 	Sim      float64
@@ -42,11 +45,11 @@ func CompareResults(real, sim *reports.Result) []ValidationRow {
 		if r != 0 {
 			e = (s - r) / r
 		}
-		out = append(out, ValidationRow{n, mode, fig, pos, r, s, e})
+		out = append(out, ValidationRow{n, 0, mode, fig, pos, r, s, e})
 	}
 	for _, rm := range real.Modes {
 		sm, ok := simModes[key{rm.Services, rm.Mode}]
-		if !ok {
+		if !ok || rm.Implementation != "" {
 			continue
 		}
 		if rm.Mode != scenarios.BaselineMode {
@@ -69,6 +72,7 @@ func CompareResults(real, sim *reports.Result) []ValidationRow {
 			add(rm.Services, rm.Mode, "fairness.jain", "", rm.Fairness.MinJain, sm.Fairness.MinJain)
 		}
 	}
+	out = append(out, compareKubeProxy(real, sim)...)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Mode != out[j].Mode {
 			return out[i].Mode < out[j].Mode
@@ -82,13 +86,13 @@ func CompareResults(real, sim *reports.Result) []ValidationRow {
 // position, real, sim, error in percent.
 func WriteValidation(w io.Writer, rows []ValidationRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "services\tmode\tfigure\tposition\treal\tsim\terror\t")
+	fmt.Fprintln(tw, "services\tnodes\tmode\tfigure\tposition\treal\tsim\terror\t")
 	for _, r := range rows {
 		pos := r.Position
 		if pos == "" {
 			pos = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%+.1f%%\t\n", r.Services, r.Mode, r.Figure, pos, fmtFig(r.Figure, r.Real), fmtFig(r.Figure, r.Sim), 100*r.Error)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%+.1f%%\t\n", r.Services, max(r.Nodes, 1), r.Mode, r.Figure, pos, fmtFig(r.Figure, r.Real), fmtFig(r.Figure, r.Sim), 100*r.Error)
 	}
 	return tw.Flush()
 }

@@ -26,6 +26,9 @@ type calibrateFlags struct {
 	repetitions int
 	backend     string
 	keep        string
+	impl        string
+	from        string
+	nodes       int
 }
 
 func newCalibrateCmd() *cobra.Command {
@@ -52,6 +55,19 @@ kernel, which has IP_VS, so ipvs can be calibrated (slowly).`,
 			sizes, err := parseSizes(f.sizes)
 			if err != nil {
 				return badInput(err)
+			}
+			switch f.impl {
+			case scenarios.ImplBuiltin:
+				if f.from != "" {
+					return badInput(fmt.Errorf("--from: only with --implementation kube-proxy; fix: add --implementation kube-proxy, or drop --from"))
+				}
+			case scenarios.ImplKubeProxy:
+				if !cmd.Flags().Changed("sizes") {
+					sizes = []int{1000, 3000} // a 10k kube-proxy row takes minutes per sync size on 2 cores
+				}
+				return calibrateKubeProxy(cmd, f, sizes)
+			default:
+				return badInput(fmt.Errorf("--implementation %q: calibrate knows builtin and kube-proxy; fix: --implementation builtin or --implementation kube-proxy", f.impl))
 			}
 			if os.Geteuid() != 0 {
 				return badInput(fmt.Errorf("calibrate needs root: it runs real scenarios (network namespaces); fix: run it as root"))
@@ -89,12 +105,15 @@ kernel, which has IP_VS, so ipvs can be calibrated (slowly).`,
 	}
 	cmd.Flags().StringVar(&f.output, "output", "calibration.json", "calibration file to write")
 	cmd.Flags().StringVar(&f.kernel, "kernel", "host", "where to measure: host or uml (the guest kernel, with IP_VS)")
-	cmd.Flags().StringVar(&f.sizes, "sizes", "1000,3000,10000", "service counts to measure at")
+	cmd.Flags().StringVar(&f.sizes, "sizes", "1000,3000,10000", "service counts to measure at (--implementation kube-proxy: default 1000,3000)")
 	cmd.Flags().StringVar(&f.modes, "modes", "none,iptables,nftables,userspace", "modes to calibrate (none is always added: it is the baseline)")
 	cmd.Flags().IntVar(&f.connections, "connections", 1000, "connections per position and repetition")
 	cmd.Flags().IntVar(&f.repetitions, "repetitions", 3, "repetitions of each sync and traffic phase")
 	cmd.Flags().StringVar(&f.backend, "iptables-backend", "legacy", "iptables back end: legacy or nft")
 	cmd.Flags().StringVar(&f.keep, "keep", "", "keep the scenarios and real results in this folder")
+	cmd.Flags().StringVar(&f.impl, "implementation", scenarios.ImplBuiltin, "whose costs to measure: builtin (proxybench's proxiers) or kube-proxy (the real kube-proxy's own sync costs and watch delivery, added to --output's file under implementations)")
+	cmd.Flags().StringVar(&f.from, "from", "", "with --implementation kube-proxy: fit from these saved results of kube-proxy rows (comma-separated files) instead of running them")
+	cmd.Flags().IntVar(&f.nodes, "nodes", 3, "with --implementation kube-proxy: nodes of the run that measures the watch delivery (2..64)")
 	return cmd
 }
 

@@ -140,7 +140,7 @@ func TestBadInput(t *testing.T) {
 		{name: "concurrency 0", yaml: "services:\n  count: 10\ntraffic:\n  connections: 100\n  concurrency: 0\n", want: []string{":5:", "traffic.concurrency", "0 is out of range"}},
 		{name: "fractional count", yaml: "services:\n  count: 10.5\n", want: []string{":2:", "services.count", "10.5"}},
 		{name: "empty file", yaml: "\n", want: []string{"is empty", "fix:"}},
-		{name: "kube-proxy in the sim", yaml: "services: {count: 10}\nmodes: [iptables]\nimplementation: [builtin, kube-proxy]\nengine: sim\n", want: []string{"implementation", "sim engine models builtin only", "fix:"}},
+		{name: "sim.sharedCores out of range", yaml: "services: {count: 10}\nmodes: [iptables]\nimplementation: [builtin, kube-proxy]\nengine: sim\nsim: {sharedCores: -1}\n", want: []string{"sim.sharedCores", "out of range", "fix:"}},
 		{name: "kube-proxy phase not yet", yaml: "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\ntopology: {nodes: 2}\nsweep: {services: [5, 10]}\n", want: []string{"sweep.services", "not yet with implementation kube-proxy on several nodes", "fix:"}},
 		{name: "kube-proxy without kube-proxy mode", yaml: "services: {count: 10}\nmodes: [none, userspace]\nimplementation: [builtin, kube-proxy]\n", want: []string{"implementation", "no mode of modes runs with it"}},
 		{name: "--kube-proxy without implementation", args: []string{"1k-services", "--kube-proxy", "/bin/true"}, want: []string{"--kube-proxy", "--implementation builtin,kube-proxy"}},

@@ -70,3 +70,46 @@ func TestRunSimWithoutRoot(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateSimKubeProxy: validate accepts a kube-proxy row with engine
+// sim (the refusal is gone), run --engine sim runs it on the shipped
+// calibration's kube-proxy costs, and a calibration without them is
+// refused with exit 2 naming the fix.
+func TestValidateSimKubeProxy(t *testing.T) {
+	dir := t.TempDir()
+	sc := filepath.Join(dir, "kps.yaml")
+	if err := os.WriteFile(sc, []byte("name: kps\nengine: sim\nmodes: [iptables]\nimplementation: [kube-proxy]\nservices: {count: 100}\nchurn: {rate: 10, duration: 5s}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := run(t, nil, "validate", sc); code != 0 {
+		t.Fatalf("validate: exit %d: %s", code, stderr)
+	}
+	out := filepath.Join(dir, "kps.json")
+	if _, stderr, code := run(t, nil, "run", sc, "--quiet", "--output", out); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	r, err := reports.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Modes) != 1 || r.Modes[0].Mode != "iptables (kube-proxy)" || r.Modes[0].Churn[0].KubeProxy == nil {
+		t.Fatalf("rows: %+v", r.Modes)
+	}
+	old := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(old, []byte(strings.Replace(string(mustRead(t, "../../sim/default_calibration.json")), `"implementations"`, `"x-implementations"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := run(t, nil, "run", sc, "--quiet", "--calibration", old, "--output", filepath.Join(dir, "x.json"))
+	if code != 2 || !strings.Contains(stderr, "calibrate --implementation kube-proxy") {
+		t.Fatalf("old calibration: exit %d, stderr %s", code, stderr)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
