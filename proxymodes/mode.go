@@ -117,6 +117,11 @@ type Mode struct {
 	// true; the nftables and IPVS modes do not support them), which the
 	// serviceTypes phase's documented outcome follows.
 	LocalhostNodePorts bool
+	// NodePorts: the builtin mode programs NodePort services' node ports
+	// (iptables KUBE-NODEPORTS, nftables service-nodeports), which the
+	// nodePortLookup phase dials; a kube-proxy variant programs them in
+	// every mode (its Base is set).
+	NodePorts bool
 	// Direct makes the traffic driver dial endpoints directly instead of
 	// ClusterIPs (mode none, the baseline).
 	Direct bool

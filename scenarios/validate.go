@@ -308,6 +308,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).network,
 		(*checker).exposure,
 		(*checker).trafficDistribution,
+		(*checker).nodePortLookup,
 		(*checker).sweep,
 		(*checker).capacity,
 		(*checker).topology,
