@@ -132,6 +132,11 @@ type Mode struct {
 	// of its CIDRs) and IPv6 services (workload.Twin6). A dual-stack
 	// scenario naming a mode without it is refused (modes.Catalog).
 	IPv6 bool
+	// NodePorts: the builtin mode programs NodePort services' node ports
+	// (iptables KUBE-NODEPORTS, nftables service-nodeports), which the
+	// nodePortLookup phase dials; a kube-proxy variant programs them in
+	// every mode (its Base is set).
+	NodePorts bool
 	// Direct makes the traffic driver dial endpoints directly instead of
 	// ClusterIPs (mode none, the baseline).
 	Direct bool

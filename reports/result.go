@@ -185,6 +185,11 @@ type ModeResult struct {
 	// Lookup holds lookup.latency per service position (and
 	// lookup.kernel, PositionResult.Kernel).
 	Lookup []PositionResult `json:"lookup"`
+	// NodePortLookup is the nodePortLookup phase (traffic.nodePorts):
+	// lookup.latency per position over the services with node ports,
+	// dialled at node-0's address and the node port (positions count
+	// those services only).
+	NodePortLookup []PositionResult `json:"nodePortLookup,omitempty"`
 	// KernelTime says how lookup.kernel was measured in the traffic
 	// phase, or why it was not (nil: results before it existed, and rows
 	// without a traffic phase).

@@ -441,6 +441,11 @@ type TrafficSpec struct {
 	// kernel's time per SYN in PREROUTING, by BPF (default true; false
 	// turns it off, and the result says so where the figure would be).
 	KernelTime *bool `yaml:"kernelTime,omitempty" json:"kernelTime,omitempty"`
+	// NodePorts adds the nodePortLookup phase after the traffic phase:
+	// the same positions and connections, dialled at node-0's address and
+	// each service's node port, over the services that have node ports
+	// (nodeports.go in this package).
+	NodePorts bool `yaml:"nodePorts,omitempty" json:"nodePorts,omitempty"`
 }
 
 // KernelTimeOn says whether the traffic phase measures lookup.kernel

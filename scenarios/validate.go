@@ -320,6 +320,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).families,
 		(*checker).exposure,
 		(*checker).trafficDistribution,
+		(*checker).nodePortLookup,
 		(*checker).sweep,
 		(*checker).capacity,
 		(*checker).topology,

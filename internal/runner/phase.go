@@ -64,6 +64,7 @@ var Phases = []Phase{
 	syncIncrementalPhaseV,
 	nodesPhaseV,
 	trafficPhaseV,
+	nodePortLookupPhaseV,
 	fairnessPhaseV,
 	churnPhaseV,
 	syncDisruptionPhaseV,

@@ -243,6 +243,14 @@ type trafficOut struct {
 // monitored).
 func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients []*topology.Netns, services []workload.Service,
 	direct bool, label string, prog Progress, live *monitoring.RowMetrics) (trafficOut, error) {
+	return trafficPhaseVia(ctx, sc, e, clients, services, direct, nil, label, prog, live)
+}
+
+// trafficPhaseVia is trafficPhase through node addresses at each
+// ServicePort's node port when via is given (via[i] is the node address
+// client i dials: the nodePortLookup phase), else through the ClusterIPs.
+func trafficPhaseVia(ctx context.Context, sc *scenarios.Scenario, e *env, clients []*topology.Netns, services []workload.Service,
+	direct bool, via []netip.Addr, label string, prog Progress, live *monitoring.RowMetrics) (trafficOut, error) {
 	t := sc.Traffic
 	plan := TrafficPlan(t, sc.Repetitions, sc.Seed)
 	prog.Start(fmt.Sprintf("%s: traffic, %d positions × %d repetitions × %d connections", label, len(t.Positions), sc.Repetitions, t.Connections), len(plan))
@@ -252,7 +260,7 @@ func trafficPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients [
 	defer kt.close()
 	for _, st := range plan {
 		dr, err := e.drive(ctx, traffic.DriveSpec{
-			Clients: clients, Services: services, Direct: direct, Position: st.Position,
+			Clients: clients, Services: services, Direct: direct, NodeAddrs: via, Position: st.Position,
 			Connections: st.Connections, Warmup: st.Warmup, Concurrency: t.Concurrency,
 			Timeout: t.Timeout.Duration, Seed: st.Seed,
 			UDPSourcePort: uint16(t.UDP.SourcePort), UDPSourcePorts: t.UDP.SourcePorts,

@@ -36,6 +36,7 @@ var Mode = proxymodes.Mode{
 	New:       proxymodes.NewFrom(ConfigFromScenario, New),
 	// kube-proxy's iptables.localhostNodePorts (default true).
 	LocalhostNodePorts: true,
+	NodePorts:          true,
 	Render:             proxymodes.RenderFrom(ConfigFromScenario, Rendering),
 	Sim:                proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic, PartialRewritesWalk: true},
 	// One KUBE-SERVICES rule per ServicePort, walked in render order;

@@ -46,6 +46,7 @@ delete table ip pb-probe
 var Mode = proxymodes.Mode{
 	Name:      "nftables",
 	Protocols: []string{"TCP", "UDP", "SCTP"},
+	NodePorts: true,
 	New:       proxymodes.NewFrom(ConfigFromScenario, New),
 	Render:    proxymodes.RenderFrom(ConfigFromScenario, Rendering),
 	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupHash, Choice: proxymodes.ChoiceNumgen},

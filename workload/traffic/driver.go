@@ -32,7 +32,12 @@ type DriveSpec struct {
 	Services []workload.Service
 	// Direct dials a uniformly drawn ready endpoint at its target port
 	// instead of the ClusterIP (mode none: the no-proxy baseline).
-	Direct      bool
+	Direct bool
+	// NodeAddrs, when given, makes worker w dial NodeAddrs[w mod len]
+	// (one per client, as Clients) at each ServicePort's NodePort instead
+	// of the ClusterIP (a NodePort lookup; a port without a node port is
+	// an error of that connection).
+	NodeAddrs   []netip.Addr
 	Position    string
 	Connections int // recorded connections
 	Warmup      int // connections made first and not recorded
@@ -239,6 +244,11 @@ func dialOnce(spec DriveSpec, t workload.Target, rng *rand.Rand, w int, udp *int
 			return sample{svc: t.Service, port: t.Port, err: fmt.Errorf("%s: no ready endpoint", svc.PortName(port))}
 		}
 		dst, dport = eps[rng.Intn(len(eps))].IP, port.TargetPort
+	} else if len(spec.NodeAddrs) > 0 {
+		if port.NodePort == 0 {
+			return sample{svc: t.Service, port: t.Port, err: fmt.Errorf("%s: no node port", svc.PortName(port))}
+		}
+		dst, dport = spec.NodeAddrs[w%len(spec.NodeAddrs)], port.NodePort
 	}
 	s := sample{svc: t.Service, port: t.Port}
 	var src netip.AddrPort

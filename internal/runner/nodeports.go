@@ -1,0 +1,71 @@
+//go:build linux
+
+package runner
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
+	"github.com/proxybench/proxybench/topology"
+	"github.com/proxybench/proxybench/workload"
+)
+
+// nodePortLookupPhaseV is the nodePortLookup phase (traffic.nodePorts)
+// as a Phase: after the traffic phase, the same plan of positions and
+// connections from the client pods, dialled at the node's address and each
+// service's node port, over the services that have node ports (their
+// first, middle and last), so a row's lookup through node ports stands
+// beside its lookup through cluster IPs in one run. In iptables mode a
+// node port packet walks every KUBE-SERVICES rule before the last one
+// jumps to KUBE-NODEPORTS, which it walks to its port; nftables looks
+// both up in maps.
+var nodePortLookupPhaseV = Phase{
+	PhaseRule: scenarios.PhaseRule{Name: "nodePortLookup", Field: "traffic.nodePorts", Scope: scenarios.ScopeRow, Rules: true, TCP: true,
+		Wants: func(s *scenarios.Scenario) bool { return s.Traffic.NodePorts }},
+	Run: runNodePortLookup,
+	Report: func(label string, mr *reports.ModeResult) []reports.Section {
+		return reports.NodePortLookupSections(label, mr)
+	},
+}
+
+// nodePortAddrs is the node address each client pod dials for a node
+// port: its node's side of its /30 link (its gateway, .4i+1 where the
+// pod is .4i+2: topology's linkAddrs), a local address of the node the
+// pod reaches on-link, which KUBE-NODEPORTS' addrtype LOCAL and
+// nftables' fib daddr type local match as they match the node IP.
+func nodePortAddrs(tb *topology.Testbed) []netip.Addr {
+	out := make([]netip.Addr, len(tb.ClientAddrs))
+	for i, a := range tb.ClientAddrs {
+		out[i] = a.Prev()
+	}
+	return out
+}
+
+// runNodePortLookup drives the traffic plan through node-0's node ports
+// (trafficPhaseVia) without lookup.kernel (its BPF filter follows cluster
+// IPs) and keeps the positions in the row's NodePortLookup. A builtin
+// mode that programs no node ports (Mode.NodePorts false) is noted and
+// skipped.
+func runNodePortLookup(ctx context.Context, r *Row) error {
+	if !r.Mode.NodePorts && r.Mode.Base == "" {
+		r.Faults.add("nodePortLookup: builtin %s does not program node ports; not measured", r.Mode.Name)
+		return nil
+	}
+	var svcs []workload.Service
+	for _, i := range r.Sc.NodePortServices() {
+		if i < len(r.Services) {
+			svcs = append(svcs, r.Services[i])
+		}
+	}
+	sc := *r.Sc
+	off := false
+	sc.Traffic.KernelTime = &off
+	to, err := trafficPhaseVia(ctx, &sc, r.Env, r.Testbed.Clients, svcs, false, nodePortAddrs(r.Testbed), r.Mode.Name+" via node ports", r.Progress(), nil)
+	if err != nil {
+		return err
+	}
+	r.Result.NodePortLookup = to.lookup
+	return nil
+}
