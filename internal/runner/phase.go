@@ -65,6 +65,7 @@ var Phases = []Phase{
 	nodesPhaseV,
 	trafficPhaseV,
 	fairnessPhaseV,
+	dualStackPhaseV,
 	churnPhaseV,
 	syncDisruptionPhaseV,
 	connReusePhaseV,
