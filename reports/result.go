@@ -216,6 +216,9 @@ type ModeResult struct {
 	// Lifecycle are the lifecycle phase's changes (scenario block
 	// lifecycle).
 	Lifecycle []LifecycleChange `json:"lifecycle,omitempty"`
+	// DualStack is the dualStack phase's per-family sync and lookup (a
+	// dual-stack scenario: services.ipFamilyPolicy over two families).
+	DualStack *DualStack `json:"dualStack,omitempty"`
 	// ConnReuse are the conn-reuse phase's passes (scenario block
 	// connReuse).
 	ConnReuse []ConnReusePass `json:"connReuse,omitempty"`

@@ -180,6 +180,8 @@ func (c *checker) families() {
 		{s.ExposesServices(), "services.type", "node ports, LoadBalancer and external IPs over IPv6 are not built yet"},
 		{s.Topology.PodModel() == "isolated", "topology.pods", "isolated pods route through an IPv4 link-local gateway; IPv6 runs with pods: shared"},
 		{s.Topology.ExternalClient, "topology.externalClient", "the external client has no IPv6 address yet"},
+		{s.Topology.Addresses() > 1, "topology.clientAddresses", "the extra client source addresses are IPv4 only"},
+		{!allTCP(s.Services.PortList()), "services.protocol", "the IPv6 echo answers TCP only (UDP and SCTP ports over IPv6 are not built yet)"},
 	} {
 		if o.on {
 			c.add(o.field, "not yet in a dual-stack run: "+o.why, "remove it, or use services.ipFamilyPolicy: SingleStack")
@@ -225,4 +227,14 @@ func (c *checker) ipv6Prefix() {
 			c.add(f, fmt.Sprintf("%s overlaps %s %s, which no cluster can use for its addresses", p, what, sp), fix)
 		}
 	}
+}
+
+// allTCP reports whether every port is TCP.
+func allTCP(ports []PortSpec) bool {
+	for _, p := range ports {
+		if p.Protocol != "TCP" {
+			return false
+		}
+	}
+	return true
 }

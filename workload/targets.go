@@ -70,7 +70,8 @@ func (s *Service) ReadyEndpoints() []Endpoint {
 // sorts each service port's endpoints by Endpoint.String()). Every port of
 // a Service here has the same endpoints and one target port, so the
 // address's text followed by ":" decides: 198.19.1.10 comes before
-// 198.19.1.9, and before 198.19.1.1 too ('0' sorts before ':'). The iptables statistic
+// 198.19.1.9, and before 198.19.1.1 too ('0' sorts before ':'); an IPv6
+// address is bracketed ("[2001:2::c613:a]:8080"). The iptables statistic
 // rules and the nftables numgen map follow this order.
 func (s *Service) KubeProxyOrder() []Endpoint {
 	out := s.ReadyEndpoints()
@@ -79,7 +80,11 @@ func (s *Service) KubeProxyOrder() []Endpoint {
 	}
 	keys := make(map[netip.Addr]string, len(out))
 	for _, e := range out {
-		keys[e.IP] = e.IP.String() + ":"
+		if e.IP.Is6() {
+			keys[e.IP] = "[" + e.IP.String() + "]:" // net.JoinHostPort
+		} else {
+			keys[e.IP] = e.IP.String() + ":"
+		}
 	}
 	slices.SortStableFunc(out, func(a, b Endpoint) int { return strings.Compare(keys[a.IP], keys[b.IP]) })
 	return out

@@ -66,6 +66,7 @@ var Phases = []Phase{
 	trafficPhaseV,
 	nodePortLookupPhaseV,
 	fairnessPhaseV,
+	dualStackPhaseV,
 	churnPhaseV,
 	syncDisruptionPhaseV,
 	connReusePhaseV,

@@ -38,7 +38,7 @@ func RootSnapshot(t testing.TB) map[string]string {
 	}
 	for _, be := range []string{"legacy", "nft"} {
 		run(xtables.Binary(be, ""), xtables.Binary(be, "save"))
-		run("ip6"+xtables.Binary(be, ""), "ip6"+xtables.Binary(be, "save"))
+		run(xtables.Binary6(be, ""), xtables.Binary6(be, "save"))
 	}
 	run("nft", "nft", "list", "ruleset")
 	run("routes", "ip", "route", "show", "table", "all")

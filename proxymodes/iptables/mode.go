@@ -37,8 +37,10 @@ var Mode = proxymodes.Mode{
 	// kube-proxy's iptables.localhostNodePorts (default true).
 	LocalhostNodePorts: true,
 	NodePorts:          true,
-	Render:             proxymodes.RenderFrom(ConfigFromScenario, Rendering),
-	Sim:                proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic, PartialRewritesWalk: true},
+	// ip6tables, as kube-proxy's IPv6 proxier (Config.IPv6).
+	IPv6:   true,
+	Render: proxymodes.RenderFrom(ConfigFromScenario, Rendering),
+	Sim:    proxymodes.SimModel{Lookup: proxymodes.LookupLinear, Choice: proxymodes.ChoiceStatistic, PartialRewritesWalk: true},
 	// One KUBE-SERVICES rule per ServicePort, walked in render order;
 	// SyncStats.Objects counts the restore input's "-A" lines.
 	Traits:        measure.ModeTraits{Walk: chainServices, Objects: "rules", IPTablesBackend: true},
@@ -57,7 +59,13 @@ var Mode = proxymodes.Mode{
 	},
 	Binaries: func(sc *scenarios.Scenario) []string {
 		b := sc.IPTables.Backend
-		return []string{xtables.Binary(b, ""), xtables.Binary(b, "restore"), xtables.Binary(b, "save")}
+		out := []string{xtables.Binary(b, ""), xtables.Binary(b, "restore"), xtables.Binary(b, "save")}
+		if sc.DualStack() {
+			for _, t := range []string{"", "restore", "save"} {
+				out = append(out, xtables.Binary6(b, t)) // the IPv6 proxier's
+			}
+		}
+		return out
 	},
 	KernelOptions:    proxymodes.IPTablesKernelOptionsFor,
 	Probe:            Probe,
@@ -70,12 +78,14 @@ var Mode = proxymodes.Mode{
 }
 
 // ConfigFromScenario maps a validated scenario to a Config: the iptables
-// back end, network.clusterCIDR and services.sessionAffinity(Timeout).
+// back end, network.clusterCIDR and services.sessionAffinity(Timeout);
+// for the scenario's IPv6 view (Scenario.ForFamily) an IPv6 proxier with
+// the IPv6 clusterCIDR.
 // Mode.New and Mode.Render both use it, so the real run and the sim
 // render the same rules.
 func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 	_, _, _, cluster := sc.Prefixes()
-	cfg := Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster, NoConntrackCleanup: sc.NoConntrackCleanup, NodeName: scenarios.NodeName(0), Zones: sc.NodeZones()}
+	cfg := Config{Backend: sc.IPTables.Backend, ClusterCIDR: cluster, NoConntrackCleanup: sc.NoConntrackCleanup, NodeName: scenarios.NodeName(0), Zones: sc.NodeZones(), IPv6: sc.IsIPv6()}
 	if sc.Services.SessionAffinity == "ClientIP" {
 		cfg.AffinityTimeout = sc.Services.SessionAffinityTimeout.Duration
 	}

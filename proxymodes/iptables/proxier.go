@@ -133,8 +133,14 @@ var (
 // Mode returns "iptables".
 func (p *Proxier) Mode() string { return "iptables" }
 
-// binary names the back end's iptables tool (xtables.Binary).
-func (p *Proxier) binary(tool string) string { return xtables.Binary(p.cfg.Backend, tool) }
+// binary names the back end's iptables tool (xtables.Binary), its
+// ip6tables twin for an IPv6 proxier.
+func (p *Proxier) binary(tool string) string {
+	if p.cfg.IPv6 {
+		return xtables.Binary6(p.cfg.Backend, tool)
+	}
+	return xtables.Binary(p.cfg.Backend, tool)
+}
 
 // Info returns {"backend": "legacy"|"nft", "iptables": "<iptables
 // --version output>"}.
@@ -270,7 +276,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (proxym
 		// route_localnet in its node so 127.0.0.1:<nodePort> is routed
 		// (pkg/proxy/iptables NewProxier); only through the node's own
 		// Sysctl, never a fake node's Do.
-		if sy, ok := p.ns.(proxymodes.Sysctler); ok && hasNodePorts(services) {
+		if sy, ok := p.ns.(proxymodes.Sysctler); ok && !p.cfg.IPv6 && hasNodePorts(services) {
 			if err := sy.Sysctl("net/ipv4/conf/all/route_localnet", "1"); err != nil {
 				finish()
 				return st, fmt.Errorf("iptables: %w", err)

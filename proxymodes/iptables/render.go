@@ -78,15 +78,38 @@ type Config struct {
 	// hostnameOverride, scenarios.NodeName): an endpoint whose Node is
 	// NodeName is local, the one externalTrafficPolicy and
 	// internalTrafficPolicy Local keep traffic on.
-	NodeName string // Zones maps node names to zones (scenarios.NodeZones; nil: no
+	NodeName string
+	// Zones maps node names to zones (scenarios.NodeZones; nil: no
 	// zones): NodeName's zone is the one kube-proxy reads from its Node's
 	// topology.kubernetes.io/zone label to follow the endpoints' hints
 	// (workload.Service.KubeProxyOrderAt).
 	Zones map[string]string
+	// IPv6 makes the proxier kube-proxy's IPv6 proxier of a dual-stack
+	// node: ip6tables-<backend>-restore, IPv6 ClusterIPs, endpoints and
+	// ClusterCIDR, "[ip]:port" endpoints, and no KUBE-FIREWALL localnet
+	// rule (kube-proxy writes it for IPv4 only: localhost node ports are
+	// IPv4's, pkg/proxy/iptables/proxier.go syncProxyRules).
+	IPv6 bool
 }
 
-// Validate reports a Config error: an unknown back end or an invalid or
-// non-IPv4 ClusterCIDR.
+// family is the proxier's IP family's name.
+func (c Config) family() string {
+	if c.IPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// ofFamily reports whether a is of the proxier's family.
+func (c Config) ofFamily(a netip.Addr) bool {
+	if c.IPv6 {
+		return a.Is6() && !a.Is4In6()
+	}
+	return a.Is4()
+}
+
+// Validate reports a Config error: an unknown back end or an invalid
+// ClusterCIDR or one of another family than the proxier's.
 func (c Config) Validate() error {
 	if c.Backend != BackendLegacy && c.Backend != BackendNft {
 		return fmt.Errorf("iptables: backend %q: want %q or %q", c.Backend, BackendLegacy, BackendNft)
@@ -95,8 +118,8 @@ func (c Config) Validate() error {
 }
 
 func (c Config) validateCIDR() error {
-	if c.ClusterCIDR != (netip.Prefix{}) && (!c.ClusterCIDR.IsValid() || !c.ClusterCIDR.Addr().Is4()) {
-		return fmt.Errorf("iptables: clusterCIDR %q: want an IPv4 prefix", c.ClusterCIDR)
+	if c.ClusterCIDR != (netip.Prefix{}) && (!c.ClusterCIDR.IsValid() || !c.ofFamily(c.ClusterCIDR.Addr())) {
+		return fmt.Errorf("iptables: clusterCIDR %q: want an %s prefix", c.ClusterCIDR, c.family())
 	}
 	return nil
 }
@@ -236,10 +259,13 @@ func newPlan(cfg Config, services []workload.Service) (*plan, error) {
 	var perPort [3]int // port bytes, endpoints, endpoint bytes with comments
 	for i := range services {
 		s := &services[i]
-		if !s.ClusterIP.Is4() {
-			return nil, fmt.Errorf("iptables: service %s/%s: clusterIP %q: want IPv4", s.Namespace, s.Name, s.ClusterIP)
+		if cfg.IPv6 && (s.Exposed() || s.InternalLocal) {
+			return nil, fmt.Errorf("iptables: service %s/%s: IPv6 node ports, external IPs, LoadBalancer IPs and traffic policies are not rendered yet", s.Namespace, s.Name)
 		}
-		if err := checkEndpoints(s); err != nil {
+		if !cfg.ofFamily(s.ClusterIP) {
+			return nil, fmt.Errorf("iptables: service %s/%s: clusterIP %q: want %s", s.Namespace, s.Name, s.ClusterIP, cfg.family())
+		}
+		if err := checkEndpoints(cfg, s); err != nil {
 			return nil, err
 		}
 		// kube-proxy's endpoint order ("ip:port" text): the statistic
@@ -253,9 +279,7 @@ func newPlan(cfg Config, services []workload.Service) (*plan, error) {
 			}
 			pp := portPlan{svc: s, port: sp, name: s.PortName(*sp), proto: proto, epStart: len(p.eps)}
 			for _, e := range eps {
-				epBuf = e.IP.AppendTo(epBuf[:0])
-				epBuf = append(epBuf, ':')
-				epBuf = strconv.AppendUint(epBuf, uint64(sp.TargetPort), 10)
+				epBuf = appendHostPort(epBuf[:0], e.IP, sp.TargetPort)
 				p.eps = append(p.eps, e.IP)
 				p.sepChains = append(p.sepChains, string(h.name(prefixSEP, pp.name, proto, string(epBuf))))
 			}
@@ -324,8 +348,9 @@ func (pp *portPlan) classify(node string, eps []workload.Endpoint, h *hasher) {
 }
 
 // checkEndpoints rejects a programmed endpoint IP listed twice (its
-// KUBE-SEP chain would be declared twice) or one that is not IPv4.
-func checkEndpoints(s *workload.Service) error {
+// KUBE-SEP chain would be declared twice) or one of another family than
+// cfg's.
+func checkEndpoints(cfg Config, s *workload.Service) error {
 	var seen map[netip.Addr]struct{}
 	if len(s.Endpoints) > 16 {
 		seen = make(map[netip.Addr]struct{}, len(s.Endpoints))
@@ -335,8 +360,8 @@ func checkEndpoints(s *workload.Service) error {
 		if !e.Programmed(fb) {
 			continue
 		}
-		if !e.IP.Is4() {
-			return fmt.Errorf("iptables: service %s/%s: endpoint %q: want IPv4", s.Namespace, s.Name, e.IP)
+		if !cfg.ofFamily(e.IP) {
+			return fmt.Errorf("iptables: service %s/%s: endpoint %q: want %s", s.Namespace, s.Name, e.IP, cfg.family())
 		}
 		dup := false
 		if seen != nil {
@@ -456,12 +481,19 @@ func (p *plan) write(stale []string, unchanged []bool) *Ruleset {
 
 	// filter table.
 	b = append(b, "*filter\n"...)
-	for _, c := range []string{chainServices, chainExternalServices, chainForward, chainNodePorts, chainProxyFirewall, chainFirewall} {
+	for _, c := range []string{chainServices, chainExternalServices, chainForward, chainNodePorts, chainProxyFirewall} {
 		b = appendChainLine(b, c)
 		rs.Chains++
 	}
-	b = append(b, `-A KUBE-FIREWALL -m comment --comment "block incoming localnet connections" -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`+"\n"...)
-	rs.FilterRules++
+	if !p.cfg.IPv6 {
+		// IPv4 only, as kube-proxy: its IPv6 proxier neither declares
+		// nor fills KUBE-FIREWALL (the chain exists, empty, from the
+		// ensured jumps).
+		b = appendChainLine(b, chainFirewall)
+		rs.Chains++
+		b = append(b, `-A KUBE-FIREWALL -m comment --comment "block incoming localnet connections" -d 127.0.0.0/8 ! -s 127.0.0.0/8 -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`+"\n"...)
+		rs.FilterRules++
+	}
 	for i := range p.ports {
 		b = p.ports[i].appendFilter(b, rs)
 	}
@@ -857,9 +889,22 @@ func (pp *portPlan) appendComment(b []byte, what string) []byte {
 	return append(b, '"')
 }
 
-// appendEndpoint appends "ip:targetPort".
+// appendEndpoint appends "ip:targetPort" ("[ip]:targetPort" for IPv6).
 func (pp *portPlan) appendEndpoint(b []byte, ip netip.Addr) []byte {
-	b = ip.AppendTo(b)
+	return appendHostPort(b, ip, pp.port.TargetPort)
+}
+
+// appendHostPort appends ip and port as net.JoinHostPort writes them
+// (kube-proxy's Endpoint.String, hashed into KUBE-SEP names and written
+// after --to-destination): "ip:port", "[ip]:port" for IPv6.
+func appendHostPort(b []byte, ip netip.Addr, port uint16) []byte {
+	if ip.Is6() {
+		b = append(b, '[')
+		b = ip.AppendTo(b)
+		b = append(b, ']')
+	} else {
+		b = ip.AppendTo(b)
+	}
 	b = append(b, ':')
-	return strconv.AppendUint(b, uint64(pp.port.TargetPort), 10)
+	return strconv.AppendUint(b, uint64(port), 10)
 }

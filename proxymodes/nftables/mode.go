@@ -50,6 +50,8 @@ var Mode = proxymodes.Mode{
 	New:       proxymodes.NewFrom(ConfigFromScenario, New),
 	Render:    proxymodes.RenderFrom(ConfigFromScenario, Rendering),
 	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupHash, Choice: proxymodes.ChoiceNumgen},
+	// table ip6 kube-proxy, as kube-proxy's IPv6 proxier (Config.IPv6).
+	IPv6: true,
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.NFTables.MinSyncPeriod.Duration, sc.NFTables.SyncPeriod.Duration
 	},
@@ -82,12 +84,14 @@ var Mode = proxymodes.Mode{
 }
 
 // ConfigFromScenario maps a validated scenario to a Config:
-// network.clusterCIDR and services.sessionAffinity(Timeout). Mode.New and
+// network.clusterCIDR and services.sessionAffinity(Timeout); for the
+// scenario's IPv6 view (Scenario.ForFamily) an IPv6 proxier with the
+// IPv6 CIDRs. Mode.New and
 // Mode.Render both use it, so the real run and the sim render the same
 // rules.
 func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 	svc, _, _, cluster := sc.Prefixes()
-	cfg := Config{ClusterCIDR: cluster, ServiceCIDR: svc, NoConntrackCleanup: sc.NoConntrackCleanup, NodeName: scenarios.NodeName(0), Zones: sc.NodeZones()}
+	cfg := Config{ClusterCIDR: cluster, ServiceCIDR: svc, NoConntrackCleanup: sc.NoConntrackCleanup, NodeName: scenarios.NodeName(0), Zones: sc.NodeZones(), IPv6: sc.IsIPv6()}
 	if sc.Services.SessionAffinity == "ClientIP" {
 		cfg.AffinityTimeout = sc.Services.SessionAffinityTimeout.Duration
 	}
@@ -103,7 +107,7 @@ func Rendering(cfg Config, services []workload.Service) (*proxymodes.Rendering, 
 	if err != nil {
 		return nil, err
 	}
-	tx := knftables.NewFake(Family, Table).NewTransaction()
+	tx := knftables.NewFake(cfg.TableFamily(), Table).NewTransaction()
 	rs.Full(tx)
 	objects := rs.Counts().Objects()
 	return &proxymodes.Rendering{

@@ -52,7 +52,7 @@ func (p *Proxier) Mode() string { return "nftables" }
 // Info returns {"backend": "knftables", "nft": "<nft --version output>",
 // "table": "ip kube-proxy"}.
 func (p *Proxier) Info() map[string]string {
-	info := map[string]string{"backend": "knftables", "table": string(Family) + " " + Table}
+	info := map[string]string{"backend": "knftables", "table": string(p.cfg.TableFamily()) + " " + Table}
 	out, err := p.ns.Run(context.Background(), nil, "nft", "--version")
 	if err != nil {
 		info["nft"] = "unknown: " + err.Error()
@@ -85,7 +85,7 @@ func (p *Proxier) open() (knftables.Interface, error) {
 		return p.nft, nil
 	}
 	err := p.ns.Do(func() error {
-		nft, err := knftables.New(Family, Table)
+		nft, err := knftables.New(p.cfg.TableFamily(), Table)
 		if err != nil {
 			return err
 		}
@@ -93,7 +93,7 @@ func (p *Proxier) open() (knftables.Interface, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("nftables: open table %s %s: %w", Family, Table, err)
+		return nil, fmt.Errorf("nftables: open table %s %s: %w", p.cfg.TableFamily(), Table, err)
 	}
 	return p.nft, nil
 }
@@ -206,7 +206,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	tx.Add(&knftables.Table{})
 	tx.Delete(&knftables.Table{})
 	if err := p.run(ctx, nft, tx); err != nil {
-		return fmt.Errorf("nftables: cleanup: delete table %s %s: %w", Family, Table, err)
+		return fmt.Errorf("nftables: cleanup: delete table %s %s: %w", p.cfg.TableFamily(), Table, err)
 	}
 	return nil
 }

@@ -76,8 +76,6 @@ const (
 
 	// masqueradeMark is kube-proxy's default masquerade bit 14.
 	masqueradeMark = "0x4000"
-
-	ipv4ServiceKeyType = "ipv4_addr . inet_proto . inet_service : verdict"
 )
 
 // Config selects what a Proxier renders.
@@ -116,20 +114,53 @@ type Config struct {
 	NoConntrackCleanup bool
 	// NodeName is the node the proxier runs on (scenarios.NodeName): its
 	// endpoints are the local ones of the Local traffic policies.
-	NodeName string // Zones maps node names to zones (scenarios.NodeZones; nil: no
+	NodeName string
+	// Zones maps node names to zones (scenarios.NodeZones; nil: no
 	// zones): NodeName's zone is the one kube-proxy reads from its Node's
 	// topology.kubernetes.io/zone label to follow the endpoints' hints
 	// (workload.Service.KubeProxyOrderAt).
 	Zones map[string]string
+	// IPv6 makes the proxier kube-proxy's IPv6 proxier of a dual-stack
+	// node: table "ip6 kube-proxy", "ip6 daddr"/"ip6 saddr" matches,
+	// ipv6_addr sets and maps, "dnat ip6 to" and "[ip]:port" endpoints,
+	// IPv6 ClusterIPs, endpoints and CIDRs (pkg/proxy/nftables: one
+	// proxier per family, the same layout).
+	IPv6 bool
 }
 
-// Validate reports an invalid or non-IPv4 ClusterCIDR or ServiceCIDR.
-func (c Config) Validate() error {
-	if c.ClusterCIDR != (netip.Prefix{}) && (!c.ClusterCIDR.IsValid() || !c.ClusterCIDR.Addr().Is4()) {
-		return fmt.Errorf("nftables: clusterCIDR %q: want an IPv4 prefix", c.ClusterCIDR)
+// TableFamily is the nft family of the proxier's table: ip, or ip6 for
+// an IPv6 proxier.
+func (c Config) TableFamily() knftables.Family {
+	if c.IPv6 {
+		return knftables.IPv6Family
 	}
-	if c.ServiceCIDR != (netip.Prefix{}) && (!c.ServiceCIDR.IsValid() || !c.ServiceCIDR.Addr().Is4()) {
-		return fmt.Errorf("nftables: serviceCIDR %q: want an IPv4 prefix", c.ServiceCIDR)
+	return Family
+}
+
+// familyName is "IPv4" or "IPv6".
+func (c Config) familyName() string {
+	if c.IPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// ofFamily reports whether a is of the proxier's family.
+func (c Config) ofFamily(a netip.Addr) bool {
+	if c.IPv6 {
+		return a.Is6() && !a.Is4In6()
+	}
+	return a.Is4()
+}
+
+// Validate reports an invalid ClusterCIDR or ServiceCIDR, or one of
+// another family than the proxier's.
+func (c Config) Validate() error {
+	if c.ClusterCIDR != (netip.Prefix{}) && (!c.ClusterCIDR.IsValid() || !c.ofFamily(c.ClusterCIDR.Addr())) {
+		return fmt.Errorf("nftables: clusterCIDR %q: want an %s prefix", c.ClusterCIDR, c.familyName())
+	}
+	if c.ServiceCIDR != (netip.Prefix{}) && (!c.ServiceCIDR.IsValid() || !c.ofFamily(c.ServiceCIDR.Addr())) {
+		return fmt.Errorf("nftables: serviceCIDR %q: want an %s prefix", c.ServiceCIDR, c.familyName())
 	}
 	return nil
 }
@@ -168,6 +199,9 @@ type Ruleset struct {
 	// exposed: some service is reached beyond its ClusterIP (node port
 	// maps and chains are rendered).
 	exposed bool
+	// ip is the family's match word ("ip", "ip6") and addr its address
+	// type ("ipv4_addr", "ipv6_addr").
+	ip, addr string
 }
 
 // affinitySetName is kube-proxy's per-endpoint affinity set: "affinity-"
@@ -179,7 +213,7 @@ func affinitySetName(epChain string) string {
 // addAffinitySets declares the affinity sets of names.
 func (r *Ruleset) addAffinitySets(tx *knftables.Transaction, names []string) {
 	for _, n := range names {
-		tx.Add(&knftables.Set{Name: n, Type: "ipv4_addr", Flags: []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag}, Timeout: ptr(r.affinityTimeout)})
+		tx.Add(&knftables.Set{Name: n, Type: r.addr, Flags: []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag}, Timeout: ptr(r.affinityTimeout)})
 	}
 }
 
@@ -270,6 +304,12 @@ func EndpointChainName(namespace, name, protocol, portName string, ip netip.Addr
 	return prefixEndpoint + hashAndTruncate(namespace+"/"+name+"/"+protocol+"/"+portName+"__"+ip.String()+"/"+strconv.Itoa(int(port)))
 }
 
+// hostPort is ip and port as net.JoinHostPort writes them (kube-proxy's
+// Endpoint.String): "ip:port", "[ip]:port" for IPv6.
+func hostPort(ip netip.Addr, port uint16) string {
+	return netip.AddrPortFrom(ip, port).String()
+}
+
 var protocols = map[string]string{"TCP": "tcp", "UDP": "udp", "SCTP": "sctp", "tcp": "tcp", "udp": "udp", "sctp": "sctp"}
 
 func ptr[T any](v T) *T { return &v }
@@ -341,12 +381,21 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 		},
 		elemOrder:       map[string][]string{},
 		affinityTimeout: cfg.AffinityTimeout,
+		ip:              "ip",
+		addr:            "ipv4_addr",
 	}
+	if cfg.IPv6 {
+		r.ip, r.addr = "ip6", "ipv6_addr"
+	}
+	ip := r.ip
 	// Base chains and jumps (kube-proxy's nftablesBaseChains and
 	// nftablesJumpChains, without the node-port and firewall ones).
 	exposed := false
 	for i := range services {
 		exposed = exposed || services[i].Exposed() || services[i].InternalLocal
+	}
+	if exposed && cfg.IPv6 {
+		return nil, fmt.Errorf("nftables: IPv6 node ports, external IPs, LoadBalancer IPs and traffic policies are not rendered yet")
 	}
 	inputRules := []string{"ct state new jump " + chainServiceEndpointsCheck}
 	if exposed {
@@ -366,10 +415,10 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	// Helper chains.
 	var svcRules []string
 	if cfg.ClusterCIDR.IsValid() {
-		svcRules = append(svcRules, "ip daddr @"+SetClusterIPs+" ip saddr != "+cfg.ClusterCIDR.Masked().String()+
+		svcRules = append(svcRules, ip+" daddr @"+SetClusterIPs+" "+ip+" saddr != "+cfg.ClusterCIDR.Masked().String()+
 			" meta mark set meta mark | "+masqueradeMark+` comment "masquerade clusterIP traffic from outside cluster"`)
 	}
-	svcRules = append(svcRules, "ip daddr . meta l4proto . th dport vmap @"+MapServiceIPs)
+	svcRules = append(svcRules, ip+" daddr . meta l4proto . th dport vmap @"+MapServiceIPs)
 	r.exposed = exposed
 	if exposed {
 		// kube-proxy with nodePortAddresses matching every address
@@ -379,24 +428,24 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 		r.addChain(knftables.Chain{Name: chainMarkMasq}, "meta mark set meta mark | "+masqueradeMark)
 	}
 	r.addChain(knftables.Chain{Name: chainServices}, svcRules...)
-	r.addChain(knftables.Chain{Name: chainServiceEndpointsCheck}, "ip daddr . meta l4proto . th dport vmap @"+MapNoEndpointServices)
-	check := []string{"ip daddr @" + SetClusterIPs + ` reject comment "Reject traffic to invalid ports of ClusterIPs"`}
+	r.addChain(knftables.Chain{Name: chainServiceEndpointsCheck}, ip+" daddr . meta l4proto . th dport vmap @"+MapNoEndpointServices)
+	check := []string{ip + " daddr @" + SetClusterIPs + ` reject comment "Reject traffic to invalid ports of ClusterIPs"`}
 	if cfg.ServiceCIDR.IsValid() {
-		check = append(check, "ip daddr { "+cfg.ServiceCIDR.Masked().String()+` } drop comment "Drop traffic to unallocated ClusterIPs"`)
+		check = append(check, ip+" daddr { "+cfg.ServiceCIDR.Masked().String()+` } drop comment "Drop traffic to unallocated ClusterIPs"`)
 	}
 	r.addChain(knftables.Chain{Name: chainClusterIPsCheck}, check...)
 	r.addChain(knftables.Chain{Name: chainMasquerading},
 		"meta mark & "+masqueradeMark+" != 0 meta mark set meta mark ^ "+masqueradeMark+" masquerade fully-random",
-		"ct status dnat ip saddr . ip daddr . meta l4proto . th dport @"+SetHairpin+" masquerade fully-random")
+		"ct status dnat "+ip+" saddr . "+ip+" daddr . meta l4proto . th dport @"+SetHairpin+" masquerade fully-random")
 	r.addChain(knftables.Chain{Name: chainReject, Comment: ptr("helper for @no-endpoint-services / @no-endpoint-nodeports")}, "reject")
 
 	var rule strings.Builder
 	for i := range services {
 		s := &services[i]
-		if !s.ClusterIP.Is4() {
-			return nil, fmt.Errorf("nftables: service %s/%s: clusterIP %q: want IPv4", s.Namespace, s.Name, s.ClusterIP)
+		if !cfg.ofFamily(s.ClusterIP) {
+			return nil, fmt.Errorf("nftables: service %s/%s: clusterIP %q: want %s", s.Namespace, s.Name, s.ClusterIP, cfg.familyName())
 		}
-		if err := checkEndpoints(s); err != nil {
+		if err := checkEndpoints(cfg, s); err != nil {
 			return nil, err
 		}
 		vip := s.ClusterIP.String()
@@ -429,7 +478,7 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			if cfg.AffinityTimeout > 0 {
 				r.addChain(knftables.Chain{Name: svcChain}, r.affinityRules(s, sp, proto, eps)...)
 			} else {
-				r.addChain(knftables.Chain{Name: svcChain}, dnatMapRule(&rule, proto, strconv.Itoa(int(sp.TargetPort)), eps))
+				r.addChain(knftables.Chain{Name: svcChain}, dnatMapRule(&rule, ip, proto, sp.TargetPort, eps))
 			}
 			// No comment: kube-proxy 1.37 leaves service-ips elements bare.
 			if err := r.addElement(MapServiceIPs, &Element{Key: key, Value: []string{"goto " + svcChain}}); err != nil {
@@ -441,16 +490,16 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 }
 
 // checkEndpoints rejects a programmed endpoint IP listed twice (its chain
-// would be declared twice) or one that is not IPv4.
-func checkEndpoints(s *workload.Service) error {
+// would be declared twice) or one of another family than cfg's.
+func checkEndpoints(cfg Config, s *workload.Service) error {
 	seen := make(map[netip.Addr]struct{}, len(s.Endpoints))
 	fb := s.ServingFallback()
 	for _, e := range s.Endpoints {
 		if !e.Programmed(fb) {
 			continue
 		}
-		if !e.IP.Is4() {
-			return fmt.Errorf("nftables: service %s/%s: endpoint %q: want IPv4", s.Namespace, s.Name, e.IP)
+		if !cfg.ofFamily(e.IP) {
+			return fmt.Errorf("nftables: service %s/%s: endpoint %q: want %s", s.Namespace, s.Name, e.IP, cfg.familyName())
 		}
 		if _, dup := seen[e.IP]; dup {
 			return fmt.Errorf("nftables: service %s/%s: endpoint %s listed twice", s.Namespace, s.Name, e.IP)
@@ -465,20 +514,21 @@ func checkEndpoints(s *workload.Service) error {
 // map { 0 : <ip> . <port>, 1 : ... }", which picks an endpoint and DNATs
 // to it in one rule, with no endpoint chain; with one endpoint "meta
 // l4proto <proto> dnat to <ip>:<port>" (both as nft lists them back;
-// TestKernelFidelity pins them against kube-proxy v1.37.2). b is scratch
-// space.
-func dnatMapRule(b *strings.Builder, proto, port string, eps []workload.Endpoint) string {
+// TestKernelFidelity pins them against kube-proxy v1.37.2). ip is the
+// family's word ("ip6 to", "[ip]:port" for IPv6). b is scratch space.
+func dnatMapRule(b *strings.Builder, ip, proto string, targetPort uint16, eps []workload.Endpoint) string {
+	port := strconv.Itoa(int(targetPort))
 	b.Reset()
 	b.WriteString("meta l4proto ")
 	b.WriteString(proto)
 	if len(eps) == 1 {
 		b.WriteString(" dnat to ")
-		b.WriteString(eps[0].IP.String())
-		b.WriteString(":")
-		b.WriteString(port)
+		b.WriteString(hostPort(eps[0].IP, targetPort))
 		return b.String()
 	}
-	b.WriteString(" dnat ip to numgen random mod ")
+	b.WriteString(" dnat ")
+	b.WriteString(ip)
+	b.WriteString(" to numgen random mod ")
 	b.WriteString(strconv.Itoa(len(eps)))
 	b.WriteString(" map { ")
 	for k, e := range eps {
@@ -502,19 +552,18 @@ func dnatMapRule(b *strings.Builder, proto, port string, eps []workload.Endpoint
 // "numgen random mod N vmap { 0 : goto endpoint-..., ... }" (kube-proxy
 // 1.37 keeps endpoint chains for these services only).
 func (r *Ruleset) affinityRules(s *workload.Service, sp *workload.ServicePort, proto string, eps []workload.Endpoint) []string {
-	target := strconv.Itoa(int(sp.TargetPort))
 	chains := make([]string, len(eps))
 	for k, e := range eps {
 		epChain := EndpointChainName(s.Namespace, s.Name, proto, sp.Name, e.IP, sp.TargetPort)
 		set := affinitySetName(epChain)
 		r.affinity = append(r.affinity, set)
-		r.addChain(knftables.Chain{Name: epChain}, "update @"+set+" { ip saddr }",
-			"meta l4proto "+proto+" dnat to "+e.IP.String()+":"+target)
+		r.addChain(knftables.Chain{Name: epChain}, "update @"+set+" { "+r.ip+" saddr }",
+			"meta l4proto "+proto+" dnat to "+hostPort(e.IP, sp.TargetPort))
 		chains[k] = epChain
 	}
 	rules := make([]string, 0, len(eps)+1)
 	for _, c := range chains {
-		rules = append(rules, "ip saddr @"+affinitySetName(c)+" goto "+c)
+		rules = append(rules, r.ip+" saddr @"+affinitySetName(c)+" goto "+c)
 	}
 	var vmap strings.Builder
 	vmap.WriteString("numgen random mod ")
@@ -555,16 +604,15 @@ func (r *Ruleset) addExposed(cfg Config, s *workload.Service, sp *workload.Servi
 	}
 	exposed := s.Exposed()
 	etpLocal := s.ExternalLocal && exposed
-	target := strconv.Itoa(int(sp.TargetPort))
 	hash := strings.TrimPrefix(ServiceChainName(s.Namespace, s.Name, proto, sp.Name), prefixService)
 	svcChain, localChain, extChain := prefixService+hash, prefixLocal+hash, prefixExternal+hash
 	usesCluster := len(eps) > 0 && (!s.InternalLocal || exposed)
 	usesLocal := len(local) > 0 && (s.InternalLocal || etpLocal)
 	if usesCluster {
-		r.addChain(knftables.Chain{Name: svcChain}, dnatMapRule(b, proto, target, eps))
+		r.addChain(knftables.Chain{Name: svcChain}, dnatMapRule(b, r.ip, proto, sp.TargetPort, eps))
 	}
 	if usesLocal {
-		r.addChain(knftables.Chain{Name: localChain}, dnatMapRule(b, proto, target, local))
+		r.addChain(knftables.Chain{Name: localChain}, dnatMapRule(b, r.ip, proto, sp.TargetPort, local))
 	}
 	reject := func() []string {
 		if len(eps) == 0 {
@@ -642,10 +690,11 @@ func (r *Ruleset) addSetsAndMaps(tx *knftables.Transaction) {
 		tx.Add(&knftables.Map{Name: MapServiceNodePorts, Type: nodePortKeyType, Comment: ptr("NodePort traffic")})
 		tx.Add(&knftables.Map{Name: MapNoEndpointNodePorts, Type: nodePortKeyType, Comment: ptr("vmap to drop or reject packets to service nodeports with no endpoints")})
 	}
-	tx.Add(&knftables.Set{Name: SetHairpin, Type: "ipv4_addr . ipv4_addr . inet_proto . inet_service", Comment: ptr("service hairpin connections")})
-	tx.Add(&knftables.Set{Name: SetClusterIPs, Type: "ipv4_addr", Comment: ptr("Active ClusterIPs")})
-	tx.Add(&knftables.Map{Name: MapServiceIPs, Type: ipv4ServiceKeyType, Comment: ptr("ClusterIP, ExternalIP and LoadBalancer IP traffic")})
-	tx.Add(&knftables.Map{Name: MapNoEndpointServices, Type: ipv4ServiceKeyType, Comment: ptr("vmap to drop or reject packets to services with no endpoints")})
+	keyType := r.addr + " . inet_proto . inet_service : verdict"
+	tx.Add(&knftables.Set{Name: SetHairpin, Type: r.addr + " . " + r.addr + " . inet_proto . inet_service", Comment: ptr("service hairpin connections")})
+	tx.Add(&knftables.Set{Name: SetClusterIPs, Type: r.addr, Comment: ptr("Active ClusterIPs")})
+	tx.Add(&knftables.Map{Name: MapServiceIPs, Type: keyType, Comment: ptr("ClusterIP, ExternalIP and LoadBalancer IP traffic")})
+	tx.Add(&knftables.Map{Name: MapNoEndpointServices, Type: keyType, Comment: ptr("vmap to drop or reject packets to services with no endpoints")})
 }
 
 // elementSets are the sets and maps whose elements a sync writes, in order.

@@ -18,6 +18,10 @@ func Binary(backend, tool string) string {
 	return name
 }
 
+// Binary6 is Binary's IPv6 twin: "ip6tables-legacy-restore" for
+// ("legacy", "restore"), the tools kube-proxy's IPv6 proxier runs.
+func Binary6(backend, tool string) string { return "ip6" + Binary(backend, tool)[len("ip"):] }
+
 // RestoreWait are the arguments kube-proxy gives iptables-restore (and
 // iptables) so that the xtables lock (/run/xtables.lock, shared by every
 // network namespace of the machine, or $XTABLES_LOCKFILE) is waited for at
