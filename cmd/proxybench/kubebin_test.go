@@ -159,6 +159,7 @@ func TestKernelRunFindsKubeBinFromAnotherFolder(t *testing.T) {
 	runID = topology.NewRunID()
 	cmd = exec.Command(lone, "run", "--quiet", "--run-id", runID, "--output", filepath.Join(t.TempDir(), "r.json"), scenario)
 	cmd.Dir = elsewhere
+	cmd.Env = env // a PROXYBENCH_KUBE_BIN of the caller's would find them
 	_, stderr, code := runCmd(t, cmd, nil)
 	if code != 2 {
 		t.Fatalf("exit %d, want 2: %s", code, stderr)
