@@ -18,6 +18,7 @@ import (
 // GuestKubeMemoryMiB, in a copy (the caller's scenario is left alone);
 // one without is left alone.
 func TestGuestScenarioKeepsKubeProxyRows(t *testing.T) {
+	t.Setenv(KubeBinEnv, "") // relative binaries resolve against the folder, not the caller's PROXYBENCH_KUBE_BIN
 	in := &scenarios.Scenario{Modes: []string{"none", "ipvs"}, Implementation: []string{scenarios.ImplBuiltin, scenarios.ImplKubeProxy}}
 	in.KubeProxy.Binaries = []string{"bin/kube-proxy", "/opt/kube-proxy-v1.36.3"}
 	in.UML.MemoryMiB = 2048
