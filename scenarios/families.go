@@ -81,6 +81,27 @@ func (s *Scenario) IPv6Prefix() netip.Prefix {
 	return netip.MustParsePrefix(s.Network.IPv6Prefix)
 }
 
+// FamilyName is IPv6 for an IPv6 proxier (ipv6 set), else IPv4.
+func FamilyName(ipv6 bool) string {
+	if ipv6 {
+		return IPv6
+	}
+	return IPv4
+}
+
+// AddrFamily is a's family: IPv4 for an IPv4 address, IPv6 for an IPv6
+// one, "" for an IPv4-mapped IPv6 address (::ffff:a.b.c.d, RFC 4291
+// 2.5.5.2), which neither family's proxier programs.
+func AddrFamily(a netip.Addr) string {
+	switch {
+	case a.Is4():
+		return IPv4
+	case a.Is6() && !a.Is4In6():
+		return IPv6
+	}
+	return ""
+}
+
 // Twin6 is the IPv6 twin of IPv4 address a in the /96 prefix p: p's first
 // 96 bits followed by a's 32 (RFC 6052's /96 IPv4-embedded IPv6 address).
 // An address that is not IPv4 is returned unchanged.

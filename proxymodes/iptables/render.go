@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
 )
 
@@ -93,20 +94,10 @@ type Config struct {
 }
 
 // family is the proxier's IP family's name.
-func (c Config) family() string {
-	if c.IPv6 {
-		return "IPv6"
-	}
-	return "IPv4"
-}
+func (c Config) family() string { return scenarios.FamilyName(c.IPv6) }
 
 // ofFamily reports whether a is of the proxier's family.
-func (c Config) ofFamily(a netip.Addr) bool {
-	if c.IPv6 {
-		return a.Is6() && !a.Is4In6()
-	}
-	return a.Is4()
-}
+func (c Config) ofFamily(a netip.Addr) bool { return scenarios.AddrFamily(a) == c.family() }
 
 // Validate reports a Config error: an unknown back end or an invalid
 // ClusterCIDR or one of another family than the proxier's.

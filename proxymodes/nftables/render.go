@@ -22,6 +22,7 @@ import (
 
 	"sigs.k8s.io/knftables"
 
+	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
 )
 
@@ -138,20 +139,10 @@ func (c Config) TableFamily() knftables.Family {
 }
 
 // familyName is "IPv4" or "IPv6".
-func (c Config) familyName() string {
-	if c.IPv6 {
-		return "IPv6"
-	}
-	return "IPv4"
-}
+func (c Config) familyName() string { return scenarios.FamilyName(c.IPv6) }
 
 // ofFamily reports whether a is of the proxier's family.
-func (c Config) ofFamily(a netip.Addr) bool {
-	if c.IPv6 {
-		return a.Is6() && !a.Is4In6()
-	}
-	return a.Is4()
-}
+func (c Config) ofFamily(a netip.Addr) bool { return scenarios.AddrFamily(a) == c.familyName() }
 
 // Validate reports an invalid ClusterCIDR or ServiceCIDR, or one of
 // another family than the proxier's.
