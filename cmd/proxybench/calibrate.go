@@ -72,15 +72,11 @@ kernel, which has IP_VS, so ipvs can be calibrated (slowly).`,
 			if os.Geteuid() != 0 {
 				return badInput(fmt.Errorf("calibrate needs root: it runs real scenarios (network namespaces); fix: run it as root"))
 			}
-			dir := f.keep
-			if dir == "" {
-				if dir, err = os.MkdirTemp("", "proxybench-calibrate"); err != nil {
-					return &exitError{1, err}
-				}
-				defer os.RemoveAll(dir)
-			} else if err := os.MkdirAll(dir, 0o755); err != nil {
+			dir, removeDir, err := calibrationDir(f.keep)
+			if err != nil {
 				return &exitError{1, err}
 			}
+			defer removeDir()
 			var results []*reports.Result
 			for _, n := range sizes {
 				r, err := realRun(cmd.Context(), dir, calibrationScenario(n, f), n, "")
@@ -202,4 +198,17 @@ func printCalibration(c *sim.Calibration) {
 			m, mc.LookupOverheadNs/1e3, mc.PerRuleNs, mc.PerServiceNs, mc.Full.Form, mc.Full.A, mc.Full.B, 100*mc.Full.RMSRel, mc.PerByteNs,
 			mc.Incremental.A, mc.Incremental.B, mc.ObjectsPerChange)
 	}
+}
+
+// calibrationDir is the folder calibrate's runs write their results and
+// logs to: keep (created if missing) when set, else a new temporary
+// folder that remove deletes; remove does nothing for keep.
+func calibrationDir(keep string) (dir string, remove func(), err error) {
+	if keep != "" {
+		return keep, func() {}, os.MkdirAll(keep, 0o755)
+	}
+	if dir, err = os.MkdirTemp("", "proxybench-calibrate"); err != nil {
+		return "", nil, err
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
 }

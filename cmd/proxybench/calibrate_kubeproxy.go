@@ -61,15 +61,11 @@ func calibrateKubeProxy(cmd *cobra.Command, f *calibrateFlags, sizes []int) erro
 		if os.Geteuid() != 0 {
 			return badInput(fmt.Errorf("calibrate needs root: it runs real scenarios (network namespaces); fix: run it as root, or fit saved results with --from"))
 		}
-		dir := f.keep
-		if dir == "" {
-			if dir, err = os.MkdirTemp("", "proxybench-calibrate"); err != nil {
-				return &exitError{1, err}
-			}
-			defer os.RemoveAll(dir)
-		} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		dir, removeDir, err := calibrationDir(f.keep)
+		if err != nil {
 			return &exitError{1, err}
 		}
+		defer removeDir()
 		runs := make([][2]int, 0, len(sizes)+1) // services, nodes
 		for _, n := range sizes {
 			runs = append(runs, [2]int{n, 1})
