@@ -32,18 +32,7 @@ func TestExposureRefused(t *testing.T) {
 		{"external client on one node", "topology: {externalClient: true}\nservices: {count: 1}\n", "topology.externalClient", "nodes >= 2"},
 		{"LB CIDR in the cluster CIDR", "network: {loadBalancerCIDR: 198.19.250.0/24}\nservices: {count: 1, type: LoadBalancer}\n", "network.loadBalancerCIDR", "overlaps clusterCIDR"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.yaml), "f.yaml")
-			if err == nil {
-				t.Fatalf("accepted:\n%s", tc.yaml)
-			}
-			for _, fe := range fieldErrors(t, err) {
-				if fe.Field == tc.field && strings.Contains(fe.Msg, tc.msg) && fe.Fix != "" && fe.Line > 0 {
-					return
-				}
-			}
-			t.Errorf("no error at %s saying %q with a fix and a line; got:\n%v", tc.field, tc.msg, err)
-		})
+		t.Run(tc.name, func(t *testing.T) { wantRefused(t, tc.yaml, tc.field, tc.msg) })
 	}
 }
 
@@ -97,4 +86,20 @@ services:
 	if e := ex[5]; !e.Exposed() || e.ExternalPolicy != PolicyCluster || e.InternalPolicy != PolicyLocal || e.Label() != "ClusterIP+externalIPs etp=Cluster itp=Local" {
 		t.Errorf("external IP service %+v (%s)", e, e.Label())
 	}
+}
+
+// wantRefused parses yaml and fails t unless it is refused with an error
+// at field whose message says msg, with a fix and a line.
+func wantRefused(t *testing.T, yaml, field, msg string) {
+	t.Helper()
+	_, err := Parse([]byte(yaml), "f.yaml")
+	if err == nil {
+		t.Fatalf("accepted:\n%s", yaml)
+	}
+	for _, fe := range fieldErrors(t, err) {
+		if fe.Field == field && strings.Contains(fe.Msg, msg) && fe.Fix != "" && fe.Line > 0 {
+			return
+		}
+	}
+	t.Errorf("no error at %s saying %q with a fix and a line; got:\n%v", field, msg, err)
 }
