@@ -146,8 +146,42 @@ func twinAddrs(ns *Netns, p netip.Prefix) error {
 				return fmt.Errorf("ip -6 addr add %s dev %s nodad: %w", t.addr, t.link, err)
 			}
 		}
-		return nil
+		return settleLinkLocals(h)
 	})
+}
+
+// settleLinkLocals re-adds, with IFA_F_NODAD, every link-local address
+// of the namespace that is still tentative. The kernel made them when
+// the links came up, before accept_dad was 0, so each is in DAD for
+// about 1 to 2 s; and a neighbour solicitation for a forwarded packet
+// (whose source is not this host's) is sent from a link-local address
+// that is not tentative or not at all (net/ipv6/ndisc.c ndisc_send_ns,
+// ipv6_get_lladdr with IFA_F_TENTATIVE): until DAD ends a node cannot
+// resolve the backend's IPv6 twin and the first connect of a run waits
+// for TCP's SYN retransmit. A link-local that finishes DAD between the
+// list and the delete is re-added all the same.
+func settleLinkLocals(h *netlink.Handle) error {
+	addrs, err := h.AddrList(nil, netlink.FAMILY_V6)
+	if err != nil {
+		return fmt.Errorf("ip -6 addr show: %w", err)
+	}
+	for _, a := range addrs {
+		if a.IP == nil || !a.IP.IsLinkLocalUnicast() || a.Flags&unix.IFA_F_TENTATIVE == 0 {
+			continue
+		}
+		l, err := h.LinkByIndex(a.LinkIndex)
+		if err != nil {
+			return err
+		}
+		name := l.Attrs().Name
+		if err := h.AddrDel(l, &netlink.Addr{IPNet: a.IPNet}); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+			return fmt.Errorf("ip -6 addr del %s dev %s: %w", a.IPNet, name, err)
+		}
+		if err := h.AddrAdd(l, &netlink.Addr{IPNet: a.IPNet, Flags: unix.IFA_F_NODAD}); err != nil {
+			return fmt.Errorf("ip -6 addr add %s dev %s nodad: %w", a.IPNet, name, err)
+		}
+	}
+	return nil
 }
 
 // twinRoutes adds the IPv6 twin of every IPv4 route of tables main and
