@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -276,4 +277,76 @@ func TestKernelCleanupHostRunKilledAnyMoment(t *testing.T) {
 		}
 		t.Logf("killed at %v (%d namespaces then); cleanup: %s", at.Round(time.Millisecond), namespaces, strings.ReplaceAll(strings.TrimSpace(stdout), "\n", "; "))
 	}
+}
+
+// TestKernelCleanupKilledKubeProxyNodes (issue 24): a run with
+// kube-proxy rows on several nodes (one control plane, one kube-proxy per
+// node) killed with SIGKILL while the kube-proxies make their first syncs;
+// `cleanup --run` then leaves no process (etcd, kube-apiserver, any
+// kube-proxy), namespace or scratch folder (the etcd tmpfs folder
+// included) of that run, and the root namespace is as before. 3 nodes x 50
+// services by default; PROXYBENCH_KILL_NODES=20 PROXYBENCH_KILL_SERVICES=1000
+// is the issue's size (make test-slow does not set them).
+func TestKernelCleanupKilledKubeProxyNodes(t *testing.T) {
+	testenv.RequireKernel(t, "iptables", "iptables-restore")
+	kb := testenv.RequireKube(t)
+	testenv.RequireSlow(t, "a control plane and one kube-proxy per node: about 40 s at 3 nodes")
+	nodes, services := 3, 50
+	for _, v := range []struct {
+		env string
+		to  *int
+	}{{"PROXYBENCH_KILL_NODES", &nodes}, {"PROXYBENCH_KILL_SERVICES", &services}} {
+		if s := os.Getenv(v.env); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				t.Fatalf("%s=%q: want a positive integer", v.env, s)
+			}
+			*v.to = n
+		}
+	}
+	before := testenv.RootSnapshot(t)
+	body := fmt.Sprintf("services: {count: %d, endpoints: {count: 3}}\nmodes: [iptables]\nimplementation: [kube-proxy]\nrepetitions: 1\n"+
+		"topology: {nodes: %d, clientPods: %d}\ntraffic: {connections: 50, positions: [first]}\n", services, nodes, min(nodes, 8))
+	id := topology.NewRunID()
+	cmd := exec.Command(bin, "run", "--quiet", "--kernel", "host", "--run-id", id, "--output", filepath.Join(t.TempDir(), "r.json"), writeFile(t, body))
+	cmd.Env = append(os.Environ(), "PROXYBENCH_KUBE_BIN="+filepath.Dir(kb.KubeProxy))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	kubeProxies := func() int {
+		n := 0
+		for pid := range topology.ChildProcesses(id) {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.HasPrefix(string(b), "kube-proxy") {
+				n++
+			}
+		}
+		return n
+	}
+	t0 := time.Now()
+	for kubeProxies() < nodes {
+		if time.Since(t0) > 10*time.Minute {
+			t.Fatalf("%d of %d kube-proxies started after 10 min", kubeProxies(), nodes)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second)
+	kids := len(topology.ChildProcesses(id))
+	now, _ := topology.Leftovers()
+	namespaces := countRun(now, id)
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Logf("killed %v after the start, %d kube-proxies up: %d testbed processes, %d namespaces", time.Since(t0).Round(time.Millisecond), nodes, kids, namespaces)
+	if kids < nodes+2 || namespaces < nodes+1 {
+		t.Fatalf("the run had %d processes and %d namespaces when killed, want at least %d (etcd, kube-apiserver, %d kube-proxies) and %d", kids, namespaces, nodes+2, nodes, nodes+1)
+	}
+	stdout, stderr, code := run(t, nil, "cleanup", "--run", id)
+	if code != 0 {
+		t.Fatalf("cleanup exit %d\n%s%s", code, stdout, stderr)
+	}
+	t.Logf("cleanup: %s", strings.ReplaceAll(strings.TrimSpace(stdout), "\n", "; "))
+	if left := leftOf(id, nil); len(left) > 0 {
+		t.Errorf("left after cleanup: %v", left)
+	}
+	testenv.CompareRoot(t, before, testenv.RootSnapshot(t))
 }
