@@ -378,13 +378,15 @@ func CPUTime() time.Duration {
 }
 
 // ProbeIPTablesBackends loads rules (iptables-restore input, applied with
-// --noflush) with each iptables back end in node, legacy then nft, and
+// --noflush, -w 5 as every iptables-restore of a run: without it
+// iptables-legacy-restore 1.8.9 waits for a held xtables lock forever)
+// with each iptables back end in node, legacy then nft, and
 // returns the back ends that took them and, for the others, "backend:
 // first line of the error". Modes that program through iptables-restore
 // (iptables, userspace) use it in their Probe.
 func ProbeIPTablesBackends(ctx context.Context, node Node, rules string) (ok, bad []string) {
 	for _, be := range []string{"legacy", "nft"} {
-		if _, err := node.Run(ctx, []byte(rules), xtables.Binary(be, "restore"), "--noflush"); err != nil {
+		if _, err := node.Run(ctx, []byte(rules), xtables.Binary(be, "restore"), xtables.RestoreArgs("--noflush")...); err != nil {
 			msg, _, _ := strings.Cut(err.Error(), "\n")
 			bad = append(bad, be+": "+msg)
 			continue

@@ -52,12 +52,12 @@ func DownEndpoints(ctx context.Context, backend *topology.Netns, ips []netip.Add
 	}
 	b.WriteString("-I INPUT 1 -j " + ChainDown + "\nCOMMIT\n")
 	bin := xtables.Binary("legacy", "restore")
-	if _, err := backend.Run(ctx, b.Bytes(), bin, "--noflush"); err != nil {
+	if _, err := backend.Run(ctx, b.Bytes(), bin, xtables.RestoreArgs("--noflush")...); err != nil {
 		return nil, fmt.Errorf("traffic: down %d endpoints: %w", len(ips), err)
 	}
 	undo = func() error {
 		data := "*filter\n:" + ChainDown + " - [0:0]\n-D INPUT -j " + ChainDown + "\n-X " + ChainDown + "\nCOMMIT\n"
-		if _, err := backend.Run(context.Background(), []byte(data), bin, "--noflush"); err != nil {
+		if _, err := backend.Run(context.Background(), []byte(data), bin, xtables.RestoreArgs("--noflush")...); err != nil {
 			return fmt.Errorf("traffic: undo down endpoints: %w", err)
 		}
 		return nil
