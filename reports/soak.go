@@ -572,8 +572,8 @@ type SoakVerdict struct {
 	LostKnown  bool           `json:"lostKnown"`
 	// IdleCores and QuietCores are the proxy's CPU (cores: CPU seconds
 	// per second) over the idle intervals and over the quiet tail, its
-	// first interval left out when it has two or more (that one syncs
-	// the churn's last changes) (NaN: none); CPU is "settled" (within SoakCPURelative and
+	// leading intervals that still sync the churn's last changes left
+	// out (catchUp) (NaN: none); CPU is "settled" (within SoakCPURelative and
 	// SoakCPUAbsolute of idle), "high" or "not measured".
 	IdleCores  float64 `json:"idleCores"`
 	QuietCores float64 `json:"quietCores"`
@@ -596,19 +596,43 @@ func memorySeries(sr *SoakResult) (func(SoakSample) uint64, string) {
 	return func(s SoakSample) uint64 { return s.SelfRSSBytes }, "proxybench RSS"
 }
 
+// catchUp is how many leading quiet intervals of samples the quiet tail
+// leaves out: they sync the churn's last changes, which is the churn's
+// cost, not CPU that stays high after it. The first quiet interval, and
+// each after it while the interval before it ended with changes not yet
+// on the data plane (Pending > 0; at 10k a builtin iptables sync of 2-4 s
+// CPU carried the last 311 changes into the second quiet interval, run
+// of 2026-12-02), are left out; the last quiet interval always stays in
+// the tail, and a single one is kept (as before: the tail is never empty
+// when there is a quiet interval).
+func catchUp(samples []SoakSample) int {
+	quiet := 0
+	for _, s := range samples {
+		if s.Stage == SoakQuiet {
+			quiet++
+		}
+	}
+	skip := 0
+	for i, s := range samples {
+		if s.Stage != SoakQuiet || skip >= quiet-1 {
+			continue
+		}
+		if skip == 0 || (i > 0 && samples[i-1].Pending > 0) {
+			skip++
+			continue
+		}
+		break
+	}
+	return skip
+}
+
 // SoakVerdicts computes the verdicts of sr from its samples.
 func SoakVerdicts(sr *SoakResult) SoakVerdict {
 	v := SoakVerdict{ErrorsBy: map[string]int{}, LostKnown: sr.End != nil}
 	rss, name := memorySeries(sr)
 	var x, y, xa, ya []float64
 	var idleCPU, idleSpan, quietCPU, quietSpan, selfIdle, selfQuiet int64
-	quiet := 0
-	for _, s := range sr.Samples {
-		if s.Stage == SoakQuiet {
-			quiet++
-		}
-	}
-	skipQuiet := quiet >= 2 // the first quiet interval syncs the churn's last changes
+	skip := catchUp(sr.Samples)
 	for _, s := range sr.Samples {
 		v.Attempts += s.Attempts
 		v.OK += s.OK
@@ -630,8 +654,8 @@ func SoakVerdicts(sr *SoakResult) SoakVerdict {
 		case SoakIdle:
 			idleCPU, idleSpan, selfIdle = idleCPU+s.ProxyCPUNs, idleSpan+s.SpanNs, selfIdle+s.SelfCPUNs
 		case SoakQuiet:
-			if skipQuiet {
-				skipQuiet = false
+			if skip > 0 {
+				skip--
 				continue
 			}
 			quietCPU, quietSpan, selfQuiet = quietCPU+s.ProxyCPUNs, quietSpan+s.SpanNs, selfQuiet+s.SelfCPUNs
@@ -734,7 +758,7 @@ func SoakVerdictSection(label string, sr *SoakResult) Section {
 			"Memory: the least-squares slope of RSS over the churn intervals with its 95%% confidence interval (t distribution, n−2 degrees of freedom), flat only when the whole interval lies within ±%.3g MiB/h. "+
 			"Lost: connections scheduled with no outcome (every other one is a success, an error with its cause, or not started). "+
 			"Not started: connections the open loop gave up unstarted because every worker was busy and its queue full: proxybench's driver did not hold the rate (a starved machine), not an outcome of the proxy; a row with any is not a valid soak at its rate. "+
-			"CPU: the proxy's CPU over the quiet tail (but its first interval, which syncs the churn's last changes, when it has two or more) against the idle intervals before the churn; settled when at most max(%.0f%% of idle, %.3g cores) above it.",
+			"CPU: the proxy's CPU over the quiet tail (but its first interval, and each next one while the interval before it ended with changes not yet seen on the data plane: they sync the churn's last changes; the last quiet interval always counts) against the idle intervals before the churn; settled when at most max(%.0f%% of idle, %.3g cores) above it.",
 			shortDuration(spec.Total()), spec.Idle, spec.Churn, shortDuration(spec.Duration.Duration), spec.Quiet, shortDuration(spec.Interval.Duration), spec.Rate,
 			spec.FlatBound, SoakCPURelative*100, SoakCPUAbsolute),
 		Columns: []Column{{Name: "stream"}, {Name: "intervals", Unit: "count"}, {Name: "memory series"},

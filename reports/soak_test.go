@@ -274,6 +274,37 @@ func TestSoakVerdicts(t *testing.T) {
 			}
 		})
 	}
+	// A sync that carries the churn's last changes into the second quiet
+	// interval (the first ended with changes pending) is catch-up, not
+	// CPU that stays high; high CPU once nothing is pending is.
+	for _, tc := range []struct {
+		name    string
+		pending int
+		cpu     string
+	}{{"catch-up in the second quiet interval", 311, "settled"}, {"high once caught up", 0, "high"}} {
+		spec4 := spec
+		spec4.Quiet = 4
+		sr := &SoakResult{Header: soakHeader(spec4), Samples: synthSamples(spec4, 0, 1, 0.002, 0.002, 3), End: &SoakEnd{}}
+		q := 0
+		for i, x := range sr.Samples {
+			if x.Stage != SoakQuiet {
+				continue
+			}
+			switch q {
+			case 0:
+				sr.Samples[i].ProxyCPUNs, sr.Samples[i].Pending = 3*x.SpanNs, tc.pending
+			case 1:
+				sr.Samples[i].ProxyCPUNs = 3 * x.SpanNs
+			}
+			q++
+		}
+		if q < 3 {
+			t.Fatalf("%s: %d quiet intervals, want 3 or more", tc.name, q)
+		}
+		if v := SoakVerdicts(sr); v.CPU != tc.cpu {
+			t.Errorf("%s: CPU %s (quiet %v cores, idle %v), want %s", tc.name, v.CPU, v.QuietCores, v.IdleCores, tc.cpu)
+		}
+	}
 	// Growth over a short soak is shown, marked as warm-up, and does not
 	// fail the row.
 	short := soakSpec()
