@@ -262,22 +262,22 @@ var protocols = map[string]string{"TCP": "TCP", "UDP": "UDP", "tcp": "TCP", "udp
 // The ipsets of kube-proxy v1.37's IPVS mode (pkg/proxy/ipvs/ipset.go and
 // ipsetInfo of proxier.go), by name.
 const (
-	setLoopBack           = "KUBE-LOOP-BACK"
-	setExternalIP         = "KUBE-EXTERNAL-IP"
-	setExternalIPLocal    = "KUBE-EXTERNAL-IP-LOCAL"
-	setLoadBalancer       = "KUBE-LOAD-BALANCER"
-	setLoadBalancerFW     = "KUBE-LOAD-BALANCER-FW"
-	setLoadBalancerLocal  = "KUBE-LOAD-BALANCER-LOCAL"
-	setLBSourceIP         = "KUBE-LOAD-BALANCER-SOURCE-IP"
-	setLBSourceCIDR       = "KUBE-LOAD-BALANCER-SOURCE-CIDR"
-	setNodePortTCP        = "KUBE-NODE-PORT-TCP"
-	setNodePortLocalTCP   = "KUBE-NODE-PORT-LOCAL-TCP"
-	setNodePortUDP        = "KUBE-NODE-PORT-UDP"
-	setNodePortLocalUDP   = "KUBE-NODE-PORT-LOCAL-UDP"
-	setNodePortSCTP       = "KUBE-NODE-PORT-SCTP-HASH"
-	setNodePortLocalSCTP  = "KUBE-NODE-PORT-LOCAL-SCTP-HASH"
+	setLoopBack            = "KUBE-LOOP-BACK"
+	setExternalIP          = "KUBE-EXTERNAL-IP"
+	setExternalIPLocal     = "KUBE-EXTERNAL-IP-LOCAL"
+	setLoadBalancer        = "KUBE-LOAD-BALANCER"
+	setLoadBalancerFW      = "KUBE-LOAD-BALANCER-FW"
+	setLoadBalancerLocal   = "KUBE-LOAD-BALANCER-LOCAL"
+	setLBSourceIP          = "KUBE-LOAD-BALANCER-SOURCE-IP"
+	setLBSourceCIDR        = "KUBE-LOAD-BALANCER-SOURCE-CIDR"
+	setNodePortTCP         = "KUBE-NODE-PORT-TCP"
+	setNodePortLocalTCP    = "KUBE-NODE-PORT-LOCAL-TCP"
+	setNodePortUDP         = "KUBE-NODE-PORT-UDP"
+	setNodePortLocalUDP    = "KUBE-NODE-PORT-LOCAL-UDP"
+	setNodePortSCTP        = "KUBE-NODE-PORT-SCTP-HASH"
+	setNodePortLocalSCTP   = "KUBE-NODE-PORT-LOCAL-SCTP-HASH"
 	setHealthCheckNodePort = "KUBE-HEALTH-CHECK-NODE-PORT"
-	setIPVSIPs            = "KUBE-IPVS-IPS"
+	setIPVSIPs             = "KUBE-IPVS-IPS"
 )
 
 // SetInfo is one ipset of the IPVS mode: its name, type and the comment
