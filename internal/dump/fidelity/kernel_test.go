@@ -119,7 +119,7 @@ func TestKernelFidelity(t *testing.T) {
 			if slow {
 				env = []string{"PROXYBENCH_SLOW=1"}
 			}
-			if mode == "ipvs" && testenv.InUMLWith(t, testenv.UMLOptions{MemoryMiB: 3072, Timeout: 20 * time.Minute, Env: env}, hostHasIPVS(), ipvs.KernelModules("")...) {
+			if mode == "ipvs" && testenv.InUMLWith(t, testenv.UMLOptions{MemoryMiB: 3072, Timeout: 50 * time.Minute, Env: env}, hostHasIPVS(), ipvs.KernelModules("")...) {
 				return
 			}
 			t.Run("ClientIP", func(t *testing.T) { fidelityCase(t, mode, true, bins) })
