@@ -42,6 +42,31 @@ func NodeNameOf(node Node, fallback string) string {
 	return fallback
 }
 
+// NodeIPer is implemented by a Node that knows its primary addresses
+// (*topology.Netns of a node namespace: its fabric address, the Node
+// object's InternalIP and the node IP kube-proxy rows run with, then its
+// IPv6 twin): the addresses kube-proxy v1.37's default nodePortAddresses
+// ("primary" in nftables mode) accepts node ports on.
+type NodeIPer interface {
+	NodeIPs() []netip.Addr
+}
+
+// NodeIPsOf returns node's NodeIPs of family ("IPv4", "IPv6",
+// scenarios.FamilyName), or nil when node has none.
+func NodeIPsOf(node Node, family string) []netip.Addr {
+	n, ok := node.(NodeIPer)
+	if !ok {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range n.NodeIPs() {
+		if scenarios.AddrFamily(a) == family {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // Sysctler is implemented by a Node that writes its own per-namespace
 // sysctls (*topology.Netns.Sysctl, which refuses anything but net/ keys).
 // A mode writes the sysctls kube-proxy writes in its node (iptables:

@@ -229,6 +229,7 @@ func (tb *Testbed) buildFabric(spec Spec, fab int, shared bool) (backendAddr net
 		near, far := linkAddrs(spec.NodeCIDR, 0)
 		tb.NodeAddrs = []netip.Addr{near}
 		tb.NodeBackendAddr = near
+		tb.Node.nodeIPs = []netip.Addr{near}
 		if shared {
 			if tb.Backend, err = tb.create("backend"); err != nil {
 				return far, err
@@ -261,6 +262,7 @@ func (tb *Testbed) buildFabric(spec Spec, fab int, shared bool) (backendAddr net
 	for n, nd := range tb.Nodes {
 		a := addrAt(spec.NodeCIDR, 1+n)
 		tb.NodeAddrs = append(tb.NodeAddrs, a)
+		nd.nodeIPs = []netip.Addr{a}
 		if err = fabricPort(tb.Fabric, fmt.Sprintf("pb%s-f%d", spec.RunID, n), nd, "fab0", netip.PrefixFrom(a, fabricBits)); err != nil {
 			return backendAddr, err
 		}

@@ -78,6 +78,11 @@ func (tb *Testbed) AddIPv6(p netip.Prefix) error {
 			return fmt.Errorf("netns %q: %w", ns.Name, err)
 		}
 	}
+	for _, nd := range tb.Nodes {
+		if len(nd.nodeIPs) == 1 {
+			nd.nodeIPs = append(nd.nodeIPs, scenarios.Twin6(p, nd.nodeIPs[0]))
+		}
+	}
 	tb.IPv6 = p
 	return nil
 }

@@ -5,6 +5,7 @@ package topology_test
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -65,7 +66,12 @@ func TestBuildIPv6Twins(t *testing.T) {
 			t.Errorf("client %d: the backend saw %s, want the client's twin %s", i, peer.Addr(), want)
 		}
 	}
-	for _, n := range tb.Nodes {
+	for i, n := range tb.Nodes {
+		// A node knows its primary addresses (proxymodes.NodeIPer): its
+		// fabric address, then that address's twin.
+		if got, want := n.NodeIPs(), []netip.Addr{tb.NodeAddrs[i], scenarios.Twin6(p, tb.NodeAddrs[i])}; !slices.Equal(got, want) {
+			t.Errorf("%s: NodeIPs %v, want %v", n.Name, got, want)
+		}
 		if v, err := n.ReadSysctl("net/ipv6/conf/all/forwarding"); err != nil || v != "1" {
 			t.Errorf("%s: IPv6 forwarding %q (%v), want 1", n.Name, v, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -32,7 +33,16 @@ type Netns struct {
 	// cpu is the CPU time (ns) of the Do bodies run in the namespace:
 	// the entered thread's own and that of the children reaped meanwhile.
 	cpu *atomic.Int64
+	// nodeIPs are a node namespace's primary addresses (NodeIPs), set by
+	// the testbed as it builds the fabric (and its IPv6 twins).
+	nodeIPs []netip.Addr
 }
+
+// NodeIPs returns a node namespace's primary addresses: its address on
+// the fabric (Testbed.NodeAddrs: the Node object's InternalIP, the node IP
+// kube-proxy rows are given), then with an IPv6 plan its IPv6 twin; nil
+// for any other namespace (proxymodes.NodeIPer).
+func (n *Netns) NodeIPs() []netip.Addr { return n.nodeIPs }
 
 // CPU is the CPU time spent so far in the namespace by Do (and so Run):
 // each body's thread time plus the CPU of the children reaped while it

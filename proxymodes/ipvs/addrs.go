@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -34,6 +35,12 @@ type Addresses interface {
 	// DeleteLink removes kube-ipvs0 and its addresses; a missing link is
 	// not an error. Equivalent to: `ip link del kube-ipvs0`.
 	DeleteLink() error
+	// NodeIPs returns the namespace's IPv4 addresses on every link but
+	// kube-ipvs0, loopback ones left out (kube-proxy's
+	// GetAllLocalAddressesExcept("kube-ipvs0"): the node addresses node
+	// ports are served on). Equivalent to: `ip -4 addr show` without lo
+	// and kube-ipvs0.
+	NodeIPs() ([]netip.Addr, error)
 	// Close releases the netlink socket.
 	Close()
 }
@@ -173,6 +180,29 @@ func (n *NetlinkAddresses) Del(addrs []netip.Addr) (int, error) {
 		}
 	}
 	return len(addrs) * addrMsgLen, nil
+}
+
+// NodeIPs lists every IPv4 address of the namespace (one dump) and keeps
+// those neither on kube-ipvs0 nor loopback, sorted.
+func (n *NetlinkAddresses) NodeIPs() ([]netip.Addr, error) {
+	dummy := -1
+	if l, err := n.h.LinkByName(DummyDevice); err == nil {
+		dummy = l.Attrs().Index
+	}
+	as, err := n.h.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: list the node's addresses: %w", err)
+	}
+	out := make([]netip.Addr, 0, 8)
+	for _, a := range as {
+		ip := addrOf(a.IP)
+		if a.LinkIndex == dummy || !ip.Is4() || ip.IsLoopback() || slices.Contains(out, ip) {
+			continue
+		}
+		out = append(out, ip)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out, nil
 }
 
 // DeleteLink removes kube-ipvs0.

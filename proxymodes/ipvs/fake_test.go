@@ -29,21 +29,31 @@ var (
 )
 
 // fakeNode records what runs in the namespace and keeps a miniature nat
-// table (chains and rules as iptables-save prints them) and the ipset
-// names, so the jump check and Cleanup see what earlier runs did. Do never
-// runs fn (it would touch this machine's root namespace).
+// and filter table (chains and rules as iptables-save prints them) and
+// the ipset names, so the jump check and Cleanup see what earlier runs
+// did. Do never runs fn (it would touch this machine's root namespace).
 type fakeNode struct {
 	mu    sync.Mutex
-	runs  []string // "name args...\n<stdin>"
-	rules []string // "-A CHAIN spec"
-	chain map[string]bool
+	runs  []string            // "name args...\n<stdin>"
+	rules map[string][]string // table → "-A CHAIN spec"
+	chain map[string]map[string]bool
 	sets  map[string]bool
 	fail  string // a program name that fails
 }
 
 func newFakeNode() *fakeNode {
-	return &fakeNode{chain: map[string]bool{}, sets: map[string]bool{}}
+	return &fakeNode{rules: map[string][]string{}, chain: map[string]map[string]bool{"nat": {}, "filter": {}}, sets: map[string]bool{}}
 }
+
+// allRules lists the rules of both tables.
+func (n *fakeNode) allRules() []string {
+	return append(slices.Clone(n.rules["nat"]), n.rules["filter"]...)
+}
+
+// chains counts the kube-proxy chains of both tables.
+func (n *fakeNode) chains() int { return len(n.chain["nat"]) + len(n.chain["filter"]) }
+
+var builtinChains = map[string][]string{"nat": {"PREROUTING", "OUTPUT", "POSTROUTING"}, "filter": {"INPUT", "FORWARD", "OUTPUT"}}
 
 func (n *fakeNode) Do(fn func() error) error { return nil }
 
@@ -56,36 +66,51 @@ func (n *fakeNode) Run(ctx context.Context, stdin []byte, name string, args ...s
 	}
 	switch name {
 	case binSave:
+		table := "nat"
+		if len(args) == 2 && args[0] == "-t" {
+			table = args[1]
+		}
 		var b strings.Builder
-		b.WriteString("*nat\n")
-		for _, c := range []string{"PREROUTING", "OUTPUT", "POSTROUTING"} {
+		b.WriteString("*" + table + "\n")
+		for _, c := range builtinChains[table] {
 			b.WriteString(":" + c + " ACCEPT [0:0]\n")
 		}
-		for c := range n.chain {
+		for c := range n.chain[table] {
 			b.WriteString(":" + c + " - [0:0]\n")
 		}
-		for _, r := range n.rules {
+		for _, r := range n.rules[table] {
 			b.WriteString(r + "\n")
 		}
 		b.WriteString("COMMIT\n")
 		return []byte(b.String()), nil
 	case binRestore:
+		table := ""
 		for _, l := range strings.Split(string(stdin), "\n") {
 			f := strings.Fields(l)
 			switch {
+			case strings.HasPrefix(l, "*"):
+				table = l[1:]
 			case strings.HasPrefix(l, ":"):
-				n.chain[strings.TrimPrefix(f[0], ":")] = true
+				c := strings.TrimPrefix(f[0], ":")
+				n.chain[table][c] = true
+				n.rules[table] = slices.DeleteFunc(n.rules[table], func(r string) bool { return strings.HasPrefix(r, "-A "+c+" ") })
+			case strings.HasPrefix(l, "-A "):
+				n.rules[table] = append(n.rules[table], l)
 			case strings.HasPrefix(l, "-I "):
-				n.rules = append(n.rules, "-A "+f[1]+" "+strings.Join(f[3:], " "))
+				n.rules[table] = append([]string{"-A " + f[1] + " " + strings.Join(f[3:], " ")}, n.rules[table]...)
 			case strings.HasPrefix(l, "-D "):
-				n.rules = slices.DeleteFunc(n.rules, func(r string) bool { return r == "-A "+l[3:] })
+				n.rules[table] = slices.DeleteFunc(n.rules[table], func(r string) bool { return r == "-A "+l[3:] })
 			case strings.HasPrefix(l, "-X "):
-				delete(n.chain, f[1])
+				delete(n.chain[table], f[1])
 			}
 		}
 	case binIPSet:
-		if len(args) > 1 && args[1] == "restore" && strings.HasPrefix(string(stdin), "create ") {
-			n.sets[ClusterIPSet] = true
+		if len(args) > 1 && args[1] == "restore" {
+			for _, l := range strings.Split(string(stdin), "\n") {
+				if f := strings.Fields(l); len(f) > 1 && f[0] == "create" {
+					n.sets[f[1]] = true
+				}
+			}
 		}
 		if args[0] == "list" {
 			var names []string
@@ -155,8 +180,9 @@ func TestSyncFullFromEmpty(t *testing.T) {
 	if want := []netip.Addr{netip.MustParseAddr("198.18.0.1"), netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.18.0.3")}; !slices.Equal(addrs, want) {
 		t.Errorf("kube-ipvs0 addresses %v, want %v", addrs, want)
 	}
-	// 4 virtual + 5 real + 3 addresses + 4 set entries + 7 nat rules + 3 jumps.
-	if st.Kind != "full" || st.Objects != 26 || st.Bytes <= 0 || st.Wall <= 0 {
+	// 4 virtual + 5 real + 3 addresses + 7 set members (4 in
+	// KUBE-CLUSTER-IP, 3 in KUBE-IPVS-IPS) + 19 rules + 9 jumps.
+	if st.Kind != "full" || st.Objects != 47 || st.Bytes <= 0 || st.Wall <= 0 {
 		t.Errorf("stats %+v", st)
 	}
 	for _, ph := range []string{"render", "addresses", "ipvs", "ipset", "iptables"} {
@@ -165,11 +191,18 @@ func TestSyncFullFromEmpty(t *testing.T) {
 		}
 	}
 	runs := r.node.take()
-	if len(runs) != 3 || !strings.HasPrefix(runs[0], "ipset -exist restore\ncreate KUBE-CLUSTER-IP hash:ip,port") ||
-		!strings.Contains(runs[0], "add KUBE-CLUSTER-IP 198.18.0.1,udp:53\n") ||
-		!strings.HasPrefix(runs[1], binSave+" -t nat") || !strings.HasPrefix(runs[2], binRestore+" -w 5 --noflush\n*nat\n") ||
-		strings.Count(runs[2], "\n-I ") != 3 {
+	if len(runs) != 4 || !strings.HasPrefix(runs[0], "ipset -exist restore\ncreate KUBE-LOOP-BACK hash:ip,port,ip") ||
+		!strings.Contains(runs[0], "\ncreate KUBE-NODE-PORT-TCP bitmap:port range 0-65535\nflush KUBE-NODE-PORT-TCP\n") ||
+		!strings.Contains(runs[0], "add KUBE-CLUSTER-IP 198.18.0.1,udp:53\n") || !strings.Contains(runs[0], "add KUBE-IPVS-IPS 198.18.0.3\n") ||
+		!strings.HasPrefix(runs[1], binSave+" -t nat") || !strings.HasPrefix(runs[2], binSave+" -t filter") ||
+		!strings.HasPrefix(runs[3], binRestore+" -w 5 --noflush\n*nat\n") || strings.Count(runs[3], "\n-I ") != 9 {
 		t.Errorf("runs:\n%s", strings.Join(runs, "\n---\n"))
+	}
+	// kube-proxy's jumps, each first of its chain in its order.
+	if got := r.node.rules["filter"]; len(got) < 5 || got[0] != `-A OUTPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-OUT-FILTER` ||
+		got[1] != `-A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER` ||
+		got[3] != `-A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL` {
+		t.Errorf("filter rules %q", got)
 	}
 	// The second full sync finds the jumps in place and sends nothing else.
 	r.p.ForceFullSync()
@@ -267,11 +300,11 @@ func TestSyncRemovesStaleExceptExcluded(t *testing.T) {
 	if c := r.h.Calls(); c["DelService"] != 42 || c["DelDestination"] != 0 {
 		t.Errorf("shrink to 60: calls %v, want 40 (+1 by the first sync, +1 by the check)", c)
 	}
-	if r.a.Deleted != 40 || st.Objects != 40+40+40 {
+	if r.a.Deleted != 40 || st.Objects != 40+40+40+40 {
 		t.Errorf("shrink to 60: %d addresses deleted, %d objects", r.a.Deleted, st.Objects)
 	}
 	runs := r.node.take()
-	if len(runs) != 1 || strings.Count(runs[0], "\ndel KUBE-CLUSTER-IP ") != 40 {
+	if len(runs) != 1 || strings.Count(runs[0], "\ndel KUBE-CLUSTER-IP ") != 40 || strings.Count(runs[0], "\ndel KUBE-IPVS-IPS ") != 40 {
 		t.Errorf("runs %q", runs)
 	}
 	if got := r.h.Dump(); !strings.Contains(got, "TCP 10.1.2.3:443 wlc\n") {
@@ -286,13 +319,14 @@ func TestSyncRemovesStaleExceptExcluded(t *testing.T) {
 	if _, err := r.a.List(); !errors.Is(err, unix.ENODEV) {
 		t.Errorf("kube-ipvs0 after Cleanup: %v", err)
 	}
-	if len(r.node.rules) != 0 || len(r.node.chain) != 0 || len(r.node.sets) != 0 {
-		t.Errorf("after Cleanup: rules %q chains %v sets %v", r.node.rules, r.node.chain, r.node.sets)
+	if len(r.node.allRules()) != 0 || r.node.chains() != 0 || len(r.node.sets) != 0 {
+		t.Errorf("after Cleanup: rules %q chains %v sets %v", r.node.allRules(), r.node.chain, r.node.sets)
 	}
-	// A Sync after Cleanup is full and programs everything again.
+	// A Sync after Cleanup is full and programs everything again: 19
+	// rules, 9 jumps, 11 chains, 17 sets.
 	st, err = r.p.Sync(context.Background(), svcs)
-	if err != nil || st.Kind != "full" || len(r.node.rules) != 3 {
-		t.Errorf("sync after Cleanup: %+v %v rules %q", st, err, r.node.rules)
+	if err != nil || st.Kind != "full" || len(r.node.allRules()) != 28 || r.node.chains() != 11 || len(r.node.sets) != len(SetNames) {
+		t.Errorf("sync after Cleanup: %+v %v rules %q", st, err, r.node.allRules())
 	}
 }
 

@@ -61,7 +61,9 @@ func TestKernelSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("full sync 1k x 3: wall %v cpu %v objects %d bytes %d phases %v", st.Wall, st.CPU, st.Objects, st.Bytes, st.Phases)
-	if st.Kind != "full" || st.Objects != 1000+3000+1000+1000+7+3 {
+	// Virtual, real servers, addresses, KUBE-CLUSTER-IP and KUBE-IPVS-IPS
+	// members, 19 rules (nat and filter) and 9 jumps.
+	if st.Kind != "full" || st.Objects != 1000+3000+1000+2000+19+9 {
 		t.Errorf("stats %+v", st)
 	}
 	check := func(nsvc, nreal int) {
@@ -96,8 +98,15 @@ func TestKernelSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := countPrefix(nat, "-A "); n != 7+3 {
-		t.Errorf("nat table has %d rules, want 10:\n%s", n, nat)
+	if n := countPrefix(nat, "-A "); n != 9+3 {
+		t.Errorf("nat table has %d rules, want 12:\n%s", n, nat)
+	}
+	filter, err := ns.Run(ctx, nil, binSave, "-t", "filter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countPrefix(filter, "-A "); n != 10+6 {
+		t.Errorf("filter table has %d rules, want 16:\n%s", n, filter)
 	}
 
 	svcs[500].Endpoints[2].IP = netip.MustParseAddr("198.19.200.1")
@@ -125,10 +134,11 @@ func TestKernelSync(t *testing.T) {
 	}
 	out, _ = ns.Run(ctx, nil, "ipvsadm", "-S", "-n")
 	nat, _ = ns.Run(ctx, nil, binSave, "-t", "nat")
+	filter, _ = ns.Run(ctx, nil, binSave, "-t", "filter")
 	sets, _ := ns.Run(ctx, nil, "ipset", "list", "-n")
 	links, _ := ns.Run(ctx, nil, "ip", "-o", "link")
-	if len(out) != 0 || strings.Contains(string(nat), "KUBE-") || len(sets) != 0 || strings.Contains(string(links), DummyDevice) {
-		t.Errorf("after Cleanup: ipvs %q, nat %q, sets %q, links %q", out, nat, sets, links)
+	if len(out) != 0 || strings.Contains(string(nat), "KUBE-") || strings.Contains(string(filter), "KUBE-") || len(sets) != 0 || strings.Contains(string(links), DummyDevice) {
+		t.Errorf("after Cleanup: ipvs %q, nat %q, filter %q, sets %q, links %q", out, nat, filter, sets, links)
 	}
 }
 

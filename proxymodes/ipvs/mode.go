@@ -80,13 +80,16 @@ var Mode = proxymodes.Mode{
 }
 
 // kernelOptions lists what the IPVS proxier needs (net/netfilter/ipvs/Kconfig):
-// iptables beside it (its nat rules, sc's back end), IP_VS over TCP, the
-// ipsets its rules match (hash:ip,port) and the xt set match, and
+// iptables beside it (its nat and filter rules, sc's back end), IP_VS
+// over TCP, the ipset types of its sets and the matches and targets of
+// its rules (baseModules), and
 // CONFIG_IP_VS_<SCHEDULER> for sc's scheduler and every scheduler of its
 // sweep ("" is rr); with sc nil, every scheduler of Schedulers.
 func kernelOptions(sc *scenarios.Scenario) []string {
 	out := append(proxymodes.IPTablesKernelOptionsFor(sc), "CONFIG_IP_VS", "CONFIG_IP_VS_PROTO_TCP", "CONFIG_IP_SET",
-		"CONFIG_IP_SET_HASH_IPPORT", "CONFIG_NETFILTER_XT_SET")
+		"CONFIG_IP_SET_HASH_IPPORT", "CONFIG_IP_SET_HASH_IPPORTIP", "CONFIG_IP_SET_HASH_IPPORTNET", "CONFIG_IP_SET_HASH_IP",
+		"CONFIG_IP_SET_BITMAP_PORT", "CONFIG_NETFILTER_XT_SET", "CONFIG_NETFILTER_XT_MATCH_ADDRTYPE",
+		"CONFIG_NETFILTER_XT_MATCH_CONNTRACK", "CONFIG_NETFILTER_XT_MATCH_PHYSDEV", "CONFIG_IP_NF_FILTER", "CONFIG_IP_NF_TARGET_REJECT")
 	scheds := Schedulers
 	if sc != nil {
 		scheds = append([]string{sc.IPVS.Scheduler}, sc.Sweep.Schedulers...)
@@ -159,11 +162,11 @@ func Rendering(cfg Config, services []workload.Service) (*proxymodes.Rendering, 
 	if err != nil {
 		return nil, err
 	}
-	objects := len(rs.Virtual) + rs.RealServers + len(rs.Addresses) + len(rs.SetEntries) + rs.NATRules
+	objects := len(rs.Virtual) + rs.RealServers + len(rs.Addresses) + rs.Members() + rs.IPTablesRules
 	rules := rs.Dump() + fmt.Sprintf("# settings\ntimeouts tcp %s tcpfin %s udp %s\nexcludeCIDRs %v\n",
 		cfg.TCPTimeout, cfg.TCPFinTimeout, cfg.UDPTimeout, cfg.ExcludeCIDRs)
 	r := &proxymodes.Rendering{
-		Objects: objects, Bytes: len(rs.NAT) + 64*(objects-rs.NATRules), Rules: []byte(rules),
+		Objects: objects, Bytes: len(rs.IPTables) + 64*(objects-rs.IPTablesRules), Rules: []byte(rules),
 		Scheduler: cfg.scheduler(), SchedulerFlags: cfg.SchedulerFlags, Info: map[string]string{"scheduler": cfg.scheduler(), "backend": "ipvs"},
 	}
 	if cfg.SessionAffinity {
@@ -182,8 +185,9 @@ func modules(sc *scenarios.Scenario) []string {
 }
 
 // ConfigFromScenario maps a validated scenario to a Config: the ipvs
-// block (scheduler, excludeCIDRs, timeouts), network.clusterCIDR and
-// services.sessionAffinity(Timeout).
+// block (scheduler, excludeCIDRs, timeouts), network.clusterCIDR,
+// services.sessionAffinity(Timeout), the zones of topology.zones, and
+// node-0 as the node (New takes the node's own name from the namespace).
 func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 	_, _, _, cluster := sc.Prefixes()
 	cfg := Config{
@@ -191,6 +195,8 @@ func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 		SchedulerFlags:     sc.IPVS.SchedulerFlags,
 		NoConntrackCleanup: sc.NoConntrackCleanup,
 		ClusterCIDR:        cluster,
+		NodeName:           scenarios.NodeName(0),
+		Zones:              sc.NodeZones(),
 		SessionAffinity:    sc.Services.SessionAffinity == "ClientIP",
 		AffinityTimeout:    sc.Services.SessionAffinityTimeout.Duration,
 		TCPTimeout:         sc.IPVS.TCPTimeout.Duration,

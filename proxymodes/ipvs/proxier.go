@@ -68,12 +68,14 @@ type Proxier struct {
 	set   *ipsetNetlink
 	full  bool
 	// synced maps each virtual server key to the real servers the last
-	// successful Sync wanted; entries holds its ipset members. Both are
-	// nil before the first successful Sync.
-	synced       map[string][]RealServer
-	entries      map[string]struct{}
-	addrsSynced  []netip.Addr // rs.Addresses of the last successful Sync
-	iptablesDone bool
+	// successful Sync wanted; entries holds its ipset members by set. Both
+	// are nil before the first successful Sync.
+	synced      map[string][]RealServer
+	entries     map[string]map[string]struct{}
+	addrsSynced []netip.Addr // rs.Addresses of the last successful Sync
+	// iptablesSynced is the rules the last successful restore wrote (nil:
+	// the next Sync restores them).
+	iptablesSynced []byte
 
 	// grace holds the real servers in graceful termination by graceKey;
 	// graceStop ends their periodic check, graceErr is its last error.
@@ -90,9 +92,12 @@ var (
 // New returns a Proxier for cfg programming node, which must implement
 // NamespaceHandle (as *topology.Netns does): IPVS and kube-ipvs0 are
 // programmed through netlink sockets opened in its namespace, ipset and
-// iptables-legacy-restore run in it with node.Run. Nothing happens until
-// Sync; an invalid cfg makes Sync fail.
+// iptables-legacy-restore run in it with node.Run. cfg.NodeName is the
+// namespace's when it knows it (proxymodes.NodeNamer); cfg.NodeIPs are
+// read from the namespace before each sync that needs them. Nothing
+// happens until Sync; an invalid cfg makes Sync fail.
 func New(cfg Config, node proxymodes.Node) *Proxier {
+	cfg.NodeName = proxymodes.NodeNameOf(node, cfg.NodeName)
 	p := NewWithHandles(cfg, node, nil, nil)
 	p.open = func() (Handle, Addresses, *ipsetNetlink, error) { return openNamespace(node, !p.perObject) }
 	p.sysctl = func(key, value string) error {
@@ -302,17 +307,23 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 		st.CPU = cpu.Elapsed()
 		if err != nil {
 			p.full = true
-			p.iptablesDone = false
+			p.iptablesSynced = nil
 		}
 	}()
 
-	t := time.Now()
-	rs, err := Render(p.cfg, services)
-	st.Phases["render"] = time.Since(t)
-	if err != nil {
+	if err := p.handles(); err != nil {
 		return st, err
 	}
-	if err := p.handles(); err != nil {
+	t := time.Now()
+	cfg := p.cfg
+	if needsNodeIPs(services) {
+		if cfg.NodeIPs, err = p.addrs.NodeIPs(); err != nil {
+			return st, err
+		}
+	}
+	rs, err := Render(cfg, services)
+	st.Phases["render"] = time.Since(t)
+	if err != nil {
 		return st, err
 	}
 
@@ -341,7 +352,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 	}
 
 	t = time.Now()
-	if full || !p.iptablesDone {
+	if full || !bytes.Equal(p.iptablesSynced, rs.IPTables) {
 		err = p.syncIPTables(ctx, rs, &st)
 	}
 	st.Phases["iptables"] = time.Since(t)
@@ -357,7 +368,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 	for i := range rs.Virtual {
 		synced[rs.Virtual[i].Key()] = rs.Virtual[i].Reals
 	}
-	p.synced, p.entries, p.full, p.iptablesDone = synced, entries, false, true
+	p.synced, p.entries, p.full, p.iptablesSynced = synced, entries, false, rs.IPTables
 	p.addrsSynced = rs.Addresses
 	return st, nil
 }
@@ -567,122 +578,166 @@ func (p *Proxier) syncIPVS(rs *Ruleset, full bool, st *proxymodes.SyncStats) err
 	return err
 }
 
-func (p *Proxier) syncIPSet(ctx context.Context, rs *Ruleset, full bool, st *proxymodes.SyncStats) (map[string]struct{}, error) {
-	want := make(map[string]struct{}, len(rs.SetEntries))
-	for _, e := range rs.SetEntries {
-		want[e] = struct{}{}
+// needsNodeIPs reports whether a service has node ports, external IPs or
+// LoadBalancer IPs, the only objects the node's addresses change.
+func needsNodeIPs(services []workload.Service) bool {
+	for i := range services {
+		if services[i].HasNodePorts() || len(services[i].ExternalIPs) > 0 || len(services[i].LoadBalancerIPs) > 0 {
+			return true
+		}
 	}
-	var add, del []string
+	return false
+}
+
+func (p *Proxier) syncIPSet(ctx context.Context, rs *Ruleset, full bool, st *proxymodes.SyncStats) (map[string]map[string]struct{}, error) {
 	full = full || p.entries == nil
-	if full {
-		add = rs.SetEntries
-	} else {
-		for _, e := range rs.SetEntries {
-			if _, ok := p.entries[e]; !ok {
-				add = append(add, e)
-			}
-		}
-		for e := range p.entries {
-			if _, ok := want[e]; !ok {
-				del = append(del, e)
-			}
-		}
-		sort.Strings(del)
-	}
+	want := make(map[string]map[string]struct{}, len(SetNames))
 	var b bytes.Buffer
 	if full {
-		fmt.Fprintf(&b, "create %s hash:ip,port family inet hashsize 1024 maxelem %d\nflush %s\n", ClusterIPSet, ipsetMaxElem, ClusterIPSet)
+		for _, si := range SetNames {
+			b.WriteString(createLine(si) + "\nflush " + si.Name + "\n")
+		}
 	}
-	if p.set == nil {
-		b.Grow((len(add) + len(del)) * (len(ClusterIPSet) + 30))
+	var nlAdd, nlDel []string // KUBE-CLUSTER-IP's, over netlink
+	for _, si := range SetNames {
+		members := rs.Sets[si.Name]
+		w := make(map[string]struct{}, len(members))
+		for _, e := range members {
+			w[e] = struct{}{}
+		}
+		want[si.Name] = w
+		var add, del []string
+		if full {
+			add = members
+		} else {
+			have := p.entries[si.Name]
+			for _, e := range members {
+				if _, ok := have[e]; !ok {
+					add = append(add, e)
+				}
+			}
+			for e := range have {
+				if _, ok := w[e]; !ok {
+					del = append(del, e)
+				}
+			}
+			sort.Strings(del)
+		}
+		st.Objects += len(add) + len(del)
+		if si.Name == ClusterIPSet && p.set != nil {
+			nlAdd, nlDel = add, del
+			continue
+		}
+		b.Grow((len(add) + len(del)) * (len(si.Name) + 30))
 		for _, e := range add {
-			b.WriteString("add " + ClusterIPSet + " " + e + "\n")
+			b.WriteString("add " + si.Name + " " + e + "\n")
 		}
 		for _, e := range del {
-			b.WriteString("del " + ClusterIPSet + " " + e + "\n")
+			b.WriteString("del " + si.Name + " " + e + "\n")
 		}
 	}
 	if b.Len() > 0 {
 		if _, err := p.node.Run(ctx, b.Bytes(), binIPSet, "-exist", "restore"); err != nil {
-			return nil, fmt.Errorf("ipvs: ipset restore of %s: %w", ClusterIPSet, err)
+			return nil, fmt.Errorf("ipvs: ipset restore: %w", err)
 		}
 		st.Bytes += b.Len()
 	}
-	if p.set != nil {
-		for _, c := range []struct {
-			del     bool
-			entries []string
-		}{{true, del}, {false, add}} {
-			if len(c.entries) == 0 {
-				continue
-			}
-			n, err := p.set.change(ClusterIPSet, c.del, c.entries)
-			st.Bytes += n
-			if err != nil {
-				return nil, err
-			}
+	for _, c := range []struct {
+		del     bool
+		entries []string
+	}{{true, nlDel}, {false, nlAdd}} {
+		if len(c.entries) == 0 {
+			continue
+		}
+		n, err := p.set.change(ClusterIPSet, c.del, c.entries)
+		st.Bytes += n
+		if err != nil {
+			return nil, err
 		}
 	}
-	st.Objects += len(add) + len(del)
 	return want, nil
 }
 
-// natInput returns rs.NAT with "-I <chain> 1 <jump>" for every jump rule
-// that save (iptables-save -t nat output) lacks, before COMMIT.
-func natInput(nat, save []byte) ([]byte, int) {
-	var jumps []string
-	for _, j := range jumpRules {
-		if !bytes.Contains(save, []byte("-A "+j.chain+" "+j.spec+"\n")) {
-			jumps = append(jumps, "-I "+j.chain+" 1 "+j.spec+"\n")
+// restoreInput returns rules with, before each table's COMMIT, "-I
+// <chain> 1 <jump>" for every jump rule of that table that its
+// iptables-save output (saves by table) lacks, in jumpRules order.
+func restoreInput(rules []byte, saves map[string][]byte) ([]byte, int) {
+	out := make([]byte, 0, len(rules)+512)
+	table, n := "", 0
+	for _, l := range bytes.SplitAfter(rules, []byte("\n")) {
+		if len(l) > 1 && l[0] == '*' {
+			table = string(bytes.TrimSpace(l[1:]))
 		}
+		if string(l) == "COMMIT\n" {
+			for _, j := range jumpRules {
+				if j.table == table && !bytes.Contains(saves[table], []byte("-A "+j.chain+" "+j.spec+"\n")) {
+					out = append(out, "-I "+j.chain+" 1 "+j.spec+"\n"...)
+					n++
+				}
+			}
+		}
+		out = append(out, l...)
 	}
-	body := bytes.TrimSuffix(nat, []byte("COMMIT\n"))
-	out := make([]byte, 0, len(nat)+256)
-	out = append(out, body...)
-	for _, j := range jumps {
-		out = append(out, j...)
+	return out, n
+}
+
+// saveTables runs iptables-save for the nat and filter tables.
+func (p *Proxier) saveTables(ctx context.Context) (map[string][]byte, error) {
+	saves := map[string][]byte{}
+	for _, t := range []string{"nat", "filter"} {
+		out, err := p.node.Run(ctx, nil, binSave, "-t", t)
+		if err != nil {
+			return nil, fmt.Errorf("ipvs: %w", err)
+		}
+		saves[t] = out
 	}
-	return append(out, "COMMIT\n"...), len(jumps)
+	return saves, nil
 }
 
 func (p *Proxier) syncIPTables(ctx context.Context, rs *Ruleset, st *proxymodes.SyncStats) error {
-	save, err := p.node.Run(ctx, nil, binSave, "-t", "nat")
+	saves, err := p.saveTables(ctx)
 	if err != nil {
-		return fmt.Errorf("ipvs: %w", err)
+		return err
 	}
-	in, jumps := natInput(rs.NAT, save)
+	in, jumps := restoreInput(rs.IPTables, saves)
 	if _, err := p.node.Run(ctx, in, binRestore, xtables.RestoreArgs("--noflush")...); err != nil {
-		return fmt.Errorf("ipvs: restore nat rules: %w", err)
+		return fmt.Errorf("ipvs: restore nat and filter rules: %w", err)
 	}
 	st.Bytes += len(in)
-	st.Objects += rs.NATRules + jumps
+	st.Objects += rs.IPTablesRules + jumps
 	return nil
 }
 
 // Cleanup removes what the Proxier (or kube-proxy in IPVS mode) programmed
 // in the namespace, as kube-proxy's CleanupLeftovers: the jump rules and
-// the KUBE-SERVICES, KUBE-POSTROUTING and KUBE-MARK-MASQ nat chains, the
-// KUBE-CLUSTER-IP ipset, every IPVS virtual server outside ExcludeCIDRs and
-// kube-ipvs0. It closes the netlink sockets (a later Sync reopens them and
-// is full).
+// the kube-proxy chains of the nat and filter tables, every ipset of
+// SetNames (after the rules that match them), every IPVS virtual server
+// outside ExcludeCIDRs and kube-ipvs0. It closes the netlink sockets (a
+// later Sync reopens them and is full).
 func (p *Proxier) Cleanup(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.full, p.synced, p.entries, p.iptablesDone, p.addrsSynced = true, nil, nil, false, nil
+	p.full, p.synced, p.entries, p.iptablesSynced, p.addrsSynced = true, nil, nil, nil, nil
 	p.stopGraceLoop()
 	p.grace, p.graceErr = nil, nil
 	var errs []error
-	save, err := p.node.Run(ctx, nil, binSave, "-t", "nat")
+	saves, err := p.saveTables(ctx)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
-	} else if in := cleanupInput(save); in != nil {
+	} else if in := cleanupInput(saves); in != nil {
 		if _, err := p.node.Run(ctx, in, binRestore, xtables.RestoreArgs("--noflush")...); err != nil {
-			errs = append(errs, fmt.Errorf("ipvs: cleanup nat rules: %w", err))
+			errs = append(errs, fmt.Errorf("ipvs: cleanup nat and filter rules: %w", err))
 		}
 	}
-	if out, err := p.node.Run(ctx, nil, binIPSet, "list", "-n"); err == nil && slices.Contains(strings.Fields(string(out)), ClusterIPSet) {
-		if _, err := p.node.Run(ctx, nil, binIPSet, "destroy", ClusterIPSet); err != nil {
-			errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
+	if out, err := p.node.Run(ctx, nil, binIPSet, "list", "-n"); err == nil {
+		have := strings.Fields(string(out))
+		for _, si := range SetNames {
+			if !slices.Contains(have, si.Name) {
+				continue
+			}
+			if _, err := p.node.Run(ctx, nil, binIPSet, "destroy", si.Name); err != nil {
+				errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
+			}
 		}
 	}
 	if err := p.handles(); err != nil {
@@ -723,31 +778,43 @@ func (p *Proxier) close() {
 	p.h, p.addrs, p.set = nil, nil, nil
 }
 
-// cleanupInput turns iptables-save -t nat output into restore input that
-// deletes the IPVS jump rules present and flushes and deletes the
-// kube-proxy chains present, or nil when there is none.
-func cleanupInput(save []byte) []byte {
-	var b bytes.Buffer
-	for _, j := range jumpRules {
-		line := "-A " + j.chain + " " + j.spec + "\n"
-		if bytes.Contains(save, []byte(line)) {
-			b.WriteString("-D " + line[3:])
+// cleanupInput turns iptables-save output (by table) into restore input
+// that deletes the IPVS jump rules present and flushes and deletes the
+// kube-proxy chains present, table by table, or nil when there is none.
+func cleanupInput(saves map[string][]byte) []byte {
+	var out bytes.Buffer
+	for _, t := range []struct {
+		table  string
+		chains []string
+	}{{"nat", natChains}, {"filter", filterChains}} {
+		save := saves[t.table]
+		var b bytes.Buffer
+		for _, j := range jumpRules {
+			line := "-A " + j.chain + " " + j.spec + "\n"
+			if j.table == t.table && bytes.Contains(save, []byte(line)) {
+				b.WriteString("-D " + line[3:])
+			}
+		}
+		var chains []string
+		for _, c := range t.chains {
+			if bytes.Contains(save, []byte("\n:"+c+" ")) {
+				chains = append(chains, c)
+			}
+		}
+		for _, c := range chains {
+			b.WriteString(":" + c + " - [0:0]\n")
+		}
+		for _, c := range chains {
+			b.WriteString("-X " + c + "\n")
+		}
+		if b.Len() > 0 {
+			out.WriteString("*" + t.table + "\n")
+			out.Write(b.Bytes())
+			out.WriteString("COMMIT\n")
 		}
 	}
-	var chains []string
-	for _, c := range []string{chainServices, chainPostrouting, chainMarkMasq} {
-		if bytes.Contains(save, []byte("\n:"+c+" ")) {
-			chains = append(chains, c)
-		}
-	}
-	for _, c := range chains {
-		b.WriteString(":" + c + " - [0:0]\n")
-	}
-	for _, c := range chains {
-		b.WriteString("-X " + c + "\n")
-	}
-	if b.Len() == 0 {
+	if out.Len() == 0 {
 		return nil
 	}
-	return append(append([]byte("*nat\n"), b.Bytes()...), "COMMIT\n"...)
+	return out.Bytes()
 }

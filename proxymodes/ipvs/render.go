@@ -38,9 +38,16 @@ const (
 	// ClusterIPSet is the ipset of ClusterIP,proto:port entries.
 	ClusterIPSet = "KUBE-CLUSTER-IP"
 
-	chainServices    = "KUBE-SERVICES"
-	chainPostrouting = "KUBE-POSTROUTING"
-	chainMarkMasq    = "KUBE-MARK-MASQ"
+	chainServices      = "KUBE-SERVICES"
+	chainPostrouting   = "KUBE-POSTROUTING"
+	chainMarkMasq      = "KUBE-MARK-MASQ"
+	chainNodePort      = "KUBE-NODE-PORT"
+	chainLoadBalancer  = "KUBE-LOAD-BALANCER"
+	chainForward       = "KUBE-FORWARD"
+	chainProxyFirewall = "KUBE-PROXY-FIREWALL"
+	chainSourceRanges  = "KUBE-SOURCE-RANGES-FIREWALL"
+	chainIPVSFilter    = "KUBE-IPVS-FILTER"
+	chainIPVSOutFilter = "KUBE-IPVS-OUT-FILTER"
 
 	// masqueradeMark is kube-proxy's default --iptables-masquerade-bit 14.
 	masqueradeMark = "0x4000"
@@ -62,9 +69,24 @@ type Config struct {
 	// "mh-port" with mh.
 	SchedulerFlags []string
 	// ClusterCIDR is kube-proxy's --cluster-cidr: traffic to a ClusterIP
-	// from outside it is marked for masquerade. The zero Prefix leaves the
-	// rule out, as kube-proxy does without a local traffic detector.
+	// from outside it is marked for masquerade. With the zero Prefix
+	// traffic from a ClusterIP is marked instead ("src,dst"), as
+	// kube-proxy does without a local traffic detector.
 	ClusterCIDR netip.Prefix
+	// NodeName is the node the proxier runs on (kube-proxy's
+	// hostnameOverride, scenarios.NodeName): its endpoints are the local
+	// ones of the Local traffic policies and of KUBE-LOOP-BACK.
+	NodeName string
+	// Zones maps node names to zones (scenarios.NodeZones; nil: none), for
+	// the endpoints' topology hints (workload.Service.KubeProxyOrderAt).
+	Zones map[string]string
+	// NodeIPs are the node's addresses: node ports get a virtual server
+	// on each, and an external or LoadBalancer IP among them is not bound
+	// to kube-ipvs0. kube-proxy (nodePortAddresses unset) takes every
+	// local IPv4 address of the node but loopback ones and kube-ipvs0's
+	// (GetAllLocalAddressesExcept); a Proxier reads them from the kernel
+	// before each sync. Render takes them as given.
+	NodeIPs []netip.Addr
 	// ExcludeCIDRs: virtual servers whose address lies in one of them are
 	// never removed by a sync (kube-proxy's --ipvs-exclude-cidrs).
 	ExcludeCIDRs []netip.Prefix
@@ -200,31 +222,183 @@ type RealServer struct {
 
 // Ruleset is the desired state of one node.
 type Ruleset struct {
-	// Virtual holds one virtual server per ServicePort, in service order
-	// then port order (the driver's render order).
+	// Virtual holds the virtual servers in service order, then port
+	// order; per ServicePort: its ClusterIP, its external IPs, its
+	// LoadBalancer IPs, then its node port on every node address
+	// (Config.NodeIPs), as kube-proxy's syncProxyRules creates them.
 	Virtual []VirtualServer
-	// Addresses are the ClusterIPs to bind to kube-ipvs0, one per service,
-	// in service order.
+	// Addresses are the addresses to bind to kube-ipvs0 in first-seen
+	// order: every ClusterIP, and every external and LoadBalancer IP that
+	// is not a node address (kube-proxy's activeBindAddrs).
 	Addresses []netip.Addr
-	// SetEntries are the KUBE-CLUSTER-IP entries ("198.18.0.1,tcp:80"),
-	// one per virtual server, in the same order.
-	SetEntries []string
-	// NAT is the iptables-restore input (nat table, for --noflush) of the
-	// kube-proxy chains; it does not depend on the services.
-	NAT []byte
-	// NATRules counts the "-A" lines of NAT.
-	NATRules int
+	// Sets are the members of every ipset of SetNames by name, in render
+	// order, each once ("198.18.0.1,tcp:80", "30000",
+	// "198.19.0.1,tcp:8080,198.19.0.1"); a set without members is there
+	// with none.
+	Sets map[string][]string
+	// IPTables is the iptables-restore input (nat then filter, for
+	// --noflush) of the kube-proxy chains, which declares (and so
+	// flushes) every chain of both tables and writes their rules; the
+	// jumps into them from the built-in chains are added apart
+	// (jumpRules).
+	IPTables []byte
+	// IPTablesRules counts the "-A" lines of IPTables.
+	IPTablesRules int
 	// RealServers counts the real servers of every virtual server.
 	RealServers int
 }
 
+// Members counts the members of every ipset.
+func (r *Ruleset) Members() int {
+	n := 0
+	for _, m := range r.Sets {
+		n += len(m)
+	}
+	return n
+}
+
 var protocols = map[string]string{"TCP": "TCP", "UDP": "UDP", "tcp": "TCP", "udp": "UDP"}
 
-// Render computes the desired state of services under cfg. It is pure and
-// deterministic. Not-ready endpoints get no real server; a service without
-// ready endpoints keeps its virtual server (as kube-proxy does). It fails on
-// an invalid cfg, a non-IPv4 ClusterIP or endpoint, a protocol other than
-// TCP or UDP, or two ServicePorts with the same protocol, ClusterIP and port.
+// The ipsets of kube-proxy v1.37's IPVS mode (pkg/proxy/ipvs/ipset.go and
+// ipsetInfo of proxier.go), by name.
+const (
+	setLoopBack            = "KUBE-LOOP-BACK"
+	setExternalIP          = "KUBE-EXTERNAL-IP"
+	setExternalIPLocal     = "KUBE-EXTERNAL-IP-LOCAL"
+	setLoadBalancer        = "KUBE-LOAD-BALANCER"
+	setLoadBalancerFW      = "KUBE-LOAD-BALANCER-FW"
+	setLoadBalancerLocal   = "KUBE-LOAD-BALANCER-LOCAL"
+	setLBSourceIP          = "KUBE-LOAD-BALANCER-SOURCE-IP"
+	setLBSourceCIDR        = "KUBE-LOAD-BALANCER-SOURCE-CIDR"
+	setNodePortTCP         = "KUBE-NODE-PORT-TCP"
+	setNodePortLocalTCP    = "KUBE-NODE-PORT-LOCAL-TCP"
+	setNodePortUDP         = "KUBE-NODE-PORT-UDP"
+	setNodePortLocalUDP    = "KUBE-NODE-PORT-LOCAL-UDP"
+	setNodePortSCTP        = "KUBE-NODE-PORT-SCTP-HASH"
+	setNodePortLocalSCTP   = "KUBE-NODE-PORT-LOCAL-SCTP-HASH"
+	setHealthCheckNodePort = "KUBE-HEALTH-CHECK-NODE-PORT"
+	setIPVSIPs             = "KUBE-IPVS-IPS"
+)
+
+// SetInfo is one ipset of the IPVS mode: its name, type and the comment
+// its iptables rules carry.
+type SetInfo struct{ Name, Type, Comment string }
+
+// SetNames are the ipsets kube-proxy v1.37's IPVS mode creates on every
+// sync whatever the services (ipsetInfo), in its order.
+var SetNames = []SetInfo{
+	{setLoopBack, "hash:ip,port,ip", "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"},
+	{ClusterIPSet, "hash:ip,port", "Kubernetes service cluster ip + port for masquerade purpose"},
+	{setExternalIP, "hash:ip,port", "Kubernetes service external ip + port for masquerade and filter purpose"},
+	{setExternalIPLocal, "hash:ip,port", "Kubernetes service external ip + port with externalTrafficPolicy=local"},
+	{setLoadBalancer, "hash:ip,port", "Kubernetes service lb portal"},
+	{setLoadBalancerFW, "hash:ip,port", "Kubernetes service load balancer ip + port for load balancer with sourceRange"},
+	{setLoadBalancerLocal, "hash:ip,port", "Kubernetes service load balancer ip + port with externalTrafficPolicy=local"},
+	{setLBSourceIP, "hash:ip,port,ip", "Kubernetes service load balancer ip + port + source IP for packet filter purpose"},
+	{setLBSourceCIDR, "hash:ip,port,net", "Kubernetes service load balancer ip + port + source cidr for packet filter purpose"},
+	{setNodePortTCP, "bitmap:port", "Kubernetes nodeport TCP port for masquerade purpose"},
+	{setNodePortLocalTCP, "bitmap:port", "Kubernetes nodeport TCP port with externalTrafficPolicy=local"},
+	{setNodePortUDP, "bitmap:port", "Kubernetes nodeport UDP port for masquerade purpose"},
+	{setNodePortLocalUDP, "bitmap:port", "Kubernetes nodeport UDP port with externalTrafficPolicy=local"},
+	{setNodePortSCTP, "hash:ip,port", "Kubernetes nodeport SCTP port for masquerade purpose with type 'hash ip:port'"},
+	{setNodePortLocalSCTP, "hash:ip,port", "Kubernetes nodeport SCTP port with externalTrafficPolicy=local with type 'hash ip:port'"},
+	{setHealthCheckNodePort, "bitmap:port", "Kubernetes health check node port"},
+	{setIPVSIPs, "hash:ip", "Addresses on the ipvs interface"},
+}
+
+// setComment returns the iptables comment of set name.
+func setComment(name string) string {
+	for _, si := range SetNames {
+		if si.Name == name {
+			return si.Comment
+		}
+	}
+	return ""
+}
+
+// bigSets take more members than ipset's default maxelem 65536 (one per
+// service port, one per bound address): builtin gives them maxelem
+// ipsetMaxElem so that scenarios past 65,536 run (docs/modes.md,
+// Fidelity: ipvs-ipset-maxelem).
+var bigSets = map[string]bool{ClusterIPSet: true, setIPVSIPs: true}
+
+// createLine is the `ipset restore` line that creates set si: kube-proxy's
+// options (family inet, hashsize 1024, maxelem 65536; range 0-65535 for
+// bitmap:port), maxelem ipsetMaxElem for bigSets.
+func createLine(si SetInfo) string {
+	if si.Type == "bitmap:port" {
+		return "create " + si.Name + " bitmap:port range 0-65535"
+	}
+	max := 65536
+	if bigSets[si.Name] {
+		max = ipsetMaxElem
+	}
+	return fmt.Sprintf("create %s %s family inet hashsize 1024 maxelem %d", si.Name, si.Type, max)
+}
+
+// sets collects ipset members in order, each once.
+type sets struct {
+	members map[string][]string
+	seen    map[string]map[string]bool
+}
+
+func (st *sets) add(set, member string) {
+	if st.seen[set][member] {
+		return
+	}
+	st.seen[set][member] = true
+	st.members[set] = append(st.members[set], member)
+}
+
+// clusterEndpoints returns the endpoints of s that kube-proxy programs
+// for cluster traffic on node (workload.Service.KubeProxyOrderAt: ready
+// ones, or serving terminating ones without any, by topology hints), in
+// s's order, and those of them on node (the local ones of the Local
+// policies, pkg/proxy/topology.go CategorizeEndpoints).
+func clusterEndpoints(cfg Config, s *workload.Service) (cluster, local []workload.Endpoint) {
+	in := map[netip.Addr]bool{}
+	for _, e := range s.KubeProxyOrderAt(cfg.NodeName, cfg.Zones[cfg.NodeName]) {
+		in[e.IP] = true
+	}
+	for _, e := range s.Endpoints {
+		if !in[e.IP] {
+			continue
+		}
+		cluster = append(cluster, e)
+		if cfg.NodeName != "" && e.Node == cfg.NodeName {
+			local = append(local, e)
+		}
+	}
+	return cluster, local
+}
+
+// Render computes the desired state of services under cfg as kube-proxy
+// v1.37's IPVS proxier does (pkg/proxy/ipvs/proxier.go syncProxyRules).
+// It is pure and deterministic. Per ServicePort:
+//
+//   - virtual servers on the ClusterIP, each external IP, each
+//     LoadBalancer IP and, for a node port, each address of
+//     cfg.NodeIPs; the ClusterIP, and the external and LoadBalancer IPs
+//     that are not node addresses, bound to kube-ipvs0;
+//   - real servers: the ClusterIP's the local endpoints with
+//     internalTrafficPolicy Local, the others' with
+//     externalTrafficPolicy Local; the cluster endpoints otherwise, and
+//     when a Local policy finds no local endpoint (kube-proxy
+//     kubernetes#97081: none then for internalTrafficPolicy Local on a
+//     service that is not externally accessible, which uses no cluster
+//     endpoint). A service without endpoints keeps its virtual servers;
+//   - ipset members: KUBE-CLUSTER-IP (ClusterIP,proto:port),
+//     KUBE-EXTERNAL-IP or -LOCAL, KUBE-LOAD-BALANCER (and -LOCAL), the
+//     node port in KUBE-NODE-PORT-<TCP|UDP> (and -LOCAL-) when there is a
+//     node address, KUBE-HEALTH-CHECK-NODE-PORT, KUBE-LOOP-BACK
+//     (endpoint,proto:port,endpoint) for every endpoint on cfg.NodeName,
+//     and KUBE-IPVS-IPS of every bound address;
+//   - the iptables rules of writeIptablesRules for the sets that have
+//     members (iptablesRules).
+//
+// It fails on an invalid cfg, a non-IPv4 ClusterIP or endpoint, a
+// protocol other than TCP or UDP, or two virtual servers with the same
+// protocol, address and port.
 func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -235,10 +409,15 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 		neps += len(services[i].Endpoints) * len(services[i].Ports)
 	}
 	rs := &Ruleset{
-		Virtual:    make([]VirtualServer, 0, nports),
-		Addresses:  make([]netip.Addr, 0, len(services)),
-		SetEntries: make([]string, 0, nports),
+		Virtual:   make([]VirtualServer, 0, nports),
+		Addresses: make([]netip.Addr, 0, len(services)),
 	}
+	st := &sets{members: make(map[string][]string, len(SetNames)), seen: make(map[string]map[string]bool, len(SetNames))}
+	for _, si := range SetNames {
+		st.members[si.Name] = nil
+		st.seen[si.Name] = map[string]bool{}
+	}
+	st.members[ClusterIPSet] = make([]string, 0, nports)
 	reals := make([]RealServer, 0, neps)
 	sched := cfg.scheduler()
 	schedFlags, _ := cfg.flagBits() // validated above
@@ -246,56 +425,144 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	if cfg.SessionAffinity {
 		timeout = uint32(cfg.AffinityTimeout / time.Second)
 	}
+	nodeAddr := make(map[netip.Addr]bool, len(cfg.NodeIPs))
+	nodeIPs := make([]netip.Addr, 0, len(cfg.NodeIPs))
+	for _, a := range cfg.NodeIPs {
+		if a.Is4() && !a.IsLoopback() && !nodeAddr[a] {
+			nodeAddr[a] = true
+			nodeIPs = append(nodeIPs, a)
+		}
+	}
+	slices.SortFunc(nodeIPs, netip.Addr.Compare)
 	seen := make(map[string]struct{}, nports)
-	seenAddr := make(map[netip.Addr]struct{}, len(services))
+	bound := make(map[netip.Addr]struct{}, len(services))
+	bind := func(a netip.Addr) {
+		if _, dup := bound[a]; !dup {
+			bound[a] = struct{}{}
+			rs.Addresses = append(rs.Addresses, a)
+			st.add(setIPVSIPs, a.String())
+		}
+	}
 	for i := range services {
 		s := &services[i]
 		if !s.ClusterIP.Is4() {
 			return nil, fmt.Errorf("ipvs: service %s/%s: clusterIP %q: want IPv4", s.Namespace, s.Name, s.ClusterIP)
-		}
-		if _, dup := seenAddr[s.ClusterIP]; !dup && len(s.Ports) > 0 {
-			seenAddr[s.ClusterIP] = struct{}{}
-			rs.Addresses = append(rs.Addresses, s.ClusterIP)
 		}
 		for _, e := range s.Endpoints {
 			if !e.IP.Is4() {
 				return nil, fmt.Errorf("ipvs: service %s/%s: endpoint %q: want IPv4", s.Namespace, s.Name, e.IP)
 			}
 		}
+		for _, a := range append(slices.Clone(s.ExternalIPs), s.LoadBalancerIPs...) {
+			if !a.Is4() {
+				return nil, fmt.Errorf("ipvs: service %s/%s: external or LoadBalancer IP %q: want IPv4", s.Namespace, s.Name, a)
+			}
+		}
+		if len(s.Ports) > 0 {
+			bind(s.ClusterIP)
+		}
+		cluster, local := clusterEndpoints(cfg, s)
+		exposed := s.Exposed()
+		if s.InternalLocal && !(exposed && !s.ExternalLocal) {
+			cluster = nil // UsesClusterEndpoints is false
+		}
+		pick := func(onlyLocal bool) []workload.Endpoint {
+			if onlyLocal && len(local) > 0 {
+				return local
+			}
+			return cluster
+		}
+		internal, external := pick(s.InternalLocal), pick(s.ExternalLocal && exposed)
 		for j := range s.Ports {
 			sp := &s.Ports[j]
 			proto, ok := protocols[sp.Protocol]
 			if !ok {
 				return nil, fmt.Errorf("ipvs: service port %q: protocol %q: want TCP or UDP", s.PortName(*sp), sp.Protocol)
 			}
-			vs := VirtualServer{
-				PortName: s.PortName(*sp), Address: s.ClusterIP, Protocol: proto, Port: sp.Port,
-				Scheduler: sched, Persistent: cfg.SessionAffinity, Timeout: timeout, SchedFlags: schedFlags,
-			}
-			key := vs.Key()
-			if _, dup := seen[key]; dup {
-				return nil, fmt.Errorf("ipvs: service port %q: %s is served twice", vs.PortName, key)
-			}
-			seen[key] = struct{}{}
-			start := len(reals)
-			fb := s.ServingFallback()
+			lproto := strings.ToLower(proto)
 			for _, e := range s.Endpoints {
-				if !e.Programmed(fb) {
-					continue
+				if cfg.NodeName != "" && e.Node == cfg.NodeName && (e.Ready || e.Serving) {
+					st.add(setLoopBack, e.IP.String()+","+lproto+":"+strconv.Itoa(int(sp.TargetPort))+","+e.IP.String())
 				}
-				w := e.Weight
-				if w < 1 {
-					w = 1
-				}
-				reals = append(reals, RealServer{Address: e.IP, Port: sp.TargetPort, Weight: w})
 			}
-			vs.Reals = reals[start:len(reals):len(reals)]
-			rs.RealServers += len(vs.Reals)
-			rs.Virtual = append(rs.Virtual, vs)
-			rs.SetEntries = append(rs.SetEntries, setEntry(s.ClusterIP, proto, sp.Port))
+			add := func(a netip.Addr, port uint16, eps []workload.Endpoint) error {
+				vs := VirtualServer{
+					PortName: s.PortName(*sp), Address: a, Protocol: proto, Port: port,
+					Scheduler: sched, Persistent: cfg.SessionAffinity, Timeout: timeout, SchedFlags: schedFlags,
+				}
+				key := vs.Key()
+				if _, dup := seen[key]; dup {
+					return fmt.Errorf("ipvs: service port %q: %s is served twice", vs.PortName, key)
+				}
+				seen[key] = struct{}{}
+				start := len(reals)
+				for _, e := range eps {
+					w := e.Weight
+					if w < 1 {
+						w = 1
+					}
+					reals = append(reals, RealServer{Address: e.IP, Port: sp.TargetPort, Weight: w})
+				}
+				vs.Reals = reals[start:len(reals):len(reals)]
+				rs.RealServers += len(vs.Reals)
+				rs.Virtual = append(rs.Virtual, vs)
+				return nil
+			}
+			st.add(ClusterIPSet, setEntry(s.ClusterIP, proto, sp.Port))
+			if err := add(s.ClusterIP, sp.Port, internal); err != nil {
+				return nil, err
+			}
+			for _, a := range s.ExternalIPs {
+				if s.ExternalLocal {
+					st.add(setExternalIPLocal, setEntry(a, proto, sp.Port))
+				} else {
+					st.add(setExternalIP, setEntry(a, proto, sp.Port))
+				}
+				if err := add(a, sp.Port, external); err != nil {
+					return nil, err
+				}
+				if !nodeAddr[a] {
+					bind(a)
+				}
+			}
+			for _, a := range s.LoadBalancerIPs {
+				st.add(setLoadBalancer, setEntry(a, proto, sp.Port))
+				if s.ExternalLocal {
+					st.add(setLoadBalancerLocal, setEntry(a, proto, sp.Port))
+				}
+				if err := add(a, sp.Port, external); err != nil {
+					return nil, err
+				}
+				if !nodeAddr[a] {
+					bind(a)
+				}
+			}
+			if sp.NodePort != 0 {
+				if len(nodeIPs) == 0 {
+					continue // kube-proxy skips the rest of the port, health check port included
+				}
+				np := strconv.Itoa(int(sp.NodePort))
+				set, localSet := setNodePortTCP, setNodePortLocalTCP
+				if proto == "UDP" {
+					set, localSet = setNodePortUDP, setNodePortLocalUDP
+				}
+				st.add(set, np)
+				if s.ExternalLocal {
+					st.add(localSet, np)
+				}
+				for _, a := range nodeIPs {
+					if err := add(a, sp.NodePort, external); err != nil {
+						return nil, err
+					}
+				}
+			}
+			if s.HealthCheckNodePort != 0 {
+				st.add(setHealthCheckNodePort, strconv.Itoa(int(s.HealthCheckNodePort)))
+			}
 		}
 	}
-	rs.NAT, rs.NATRules = natRules(cfg)
+	rs.Sets = st.members
+	rs.IPTables, rs.IPTablesRules = iptablesRules(cfg, st.members)
 	return rs, nil
 }
 
@@ -310,48 +577,147 @@ func setEntry(a netip.Addr, proto string, port uint16) string {
 	return string(b)
 }
 
-// natRules renders kube-proxy's IPVS-mode nat chains (syncProxyRules of
-// pkg/proxy/ipvs/proxier.go, ClusterIP services only): traffic to a
-// ClusterIP from outside the cluster CIDR is marked, marked traffic is
-// masqueraded on the way out, and ClusterIP traffic is accepted.
-func natRules(cfg Config) ([]byte, int) {
+// Chains of kube-proxy's IPVS mode (iptablesChains of
+// pkg/proxy/ipvs/proxier.go), per table, in its order.
+var (
+	natChains    = []string{chainServices, chainPostrouting, chainNodePort, chainLoadBalancer, chainMarkMasq}
+	filterChains = []string{chainForward, chainNodePort, chainProxyFirewall, chainSourceRanges, chainIPVSFilter, chainIPVSOutFilter}
+)
+
+// iptablesRules renders kube-proxy v1.37's IPVS-mode nat and filter
+// chains for the ipset members of sets (writeIptablesRules and
+// acceptIPVSTraffic of pkg/proxy/ipvs/proxier.go): a rule that matches a
+// set is written only when the set has members, as kube-proxy does.
+//
+// nat KUBE-SERVICES returns traffic from 127.0.0.0/8, sends LoadBalancer
+// IPs to KUBE-LOAD-BALANCER, marks ClusterIP traffic from outside the
+// cluster CIDR (without one: traffic from a ClusterIP, "src,dst"),
+// marks external IP traffic (Cluster policy) and accepts it from off the
+// node or to a local address, sends local destinations to KUBE-NODE-PORT,
+// then accepts ClusterIP and LoadBalancer traffic; KUBE-NODE-PORT returns
+// Local node ports and marks the others; KUBE-LOAD-BALANCER returns
+// Local ones and marks the rest; KUBE-POSTROUTING masquerades hairpin
+// traffic (KUBE-LOOP-BACK) and what is marked. filter: KUBE-FORWARD
+// accepts marked and established traffic; KUBE-NODE-PORT accepts the
+// health check node ports; KUBE-PROXY-FIREWALL and
+// KUBE-SOURCE-RANGES-FIREWALL (loadBalancerSourceRanges: never members
+// here, so a lone DROP nothing reaches); KUBE-IPVS-FILTER rejects new
+// connections to a kube-ipvs0 address on a port no service has.
+func iptablesRules(cfg Config, members map[string][]string) ([]byte, int) {
 	var b bytes.Buffer
 	n := 0
-	rule := func(s string) { b.WriteString(s); b.WriteByte('\n'); n++ }
+	rule := func(parts ...string) {
+		b.WriteString(strings.Join(parts, " "))
+		b.WriteByte('\n')
+		n++
+	}
+	has := func(set string) bool { return len(members[set]) > 0 }
+	comment := func(set string) string { return `-m comment --comment "` + setComment(set) + `"` }
+	match := func(set, dir string) string { return "-m set --match-set " + set + " " + dir }
+
 	b.WriteString("*nat\n")
-	for _, c := range []string{chainServices, chainPostrouting, chainMarkMasq} {
+	for _, c := range natChains {
 		b.WriteString(":" + c + " - [0:0]\n")
 	}
-	// Connections from the node's loopback are left alone, as kube-proxy
-	// does (its first KUBE-SERVICES rule in IPVS mode).
-	rule(`-A ` + chainServices + ` -s 127.0.0.0/8 -j RETURN`)
-	if cfg.ClusterCIDR.IsValid() {
-		rule(`-A ` + chainServices + ` -m comment --comment "Kubernetes service cluster ip + port for masquerade purpose" -m set --match-set ` +
-			ClusterIPSet + ` dst,dst ! -s ` + cfg.ClusterCIDR.Masked().String() + ` -j ` + chainMarkMasq)
+	rule("-A", chainServices, "-s 127.0.0.0/8 -j RETURN")
+	// ipsetWithIptablesChain, nat entries, in kube-proxy's order.
+	if has(setLoopBack) {
+		rule("-A", chainPostrouting, comment(setLoopBack), match(setLoopBack, "dst,dst,src"), "-j MASQUERADE")
 	}
-	rule(`-A ` + chainServices + ` -m set --match-set ` + ClusterIPSet + ` dst,dst -j ACCEPT`)
-	rule(`-A ` + chainPostrouting + ` -m mark ! --mark ` + masqueradeMark + `/` + masqueradeMark + ` -j RETURN`)
-	rule(`-A ` + chainPostrouting + ` -j MARK --xor-mark ` + masqueradeMark)
-	rule(`-A ` + chainPostrouting + ` -m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
-	rule(`-A ` + chainMarkMasq + ` -j MARK --or-mark ` + masqueradeMark)
+	if has(setLoadBalancer) {
+		rule("-A", chainServices, comment(setLoadBalancer), match(setLoadBalancer, "dst,dst"), "-j", chainLoadBalancer)
+	}
+	if has(setLoadBalancerLocal) {
+		rule("-A", chainLoadBalancer, comment(setLoadBalancerLocal), match(setLoadBalancerLocal, "dst,dst"), "-j RETURN")
+	}
+	for _, np := range []struct{ local, set, proto string }{{setNodePortLocalTCP, setNodePortTCP, "tcp"}, {setNodePortLocalUDP, setNodePortUDP, "udp"}} {
+		if has(np.local) {
+			rule("-A", chainNodePort, "-p", np.proto, comment(np.local), match(np.local, "dst"), "-j RETURN")
+		}
+		if has(np.set) {
+			rule("-A", chainNodePort, "-p", np.proto, comment(np.set), match(np.set, "dst"), "-j", chainMarkMasq)
+		}
+	}
+	if has(ClusterIPSet) {
+		if cfg.ClusterCIDR.IsValid() {
+			rule("-A", chainServices, comment(ClusterIPSet), match(ClusterIPSet, "dst,dst"), "! -s", cfg.ClusterCIDR.Masked().String(), "-j", chainMarkMasq)
+		} else {
+			rule("-A", chainServices, comment(ClusterIPSet), match(ClusterIPSet, "src,dst"), "-j", chainMarkMasq)
+		}
+	}
+	externalIPRules := func(set string) {
+		rule("-A", chainServices, comment(set), match(set, "dst,dst"), "-m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j ACCEPT")
+		rule("-A", chainServices, comment(set), match(set, "dst,dst"), "-m addrtype --dst-type LOCAL -j ACCEPT")
+	}
+	if has(setExternalIP) {
+		rule("-A", chainServices, comment(setExternalIP), match(setExternalIP, "dst,dst"), "-j", chainMarkMasq)
+		externalIPRules(setExternalIP)
+	}
+	if has(setExternalIPLocal) {
+		externalIPRules(setExternalIPLocal)
+	}
+	rule("-A", chainServices, "-m addrtype --dst-type LOCAL -j", chainNodePort)
+	rule("-A", chainLoadBalancer, "-j", chainMarkMasq)
+	for _, set := range []string{ClusterIPSet, setLoadBalancer} {
+		if has(set) {
+			rule("-A", chainServices, match(set, "dst,dst"), "-j ACCEPT")
+		}
+	}
+	rule("-A", chainPostrouting, "-m mark ! --mark "+masqueradeMark+"/"+masqueradeMark, "-j RETURN")
+	rule("-A", chainPostrouting, "-j MARK --xor-mark", masqueradeMark)
+	rule("-A", chainPostrouting, `-m comment --comment "kubernetes service traffic requiring SNAT" -j MASQUERADE --random-fully`)
+	rule("-A", chainMarkMasq, "-j MARK --or-mark", masqueradeMark)
+	b.WriteString("COMMIT\n")
+
+	b.WriteString("*filter\n")
+	for _, c := range filterChains {
+		b.WriteString(":" + c + " - [0:0]\n")
+	}
+	// ipsetWithIptablesChain, filter entries (loadBalancerSourceRanges).
+	if has(setLoadBalancerFW) {
+		rule("-A", chainProxyFirewall, comment(setLoadBalancerFW), match(setLoadBalancerFW, "dst,dst"), "-j", chainSourceRanges)
+	}
+	for _, set := range []string{setLBSourceCIDR, setLBSourceIP} {
+		if has(set) {
+			rule("-A", chainSourceRanges, comment(set), match(set, "dst,dst,src"), "-j RETURN")
+		}
+	}
+	rule("-A", chainSourceRanges, "-j DROP")
+	rule("-A", chainForward, `-m comment --comment "kubernetes forwarding rules" -m mark --mark `+masqueradeMark+"/"+masqueradeMark, "-j ACCEPT")
+	rule("-A", chainForward, `-m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`)
+	rule("-A", chainNodePort, comment(setHealthCheckNodePort), match(setHealthCheckNodePort, "dst"), "-j ACCEPT")
+	for _, set := range []string{setLoadBalancer, ClusterIPSet, setExternalIP, setExternalIPLocal} {
+		rule("-A", chainIPVSFilter, match(set, "dst,dst"), "-j RETURN")
+	}
+	rule("-A", chainIPVSFilter, match(setHealthCheckNodePort, "dst"), "-j RETURN")
+	rule("-A", chainIPVSFilter, "-m conntrack --ctstate NEW", match(setIPVSIPs, "dst"), "-j REJECT")
 	b.WriteString("COMMIT\n")
 	return b.Bytes(), n
 }
 
-// jumpRule is a rule from a built-in nat chain into a kube-proxy chain
+// jumpRule is a rule from a built-in chain into a kube-proxy chain
 // (iptablesJumpChain of pkg/proxy/ipvs/proxier.go), without "-A <chain>".
-type jumpRule struct{ chain, spec string }
+type jumpRule struct{ table, chain, spec string }
 
+// jumpRules are kube-proxy's, in its order: each one missing is inserted
+// first in its chain, so the last of a chain ends up first, as
+// kube-proxy's EnsureRule(Prepend) leaves them.
 var jumpRules = []jumpRule{
-	{"OUTPUT", `-m comment --comment "kubernetes service portals" -j ` + chainServices},
-	{"PREROUTING", `-m comment --comment "kubernetes service portals" -j ` + chainServices},
-	{"POSTROUTING", `-m comment --comment "kubernetes postrouting rules" -j ` + chainPostrouting},
+	{"nat", "OUTPUT", `-m comment --comment "kubernetes service portals" -j ` + chainServices},
+	{"nat", "PREROUTING", `-m comment --comment "kubernetes service portals" -j ` + chainServices},
+	{"nat", "POSTROUTING", `-m comment --comment "kubernetes postrouting rules" -j ` + chainPostrouting},
+	{"filter", "FORWARD", `-m comment --comment "kubernetes forwarding rules" -j ` + chainForward},
+	{"filter", "INPUT", `-m comment --comment "kubernetes health check rules" -j ` + chainNodePort},
+	{"filter", "INPUT", `-m comment --comment "kube-proxy firewall rules" -j ` + chainProxyFirewall},
+	{"filter", "FORWARD", `-m comment --comment "kube-proxy firewall rules" -j ` + chainProxyFirewall},
+	{"filter", "INPUT", `-m comment --comment "kubernetes ipvs access filter" -j ` + chainIPVSFilter},
+	{"filter", "OUTPUT", `-m comment --comment "kubernetes ipvs access filter" -j ` + chainIPVSOutFilter},
 }
 
 // Dump writes the ruleset as canonical text for golden tests: the
 // addresses of kube-ipvs0, the virtual and real servers in the style of
-// `ipvsadm -Ln` (weights, scheduler, persistence), the ipset members and
-// the nat rules.
+// `ipvsadm -Ln` (weights, scheduler, persistence), the members of each
+// ipset that has some, and the iptables rules.
 func (r *Ruleset) Dump() string {
 	var b strings.Builder
 	b.WriteString("# " + DummyDevice + "\n")
@@ -373,10 +739,15 @@ func (r *Ruleset) Dump() string {
 			fmt.Fprintf(&b, "  -> %s:%d Masq %d\n", rl.Address, rl.Port, rl.Weight)
 		}
 	}
-	b.WriteString("# ipset " + ClusterIPSet + " hash:ip,port\n")
-	for _, e := range r.SetEntries {
-		b.WriteString("add " + ClusterIPSet + " " + e + "\n")
+	for _, si := range SetNames {
+		if len(r.Sets[si.Name]) == 0 {
+			continue
+		}
+		b.WriteString("# ipset " + si.Name + " " + si.Type + "\n")
+		for _, e := range r.Sets[si.Name] {
+			b.WriteString("add " + si.Name + " " + e + "\n")
+		}
 	}
-	b.Write(r.NAT)
+	b.Write(r.IPTables)
 	return b.String()
 }

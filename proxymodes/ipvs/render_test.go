@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,128 @@ func TestRenderGolden(t *testing.T) {
 	}
 }
 
+// exposedFixture: on node-0 with node addresses 198.19.255.1 and
+// 198.19.1.254, a NodePort (Cluster) with a local and a remote endpoint,
+// a LoadBalancer (Local, health check node port) with the same, one
+// (Local) whose only endpoint is remote, an external IP (Cluster) whose
+// address is also a node address, and an internalTrafficPolicy Local
+// ClusterIP without a local endpoint.
+func exposedFixture() (Config, []workload.Service) {
+	ep := func(ip, node string) workload.Endpoint {
+		e := workload.NewEndpoint(netip.MustParseAddr(ip))
+		e.Node = node
+		return e
+	}
+	port := func(np uint16) []workload.ServicePort {
+		return []workload.ServicePort{{Name: "p80", Port: 80, TargetPort: 8080, Protocol: "TCP", NodePort: np}}
+	}
+	ip := netip.MustParseAddr
+	cfg := testCfg
+	cfg.NodeName = "node-0"
+	cfg.NodeIPs = []netip.Addr{ip("198.19.255.1"), ip("198.19.1.254"), ip("127.0.0.1")}
+	return cfg, []workload.Service{
+		{Namespace: "pb", Name: "np", ClusterIP: ip("198.18.0.1"), Type: "NodePort", Ports: port(30001),
+			Endpoints: []workload.Endpoint{ep("198.19.0.1", "node-0"), ep("198.19.0.2", "node-1")}},
+		{Namespace: "pb", Name: "lbl", ClusterIP: ip("198.18.0.2"), Type: "LoadBalancer", Ports: port(30002), ExternalLocal: true, HealthCheckNodePort: 30100,
+			LoadBalancerIPs: []netip.Addr{ip("198.18.128.1")}, Endpoints: []workload.Endpoint{ep("198.19.0.3", "node-0"), ep("198.19.0.4", "node-1")}},
+		{Namespace: "pb", Name: "lbr", ClusterIP: ip("198.18.0.3"), Type: "LoadBalancer", Ports: port(30003), ExternalLocal: true, HealthCheckNodePort: 30101,
+			LoadBalancerIPs: []netip.Addr{ip("198.18.128.2")}, Endpoints: []workload.Endpoint{ep("198.19.0.5", "node-1")}},
+		{Namespace: "pb", Name: "ext", ClusterIP: ip("198.18.0.4"), Ports: port(0), ExternalIPs: []netip.Addr{ip("198.19.1.254")},
+			Endpoints: []workload.Endpoint{ep("198.19.0.6", "node-1")}},
+		{Namespace: "pb", Name: "itp", ClusterIP: ip("198.18.0.5"), Ports: port(0), InternalLocal: true,
+			Endpoints: []workload.Endpoint{ep("198.19.0.7", "node-1")}},
+	}
+}
+
+// TestRenderExposure pins builtin's IPVS rendering of the Service surface
+// (testdata/exposure.golden) and checks what kube-proxy v1.37's
+// syncProxyRules decides: which virtual servers exist and which real
+// servers each gets by policy, what kube-ipvs0 binds, and which sets
+// (and so which iptables rules) have members.
+func TestRenderExposure(t *testing.T) {
+	cfg, svcs := exposedFixture()
+	rs, err := Render(cfg, svcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "exposure.golden", rs.Dump())
+	reals := map[string][]string{}
+	for _, v := range rs.Virtual {
+		var r []string
+		for _, x := range v.Reals {
+			r = append(r, x.Address.String())
+		}
+		reals[v.Key()] = r
+	}
+	for _, c := range []struct {
+		vs   string
+		want []string // nil: a virtual server without real servers
+	}{
+		{"TCP/198.18.0.1:80", []string{"198.19.0.1", "198.19.0.2"}},
+		{"TCP/198.19.1.254:30001", []string{"198.19.0.1", "198.19.0.2"}},
+		{"TCP/198.19.255.1:30001", []string{"198.19.0.1", "198.19.0.2"}},
+		{"TCP/198.18.0.2:80", []string{"198.19.0.3", "198.19.0.4"}}, // the ClusterIP keeps the Cluster policy
+		{"TCP/198.18.128.1:80", []string{"198.19.0.3"}},             // Local: the local endpoint
+		{"TCP/198.19.255.1:30002", []string{"198.19.0.3"}},
+		{"TCP/198.18.128.2:80", []string{"198.19.0.5"}}, // Local without a local endpoint: every endpoint (kubernetes#97081)
+		{"TCP/198.19.1.254:80", []string{"198.19.0.6"}},
+		{"TCP/198.18.0.5:80", nil}, // internalTrafficPolicy Local without a local endpoint: none
+	} {
+		got, ok := reals[c.vs]
+		if !ok || !slices.Equal(got, c.want) {
+			t.Errorf("%s: real servers %v (exists %v), want %v", c.vs, got, ok, c.want)
+		}
+	}
+	if _, ok := reals["TCP/127.0.0.1:30001"]; ok {
+		t.Error("a node port on 127.0.0.1: loopback is not a node address")
+	}
+	if slices.Contains(rs.Addresses, netip.MustParseAddr("198.19.1.254")) {
+		t.Error("the external IP that is a node address is bound to kube-ipvs0")
+	}
+	for set, want := range map[string][]string{
+		setLoadBalancer:        {"198.18.128.1,tcp:80", "198.18.128.2,tcp:80"},
+		setLoadBalancerLocal:   {"198.18.128.1,tcp:80", "198.18.128.2,tcp:80"},
+		setNodePortTCP:         {"30001", "30002", "30003"},
+		setNodePortLocalTCP:    {"30002", "30003"},
+		setExternalIP:          {"198.19.1.254,tcp:80"},
+		setHealthCheckNodePort: {"30100", "30101"},
+		setLoopBack:            {"198.19.0.1,tcp:8080,198.19.0.1", "198.19.0.3,tcp:8080,198.19.0.3"},
+		setIPVSIPs:             {"198.18.0.1", "198.18.0.2", "198.18.128.1", "198.18.0.3", "198.18.128.2", "198.18.0.4", "198.18.0.5"},
+	} {
+		if got := rs.Sets[set]; !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", set, got, want)
+		}
+	}
+	// Without node addresses no node port is served, and kube-proxy skips
+	// the health check node port with it.
+	cfg.NodeIPs = nil
+	rs, err = Render(cfg, svcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rs.Sets[setNodePortTCP]) + len(rs.Sets[setHealthCheckNodePort]); n != 0 {
+		t.Errorf("without node addresses: %d node port and health check members, want 0", n)
+	}
+}
+
+// golden compares got with testdata/name (-update rewrites it).
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -update)", err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("render differs from %s (-update to accept):\n%s", path, got)
+	}
+}
+
 // TestRenderCounts pins the object counts for services x endpoints.
 func TestRenderCounts(t *testing.T) {
 	for _, tc := range []struct{ n, eps int }{{1, 1}, {100, 3}, {1000, 0}, {2000, 5}} {
@@ -104,9 +227,14 @@ func TestRenderCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rs.Virtual) != tc.n || rs.RealServers != tc.n*tc.eps || len(rs.Addresses) != tc.n || len(rs.SetEntries) != tc.n || rs.NATRules != 7 {
-			t.Errorf("%d x %d: %d virtual, %d real, %d addresses, %d set entries, %d nat rules",
-				tc.n, tc.eps, len(rs.Virtual), rs.RealServers, len(rs.Addresses), len(rs.SetEntries), rs.NATRules)
+		// 9 nat rules (KUBE-SERVICES 4, KUBE-POSTROUTING 3, KUBE-MARK-MASQ
+		// 1, KUBE-LOAD-BALANCER 1) and 10 filter rules (KUBE-IPVS-FILTER
+		// 6, KUBE-FORWARD 2, KUBE-NODE-PORT 1, KUBE-SOURCE-RANGES-FIREWALL
+		// 1) whatever the ClusterIP services (kube-proxy v1.37's layout).
+		if len(rs.Virtual) != tc.n || rs.RealServers != tc.n*tc.eps || len(rs.Addresses) != tc.n || len(rs.Sets[ClusterIPSet]) != tc.n ||
+			len(rs.Sets[setIPVSIPs]) != tc.n || rs.Members() != 2*tc.n || rs.IPTablesRules != 19 {
+			t.Errorf("%d x %d: %d virtual, %d real, %d addresses, %d set members (%d in %s), %d iptables rules",
+				tc.n, tc.eps, len(rs.Virtual), rs.RealServers, len(rs.Addresses), rs.Members(), len(rs.Sets[ClusterIPSet]), ClusterIPSet, rs.IPTablesRules)
 		}
 	}
 }

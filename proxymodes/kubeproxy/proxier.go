@@ -1088,14 +1088,16 @@ func (p *Proxier) stop() error {
 // TestbedObjects returns what the run's control plane adds to the ruleset
 // kube-proxy programs, beyond the scenario's services: the `kubernetes`
 // Service's ClusterIP (kube-apiserver creates it; it has no endpoints
-// here) and the control plane's service range (kube-proxy's nftables mode
-// drops traffic to unallocated addresses of every ServiceCIDR). Empty
-// before the first Sync and after Cleanup.
+// here), the control plane's service range (kube-proxy's nftables mode
+// drops traffic to unallocated addresses of every ServiceCIDR), and the
+// node's end of its link to the control plane (169.254.0.0/16: kube-proxy's
+// IPVS mode takes every local address for a node address and serves node
+// ports on it too). Empty before the first Sync and after Cleanup.
 func (p *Proxier) TestbedObjects() []string {
 	if p.cp == nil {
 		return nil
 	}
-	return []string{p.cp.ServiceRange.Addr().Next().String(), p.cp.ServiceRange.String()}
+	return []string{p.cp.ServiceRange.Addr().Next().String(), p.cp.ServiceRange.String(), p.cp.NodeAddr(0).String()}
 }
 
 // failedSync ends a Sync whose kube-proxy sync failed (seen at at; own is

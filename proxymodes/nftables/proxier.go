@@ -34,10 +34,15 @@ type Proxier struct {
 	applied *Ruleset            // what the last successful Sync programmed; nil: next Sync is full
 }
 
-// New returns a Proxier for cfg that programs ns. Nothing runs until
-// Sync; an invalid cfg makes Sync fail.
+// New returns a Proxier for cfg that programs ns: cfg.NodeName and, when
+// unset, cfg.NodeIPs come from ns when it knows them (a node namespace:
+// proxymodes.NodeNamer, proxymodes.NodeIPer). Nothing runs until Sync; an
+// invalid cfg makes Sync fail.
 func New(cfg Config, ns Namespace) *Proxier {
 	cfg.NodeName = proxymodes.NodeNameOf(ns, cfg.NodeName)
+	if cfg.NodeIPs == nil {
+		cfg.NodeIPs = proxymodes.NodeIPsOf(ns, cfg.familyName())
+	}
 	return &Proxier{cfg: cfg, ns: ns}
 }
 

@@ -47,7 +47,9 @@ const (
 	chainMasquerading          = "masquerading"
 	chainReject                = "reject-chain"
 	chainNodePortEndpoints     = "nodeport-endpoints-check"
-	chainMarkMasq              = "mark-for-masquerade"
+	chainFirewallCheck         = "firewall-check"
+	chainPreroutingPreDNAT     = "filter-prerouting-pre-dnat"
+	chainOutputPreDNAT         = "filter-output-pre-dnat"
 
 	// MapServiceNodePorts dispatches protocol . node port to a service's
 	// external chain; MapNoEndpointNodePorts drops or rejects node ports
@@ -55,6 +57,12 @@ const (
 	MapServiceNodePorts    = "service-nodeports"
 	MapNoEndpointNodePorts = "no-endpoint-nodeports"
 	nodePortKeyType        = "inet_proto . inet_service : verdict"
+	// SetNodePortIPs holds the addresses node ports are answered on
+	// (Config.NodeIPs); MapFirewallIPs the LoadBalancer IP . protocol .
+	// port entries subject to loadBalancerSourceRanges (always empty
+	// here: scenarios have no source ranges).
+	SetNodePortIPs = "nodeport-ips"
+	MapFirewallIPs = "firewall-ips"
 
 	prefixExternal = "external-"
 	prefixLocal    = "local-"
@@ -68,8 +76,8 @@ const (
 	// port is rejected).
 	SetClusterIPs = "cluster-ips"
 	// SetHairpin holds endpoint . endpoint . proto . port of the node's own
-	// endpoints, whose connections to themselves through a ClusterIP are
-	// masqueraded (kube-proxy 1.37; empty here: no endpoint is local).
+	// endpoints (Endpoint.Node is Config.NodeName), whose connections to
+	// themselves through a service are masqueraded (kube-proxy 1.37).
 	SetHairpin = "hairpin-connections"
 
 	prefixService  = "service-"
@@ -116,6 +124,12 @@ type Config struct {
 	// NodeName is the node the proxier runs on (scenarios.NodeName): its
 	// endpoints are the local ones of the Local traffic policies.
 	NodeName string
+	// NodeIPs are the elements of nodeport-ips, the addresses node ports
+	// are answered on: kube-proxy v1.37's nftables default
+	// nodePortAddresses "primary", its node IP of the proxier's family
+	// (New takes them from a node that knows them, proxymodes.NodeIPer).
+	// Addresses of the other family are left out.
+	NodeIPs []netip.Addr
 	// Zones maps node names to zones (scenarios.NodeZones; nil: no
 	// zones): NodeName's zone is the one kube-proxy reads from its Node's
 	// topology.kubernetes.io/zone label to follow the endpoints' hints
@@ -187,9 +201,8 @@ type Ruleset struct {
 	// order, and affinityTimeout their timeout.
 	affinity        []string
 	affinityTimeout time.Duration
-	// exposed: some service is reached beyond its ClusterIP (node port
-	// maps and chains are rendered).
-	exposed bool
+	// hairpin holds the hairpin-connections keys rendered.
+	hairpin map[string]bool
 	// ip is the family's match word ("ip", "ip6") and addr its address
 	// type ("ipv4_addr", "ipv6_addr").
 	ip, addr string
@@ -214,8 +227,10 @@ type Counts struct {
 	Chains int
 	// Rules counts the rules of every chain.
 	Rules int
-	// Elements counts the elements of service-ips, no-endpoint-services
-	// and cluster-ips.
+	// Elements counts the elements of every set and map but the
+	// affinity sets (cluster-ips, service-ips, no-endpoint-services,
+	// service-nodeports, no-endpoint-nodeports, nodeport-ips,
+	// hairpin-connections).
 	Elements int
 }
 
@@ -343,14 +358,22 @@ func baseChain(name string, typ knftables.BaseChainType, hook knftables.BaseChai
 // Endpoints are in kube-proxy's order, their "ip:port" text sorted
 // (workload.Service.KubeProxyOrder).
 //
-// kube-proxy's NodePort and LoadBalancer firewall objects (nodeport-ips,
-// service-nodeports, firewall-ips, ... docs/modes.md "Fidelity") are left
-// out: scenarios have ClusterIP services only. The endpoints used are the
-// ready ones, or a service's serving terminating ones when it has no
-// ready one (workload.Service.ServingFallback); a port without any goes
-// to no-endpoint-services instead of service-ips. It fails on a non-IPv4
-// address, an unknown protocol, an endpoint listed twice in one service or
-// a ClusterIP:port listed twice.
+// kube-proxy's NodePort and LoadBalancer firewall plumbing is there
+// whatever the services, as kube-proxy v1.37 creates it: the set
+// nodeport-ips (cfg.NodeIPs), the maps service-nodeports,
+// no-endpoint-nodeports and firewall-ips (empty: scenarios have no
+// loadBalancerSourceRanges), the chains nodeport-endpoints-check (jumped
+// to from filter-input) and firewall-check (from the base chains
+// filter-prerouting-pre-dnat and filter-output-pre-dnat, priority dstnat
+// - 10), and the node port lookup in services. Exposed services
+// (NodePort, LoadBalancer, external IPs, Local policies) are rendered
+// by addExposed. Every local endpoint (Endpoint.Node is cfg.NodeName)
+// of a port gets its hairpin-connections element. The endpoints used
+// are the ready ones, or a service's serving terminating ones when it
+// has no ready one (workload.Service.ServingFallback); a port without
+// any goes to no-endpoint-services instead of service-ips. It fails on
+// a non-IPv4 address, an unknown protocol, an endpoint listed twice in
+// one service or a ClusterIP:port listed twice.
 func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -368,7 +391,7 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 		chainOrder: make([]string, 0, nch),
 		elems: map[string]map[string]*Element{
 			MapServiceIPs: {}, MapNoEndpointServices: {}, SetClusterIPs: {},
-			MapServiceNodePorts: {}, MapNoEndpointNodePorts: {},
+			MapServiceNodePorts: {}, MapNoEndpointNodePorts: {}, SetNodePortIPs: {}, SetHairpin: {},
 		},
 		elemOrder:       map[string][]string{},
 		affinityTimeout: cfg.AffinityTimeout,
@@ -380,23 +403,23 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	}
 	ip := r.ip
 	// Base chains and jumps (kube-proxy's nftablesBaseChains and
-	// nftablesJumpChains, without the node-port and firewall ones).
-	exposed := false
+	// nftablesJumpChains), node-port and firewall ones included whatever
+	// the services, as kube-proxy v1.37 creates them.
 	for i := range services {
-		exposed = exposed || services[i].Exposed() || services[i].InternalLocal
+		if cfg.IPv6 && (services[i].Exposed() || services[i].InternalLocal) {
+			return nil, fmt.Errorf("nftables: IPv6 node ports, external IPs, LoadBalancer IPs and traffic policies are not rendered yet")
+		}
 	}
-	if exposed && cfg.IPv6 {
-		return nil, fmt.Errorf("nftables: IPv6 node ports, external IPs, LoadBalancer IPs and traffic policies are not rendered yet")
-	}
-	inputRules := []string{"ct state new jump " + chainServiceEndpointsCheck}
-	if exposed {
-		inputRules = append([]string{"ct state new jump " + chainNodePortEndpoints}, inputRules...)
-	}
-	r.addChain(baseChain(chainFilterInput, knftables.FilterType, knftables.InputHook, knftables.FilterPriority), inputRules...)
+	r.addChain(baseChain(chainFilterInput, knftables.FilterType, knftables.InputHook, knftables.FilterPriority),
+		"ct state new jump "+chainNodePortEndpoints, "ct state new jump "+chainServiceEndpointsCheck)
 	r.addChain(baseChain(chainFilterForward, knftables.FilterType, knftables.ForwardHook, knftables.FilterPriority),
 		"ct state new jump "+chainServiceEndpointsCheck, "ct state new jump "+chainClusterIPsCheck)
 	r.addChain(baseChain(chainFilterOutput, knftables.FilterType, knftables.OutputHook, knftables.FilterPriority),
 		"ct state new jump "+chainServiceEndpointsCheck, "ct state new jump "+chainClusterIPsCheck)
+	// Before DNAT: dstnat - 10 (-110; nft takes the keyword on prerouting only).
+	r.addChain(baseChain(chainPreroutingPreDNAT, knftables.FilterType, knftables.PreroutingHook, knftables.BaseChainPriority(string(knftables.DNATPriority)+" - 10")),
+		"ct state new jump "+chainFirewallCheck)
+	r.addChain(baseChain(chainOutputPreDNAT, knftables.FilterType, knftables.OutputHook, "-110"), "ct state new jump "+chainFirewallCheck)
 	r.addChain(baseChain(chainNatPrerouting, knftables.NATType, knftables.PreroutingHook, knftables.DNATPriority),
 		"jump "+chainServices)
 	r.addChain(baseChain(chainNatOutput, knftables.NATType, knftables.OutputHook, knftables.DNATPriority),
@@ -409,16 +432,11 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 		svcRules = append(svcRules, ip+" daddr @"+SetClusterIPs+" "+ip+" saddr != "+cfg.ClusterCIDR.Masked().String()+
 			" meta mark set meta mark | "+masqueradeMark+` comment "masquerade clusterIP traffic from outside cluster"`)
 	}
-	svcRules = append(svcRules, ip+" daddr . meta l4proto . th dport vmap @"+MapServiceIPs)
-	r.exposed = exposed
-	if exposed {
-		// kube-proxy with nodePortAddresses matching every address
-		// (docs/modes.md, Fidelity: nodeport-addresses).
-		svcRules = append(svcRules, "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @"+MapServiceNodePorts)
-		r.addChain(knftables.Chain{Name: chainNodePortEndpoints}, "fib daddr type local ip daddr != 127.0.0.0/8 meta l4proto . th dport vmap @"+MapNoEndpointNodePorts)
-		r.addChain(knftables.Chain{Name: chainMarkMasq}, "meta mark set meta mark | "+masqueradeMark)
-	}
+	svcRules = append(svcRules, ip+" daddr . meta l4proto . th dport vmap @"+MapServiceIPs,
+		ip+" daddr @"+SetNodePortIPs+" meta l4proto . th dport vmap @"+MapServiceNodePorts)
 	r.addChain(knftables.Chain{Name: chainServices}, svcRules...)
+	r.addChain(knftables.Chain{Name: chainNodePortEndpoints}, ip+" daddr @"+SetNodePortIPs+" meta l4proto . th dport vmap @"+MapNoEndpointNodePorts)
+	r.addChain(knftables.Chain{Name: chainFirewallCheck}, ip+" daddr . meta l4proto . th dport vmap @"+MapFirewallIPs)
 	r.addChain(knftables.Chain{Name: chainServiceEndpointsCheck}, ip+" daddr . meta l4proto . th dport vmap @"+MapNoEndpointServices)
 	check := []string{ip + " daddr @" + SetClusterIPs + ` reject comment "Reject traffic to invalid ports of ClusterIPs"`}
 	if cfg.ServiceCIDR.IsValid() {
@@ -429,6 +447,13 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 		"meta mark & "+masqueradeMark+" != 0 meta mark set meta mark ^ "+masqueradeMark+" masquerade fully-random",
 		"ct status dnat "+ip+" saddr . "+ip+" daddr . meta l4proto . th dport @"+SetHairpin+" masquerade fully-random")
 	r.addChain(knftables.Chain{Name: chainReject, Comment: ptr("helper for @no-endpoint-services / @no-endpoint-nodeports")}, "reject")
+	for _, a := range cfg.NodeIPs {
+		if cfg.ofFamily(a) {
+			if err := r.addElement(SetNodePortIPs, &Element{Key: []string{a.String()}}); err != nil {
+				return nil, err
+			}
+		}
+	}
 
 	var rule strings.Builder
 	for i := range services {
@@ -453,14 +478,17 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 			portName := s.PortName(*sp)
 			port := strconv.Itoa(int(sp.Port))
 			key := []string{vip, proto, port}
-			if len(eps) == 0 {
-				if err := r.addElement(MapNoEndpointServices, &Element{Key: key, Value: []string{"goto " + chainReject}, Comment: portName}); err != nil {
+			if err := r.addHairpin(cfg, proto, sp.TargetPort, eps); err != nil {
+				return nil, err
+			}
+			if s.Exposed() || s.InternalLocal {
+				if err := r.addExposed(cfg, s, sp, proto, key, eps, &rule); err != nil {
 					return nil, err
 				}
 				continue
 			}
-			if s.Exposed() || s.InternalLocal {
-				if err := r.addExposed(cfg, s, sp, proto, key, eps, &rule); err != nil {
+			if len(eps) == 0 {
+				if err := r.addElement(MapNoEndpointServices, &Element{Key: key, Value: []string{"goto " + chainReject}, Comment: portName}); err != nil {
 					return nil, err
 				}
 				continue
@@ -478,6 +506,37 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 		}
 	}
 	return r, nil
+}
+
+// addHairpin adds the hairpin-connections element "ip . ip . proto .
+// port" of each endpoint of eps on cfg.NodeName (kube-proxy v1.37 adds one
+// per locally reachable endpoint that is local, whatever the service's
+// type); an element already added (an endpoint of two services) is kept
+// once.
+func (r *Ruleset) addHairpin(cfg Config, proto string, port uint16, eps []workload.Endpoint) error {
+	if cfg.NodeName == "" {
+		return nil
+	}
+	p := strconv.Itoa(int(port))
+	for _, e := range eps {
+		if e.Node != cfg.NodeName {
+			continue
+		}
+		a := e.IP.String()
+		key := []string{a, a, proto, p}
+		k := strings.Join(key, " . ")
+		if r.hairpin[k] {
+			continue
+		}
+		if r.hairpin == nil {
+			r.hairpin = map[string]bool{}
+		}
+		r.hairpin[k] = true
+		if err := r.addElement(SetHairpin, &Element{Key: key}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkEndpoints rejects a programmed endpoint IP listed twice (its chain
@@ -541,16 +600,21 @@ func dnatMapRule(b *strings.Builder, ip, proto string, targetPort uint16, eps []
 // }", then the DNAT) with its affinity set, and returns the service
 // chain's rules: "ip saddr @affinity-X goto endpoint-X" per endpoint, then
 // "numgen random mod N vmap { 0 : goto endpoint-..., ... }" (kube-proxy
-// 1.37 keeps endpoint chains for these services only).
+// 1.37 keeps endpoint chains for these services only). An endpoint chain
+// already rendered (a local endpoint of both a service-X and a local-X
+// chain) is used, not added again.
 func (r *Ruleset) affinityRules(s *workload.Service, sp *workload.ServicePort, proto string, eps []workload.Endpoint) []string {
 	chains := make([]string, len(eps))
 	for k, e := range eps {
 		epChain := EndpointChainName(s.Namespace, s.Name, proto, sp.Name, e.IP, sp.TargetPort)
+		chains[k] = epChain
+		if r.chains[epChain] != nil {
+			continue
+		}
 		set := affinitySetName(epChain)
 		r.affinity = append(r.affinity, set)
 		r.addChain(knftables.Chain{Name: epChain}, "update @"+set+" { "+r.ip+" saddr }",
 			"meta l4proto "+proto+" dnat to "+hostPort(e.IP, sp.TargetPort))
-		chains[k] = epChain
 	}
 	rules := make([]string, 0, len(eps)+1)
 	for _, c := range chains {
@@ -584,8 +648,13 @@ func (r *Ruleset) affinityRules(s *workload.Service, sp *workload.ServicePort, p
 // service-ips elements for the cluster IP and the external and
 // LoadBalancer IPs, service-nodeports for the node port, and
 // no-endpoint-services / no-endpoint-nodeports elements ("goto
-// reject-chain" without endpoints, "drop" without local ones). Session
-// affinity is not rendered on these ports.
+// reject-chain" without endpoints, "drop" without local ones). With
+// ClientIP affinity (Config.AffinityTimeout) service-X and local-X check
+// and pick endpoint chains as affinityRules (kube-proxy's layout for
+// every affinity service), sharing the chains of local endpoints.
+// kube-proxy marks for masquerade in the external chain itself ("meta
+// mark set meta mark | 0x4000 comment "masquerade"") and leaves the
+// service-nodeports elements without a comment.
 func (r *Ruleset) addExposed(cfg Config, s *workload.Service, sp *workload.ServicePort, proto string, key []string, eps []workload.Endpoint, b *strings.Builder) error {
 	var local []workload.Endpoint
 	for _, e := range eps {
@@ -599,11 +668,17 @@ func (r *Ruleset) addExposed(cfg Config, s *workload.Service, sp *workload.Servi
 	svcChain, localChain, extChain := prefixService+hash, prefixLocal+hash, prefixExternal+hash
 	usesCluster := len(eps) > 0 && (!s.InternalLocal || exposed)
 	usesLocal := len(local) > 0 && (s.InternalLocal || etpLocal)
+	pick := func(eps []workload.Endpoint) []string {
+		if cfg.AffinityTimeout > 0 {
+			return r.affinityRules(s, sp, proto, eps)
+		}
+		return []string{dnatMapRule(b, r.ip, proto, sp.TargetPort, eps)}
+	}
 	if usesCluster {
-		r.addChain(knftables.Chain{Name: svcChain}, dnatMapRule(b, r.ip, proto, sp.TargetPort, eps))
+		r.addChain(knftables.Chain{Name: svcChain}, pick(eps)...)
 	}
 	if usesLocal {
-		r.addChain(knftables.Chain{Name: localChain}, dnatMapRule(b, r.ip, proto, sp.TargetPort, local))
+		r.addChain(knftables.Chain{Name: localChain}, pick(local)...)
 	}
 	reject := func() []string {
 		if len(eps) == 0 {
@@ -632,13 +707,14 @@ func (r *Ruleset) addExposed(cfg Config, s *workload.Service, sp *workload.Servi
 	}
 	if len(eps) > 0 {
 		var rules []string
+		markMasq := "meta mark set meta mark | " + masqueradeMark
 		if !etpLocal {
-			rules = append(rules, "jump "+chainMarkMasq)
+			rules = append(rules, markMasq+` comment "masquerade"`)
 		} else {
 			if cfg.ClusterCIDR.IsValid() {
 				rules = append(rules, "ip saddr "+cfg.ClusterCIDR.Masked().String()+" goto "+svcChain+` comment "short-circuit pod traffic"`)
 			}
-			rules = append(rules, "fib saddr type local jump "+chainMarkMasq+` comment "masquerade local traffic"`,
+			rules = append(rules, "fib saddr type local "+markMasq+` comment "masquerade local traffic"`,
 				"fib saddr type local goto "+svcChain+` comment "short-circuit local traffic"`)
 		}
 		if hasExternal {
@@ -663,7 +739,7 @@ func (r *Ruleset) addExposed(cfg Config, s *workload.Service, sp *workload.Servi
 	if sp.NodePort != 0 {
 		k := []string{proto, strconv.Itoa(int(sp.NodePort))}
 		if len(eps) > 0 {
-			if err := r.addElement(MapServiceNodePorts, &Element{Key: k, Value: []string{"goto " + extChain}, Comment: portName}); err != nil {
+			if err := r.addElement(MapServiceNodePorts, &Element{Key: k, Value: []string{"goto " + extChain}}); err != nil {
 				return err
 			}
 		}
@@ -677,11 +753,11 @@ func (r *Ruleset) addExposed(cfg Config, s *workload.Service, sp *workload.Servi
 }
 
 func (r *Ruleset) addSetsAndMaps(tx *knftables.Transaction) {
-	if r.exposed {
-		tx.Add(&knftables.Map{Name: MapServiceNodePorts, Type: nodePortKeyType, Comment: ptr("NodePort traffic")})
-		tx.Add(&knftables.Map{Name: MapNoEndpointNodePorts, Type: nodePortKeyType, Comment: ptr("vmap to drop or reject packets to service nodeports with no endpoints")})
-	}
 	keyType := r.addr + " . inet_proto . inet_service : verdict"
+	tx.Add(&knftables.Set{Name: SetNodePortIPs, Type: r.addr, Comment: ptr("IPs that accept NodePort traffic")})
+	tx.Add(&knftables.Map{Name: MapFirewallIPs, Type: keyType, Comment: ptr("destinations that are subject to LoadBalancerSourceRanges")})
+	tx.Add(&knftables.Map{Name: MapServiceNodePorts, Type: nodePortKeyType, Comment: ptr("NodePort traffic")})
+	tx.Add(&knftables.Map{Name: MapNoEndpointNodePorts, Type: nodePortKeyType, Comment: ptr("vmap to drop or reject packets to service nodeports with no endpoints")})
 	tx.Add(&knftables.Set{Name: SetHairpin, Type: r.addr + " . " + r.addr + " . inet_proto . inet_service", Comment: ptr("service hairpin connections")})
 	tx.Add(&knftables.Set{Name: SetClusterIPs, Type: r.addr, Comment: ptr("Active ClusterIPs")})
 	tx.Add(&knftables.Map{Name: MapServiceIPs, Type: keyType, Comment: ptr("ClusterIP, ExternalIP and LoadBalancer IP traffic")})
@@ -689,7 +765,7 @@ func (r *Ruleset) addSetsAndMaps(tx *knftables.Transaction) {
 }
 
 // elementSets are the sets and maps whose elements a sync writes, in order.
-var elementSets = []string{SetClusterIPs, MapNoEndpointServices, MapServiceIPs, MapNoEndpointNodePorts, MapServiceNodePorts}
+var elementSets = []string{SetClusterIPs, SetNodePortIPs, SetHairpin, MapNoEndpointServices, MapServiceIPs, MapNoEndpointNodePorts, MapServiceNodePorts}
 
 func addChain(tx *knftables.Transaction, ch *Chain) {
 	c := ch.Obj
@@ -715,7 +791,7 @@ func addRules(tx *knftables.Transaction, ch *Chain) {
 
 func (r *Ruleset) writeElement(tx *knftables.Transaction, set string, e *Element, del bool) {
 	el := &knftables.Element{Key: e.Key, Value: e.Value}
-	if set == SetClusterIPs {
+	if set == SetClusterIPs || set == SetNodePortIPs || set == SetHairpin {
 		el.Set = set
 	} else {
 		el.Map = set

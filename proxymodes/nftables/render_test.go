@@ -247,9 +247,11 @@ func traceChains(t *testing.T, fake *knftables.Fake, vip, proto string, port uin
 	key := []string{vip, proto, strconv.Itoa(int(port))}
 	// The masquerade mark for traffic from outside the cluster, then the
 	// lookup (kube-proxy 1.37).
-	if rules := tab.Chains["services"].Rules; len(rules) != 2 || !strings.HasPrefix(rules[0].Rule, "ip daddr @cluster-ips ip saddr != ") ||
-		rules[1].Rule != "ip daddr . meta l4proto . th dport vmap @service-ips" {
-		t.Fatalf("services chain: %v", rules)
+	// (The node port lookup after them takes node addresses only.)
+	if rules := tab.Chains["services"].Rules; len(rules) != 3 || !strings.HasPrefix(rules[0].Rule, "ip daddr @cluster-ips ip saddr != ") ||
+		rules[1].Rule != "ip daddr . meta l4proto . th dport vmap @service-ips" ||
+		rules[2].Rule != "ip daddr @nodeport-ips meta l4proto . th dport vmap @service-nodeports" {
+		t.Fatalf("services chain: %q %q", rules[0].Rule, rules[len(rules)-1].Rule)
 	}
 	e := tab.Maps[MapServiceIPs].FindElement(key...)
 	if e == nil {

@@ -23,19 +23,43 @@ import (
 // fidelityScenario gives every service two TCP ports (80 → 8080,
 // 81 → 8081) and, with affinity, ClientIP session affinity (the scenario
 // format sets it for every service; kube-proxy's layout differs with it:
-// nftables keeps endpoint chains only for affinity services).
+// nftables keeps endpoint chains only for affinity services). After the
+// five ClusterIP services of fidelityServices come the exposed ones
+// (services.groups; endpoints on node-0, the node the proxies run on, and
+// on node-1, a node of the API only): NodePort with externalTrafficPolicy
+// Cluster and Local and without endpoints, LoadBalancer Cluster, Local
+// (with a health check node port) and Local without a local endpoint, an
+// external IP with either policy, and internalTrafficPolicy Local with
+// and without a local endpoint.
 func fidelityScenario(affinity bool) string {
 	y := "services:\n  count: 5\n  portsPerService: 2\n"
 	if affinity {
 		y += "  sessionAffinity: ClientIP\n  sessionAffinityTimeout: 600s\n"
 	}
+	y += `  groups:
+    - {count: 1, type: NodePort, externalTrafficPolicy: Cluster, endpoints: {count: 2}, endpointNodes: [node-0, node-1]}
+    - {count: 1, type: NodePort, externalTrafficPolicy: Local, endpoints: {count: 2}, endpointNodes: [node-0, node-1]}
+    - {count: 1, type: NodePort, endpoints: {count: 0}}
+    - {count: 1, type: LoadBalancer, externalTrafficPolicy: Cluster, endpoints: {count: 1}, endpointNodes: [node-1]}
+    - {count: 1, type: LoadBalancer, externalTrafficPolicy: Local, endpoints: {count: 2}, endpointNodes: [node-0, node-1]}
+    - {count: 1, type: LoadBalancer, externalTrafficPolicy: Local, endpoints: {count: 1}, endpointNodes: [node-1]}
+    - {count: 1, externalIPs: [198.18.129.1], endpoints: {count: 1}, endpointNodes: [node-1]}
+    - {count: 1, externalIPs: [198.18.129.2], externalTrafficPolicy: Local, endpoints: {count: 2}, endpointNodes: [node-0, node-1]}
+    - {count: 1, internalTrafficPolicy: Local, endpoints: {count: 2}, endpointNodes: [node-0, node-1]}
+    - {count: 1, internalTrafficPolicy: Local, endpoints: {count: 1}, endpointNodes: [node-1]}
+topology:
+  nodes: 2
+  pods: isolated
+`
 	return y + "modes: [iptables, nftables, ipvs]\n"
 }
 
 // fidelityServices are the cases of the comparison: 0, 1 and 3 ready
 // endpoints, 2 ready and one terminating (serving), and only a serving
-// terminating one (kube-proxy's fallback to it, KEP-1669). The scenario
-// format cannot say "terminating", so they are built here.
+// terminating one (kube-proxy's fallback to it, KEP-1669), then the
+// scenario's exposed services as generated. The scenario format cannot
+// say "terminating", so the first five are built here, from addresses
+// after every generated endpoint's.
 func fidelityServices(t *testing.T, sc *scenarios.Scenario) []workload.Service {
 	svcs, err := workload.Services(sc)
 	if err != nil {
@@ -43,6 +67,13 @@ func fidelityServices(t *testing.T, sc *scenarios.Scenario) []workload.Service {
 	}
 	_, podNet, _, _ := sc.Prefixes()
 	pod := podNet.Addr().Next()
+	for _, s := range svcs {
+		for _, e := range s.Endpoints {
+			if e.IP.Compare(pod) >= 0 {
+				pod = e.IP.Next()
+			}
+		}
+	}
 	next := func() netip.Addr { a := pod; pod = pod.Next(); return a }
 	term := func() workload.Endpoint {
 		return workload.Endpoint{IP: next(), Serving: true, Terminating: true, Weight: 1}
@@ -88,7 +119,7 @@ func TestKernelFidelity(t *testing.T) {
 			if slow {
 				env = []string{"PROXYBENCH_SLOW=1"}
 			}
-			if mode == "ipvs" && testenv.InUMLWith(t, testenv.UMLOptions{MemoryMiB: 3072, Timeout: 20 * time.Minute, Env: env}, hostHasIPVS(), ipvs.KernelModules("")...) {
+			if mode == "ipvs" && testenv.InUMLWith(t, testenv.UMLOptions{MemoryMiB: 3072, Timeout: 50 * time.Minute, Env: env}, hostHasIPVS(), ipvs.KernelModules("")...) {
 				return
 			}
 			t.Run("ClientIP", func(t *testing.T) { fidelityCase(t, mode, true, bins) })
@@ -131,9 +162,15 @@ func fidelityCase(t *testing.T, mode string, affinity bool, bins testenv.KubeBin
 	for _, r := range rs {
 		text := fidelity.Normalise(r).String()
 		for _, s := range svcs {
+			addrs := append(append([]netip.Addr{s.ClusterIP}, s.ExternalIPs...), s.LoadBalancerIPs...)
 			for _, p := range s.Ports {
-				if !containsPort(text, s.ClusterIP.String(), p.Port) {
-					t.Errorf("%s %s: %s:%d is not in its reading:\n%s", r.Implementation, mode, s.ClusterIP, p.Port, text)
+				for _, a := range addrs {
+					if !containsPort(text, a.String(), p.Port) {
+						t.Errorf("%s %s: %s:%d is not in its reading:\n%s", r.Implementation, mode, a, p.Port, text)
+					}
+				}
+				if p.NodePort != 0 && !containsNodePort(text, p.NodePort) {
+					t.Errorf("%s %s: node port %d (%s) is not in its reading:\n%s", r.Implementation, mode, p.NodePort, s.PortName(p), text)
 				}
 			}
 		}
@@ -179,6 +216,19 @@ func checkNFTLayout(t *testing.T, rs []fidelity.Reading, affinity bool) {
 			t.Errorf("%s nftables without affinity: %d endpoint chain lines, %d numgen map DNATs; want map DNATs only", r.Implementation, endpointChains, dnatMaps)
 		}
 	}
+}
+
+// containsNodePort reports whether text names node port port in one of
+// the tools' notations: iptables (--dport port), nft (tcp . port),
+// ipvsadm (addr:port), ipset (tcp:port).
+func containsNodePort(text string, port uint16) bool {
+	p := strconv.Itoa(int(port))
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, "--dport "+p+" ") || strings.Contains(l, "tcp . "+p+" ") || strings.Contains(l, ":"+p+" ") || strings.HasSuffix(l, "tcp:"+p) {
+			return true
+		}
+	}
+	return false
 }
 
 // containsPort reports whether text names vip and port in one of the

@@ -17,6 +17,9 @@ import (
 //     order); the hashed chain names KUBE-SVC-<hash> and KUBE-SEP-<hash>
 //     replaced by what they stand for (KUBE-SVC-{ns/name:port},
 //     KUBE-SEP-{ns/name:port->ip:port}); and, within a chain, each run of
+//     consecutive rules that name a service port in their comment
+//     stable-sorted by that name (kube-proxy writes them service port
+//     by service port in its map's random order), then each run of
 //     consecutive rules that match one destination address (-d a/32)
 //     sorted: their matches are disjoint, so their order changes no
 //     verdict (it does change how many rules a lookup walks: see
@@ -251,6 +254,7 @@ func normaliseIPTables(text string) []string {
 			for i, r := range byName[name].rules {
 				rules[i] = rename(r)
 			}
+			sortServiceRuns(rules)
 			sortDestinationRuns(rules)
 			for _, r := range rules {
 				out = append(out, "*"+t+" "+r)
@@ -258,6 +262,38 @@ func normaliseIPTables(text string) []string {
 		}
 	}
 	return out
+}
+
+// portNameRE is the service port a rule's comment names first
+// ("pb/svc-00010:p81 has no local endpoints" → pb/svc-00010:p81).
+var portNameRE = regexp.MustCompile(`--comment "?([^" /]+/[^" ]+)`)
+
+// sortServiceRuns stable-sorts each run of consecutive rules whose
+// comment names a service port by that name: kube-proxy writes a chain's
+// rules service port by service port in its map's order (random from one
+// sync to the next: KUBE-NODEPORTS, KUBE-EXTERNAL-SERVICES, the filter
+// KUBE-NODEPORTS health check ports), and the rules of one service port
+// in a fixed order, which the stable sort keeps.
+func sortServiceRuns(rules []string) {
+	key := func(r string) string {
+		if m := portNameRE.FindStringSubmatch(r); m != nil {
+			return m[1]
+		}
+		return ""
+	}
+	for i := 0; i < len(rules); {
+		j := i
+		for j < len(rules) && key(rules[j]) != "" {
+			j++
+		}
+		if j > i+1 {
+			sort.SliceStable(rules[i:j], func(a, b int) bool { return key(rules[i+a]) < key(rules[i+b]) })
+		}
+		if j == i {
+			j++
+		}
+		i = j
+	}
 }
 
 var destRE = regexp.MustCompile(`(^| )-d \d+\.\d+\.\d+\.\d+/32 `)

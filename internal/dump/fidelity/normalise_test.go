@@ -78,6 +78,32 @@ func TestNormaliseIPTables(t *testing.T) {
 	}
 }
 
+// TestNormaliseServiceRuns: KUBE-NODEPORTS written service port by
+// service port in two orders normalise equal, each port's own rules keep
+// their order, and a rule of another port out of place still differs.
+func TestNormaliseServiceRuns(t *testing.T) {
+	rules := []string{
+		`-A KUBE-NODEPORTS -d 127.0.0.0/8 -p tcp -m comment --comment "pb/svc-00006:p80" -m tcp --dport 30002 -j KUBE-EXT-W5UOESCB5DACRF4C`,
+		`-A KUBE-NODEPORTS -p tcp -m comment --comment "pb/svc-00006:p80" -m tcp --dport 30002 -j KUBE-EXT-W5UOESCB5DACRF4C`,
+		`-A KUBE-NODEPORTS -d 127.0.0.0/8 -p tcp -m comment --comment "pb/svc-00005:p81" -m tcp --dport 30001 -j KUBE-EXT-RSW2DBHV7QCCHA4C`,
+		`-A KUBE-NODEPORTS -p tcp -m comment --comment "pb/svc-00005:p81" -m tcp --dport 30001 -j KUBE-EXT-RSW2DBHV7QCCHA4C`,
+	}
+	save := func(rs ...string) Reading {
+		return Reading{Mode: "iptables", Sections: []Section{{Tool: "iptables-legacy-save", Text: "*nat\n:KUBE-NODEPORTS - [0:0]\n" + strings.Join(rs, "\n") + "\nCOMMIT\n"}}}
+	}
+	a, b := save(rules...), save(rules[2], rules[3], rules[0], rules[1])
+	if d := Diff(a, b); len(d) != 0 {
+		t.Errorf("service ports in another order differ: %v", d)
+	}
+	n := Normalise(a).Sections[0].Text
+	if i, j := strings.Index(n, "-d 127.0.0.0/8 -p tcp -m comment --comment \"pb/svc-00005:p81\""), strings.Index(n, "-p tcp -m comment --comment \"pb/svc-00005:p81\""); i < 0 || j < 0 || i > j {
+		t.Errorf("a port's localhost rule no longer precedes its other rule:\n%s", n)
+	}
+	if d := Diff(a, save(rules[1], rules[0], rules[2], rules[3])); len(d) == 0 {
+		t.Error("one port's rules swapped normalise equal: the order within a port must stay")
+	}
+}
+
 const nftA = `table ip kube-proxy {
 	comment "rules for kube-proxy"
 	set cluster-ips {

@@ -397,6 +397,16 @@ type FakeAddresses struct {
 	addrs map[netip.Addr]struct{}
 	// Added and Deleted count the addresses changed since creation.
 	Added, Deleted int
+	// Node are the namespace's other addresses, which NodeIPs returns
+	// (the node's own: its links' addresses).
+	Node []netip.Addr
+}
+
+// NodeIPs returns Node.
+func (a *FakeAddresses) NodeIPs() ([]netip.Addr, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.Node), nil
 }
 
 // NewFakeAddresses returns a namespace without kube-ipvs0.
