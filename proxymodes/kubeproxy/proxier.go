@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -1122,11 +1123,24 @@ func (p *Proxier) keepLog() error {
 	return nil
 }
 
+// cleanupLockTries bounds how often `kube-proxy --cleanup` runs while it
+// fails on the xtables lock: the legacy tools' /run/xtables.lock is one
+// file for every namespace of the machine (docs/modes.md, "kube-proxy and
+// the xtables lock"), so another run's proxy holding it fails the
+// cleanup's `iptables -w 5` calls (exit 4) where a real node's lock
+// would be free. Its cleanup is idempotent: a second run removes what the
+// first left.
+const cleanupLockTries = 6
+
 // cleanupRules runs `kube-proxy --cleanup` with kp's config in the node
 // namespace, with the PATH kp ran with (the same iptables back end: with
-// the legacy one, Debian's default nft tools would remove nothing).
+// the legacy one, Debian's default nft tools would remove nothing),
+// again while it fails on the xtables lock (cleanupLockTries).
 func (p *Proxier) cleanupRules(ctx context.Context, kp *Proxy) error {
 	out, err := p.cleanupCommand(ctx, kp)
+	for try := 1; err != nil && try < cleanupLockTries && ctx.Err() == nil && strings.Contains(string(out), "xtables lock"); try++ {
+		out, err = p.cleanupCommand(ctx, kp)
+	}
 	switch {
 	case err != nil && p.spec.Mode == "ipvs":
 		// kube-proxy's own --cleanup fails after its IPVS mode: its

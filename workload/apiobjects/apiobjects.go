@@ -419,6 +419,16 @@ feed:
 	return st, ctx.Err()
 }
 
+// createDeadline bounds createService's retries of a Service the API
+// server refuses as invalid. A create that timed out on a loaded API
+// server can leave its ClusterIP's IPAddress object behind without the
+// Service ("provided IP is already allocated" on every retry, seen at 10k
+// NodePort services at load 40); kube-apiserver's repair loop deletes
+// such a leaked IPAddress once it is older than its 60 s grace period
+// (pkg/registry/core/service/ipallocator/controller/repairip.go,
+// syncIPAddress), so the retries outlast that.
+const createDeadline = 2 * time.Minute
+
 // serviceObject is the Service Create writes for s: ServiceWithAffinity,
 // made dual-stack (DualStack) in a dual-stack spec.
 func (spec Spec) serviceObject(s workload.Service) *corev1.Service {
@@ -429,16 +439,17 @@ func (spec Spec) serviceObject(s workload.Service) *corev1.Service {
 	return svc
 }
 
-// createService creates s, retrying for up to 30 s while its ClusterIP is
-// not yet allocatable (the API server picks up a new ServiceCIDR through an
-// informer, a moment after it is created).
+// createService creates s, retrying for up to createDeadline while its
+// ClusterIP is not yet allocatable (the API server picks up a new
+// ServiceCIDR through an informer, a moment after it is created) or is
+// held by an attempt that timed out without storing the Service.
 func createService(ctx context.Context, c kubernetes.Interface, s workload.Service, affinity time.Duration) error {
 	return createServiceAs(ctx, c, s, ServiceWithAffinity(s, affinity))
 }
 
 // createServiceAs is createService writing obj (s's Service object).
 func createServiceAs(ctx context.Context, c kubernetes.Interface, s workload.Service, obj *corev1.Service) error {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(createDeadline)
 	for {
 		err := retryCreate(ctx, func() error {
 			_, err := c.CoreV1().Services(s.Namespace).Create(ctx, obj, metav1.CreateOptions{})
