@@ -73,20 +73,18 @@ func DualStackReport(label string, mr *ModeResult) []Section {
 			}
 		}
 	}
-	shared, ownMetric := false, false
+	// Every row's section has the same columns (the report merges the
+	// rows' sections of one title into one table): kube-proxy's own sync
+	// metric is "-" on a builtin row.
+	shared := false
 	for _, f := range ds.Families {
 		shared = shared || f.Shared
-		for _, x := range f.Sync {
-			ownMetric = ownMetric || x.KubeProxyNs > 0
-		}
 	}
 	sec := Section{Phase: "dualStack", Title: "dual-stack: sync and lookup per IP family", Scope: "row",
 		Intro: fmt.Sprintf("Each family's proxier of the row (IPv6 addresses are the RFC 6052 twins of the IPv4 plan in %s, inside 2001:2::/48, RFC 5180): "+
 			"its full sync from empty (median of the syncs) and the connect time through that family's ClusterIPs, %d connections per position per family, the families back to back.", ds.IPv6Prefix, ds.Connections),
-		Columns: []Column{{Name: "family", Key: true}, {Name: "synced", Unit: "bool"}, {Name: "sync.full.wall", Unit: "ms"}, {Name: "sync.full.cpu", Unit: "ms"}, {Name: "objects", Unit: "count"}},
-	}
-	if ownMetric {
-		sec.Columns = append(sec.Columns, Column{Name: "kube-proxy sync.full", Unit: "ms"})
+		Columns: []Column{{Name: "family", Key: true}, {Name: "synced", Unit: "bool"}, {Name: "sync.full.wall", Unit: "ms"}, {Name: "sync.full.cpu", Unit: "ms"}, {Name: "objects", Unit: "count"},
+			{Name: "kube-proxy sync.full", Unit: "ms"}},
 	}
 	if shared {
 		sec.Notes = append(sec.Notes, label+": one kube-proxy programs both families (an IPv4 and an IPv6 proxier) from one first sync over a dual-stack control plane: "+
@@ -107,15 +105,13 @@ func DualStackReport(label string, mr *ModeResult) []Section {
 			if f.Shared && median(cpus) == 0 {
 				cpu = Text("-") // counted in the other family's
 			}
-			row.Cells = append(row.Cells, Num(median(walls), "%.1f"), cpu, Int(f.Sync[len(f.Sync)-1].Objects))
-			if ownMetric {
-				row.Cells = append(row.Cells, Num(median(own), "%.1f"))
+			kp := Text("-") // builtin: no kube-proxy metric
+			if f.Shared {
+				kp = Num(median(own), "%.1f")
 			}
+			row.Cells = append(row.Cells, Num(median(walls), "%.1f"), cpu, Int(f.Sync[len(f.Sync)-1].Objects), kp)
 		} else {
-			row.Cells = append(row.Cells, Text("-"), Text("-"), Text("-"))
-			if ownMetric {
-				row.Cells = append(row.Cells, Text("-"))
-			}
+			row.Cells = append(row.Cells, Text("-"), Text("-"), Text("-"), Text("-"))
 		}
 		for _, p := range positions {
 			var pr *PositionResult

@@ -63,10 +63,13 @@ func TestDualStackReportKubeProxyRow(t *testing.T) {
 		{Family: "IPv6", Synced: true, Sync: []SyncSample{{WallNs: 3e8, CPUNs: 2e8, Objects: 40}}, Lookup: lookup},
 	}}}
 	b := DualStackReport("iptables", builtin)[0]
-	for _, c := range b.Columns {
-		if c.Name == "kube-proxy sync.full" {
-			t.Errorf("builtin row has a kube-proxy sync.full column")
-		}
+	// The same columns as a kube-proxy row's (one merged table per
+	// title), kube-proxy's metric "-".
+	if len(b.Columns) != len(sec.Columns) || len(b.Rows[0].Cells) != len(b.Columns) || len(sec.Rows[0].Cells) != len(sec.Columns) {
+		t.Fatalf("builtin %d columns / %d cells, kube-proxy %d columns / %d cells: want one shape", len(b.Columns), len(b.Rows[0].Cells), len(sec.Columns), len(sec.Rows[0].Cells))
+	}
+	if got := b.Rows[0].Cells[col].Text; got != "-" {
+		t.Errorf("builtin kube-proxy sync.full %q, want -", got)
 	}
 	if len(b.Notes) != 0 {
 		t.Errorf("builtin row notes %q, want none", b.Notes)
