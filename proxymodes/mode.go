@@ -162,6 +162,15 @@ type Mode struct {
 	// nodePortLookup phase dials; a kube-proxy variant programs them in
 	// every mode (its Base is set).
 	NodePorts bool
+	// TopologyHints: the builtin mode programs each node's cluster
+	// endpoints narrowed by the EndpointSlice hints (trafficDistribution)
+	// as kube-proxy v1.37 does on that node (pkg/proxy/topology.go
+	// CategorizeEndpoints, which every kube-proxy proxier calls, iptables,
+	// nftables and ipvs alike; workload.Service.KubeProxyOrderAt), so the
+	// topology shares it gives are kube-proxy's. A scenario that sets
+	// trafficDistribution and runs a builtin mode without it is refused
+	// (modes.Catalog); a kube-proxy variant follows the hints itself.
+	TopologyHints bool
 	// Direct makes the traffic driver dial endpoints directly instead of
 	// ClusterIPs (mode none, the baseline).
 	Direct bool

@@ -37,6 +37,11 @@ type FamilyResult struct {
 	Lookup []PositionResult `json:"lookup,omitempty"`
 	// LookupError is why the family's traffic did not run.
 	LookupError string `json:"lookupError,omitempty"`
+	// Shared says one process programs both families (a kube-proxy row:
+	// one kube-proxy runs an IPv4 and an IPv6 proxier over one first
+	// sync): each family's Sync is that first sync seen from its own
+	// data plane, and the CPU is the process's, counted in IPv4's.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // SyncSample is one full sync: wall and CPU time in ns and the objects
@@ -45,6 +50,10 @@ type SyncSample struct {
 	WallNs  int64 `json:"wallNs"`
 	CPUNs   int64 `json:"cpuNs"`
 	Objects int   `json:"objects"`
+	// KubeProxyNs is a kube-proxy row's own full-sync duration of the
+	// family (kubeproxy_sync_full_proxy_rules_duration_seconds with its
+	// ip_family label); 0 for builtin.
+	KubeProxyNs int64 `json:"kubeProxyNs,omitempty"`
 }
 
 // DualStackReport is the dualStack phase's section of one row: one table
@@ -64,10 +73,23 @@ func DualStackReport(label string, mr *ModeResult) []Section {
 			}
 		}
 	}
+	// Every row's section has the same columns (the report merges the
+	// rows' sections of one title into one table): kube-proxy's own sync
+	// metric is "-" on a builtin row.
+	shared := false
+	for _, f := range ds.Families {
+		shared = shared || f.Shared
+	}
 	sec := Section{Phase: "dualStack", Title: "dual-stack: sync and lookup per IP family", Scope: "row",
 		Intro: fmt.Sprintf("Each family's proxier of the row (IPv6 addresses are the RFC 6052 twins of the IPv4 plan in %s, inside 2001:2::/48, RFC 5180): "+
 			"its full sync from empty (median of the syncs) and the connect time through that family's ClusterIPs, %d connections per position per family, the families back to back.", ds.IPv6Prefix, ds.Connections),
-		Columns: []Column{{Name: "family", Key: true}, {Name: "synced", Unit: "bool"}, {Name: "sync.full.wall", Unit: "ms"}, {Name: "sync.full.cpu", Unit: "ms"}, {Name: "objects", Unit: "count"}},
+		Columns: []Column{{Name: "family", Key: true}, {Name: "synced", Unit: "bool"}, {Name: "sync.full.wall", Unit: "ms"}, {Name: "sync.full.cpu", Unit: "ms"}, {Name: "objects", Unit: "count"},
+			{Name: "kube-proxy sync.full", Unit: "ms"}},
+	}
+	if shared {
+		sec.Notes = append(sec.Notes, label+": one kube-proxy programs both families (an IPv4 and an IPv6 proxier) from one first sync over a dual-stack control plane: "+
+			"each family's sync.full.wall runs from the API objects created to that family's probed ServicePorts answering, kube-proxy sync.full is its own full-sync metric for the family (ip_family label), "+
+			"and the CPU is the process's for both, shown on IPv4")
 	}
 	for _, p := range positions {
 		sec.Columns = append(sec.Columns, Column{Name: p + ".p50", Unit: "ms", Figure: "lookup." + p + ".p50"}, Column{Name: p + ".p99", Unit: "ms", Figure: "lookup." + p + ".p99"}, Column{Name: p + ".errors", Unit: "count"})
@@ -75,13 +97,21 @@ func DualStackReport(label string, mr *ModeResult) []Section {
 	for _, f := range ds.Families {
 		row := SectionRow{Row: label, Cells: []Cell{Text(f.Family), Bool(f.Synced)}}
 		if len(f.Sync) > 0 {
-			walls, cpus := make([]float64, len(f.Sync)), make([]float64, len(f.Sync))
+			walls, cpus, own := make([]float64, len(f.Sync)), make([]float64, len(f.Sync)), make([]float64, len(f.Sync))
 			for i, s := range f.Sync {
-				walls[i], cpus[i] = float64(s.WallNs)/1e6, float64(s.CPUNs)/1e6
+				walls[i], cpus[i], own[i] = float64(s.WallNs)/1e6, float64(s.CPUNs)/1e6, float64(s.KubeProxyNs)/1e6
 			}
-			row.Cells = append(row.Cells, Num(median(walls), "%.1f"), Num(median(cpus), "%.1f"), Int(f.Sync[len(f.Sync)-1].Objects))
+			cpu := Num(median(cpus), "%.1f")
+			if f.Shared && median(cpus) == 0 {
+				cpu = Text("-") // counted in the other family's
+			}
+			kp := Text("-") // builtin: no kube-proxy metric
+			if f.Shared {
+				kp = Num(median(own), "%.1f")
+			}
+			row.Cells = append(row.Cells, Num(median(walls), "%.1f"), cpu, Int(f.Sync[len(f.Sync)-1].Objects), kp)
 		} else {
-			row.Cells = append(row.Cells, Text("-"), Text("-"), Text("-"))
+			row.Cells = append(row.Cells, Text("-"), Text("-"), Text("-"), Text("-"))
 		}
 		for _, p := range positions {
 			var pr *PositionResult

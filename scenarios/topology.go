@@ -3,6 +3,8 @@ package scenarios
 import (
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 )
 
 // Traffic distributions (core/v1 ServiceTrafficDistribution) of
@@ -110,4 +112,52 @@ func (c *checker) trafficDistribution() {
 				"set topology.zones (one zone per node, such as [zone-a, zone-b]), or use PreferSameNode, whose node hints need no zones")
 		}
 	}
+	c.hintModes(paths)
+}
+
+// hintModes checks, with the build's catalog, that every mode whose
+// builtin proxier runs under a trafficDistribution (a builtin row, or the
+// serviceTypes phase, whose passes run builtin in every mode with rules)
+// follows the hints (Catalog.TopologyHints): one that does not programs
+// every endpoint on every node, and its same-node and same-zone shares
+// would be cluster-wide where kube-proxy's are not. Refused at the first
+// trafficDistribution set (paths: services, then each group).
+func (c *checker) hintModes(paths []string) {
+	s := c.s
+	if c.cat == nil || c.cat.TopologyHints == nil {
+		return
+	}
+	field := ""
+	for k, sp := range s.ServiceSpecs() {
+		if sp.TrafficDistribution != "" {
+			field = paths[k] + ".trafficDistribution"
+			break
+		}
+	}
+	if field == "" {
+		return
+	}
+	var lack []string
+	for _, m := range s.Modes {
+		builtin := slices.Contains(s.Implementations(m), ImplBuiltin) || s.ServiceTypes != nil
+		if m != BaselineMode && builtin && slices.Contains(c.cat.Modes, m) && !slices.Contains(c.cat.TopologyHints, m) {
+			lack = append(lack, m)
+		}
+	}
+	if len(lack) == 0 {
+		return
+	}
+	why := fmt.Sprintf("builtin %s does not narrow its endpoints by the EndpointSlice hints in this build (modes whose builtin does: %s), so it would send every node's traffic cluster-wide",
+		strings.Join(lack, ", "), strings.Join(c.cat.TopologyHints, ", "))
+	if kp := kubeProxyOnly(lack); len(kp) > 0 {
+		why += fmt.Sprintf(", where kube-proxy's %s follows them (pkg/proxy/topology.go CategorizeEndpoints serves every mode)", strings.Join(kp, ", "))
+	}
+	if len(kubeProxyOnly(lack)) < len(lack) {
+		why += "; kube-proxy v1.37 has no userspace mode to follow (removed in v1.26)"
+	}
+	fix := "remove " + strings.Join(lack, ", ") + " from modes"
+	if kp := kubeProxyOnly(lack); len(kp) > 0 && s.ServiceTypes == nil {
+		fix += ", or run " + strings.Join(kp, ", ") + " with kube-proxy alone (implementation: [kube-proxy])"
+	}
+	c.add(field, why, fix+", or remove trafficDistribution")
 }

@@ -62,3 +62,44 @@ func TestTrafficDistributionAccepted(t *testing.T) {
 		t.Errorf("PreferSameNode without zones refused: %v", err)
 	}
 }
+
+// TestTrafficDistributionRefusesModesWithoutHints: with a catalog, a
+// trafficDistribution under a builtin mode that does not follow hints is
+// refused at the first field that sets it, naming the mode, why and a
+// fix; kube-proxy alone runs it, unless serviceTypes (whose passes run
+// builtin in every mode) is set.
+func TestTrafficDistributionRefusesModesWithoutHints(t *testing.T) {
+	cat := Catalog{Modes: []string{"none", "iptables", "ipvs", "nftables", "userspace"}, TopologyHints: []string{"iptables", "nftables"}}
+	const topo = "topology: {pods: isolated, nodes: 3, zones: [zone-a, zone-a, zone-b]}\n"
+	const grp = "services:\n  count: 1\n  groups:\n  - {count: 1, trafficDistribution: PreferSameNode}\n"
+	for _, tc := range []struct {
+		name, yaml, msg, fix string
+	}{
+		{"ipvs builtin", "modes: [none, ipvs]\n" + topo + grp, "builtin ipvs does not narrow its endpoints", "implementation: [kube-proxy]"},
+		{"ipvs named as kube-proxy's", "modes: [none, ipvs]\n" + topo + grp, "kube-proxy's ipvs follows them", "remove ipvs from modes"},
+		{"userspace", "modes: [iptables, userspace]\n" + topo + grp, "no userspace mode", "remove userspace from modes"},
+		{"ipvs with serviceTypes under kube-proxy", "modes: [none, ipvs]\nimplementation: [kube-proxy]\n" + topo + grp + "serviceTypes: {}\n", "builtin ipvs", "remove trafficDistribution"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cat.Parse([]byte(tc.yaml), "f.yaml")
+			if err == nil {
+				t.Fatalf("accepted:\n%s", tc.yaml)
+			}
+			for _, fe := range fieldErrors(t, err) {
+				if fe.Field == "services.groups[0].trafficDistribution" && strings.Contains(fe.Msg, tc.msg) && strings.Contains(fe.Fix, tc.fix) && fe.Line > 0 {
+					return
+				}
+			}
+			t.Errorf("no error at services.groups[0].trafficDistribution saying %q with a fix naming %q and a line; got:\n%v", tc.msg, tc.fix, err)
+		})
+	}
+	for _, y := range []string{
+		"modes: [none, iptables, nftables]\n" + topo + grp,
+		"modes: [none, ipvs]\nimplementation: [kube-proxy]\n" + topo + grp,
+		"modes: [none, ipvs, userspace]\n" + topo + "services: {count: 1}\n",
+	} {
+		if _, err := cat.Parse([]byte(y), "f.yaml"); err != nil {
+			t.Errorf("refused:\n%s%v", y, err)
+		}
+	}
+}

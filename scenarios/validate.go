@@ -52,6 +52,17 @@ type Catalog struct {
 	// proxier); a dual-stack scenario naming another is refused at
 	// modes. Nil: not checked.
 	IPv6 []string
+	// NodePorts lists the modes whose builtin proxier programs node ports
+	// (proxymodes.Mode.NodePorts); traffic.nodePorts with a builtin row of
+	// another mode (none, the baseline, aside) is refused at
+	// traffic.nodePorts. Nil: not checked.
+	NodePorts []string
+	// TopologyHints lists the modes whose builtin proxier follows the
+	// EndpointSlice hints (proxymodes.Mode.TopologyHints); a
+	// trafficDistribution with a builtin row or builtin serviceTypes pass
+	// of another mode (none aside) is refused at that field. Nil: not
+	// checked.
+	TopologyHints []string
 }
 
 // Parse is the package-level Parse that also checks every entry of modes
@@ -321,6 +332,7 @@ func (s *Scenario) validate(cat *Catalog) error {
 		(*checker).exposure,
 		(*checker).trafficDistribution,
 		(*checker).nodePortLookup,
+		(*checker).nodePortModes,
 		(*checker).sweep,
 		(*checker).capacity,
 		(*checker).topology,

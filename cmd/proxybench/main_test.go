@@ -110,6 +110,7 @@ func writeFile(t *testing.T, body string) string {
 // the cause and the fix, exit code 2, and creates nothing.
 func TestBadInput(t *testing.T) {
 	const kp = "services: {count: 10}\nmodes: [iptables]\nimplementation: [kube-proxy]\n"
+	const topo = "topology: {pods: isolated, nodes: 3, zones: [zone-a, zone-a, zone-b]}\n"
 	cases := []struct {
 		name  string
 		yaml  string   // scenario body; empty: use args as given
@@ -185,6 +186,16 @@ func TestBadInput(t *testing.T) {
 		{name: "soak in the sim", yaml: "services: {count: 10}\nmodes: [iptables]\nengine: sim\nsoak: {duration: 1m}\n", want: []string{":4:", "soak: the sim engine does not model the soak phase", "fix:"}, lines: 1},
 		{name: "--duration without a soak", args: []string{"1k-services", "--duration", "10m"}, want: []string{"--duration 10m0s: the scenario has no soak block", "fix:"}, lines: 1},
 		{name: "--duration too short", yaml: "services: {count: 10}\nmodes: [iptables]\nsoak: {interval: 10s}\n", args: []string{"--duration", "5s"}, want: []string{"soak.duration: 5s is shorter than two intervals", "fix:"}, lines: 1},
+		{name: "traffic.nodePorts without node ports", yaml: "services: {count: 10}\nmodes: [none, iptables]\ntraffic:\n  nodePorts: true\n", want: []string{":4:", "traffic.nodePorts: no service has node ports to dial", "fix: set services.type"}, lines: 1},
+		{name: "traffic.nodePorts on builtin userspace", yaml: "services: {count: 10, type: NodePort}\nmodes: [none, iptables, userspace]\ntraffic: {nodePorts: true}\n", want: []string{":3:", "traffic.nodePorts: builtin userspace programs no node ports", "fix: remove userspace from modes"}, lines: 1},
+		{name: "trafficDistribution on builtin userspace", yaml: topo + "modes: [iptables, userspace]\nservices: {count: 1, trafficDistribution: PreferSameZone}\n", want: []string{":3:", "services.trafficDistribution: builtin userspace does not narrow its endpoints by the EndpointSlice hints", "fix: remove userspace from modes"}, lines: 1},
+		{name: "trafficDistribution without zones", yaml: "topology: {pods: isolated, nodes: 2}\nservices: {count: 1, trafficDistribution: PreferClose}\n", want: []string{":2:", "services.trafficDistribution: PreferClose is decided from zone hints", "fix: set topology.zones"}, lines: 1},
+		{name: "trafficDistribution unknown", yaml: topo + "services: {count: 1, trafficDistribution: PreferZone}\n", want: []string{":2:", `services.trafficDistribution: unknown value "PreferZone"`, "fix: use one of PreferClose, PreferSameZone, PreferSameNode"}, lines: 1},
+		{name: "topology.zones for fewer nodes", yaml: "topology: {pods: isolated, nodes: 3, zones: [zone-a, zone-b]}\nservices: {count: 1}\n", want: []string{":1:", "topology.zones: 2 zones given for 3 nodes", "fix: give one zone per node"}, lines: 1},
+		{name: "network.ipFamilies unknown", yaml: "services: {count: 1}\nnetwork:\n  ipFamilies: [IPv4, IPv5]\n", want: []string{":3:", `network.ipFamilies[1]: unknown value "IPv5"`, "fix:"}, lines: 1},
+		{name: "network.ipv6Prefix not a /96", yaml: "services: {count: 1, ipFamilyPolicy: RequireDualStack}\nnetwork:\n  ipFamilies: [IPv4, IPv6]\n  ipv6Prefix: 2001:2::/64\n", want: []string{":4:", "network.ipv6Prefix:", "/64", "fix: write a /96"}, lines: 1},
+		{name: "RequireDualStack on one family", yaml: "services: {count: 1, ipFamilyPolicy: RequireDualStack}\n", want: []string{":1:", "services.ipFamilyPolicy: RequireDualStack needs a dual-stack cluster", "fix: set network.ipFamilies: [IPv4, IPv6]"}, lines: 1},
+		{name: "dual-stack mode without IPv6", yaml: "services: {count: 1, ipFamilyPolicy: RequireDualStack}\nmodes: [none, userspace]\nnetwork: {ipFamilies: [IPv4, IPv6]}\n", want: []string{":2:", "modes: mode userspace has no IPv6 rendering", "fix: remove userspace from modes"}, lines: 1},
 		{name: "kube-proxy too old for nftables", yaml: "services: {count: 10}\nmodes: [nftables]\nimplementation: [builtin, kube-proxy]\n", args: []string{"--kube-proxy", fakeKubeProxy("v1.28.4")}, root: true, want: []string{"v1.28.4", "cannot run mode nftables", "v1.29", "fix:"}},
 	}
 	for _, c := range cases {

@@ -26,10 +26,15 @@ const dualStackConnections = 1000
 // (workload.Twin6), then the connect time per position through each
 // family's ClusterIPs, IPv4 and IPv6 back to back. A family that fails to
 // sync is recorded as such and the other family is still measured.
+//
+// A kube-proxy row runs one kube-proxy for both families over a
+// dual-stack control plane (kubeproxy.ProxierSpec.IPv6): its IPv6 sync is
+// the first Sync's IPv6 side (kubeproxy.Proxier.FamilySync: from the API
+// objects created to the IPv6 probes answering, with kube-proxy's own
+// IPv6 full-sync metric beside it), measured once as its IPv4 sync.full.
 var dualStackPhaseV = Phase{
 	PhaseRule: scenarios.PhaseRule{Name: "dualStack", Field: "services.ipFamilyPolicy", Scope: scenarios.ScopeRow, TCP: true,
-		Wants:            func(s *scenarios.Scenario) bool { return s.DualStack() },
-		NotWithKubeProxy: "kube-proxy rows program an empty IPv6 side: the control plane's service CIDR, the Services and the EndpointSlices are IPv4 only (docs/kube-proxy.md)"},
+		Wants: func(s *scenarios.Scenario) bool { return s.DualStack() }},
 	Report: reports.DualStackReport,
 	Run: func(ctx context.Context, r *Row) error {
 		ds, err := dualStackPhase(ctx, r)
@@ -53,9 +58,21 @@ func dualStackPhase(ctx context.Context, r *Row) (*reports.DualStack, error) {
 	}
 	v6 := reports.FamilyResult{Family: scenarios.IPv6}
 	svcs6 := workload.Twin6(p, r.Services)
-	if r.Mode.Direct {
+	fs, oneProcess := r.Proxier.(familySyncer)
+	switch {
+	case r.Mode.Direct:
 		v6.Synced = true // no rules: the baseline dials the IPv6 pods
-	} else {
+	case oneProcess:
+		// kube-proxy: both families from one process and one first sync.
+		st, err := fs.FamilySync(scenarios.IPv6)
+		if err != nil {
+			v6.SyncError = err.Error()
+		} else {
+			v6.Synced = true
+			v6.Sync = []reports.SyncSample{syncSample(st)}
+		}
+		v4.Shared, v6.Shared = true, true
+	default:
 		px, err := r.Mode.New(sc.ForFamily(scenarios.IPv6), r.Testbed.Node)
 		if err != nil {
 			v6.SyncError = err.Error()
@@ -107,7 +124,14 @@ func dualStackPhase(ctx context.Context, r *Row) (*reports.DualStack, error) {
 	return ds, nil
 }
 
-// syncSample is st's figures for a reports.SyncSample.
+// familySyncer is a proxier that programs both families itself and
+// measured its IPv6 side in its first Sync (kubeproxy.Proxier).
+type familySyncer interface {
+	FamilySync(fam string) (measure.SyncStats, error)
+}
+
+// syncSample is st's figures for a reports.SyncSample (KubeProxyNs:
+// st's "kube-proxy.metric" phase, a kube-proxy row's own sync metric).
 func syncSample(st measure.SyncStats) reports.SyncSample {
-	return reports.SyncSample{WallNs: st.Wall.Nanoseconds(), CPUNs: st.CPU.Nanoseconds(), Objects: st.Objects}
+	return reports.SyncSample{WallNs: st.Wall.Nanoseconds(), CPUNs: st.CPU.Nanoseconds(), Objects: st.Objects, KubeProxyNs: st.Phases["kube-proxy.metric"].Nanoseconds()}
 }

@@ -376,7 +376,8 @@ func (f untranslatedFilter) MatchConntrackFlow(flow *netlink.ConntrackFlow) bool
 }
 
 // dropUntranslated deletes from node's conntrack table the TCP entries to
-// dsts that no rule translated (untranslatedFilter) and returns how many.
+// dsts that no rule translated (untranslatedFilter) and returns how many;
+// dsts of both families are looked for in each family's table.
 //
 // A connection to a ClusterIP tried before the node has its rules, while
 // conntrack and NAT hooks are active there (another row's leftovers, or
@@ -391,16 +392,32 @@ func dropUntranslated(node *topology.Netns, dsts []netip.AddrPort) (int, error) 
 		return 0, nil
 	}
 	f := untranslatedFilter{}
+	families := map[netlink.InetFamily]bool{}
 	for _, d := range dsts {
 		f[d] = true
+		if d.Addr().Is6() && !d.Addr().Is4In6() {
+			families[unix.AF_INET6] = true // a dual-stack row's IPv6 ClusterIPs
+		} else {
+			families[unix.AF_INET] = true
+		}
 	}
 	h, err := node.Netlink()
 	if err != nil {
 		return 0, err
 	}
 	defer h.Close()
-	n, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, f)
-	return int(n), err
+	total := 0
+	for _, fam := range []netlink.InetFamily{unix.AF_INET, unix.AF_INET6} {
+		if !families[fam] {
+			continue
+		}
+		n, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, fam, f)
+		total += int(n)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // flushConntrack empties the node namespace's conntrack table (like

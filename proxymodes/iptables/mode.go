@@ -37,6 +37,8 @@ var Mode = proxymodes.Mode{
 	// kube-proxy's iptables.localhostNodePorts (default true).
 	LocalhostNodePorts: true,
 	NodePorts:          true,
+	// Render's KubeProxyOrderAt per node (Config.NodeName, Config.Zones).
+	TopologyHints: true,
 	// ip6tables, as kube-proxy's IPv6 proxier (Config.IPv6).
 	IPv6:   true,
 	Render: proxymodes.RenderFrom(ConfigFromScenario, Rendering),

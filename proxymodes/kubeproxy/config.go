@@ -58,6 +58,11 @@ type ConfigSpec struct {
 	Pass map[string]any
 	// ClusterCIDR is the scenario's clusterCIDR.
 	ClusterCIDR netip.Prefix
+	// ClusterCIDR6, when valid, is its IPv6 twin in a dual-stack run:
+	// clusterCIDR is then "v4,v6", one per family, as kube-proxy's
+	// --cluster-cidr takes a dual-stack cluster's (each family's proxier
+	// masquerades traffic from outside its family's range).
+	ClusterCIDR6 netip.Prefix
 	// NodeName is hostnameOverride (the Node object's name).
 	NodeName string
 	// NodeIP is bindAddress (kube-proxy's primary node IP).
@@ -134,7 +139,7 @@ func Config(spec ConfigSpec) ([]byte, map[string]string, error) {
 		"apiVersion":                      "kubeproxy.config.k8s.io/v1alpha1",
 		"kind":                            "KubeProxyConfiguration",
 		"mode":                            spec.Mode,
-		"clusterCIDR":                     spec.ClusterCIDR.String(),
+		"clusterCIDR":                     clusterCIDRs(spec),
 		"hostnameOverride":                spec.NodeName,
 		"bindAddress":                     spec.NodeIP.String(),
 		"healthzBindAddress":              fmt.Sprintf("127.0.0.1:%d", HealthzPort),
@@ -169,6 +174,15 @@ func Config(spec ConfigSpec) ([]byte, map[string]string, error) {
 		return nil, nil, fmt.Errorf("kube-proxy config: %w", err)
 	}
 	return b, flat, nil
+}
+
+// clusterCIDRs is the config's clusterCIDR: spec.ClusterCIDR, then
+// spec.ClusterCIDR6 when valid, comma-separated.
+func clusterCIDRs(spec ConfigSpec) string {
+	if spec.ClusterCIDR6.IsValid() {
+		return spec.ClusterCIDR.String() + "," + spec.ClusterCIDR6.String()
+	}
+	return spec.ClusterCIDR.String()
 }
 
 func contains(list []string, s string) bool {

@@ -101,3 +101,36 @@ func TestMetricsHistogram(t *testing.T) {
 		t.Error("missing family: no error")
 	}
 }
+
+// TestConfigDualStackClusterCIDR: with ClusterCIDR6 the clusterCIDR is
+// both families, IPv4 first, comma-separated as kube-proxy's
+// --cluster-cidr takes a dual-stack cluster's; the IPv6 twin of a
+// ProxierSpec's cluster CIDR is in its /96.
+func TestConfigDualStackClusterCIDR(t *testing.T) {
+	ps := ProxierSpec{ClusterCIDR: netip.MustParsePrefix("198.19.0.0/16"), IPv6: netip.MustParsePrefix("2001:2::/96")}
+	if got := ps.clusterCIDR6(); got.String() != "2001:2::c613:0/112" {
+		t.Fatalf("clusterCIDR6 %s, want 2001:2::c613:0/112", got)
+	}
+	if got := (ProxierSpec{ClusterCIDR: ps.ClusterCIDR}).clusterCIDR6(); got.IsValid() {
+		t.Errorf("single-stack clusterCIDR6 %s, want none", got)
+	}
+	for _, tc := range []struct {
+		six  netip.Prefix
+		want string
+	}{
+		{ps.clusterCIDR6(), "198.19.0.0/16,2001:2::c613:0/112"},
+		{netip.Prefix{}, "198.19.0.0/16"},
+	} {
+		b, owned, err := Config(ConfigSpec{Mode: "iptables", ClusterCIDR: ps.ClusterCIDR, ClusterCIDR6: tc.six, NodeName: "node-0", NodeIP: netip.MustParseAddr("198.19.255.1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := yaml.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["clusterCIDR"] != tc.want || owned["clusterCIDR"] != tc.want {
+			t.Errorf("clusterCIDR %v (owned %v), want %s", got["clusterCIDR"], owned["clusterCIDR"], tc.want)
+		}
+	}
+}

@@ -83,7 +83,7 @@ func (p *Proxier) startOthers(ctx context.Context, created time.Time, bound time
 		}
 		o.kp, err = Start(ctx, Spec{RunID: p.runID, Node: ns, Binary: p.spec.KubeProxy, Version: p.spec.Version, Dir: p.spec.Dir, Verbosity: p.spec.Verbosity,
 			IPTablesBackend: p.spec.IPTablesBackend, XtablesLock: p.xtablesLock(name),
-			Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: name, NodeIP: o.ip, Kubeconfig: kc}})
+			Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, ClusterCIDR6: p.spec.clusterCIDR6(), NodeName: name, NodeIP: o.ip, Kubeconfig: kc}})
 		if err != nil {
 			return nil, fmt.Errorf("kube-proxy on %s: %w", name, err)
 		}

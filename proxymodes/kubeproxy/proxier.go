@@ -9,11 +9,14 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/topology/controlplane"
 	"github.com/proxybench/proxybench/workload"
@@ -92,6 +95,25 @@ type ProxierSpec struct {
 	// the control plane gets 8 min to start, and each resident page is a
 	// host mapping (controlplane.Spec.LowMemory).
 	Guest bool
+	// IPv6, when valid, makes the row dual-stack: the /96 of the IPv6
+	// twins (scenarios.Scenario.IPv6Prefix). The API server gets an IPv6
+	// service range too (controlplane.Spec.DualStack), every Service both
+	// ClusterIPs with FamilyPolicy and an IPv6 EndpointSlice
+	// (apiobjects.Spec.IPv6), kube-proxy the IPv6 twin of ClusterCIDR
+	// beside it (ConfigSpec.ClusterCIDR6); the first Sync also waits for
+	// the IPv6 side (FamilySync). On several nodes every kube-proxy gets
+	// both cluster CIDRs; FamilySync is node-0's.
+	IPv6         netip.Prefix
+	FamilyPolicy string
+}
+
+// clusterCIDR6 is the IPv6 twin of the cluster CIDR of a dual-stack
+// spec, else the zero Prefix.
+func (spec ProxierSpec) clusterCIDR6() netip.Prefix {
+	if !spec.IPv6.IsValid() {
+		return netip.Prefix{}
+	}
+	return scenarios.TwinPrefix6(spec.IPv6, spec.ClusterCIDR)
 }
 
 // Proxier drives the real kube-proxy through the API, behind the same
@@ -138,6 +160,40 @@ type Proxier struct {
 	// sliceGen counts each service's EndpointSlice renames (RenameSlice;
 	// namespace/name, under lastMu).
 	sliceGen map[string]int
+	// ipv6 is the IPv6 side of a dual-stack row's first Sync (FamilySync;
+	// nil until then, or when the row is single-stack). A later first
+	// Sync (after a Cleanup) keeps the first process's, as record does.
+	ipv6 *familySync
+}
+
+// familySync is one family's first sync of a dual-stack kube-proxy row:
+// its stats, or why it was not measured.
+type familySync struct {
+	st  proxymodes.SyncStats
+	err error
+}
+
+// FamilySync returns the first Sync's figures for IPv6 of a dual-stack
+// row (ProxierSpec.IPv6): Wall from the API objects created to the last
+// probed IPv6 ServicePort first answering through kube-proxy's rules
+// (the IPv4 side is the first Sync's own stats), Phases
+// "kube-proxy.metric" kube-proxy's own IPv6 full-sync duration
+// (kubeproxy_sync_full_proxy_rules_duration_seconds{ip_family="IPv6"}),
+// Objects and Bytes what its IPv6 proxier installed, read back
+// (ip6tables-<back end>-save, table ip6 kube-proxy). CPU is 0: one
+// kube-proxy process runs both families' proxiers, and its CPU is the
+// IPv4 sync.full's. An error says why the IPv6 side was not measured
+// (single-stack, no first Sync yet, or its probes failed).
+func (p *Proxier) FamilySync(fam string) (proxymodes.SyncStats, error) {
+	switch {
+	case fam != scenarios.IPv6:
+		return proxymodes.SyncStats{}, fmt.Errorf("kubeproxy: FamilySync(%q): the IPv4 side is the first Sync's own figures", fam)
+	case !p.spec.IPv6.IsValid():
+		return proxymodes.SyncStats{}, fmt.Errorf("kubeproxy: %s is single-stack (no IPv6 services)", p.Mode())
+	case p.ipv6 == nil:
+		return proxymodes.SyncStats{}, fmt.Errorf("kubeproxy: %s has not made its first sync", p.Mode())
+	}
+	return p.ipv6.st, p.ipv6.err
 }
 
 // NewProxier returns a Proxier; nothing starts before the first Sync.
@@ -562,7 +618,10 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	if err := os.MkdirAll(p.spec.Dir, 0o755); err != nil {
 		return st, err
 	}
-	cps := controlplane.Spec{RunID: p.runID, Nodes: p.allNodes(), Avoid: p.spec.Avoid, Bin: p.spec.Bin}
+	cps := controlplane.Spec{RunID: p.runID, Nodes: p.allNodes(), Avoid: p.spec.Avoid, Bin: p.spec.Bin, DualStack: p.spec.IPv6.IsValid()}
+	if p.spec.IPv6.IsValid() {
+		cps.Avoid = append(slices.Clone(cps.Avoid), p.spec.IPv6)
+	}
 	if p.spec.Guest {
 		cps.StartTimeout = 8 * time.Minute
 		cps.LowMemory = true
@@ -577,7 +636,8 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	for i, ip := range p.spec.OtherIPs {
 		nodes = append(nodes, apiobjects.Node{Name: NodeName(i + 1), InternalIP: ip})
 	}
-	ost, err := apiobjects.Create(ctx, p.cp.Client, apiobjects.Spec{ServiceCIDR: p.spec.ServiceCIDR, Nodes: nodes, Services: services, SessionAffinity: p.spec.SessionAffinity, Zones: p.spec.Zones})
+	ost, err := apiobjects.Create(ctx, p.cp.Client, apiobjects.Spec{ServiceCIDR: p.spec.ServiceCIDR, Nodes: nodes, Services: services, SessionAffinity: p.spec.SessionAffinity, Zones: p.spec.Zones,
+		IPv6: p.spec.IPv6, FamilyPolicy: p.spec.FamilyPolicy})
 	if err != nil {
 		return st, err
 	}
@@ -600,7 +660,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		return st, err
 	}
 	p.kp, err = Start(ctx, Spec{RunID: p.runID, Node: p.spec.Node, Binary: p.spec.KubeProxy, Version: p.spec.Version, Dir: p.spec.Dir, Verbosity: p.spec.Verbosity, IPTablesBackend: p.spec.IPTablesBackend,
-		XtablesLock: p.xtablesLock(node.Name), PathFirst: p.spec.PathFirst, Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc,
+		XtablesLock: p.xtablesLock(node.Name), PathFirst: p.spec.PathFirst, Config: ConfigSpec{Mode: p.spec.Mode, Pass: p.spec.Pass, ClusterCIDR: p.spec.ClusterCIDR, ClusterCIDR6: p.spec.clusterCIDR6(), NodeName: node.Name, NodeIP: node.InternalIP, Kubeconfig: kc,
 			MetricsAnyAddress: p.spec.Monitor != nil}})
 	if err != nil {
 		return st, err
@@ -637,6 +697,17 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		}
 		healthy <- err
 	}()
+	// A dual-stack row's IPv6 services are probed beside the IPv4 ones.
+	v6 := make(chan familyProbe, 1)
+	if p.spec.IPv6.IsValid() && p.spec.DataPlane != nil {
+		go func() {
+			var fp familyProbe
+			fp.answered, fp.probed, fp.err = p.spec.DataPlane(pctx, workload.Twin6(p.spec.IPv6, services))
+			v6 <- fp
+		}()
+	} else {
+		close(v6)
+	}
 	var answered time.Time
 	probed := 0
 	var derr error
@@ -644,6 +715,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		answered, probed, derr = p.spec.DataPlane(pctx, services)
 	}
 	herr := <-healthy
+	fp6, dual := <-v6
 	oerr := waitOthers()
 	stopProgress()
 	var fsf *FirstSyncFailed
@@ -718,12 +790,53 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 	// What kube-proxy installed, read back (after the timed sync): the
 	// objects and bytes builtin reports for what it sent.
 	p.readBackStats(ctx, &st, "")
+	if dual && p.ipv6 == nil {
+		p.ipv6 = p.ipv6Sync(ctx, created, fp6)
+	}
 	// Its sync was measured; if kube-proxy exited meanwhile, the row
 	// keeps this sync.full and ends here.
 	if err := p.exited("its first sync's read-back, after the sync was measured", st, 0); err != nil {
 		return st, err
 	}
 	return st, nil
+}
+
+// familyProbe is one family's data-plane probe of a first Sync
+// (ProxierSpec.DataPlane's answer).
+type familyProbe struct {
+	answered time.Time
+	probed   int
+	err      error
+}
+
+// ipv6Sync is the IPv6 side of a dual-stack first Sync (FamilySync) from
+// its probe fp, the API objects created at created: kube-proxy's own
+// IPv6 full-sync metric (waited for up to 10 s, as the IPv4 one) and
+// what its IPv6 proxier installed, read back.
+func (p *Proxier) ipv6Sync(ctx context.Context, created time.Time, fp familyProbe) *familySync {
+	if fp.err != nil {
+		return &familySync{err: fmt.Errorf("IPv6 data plane after kube-proxy's first sync: %w", fp.err)}
+	}
+	var fn uint64
+	var fsum float64
+	for wait := time.Now().Add(10 * time.Second); ; {
+		metrics, err := p.scrapeSync(ctx)
+		if err == nil {
+			fn, fsum = measure.MetricDelta(nil, metrics, MetricSyncFull, scenarios.IPv6)
+			if fn == 0 {
+				_, fsum = measure.MetricDelta(nil, metrics, MetricSync, scenarios.IPv6) // IPVS: one histogram
+			}
+		}
+		if fn > 0 || time.Now().After(wait) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	st := proxymodes.SyncStats{Kind: "full", Wall: fp.answered.Sub(created),
+		Phases: map[string]time.Duration{"kube-proxy.metric": time.Duration(fsum * float64(time.Second))}}
+	rs, err := p.readBackFamily(ctx, scenarios.IPv6)
+	st.Objects, st.Bytes, _ = rulesetFigures(rs, err, "")
+	return &familySync{st: st}
 }
 
 // record sets p.rec and p.info from the first Sync's setup.
@@ -1010,11 +1123,24 @@ func (p *Proxier) keepLog() error {
 	return nil
 }
 
+// cleanupLockTries bounds how often `kube-proxy --cleanup` runs while it
+// fails on the xtables lock: the legacy tools' /run/xtables.lock is one
+// file for every namespace of the machine (docs/modes.md, "kube-proxy and
+// the xtables lock"), so another run's proxy holding it fails the
+// cleanup's `iptables -w 5` calls (exit 4) where a real node's lock
+// would be free. Its cleanup is idempotent: a second run removes what the
+// first left.
+const cleanupLockTries = 6
+
 // cleanupRules runs `kube-proxy --cleanup` with kp's config in the node
 // namespace, with the PATH kp ran with (the same iptables back end: with
-// the legacy one, Debian's default nft tools would remove nothing).
+// the legacy one, Debian's default nft tools would remove nothing),
+// again while it fails on the xtables lock (cleanupLockTries).
 func (p *Proxier) cleanupRules(ctx context.Context, kp *Proxy) error {
 	out, err := p.cleanupCommand(ctx, kp)
+	for try := 1; err != nil && try < cleanupLockTries && ctx.Err() == nil && strings.Contains(string(out), "xtables lock"); try++ {
+		out, err = p.cleanupCommand(ctx, kp)
+	}
 	switch {
 	case err != nil && p.spec.Mode == "ipvs":
 		// kube-proxy's own --cleanup fails after its IPVS mode: its

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/proxybench/proxybench/scenarios"
 )
 
 // Ruleset is what kube-proxy installed in its node namespace, read back
@@ -29,11 +31,22 @@ type Ruleset struct {
 // readBack reads kube-proxy's IPv4 ruleset in the node namespace. IPVS
 // (in the guest) is not read: zero Ruleset, no error.
 func (p *Proxier) readBack(ctx context.Context) (Ruleset, error) {
+	return p.readBackFamily(ctx, scenarios.IPv4)
+}
+
+// readBackFamily is readBack for family fam's proxier: IPv6 reads
+// ip6tables-<back end>-save and table ip6 kube-proxy (a dual-stack row's
+// IPv6 side).
+func (p *Proxier) readBackFamily(ctx context.Context, fam string) (Ruleset, error) {
+	ip, table := "ip", "ip"
+	if fam == scenarios.IPv6 {
+		ip, table = "ip6", "ip6"
+	}
 	switch p.spec.Mode {
 	case "iptables":
-		tool := "iptables-save"
+		tool := ip + "tables-save"
 		if p.spec.IPTablesBackend != "" {
-			tool = "iptables-" + p.spec.IPTablesBackend + "-save"
+			tool = ip + "tables-" + p.spec.IPTablesBackend + "-save"
 		}
 		out, err := p.spec.Node.Run(ctx, nil, tool)
 		if err != nil {
@@ -43,12 +56,12 @@ func (p *Proxier) readBack(ctx context.Context) (Ruleset, error) {
 		rs.Tool = tool
 		return rs, nil
 	case "nftables":
-		out, err := p.spec.Node.Run(ctx, nil, "nft", "-j", "list", "table", "ip", "kube-proxy")
+		out, err := p.spec.Node.Run(ctx, nil, "nft", "-j", "list", "table", table, "kube-proxy")
 		if err != nil {
-			return Ruleset{}, fmt.Errorf("nft -j list table ip kube-proxy: %w", err)
+			return Ruleset{}, fmt.Errorf("nft -j list table %s kube-proxy: %w", table, err)
 		}
 		rs, err := CountNFTJSON(out)
-		rs.Tool = "nft -j list table ip kube-proxy"
+		rs.Tool = "nft -j list table " + table + " kube-proxy"
 		return rs, err
 	}
 	return Ruleset{}, nil

@@ -108,10 +108,15 @@ func Variant(base proxymodes.Mode, v VariantSpec) proxymodes.Mode {
 				others, otherIPs = append(others, o), append(otherIPs, oip)
 			}
 		}
+		var ip6 netip.Prefix
+		if sc.DualStack() {
+			ip6 = sc.IPv6Prefix() // one kube-proxy programs both families
+		}
 		return NewProxier(ProxierSpec{Mode: base.Name, Others: others, OtherIPs: otherIPs, IPTablesBackend: backend, Node: ns, NodeIP: ip, ClusterCIDR: cluster, ServiceCIDR: svc,
 			Avoid: []netip.Prefix{svc, pod, nodeNet, cluster, sc.ClientPrefix()}, Pass: pass, KubeProxy: v.Binary, Version: v.Version, Bin: v.Bin,
 			Dir: v.Dir, Verbosity: sc.KubeProxy.Verbosity, Label: v.Label, DataPlane: v.DataPlane,
-			SessionAffinity: SessionAffinityOf(sc), Zones: sc.NodeZones(), FirstSyncTimeout: sc.KubeProxy.FirstSyncTimeout.Duration, Guest: v.Guest, Monitor: v.Monitor, PathFirst: v.PathFirst})
+			SessionAffinity: SessionAffinityOf(sc), Zones: sc.NodeZones(), FirstSyncTimeout: sc.KubeProxy.FirstSyncTimeout.Duration, Guest: v.Guest, Monitor: v.Monitor, PathFirst: v.PathFirst,
+			IPv6: ip6, FamilyPolicy: sc.FamilyPolicy()})
 	}
 	return m
 }

@@ -50,8 +50,8 @@ func Names() []string {
 // Catalog is what scenario validation checks names against.
 // It carries each mode's Protocols, the modes with a scheduler
 // (HasScheduler) and those whose proxy terminates connections
-// (Traits.Terminates), and kube-proxy's configuration check
-// (kubeproxy.CheckConfig).
+// (Traits.Terminates), the modes with IPv6, node ports and topology
+// hints, and kube-proxy's configuration check (kubeproxy.CheckConfig).
 func Catalog() scenarios.Catalog {
 	c := scenarios.Catalog{Modes: Names(), Protocols: map[string][]string{}, KubeProxyConfig: kubeproxy.CheckConfig}
 	for _, m := range All {
@@ -64,6 +64,12 @@ func Catalog() scenarios.Catalog {
 		}
 		if m.IPv6 {
 			c.IPv6 = append(c.IPv6, m.Name)
+		}
+		if m.NodePorts {
+			c.NodePorts = append(c.NodePorts, m.Name)
+		}
+		if m.TopologyHints {
+			c.TopologyHints = append(c.TopologyHints, m.Name)
 		}
 	}
 	return c

@@ -52,6 +52,8 @@ var Mode = proxymodes.Mode{
 	Sim:       proxymodes.SimModel{Lookup: proxymodes.LookupHash, Choice: proxymodes.ChoiceNumgen},
 	// table ip6 kube-proxy, as kube-proxy's IPv6 proxier (Config.IPv6).
 	IPv6: true,
+	// Render's KubeProxyOrderAt per node (Config.NodeName, Config.Zones).
+	TopologyHints: true,
 	SyncPeriods: func(sc *scenarios.Scenario) (time.Duration, time.Duration) {
 		return sc.NFTables.MinSyncPeriod.Duration, sc.NFTables.SyncPeriod.Duration
 	},

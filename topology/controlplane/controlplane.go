@@ -67,7 +67,13 @@ type Spec struct {
 	// `kubernetes` Service and its advertise address) are taken from the
 	// first candidate block that overlaps none of them.
 	Avoid []netip.Prefix
-	Bin   Binaries
+	// DualStack gives the API server an IPv6 service range beside the
+	// IPv4 one (--service-cluster-ip-range v4,v6: a dual-stack cluster,
+	// which kube-apiserver needs before it takes a Service of
+	// ipFamilyPolicy RequireDualStack or gives PreferDualStack one both
+	// families): the first of Candidates6 overlapping no prefix of Avoid.
+	DualStack bool
+	Bin       Binaries
 	// Profiling turns on kube-apiserver's /debug/pprof (--profiling) and
 	// etcd's (--enable-pprof on its client port), to see where a slow
 	// control plane spends its time (Profile).
@@ -114,7 +120,10 @@ type ControlPlane struct {
 	// from it.
 	Block        netip.Prefix
 	ServiceRange netip.Prefix
-	Advertise    netip.Addr
+	// ServiceRange6 is the IPv6 service range of a dual-stack control
+	// plane (Spec.DualStack; the zero Prefix otherwise).
+	ServiceRange6 netip.Prefix
+	Advertise     netip.Addr
 	// Ready is the time from Start to the API server's /readyz answering ok.
 	Ready time.Duration
 	// Client talks to the API server as Token's user, at a high QPS.
@@ -135,12 +144,27 @@ var Candidates = []netip.Prefix{
 	netip.MustParsePrefix("172.31.254.0/24"),
 }
 
+// Candidates6 are the IPv6 service ranges a dual-stack control plane
+// tries in order (Spec.DualStack), /120s of the benchmarking range
+// 2001:2::/48 (RFC 5180) outside the default plan's 2001:2::/96.
+// kube-apiserver takes an IPv6 range of at most 20 bits (/108).
+var Candidates6 = []netip.Prefix{
+	netip.MustParsePrefix("2001:2:0:fffe::/120"),
+	netip.MustParsePrefix("2001:2:0:fffd::/120"),
+}
+
 // linkNet holds the /30 control-plane links, one per node.
 var linkNet = netip.MustParsePrefix("169.254.0.0/16")
 
-// chooseBlock returns the first candidate overlapping no prefix of avoid.
+// chooseBlock returns the first of Candidates overlapping no prefix of
+// avoid.
 func chooseBlock(avoid []netip.Prefix) (netip.Prefix, error) {
-	for _, c := range Candidates {
+	return choose(Candidates, avoid)
+}
+
+// choose returns the first of candidates overlapping no prefix of avoid.
+func choose(candidates, avoid []netip.Prefix) (netip.Prefix, error) {
+	for _, c := range candidates {
 		ok := true
 		for _, a := range avoid {
 			if a.IsValid() && a.Overlaps(c) {
@@ -152,7 +176,7 @@ func chooseBlock(avoid []netip.Prefix) (netip.Prefix, error) {
 			return c, nil
 		}
 	}
-	return netip.Prefix{}, fmt.Errorf("controlplane: every candidate block %v overlaps the scenario's ranges %v", Candidates, avoid)
+	return netip.Prefix{}, fmt.Errorf("controlplane: every candidate block %v overlaps the scenario's ranges %v", candidates, avoid)
 }
 
 // linkAddrs returns the control-plane and node side of node i's link.
@@ -189,6 +213,11 @@ func Start(ctx context.Context, spec Spec) (cp *ControlPlane, err error) {
 	cp = &ControlPlane{RunID: spec.RunID, Block: block, lowMemory: spec.LowMemory, rbac: spec.RBAC,
 		ServiceRange: netip.PrefixFrom(block.Addr(), 28),
 		Advertise:    addrAt(block.Addr(), 17)}
+	if spec.DualStack {
+		if cp.ServiceRange6, err = choose(Candidates6, spec.Avoid); err != nil {
+			return nil, err
+		}
+	}
 	defer func() {
 		if err != nil {
 			_ = cp.Stop()
@@ -362,7 +391,7 @@ func (cp *ControlPlane) startAPIServer(bin string, profiling bool) error {
 		"--service-account-issuer", "https://kubernetes.default.svc",
 		"--token-auth-file", filepath.Join(cp.Dir, "token.csv"),
 		"--authorization-mode", cp.authorization(),
-		"--service-cluster-ip-range", cp.ServiceRange.String(),
+		"--service-cluster-ip-range", cp.serviceRanges(),
 		// No Endpoints for the `kubernetes` Service (its address is not
 		// routed anywhere in the testbed).
 		"--endpoint-reconciler-type", "none",
@@ -386,6 +415,16 @@ func (cp *ControlPlane) startAPIServer(bin string, profiling bool) error {
 		fmt.Sprintf("--watch-cache=%t", !cp.lowMemory),
 		"--v", "1")
 	return err
+}
+
+// serviceRanges is kube-apiserver's --service-cluster-ip-range: the
+// IPv4 range, then the IPv6 one of a dual-stack control plane (the first
+// is the primary family, the `kubernetes` Service's).
+func (cp *ControlPlane) serviceRanges() string {
+	if cp.ServiceRange6.IsValid() {
+		return cp.ServiceRange.String() + "," + cp.ServiceRange6.String()
+	}
+	return cp.ServiceRange.String()
 }
 
 // authorization is kube-apiserver's --authorization-mode (Spec.RBAC).

@@ -22,6 +22,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
 )
 
@@ -140,10 +141,40 @@ func writeLoadBalancerStatus(ctx context.Context, c kubernetes.Interface, s work
 	}
 }
 
-// SliceName is the name of s's (single) EndpointSlice.
+// SliceName is the name of s's (IPv4) EndpointSlice.
 func SliceName(s workload.Service) string { return s.Name + "-pb" }
 
-// EndpointSlice returns the IPv4 EndpointSlice of s, labelled with its
+// SliceName6 is the name of s's IPv6 EndpointSlice in a dual-stack run
+// (Spec.IPv6): the EndpointSlice controller writes one slice per address
+// type of a dual-stack Service.
+func SliceName6(s workload.Service) string { return s.Name + "-pb6" }
+
+// DualStack makes svc, built from IPv4 service s, a dual-stack Service
+// with policy (PreferDualStack or RequireDualStack): ClusterIPs s's
+// IPv4 ClusterIP then its IPv6 twin in the /96 p (scenarios.Twin6, as
+// workload.Twin6 gives the builtin IPv6 proxier), IPFamilies [IPv4,
+// IPv6], the IPv4 family primary as the API server's first
+// --service-cluster-ip-range. kube-proxy's IPv6 proxier programs the
+// second ClusterIP with the IPv6 slice's endpoints (EndpointSlice6).
+func DualStack(svc *corev1.Service, s workload.Service, p netip.Prefix, policy string) {
+	pol := corev1.IPFamilyPolicy(policy)
+	svc.Spec.ClusterIPs = []string{s.ClusterIP.String(), scenarios.Twin6(p, s.ClusterIP).String()}
+	svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+	svc.Spec.IPFamilyPolicy = &pol
+}
+
+// EndpointSlice6 is the IPv6 EndpointSlice of IPv4 service s in a
+// dual-stack run: EndpointSlice of s's IPv6 twin in the /96 p
+// (workload.Twin6: every endpoint address twinned), addressType IPv6,
+// named SliceName6.
+func EndpointSlice6(s workload.Service, p netip.Prefix, trigger time.Time) *discoveryv1.EndpointSlice {
+	es := EndpointSlice(workload.Twin6(p, []workload.Service{s})[0], trigger)
+	es.Name = SliceName6(s)
+	return es
+}
+
+// EndpointSlice returns the EndpointSlice of s, of s's ClusterIP's
+// family (addressType IPv4, or IPv6 for an IPv6 twin), labelled with its
 // service name, with trigger as TriggerTimeAnnotation. Each endpoint's
 // conditions are its workload.Endpoint's: ready = Ready and not
 // Terminating, serving = Serving or ready, terminating = Terminating; so
@@ -181,10 +212,19 @@ func EndpointSlice(s workload.Service, trigger time.Time) *discoveryv1.EndpointS
 			},
 			Annotations: map[string]string{TriggerTimeAnnotation: trigger.UTC().Format(time.RFC3339Nano)},
 		},
-		AddressType: discoveryv1.AddressTypeIPv4,
+		AddressType: addressType(s),
 		Endpoints:   eps,
 		Ports:       ports,
 	}
+}
+
+// addressType is the EndpointSlice address type of s's family: IPv6
+// for an IPv6 ClusterIP (workload.Twin6), else IPv4.
+func addressType(s workload.Service) discoveryv1.AddressType {
+	if s.ClusterIP.Is6() && !s.ClusterIP.Is4In6() {
+		return discoveryv1.AddressTypeIPv6
+	}
+	return discoveryv1.AddressTypeIPv4
 }
 
 // Terminating marks endpoint k of slice as terminating (ready=false,
@@ -256,7 +296,18 @@ type Spec struct {
 	// Zones labels each Node named in it with its zone
 	// (topology.kubernetes.io/zone; scenarios.NodeZones), over Node.Zone.
 	Zones map[string]string
+	// IPv6, when valid, is the /96 of a dual-stack run's IPv6 twins
+	// (scenarios.Scenario.IPv6Prefix): the ServiceCIDR gets the IPv6
+	// twin of ServiceCIDR too, every Service both families (DualStack,
+	// with FamilyPolicy) and a second, IPv6 EndpointSlice
+	// (EndpointSlice6). The API server must be dual-stack
+	// (controlplane.Spec.DualStack).
+	IPv6         netip.Prefix
+	FamilyPolicy string
 }
+
+// dualStack reports whether spec asks for dual-stack objects.
+func (spec Spec) dualStack() bool { return spec.IPv6.IsValid() }
 
 // Stats says what Create did and how long it took.
 type Stats struct {
@@ -280,8 +331,12 @@ func Create(ctx context.Context, c kubernetes.Interface, spec Spec) (Stats, erro
 		workers = 64
 	}
 	if spec.ServiceCIDR.IsValid() {
+		cidrs := []string{spec.ServiceCIDR.Masked().String()}
+		if spec.dualStack() {
+			cidrs = append(cidrs, scenarios.TwinPrefix6(spec.IPv6, spec.ServiceCIDR.Masked()).String())
+		}
 		sc := &networkingv1.ServiceCIDR{ObjectMeta: metav1.ObjectMeta{Name: ServiceCIDRName},
-			Spec: networkingv1.ServiceCIDRSpec{CIDRs: []string{spec.ServiceCIDR.Masked().String()}}}
+			Spec: networkingv1.ServiceCIDRSpec{CIDRs: cidrs}}
 		if _, err := c.NetworkingV1().ServiceCIDRs().Create(ctx, sc, metav1.CreateOptions{}); err != nil {
 			return st, fmt.Errorf("apiobjects: create ServiceCIDR %s: %w", spec.ServiceCIDR, err)
 		}
@@ -318,17 +373,22 @@ func Create(ctx context.Context, c kubernetes.Interface, spec Spec) (Stats, erro
 			defer wg.Done()
 			for i := range jobs {
 				s := spec.Services[i]
-				err := createService(ctx, c, s, spec.SessionAffinity)
+				err := createServiceAs(ctx, c, s, spec.serviceObject(s))
 				if err == nil {
 					nsvc.Add(1)
-					slice := EndpointSlice(s, spec.Trigger)
-					err = retryCreate(ctx, func() error {
-						_, err := c.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, slice, metav1.CreateOptions{})
-						return err
-					})
-					if err != nil {
-						err = fmt.Errorf("apiobjects: create EndpointSlice %s/%s: %w", s.Namespace, SliceName(s), err)
-					} else {
+					objs := []*discoveryv1.EndpointSlice{EndpointSlice(s, spec.Trigger)}
+					if spec.dualStack() {
+						objs = append(objs, EndpointSlice6(s, spec.IPv6, spec.Trigger))
+					}
+					for _, slice := range objs {
+						err = retryCreate(ctx, func() error {
+							_, err := c.DiscoveryV1().EndpointSlices(s.Namespace).Create(ctx, slice, metav1.CreateOptions{})
+							return err
+						})
+						if err != nil {
+							err = fmt.Errorf("apiobjects: create EndpointSlice %s/%s: %w", s.Namespace, slice.Name, err)
+							break
+						}
 						nslice.Add(1)
 					}
 				}
@@ -359,14 +419,40 @@ feed:
 	return st, ctx.Err()
 }
 
-// createService creates s, retrying for up to 30 s while its ClusterIP is
-// not yet allocatable (the API server picks up a new ServiceCIDR through an
-// informer, a moment after it is created).
+// createDeadline bounds createService's retries of a Service the API
+// server refuses as invalid. A create that timed out on a loaded API
+// server can leave its ClusterIP's IPAddress object behind without the
+// Service ("provided IP is already allocated" on every retry, seen at 10k
+// NodePort services at load 40); kube-apiserver's repair loop deletes
+// such a leaked IPAddress once it is older than its 60 s grace period
+// (pkg/registry/core/service/ipallocator/controller/repairip.go,
+// syncIPAddress), so the retries outlast that.
+const createDeadline = 2 * time.Minute
+
+// serviceObject is the Service Create writes for s: ServiceWithAffinity,
+// made dual-stack (DualStack) in a dual-stack spec.
+func (spec Spec) serviceObject(s workload.Service) *corev1.Service {
+	svc := ServiceWithAffinity(s, spec.SessionAffinity)
+	if spec.dualStack() {
+		DualStack(svc, s, spec.IPv6, spec.FamilyPolicy)
+	}
+	return svc
+}
+
+// createService creates s, retrying for up to createDeadline while its
+// ClusterIP is not yet allocatable (the API server picks up a new
+// ServiceCIDR through an informer, a moment after it is created) or is
+// held by an attempt that timed out without storing the Service.
 func createService(ctx context.Context, c kubernetes.Interface, s workload.Service, affinity time.Duration) error {
-	deadline := time.Now().Add(30 * time.Second)
+	return createServiceAs(ctx, c, s, ServiceWithAffinity(s, affinity))
+}
+
+// createServiceAs is createService writing obj (s's Service object).
+func createServiceAs(ctx context.Context, c kubernetes.Interface, s workload.Service, obj *corev1.Service) error {
+	deadline := time.Now().Add(createDeadline)
 	for {
 		err := retryCreate(ctx, func() error {
-			_, err := c.CoreV1().Services(s.Namespace).Create(ctx, ServiceWithAffinity(s, affinity), metav1.CreateOptions{})
+			_, err := c.CoreV1().Services(s.Namespace).Create(ctx, obj, metav1.CreateOptions{})
 			return err
 		})
 		if err == nil {
