@@ -47,6 +47,19 @@ type FullSyncer interface {
 	ForceFullSync()
 }
 
+// Resyncer is implemented by proxiers whose incremental Sync reads back
+// from the kernel only the objects whose desired state changed (builtin
+// IPVS), where kube-proxy's proxier reads them all on every sync. Resync
+// makes the next Sync read every object of its kind back and repair what
+// differs (an object changed or deleted out of band), without the rest of
+// a full sync. The sync loop (internal/runner's) calls it for a sync when
+// syncPeriod has passed since the last sync that read everything, so a
+// proxier left alone repairs within one syncPeriod, as kube-proxy's IPVS
+// mode does (its runner's maxInterval is syncPeriod).
+type Resyncer interface {
+	Resync()
+}
+
 // Restarter is implemented by proxiers that run as a program of their
 // own over an API (kube-proxy). Halt stops the program; with cleanup it
 // also removes everything the program installed (kube-proxy --cleanup), as

@@ -67,6 +67,9 @@ type OutOfBandResult struct {
 	// -1 for a kube-proxy row (kube-proxy's syncs: its metrics).
 	Syncs int `json:"syncs"`
 	Full  int `json:"full"`
+	// Resyncs counts a builtin row's partial syncs that read every
+	// object back (builtin IPVS, once per syncPeriod).
+	Resyncs int `json:"resyncs,omitempty"`
 	// KubeProxySyncs counts kube-proxy's syncs during the phase from its
 	// sync-duration histogram (kube-proxy rows).
 	KubeProxySyncs int               `json:"kubeProxySyncs,omitempty"`
@@ -92,7 +95,11 @@ func OutOfBandReport(label string, mr *ModeResult) []Section {
 	}
 	s.Notes = append(s.Notes, fmt.Sprintf("%s: %s", label, ob.Config))
 	if ob.Syncs >= 0 {
-		s.Notes = append(s.Notes, fmt.Sprintf("%s: the builtin sync loop ran %d syncs (%d full) during the phase.", label, ob.Syncs, ob.Full))
+		resync := ""
+		if ob.Resyncs > 0 {
+			resync = fmt.Sprintf(", %d reading every real server back", ob.Resyncs)
+		}
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: the builtin sync loop ran %d syncs (%d full%s) during the phase.", label, ob.Syncs, ob.Full, resync))
 	} else {
 		s.Notes = append(s.Notes, fmt.Sprintf("%s: kube-proxy ran %d syncs during the phase (its sync-duration histogram).", label, ob.KubeProxySyncs))
 	}

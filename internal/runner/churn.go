@@ -326,6 +326,9 @@ type syncLoop struct {
 	mu    sync.Mutex
 	syncs []reports.SyncRecord
 	err   error // the first failed sync's
+	// resyncs counts the syncs told to read everything back
+	// (proxymodes.Resyncer).
+	resyncs int
 }
 
 // startSyncLoop runs the sync loop of minSync and period (and the mode's
@@ -333,7 +336,13 @@ type syncLoop struct {
 // already holds the cluster's services: that was the loop's first, full,
 // sync, started at start): every sync gives p snapshot() (full when the
 // loop says so and p is a proxymodes.FullSyncer) and is recorded with its
-// offset from start, and observed in live.
+// offset from start, and observed in live. A p that is a
+// proxymodes.Resyncer (builtin IPVS) is told to read everything back for
+// a sync when period has passed since the start of the last sync that did
+// (a full one or a resync; syncloop.State.ReadBack): kube-proxy's IPVS proxier reads every real server on every
+// sync, so a real server deleted out of band is re-added within one
+// syncPeriod; builtin's loop does it at most once a period, so its partial
+// syncs under churn stay partial.
 func startSyncLoop(ctx context.Context, p proxymodes.Proxier, minSync, period time.Duration, start time.Time, live *monitoring.RowMetrics, snapshot func() []workload.Service) *syncLoop {
 	l := &syncLoop{done: make(chan struct{})}
 	st := syncloop.New(minSync, period)
@@ -342,11 +351,21 @@ func startSyncLoop(ctx context.Context, p proxymodes.Proxier, minSync, period ti
 		// (kube-proxy's maxInterval), retries after period.
 		st.MaxInterval = m.MaxSyncInterval
 	}
+	rs, resyncer := p.(proxymodes.Resyncer)
+	if resyncer {
+		st.ReadBackPeriod = period
+	}
 	st.Start(start)
 	st.Done(nil)
-	l.runner = syncloop.NewRunner(st, func(ctx context.Context, full bool) error {
+	l.runner = syncloop.NewRunner(st, func(ctx context.Context, full, readBack bool) error {
 		if fs, ok := p.(proxymodes.FullSyncer); ok && full {
 			fs.ForceFullSync()
+		}
+		if resyncer && readBack {
+			rs.Resync()
+			l.mu.Lock()
+			l.resyncs++
+			l.mu.Unlock()
 		}
 		snap := snapshot()
 		at := time.Since(start)
@@ -372,6 +391,13 @@ func startSyncLoop(ctx context.Context, p proxymodes.Proxier, minSync, period ti
 	loopCtx, l.cancel = context.WithCancel(ctx)
 	go func() { l.runner.Run(loopCtx); close(l.done) }()
 	return l
+}
+
+// resyncCount returns how many syncs were told to read everything back.
+func (l *syncLoop) resyncCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.resyncs
 }
 
 // changed tells the loop the desired state changed.

@@ -58,7 +58,7 @@ type oobTarget struct {
 // pkg/util/iptables Monitor (the canary, polled every syncPeriod in the
 // mangle table), pkg/proxy/apis/config/v1alpha1/defaults.go (syncPeriod
 // 30 s for every mode).
-const oobBuiltinConfig = "builtin: proxybench's sync loop (proxymodes/syncloop) runs kube-proxy's runner: with nothing changed iptables and nftables sync only after FullSyncPeriod (1 h), ipvs every syncPeriod; a failed sync is retried after syncPeriod, full; a sync is partial (iptables: KUBE-SERVICES rewritten whole, only changed services' chains; nftables: a diff against what it wrote; ipvs: a dump of the kernel's virtual servers against the desired ones, real servers read back only for changed services), full once an hour or after a failed sync"
+const oobBuiltinConfig = "builtin: proxybench's sync loop (proxymodes/syncloop) runs kube-proxy's runner: with nothing changed iptables and nftables sync only after FullSyncPeriod (1 h), ipvs every syncPeriod; a failed sync is retried after syncPeriod, full; a sync is partial (iptables: KUBE-SERVICES rewritten whole, only changed services' chains; nftables: a diff against what it wrote; ipvs: a dump of the kernel's virtual servers against the desired ones, real servers read back only for changed services, and for every service once per syncPeriod, as every kube-proxy IPVS sync reads them), full once an hour or after a failed sync"
 
 // oobConfig is the resync configuration text of a row.
 func oobConfig(mode, impl string, minSync, period time.Duration) string {
@@ -354,6 +354,7 @@ var outOfBandPhaseV = Phase{
 		if loop != nil {
 			syncs, _ := loop.stop()
 			ob.Syncs = len(syncs)
+			ob.Resyncs = loop.resyncCount()
 			for _, s := range syncs {
 				if s.Kind == "full" {
 					ob.Full++

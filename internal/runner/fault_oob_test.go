@@ -120,8 +120,10 @@ func TestOutOfBandOnFakes(t *testing.T) {
 		t.Fatalf("changes %+v: want serviceChain then canary, on two services", got)
 	}
 	chain, canary := got[0], got[1]
-	if chain.Repaired || !chain.PutBack || chain.Polls < 30 || chain.Failed == 0 || chain.ProbeNs != 0 {
-		t.Errorf("serviceChain never repaired: %+v; want put back after about 50 polls, its probes failing", chain)
+	// Polls: up to 50 in the 1 s timeout; 17 at load 33, so only "more
+	// than one" is asserted (no timed assertion).
+	if chain.Repaired || !chain.PutBack || chain.Polls < 2 || chain.Failed == 0 || chain.ProbeNs != 0 {
+		t.Errorf("serviceChain never repaired: %+v; want put back at the timeout after several polls, its probes failing", chain)
 	}
 	if !canary.Repaired || canary.RepairNs < int64(60*time.Millisecond) || canary.RepairNs > int64(500*time.Millisecond) || canary.PutBack || canary.Polls != 5 {
 		t.Errorf("canary repaired at the 5th poll: %+v", canary)
@@ -149,10 +151,13 @@ func TestOutOfBandOnFakes(t *testing.T) {
 	if strings.Join(k2.putBacks, ",") != scenarios.OOBVirtualServer+","+scenarios.OOBExcludedVirtualServer {
 		t.Errorf("put back %v: want what the failed change may have added, then the excluded change's servers, removed by the phase", k2.putBacks)
 	}
-	mr := &reports.ModeResult{OutOfBand: &reports.OutOfBandResult{Changes: got2, Syncs: 3, Config: "x"}}
+	mr := &reports.ModeResult{OutOfBand: &reports.OutOfBandResult{Changes: got2, Syncs: 3, Resyncs: 2, Config: "x"}}
 	secs := reports.OutOfBandReport("ipvs", mr)
 	if len(secs) != 1 || len(secs[0].Rows) != 3 || secs[0].Rows[2].Fail == "" || secs[0].Rows[0].Fail != "" {
 		t.Errorf("report %+v: want 3 rows, the excluded one failing", secs)
+	}
+	if notes := strings.Join(secs[0].Notes, "\n"); !strings.Contains(notes, "3 syncs (0 full, 2 reading every real server back)") {
+		t.Errorf("notes %q: want the syncs and read-back syncs counted", notes)
 	}
 }
 

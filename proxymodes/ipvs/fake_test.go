@@ -465,6 +465,63 @@ func BenchmarkFakeFullSync(b *testing.B) {
 	}
 }
 
+// TestResyncRepairsOutOfBand: a real server and a kube-ipvs0 address
+// deleted behind the proxier's back stay deleted through an incremental
+// Sync with nothing changed (it reads back only changed services), and
+// the Sync after Resync reads every virtual server's real servers and the
+// addresses, re-adds both and nothing else, and is not full; the Sync
+// after that reads nothing again (kube-proxy's IPVS proxier reads every
+// real server on each sync: pkg/proxy/ipvs/proxier.go syncEndpoint).
+func TestResyncRepairsOutOfBand(t *testing.T) {
+	r := newRig(testCfg)
+	svcs := genServices(20, 3)
+	r.sync(t, svcs)
+	want := r.h.Dump()
+	rs, err := Render(testCfg, svcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &rs.Virtual[7]
+	if err := r.h.DelDestination(toService(v), toDest(v.Reals[1])); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.a.Del([]netip.Addr{v.Address}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := r.h.Dump()
+	r.sync(t, svcs)
+	if got := r.h.Dump(); got != deleted {
+		t.Fatalf("incremental sync changed the table:\n%s", got)
+	}
+	r.node.take()
+	r.h.ResetCalls()
+	r.p.Resync()
+	st, err := r.p.Sync(context.Background(), svcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := r.h.Calls(); !mapsEqual(c, map[string]int{"GetServices": 1, "GetDestinations": len(rs.Virtual), "NewDestination": 1}) {
+		t.Errorf("resync calls %v", c)
+	}
+	if got := r.h.Dump(); got != want {
+		t.Errorf("after Resync:\n%s\nwant:\n%s", got, want)
+	}
+	if addrs, _ := r.a.List(); !slices.Contains(addrs, v.Address) {
+		t.Errorf("kube-ipvs0 lacks %s after Resync: %v", v.Address, addrs)
+	}
+	if st.Kind != "incremental" || st.Objects != 2 {
+		t.Errorf("resync stats %+v, want incremental with 2 objects (a real server, an address)", st)
+	}
+	if runs := r.node.take(); len(runs) != 0 {
+		t.Errorf("resync ran %q, want no ipset or iptables", runs)
+	}
+	r.h.ResetCalls()
+	r.sync(t, svcs)
+	if c := r.h.Calls(); !mapsEqual(c, map[string]int{"GetServices": 1}) {
+		t.Errorf("sync after the resync: calls %v, want one dump", c)
+	}
+}
+
 // TestBatchMessageBytes: the batched requests have the size moby/ipvs's
 // would (opBytes, used for SyncStats.Bytes with per-object handles).
 func TestBatchMessageBytes(t *testing.T) {

@@ -67,6 +67,9 @@ type Proxier struct {
 	addrs Addresses
 	set   *ipsetNetlink
 	full  bool
+	// readAll makes the next Sync read every virtual server's real
+	// servers and kube-ipvs0's addresses back (Resync; a full Sync does).
+	readAll bool
 	// synced maps each virtual server key to the real servers the last
 	// successful Sync wanted; entries holds its ipset members by set. Both
 	// are nil before the first successful Sync.
@@ -87,6 +90,7 @@ type Proxier struct {
 var (
 	_ proxymodes.Proxier    = (*Proxier)(nil)
 	_ proxymodes.FullSyncer = (*Proxier)(nil)
+	_ proxymodes.Resyncer   = (*Proxier)(nil)
 )
 
 // New returns a Proxier for cfg programming node, which must implement
@@ -235,6 +239,21 @@ func (p *Proxier) ForceFullSync() {
 	p.mu.Unlock()
 }
 
+// Resync makes the next Sync read back every virtual server's real
+// servers (GetDestinations of each) and kube-ipvs0's addresses, and
+// repair what differs from the desired state, as every sync of
+// kube-proxy's IPVS proxier does (v1.37.2 pkg/proxy/ipvs/proxier.go:
+// syncProxyRules calls syncEndpoint, which lists GetRealServers, for every
+// service port, and its runner syncs every syncPeriod with nothing
+// changed). Unlike ForceFullSync it leaves kube-ipvs0's link, the
+// sysctls, the ipset and the iptables rules as the last Sync wrote them.
+// The Sync stays Kind "incremental".
+func (p *Proxier) Resync() {
+	p.mu.Lock()
+	p.readAll = true
+	p.mu.Unlock()
+}
+
 func (p *Proxier) handles() error {
 	if p.h != nil {
 		return nil
@@ -259,12 +278,13 @@ func (p *Proxier) handles() error {
 //     expire_quiescent_template=1) and the non-zero timeouts (SetConfig);
 //     then list kube-ipvs0's addresses (one dump) and add the missing
 //     ClusterIPs and delete the others. An incremental sync whose
-//     ClusterIPs equal the last successful sync's skips this step.
+//     ClusterIPs equal the last successful sync's skips this step (unless
+//     after Resync).
 //   - "ipvs": dump the virtual servers (one GetServices), compare each with
 //     the desired one, read the real servers of those that exist
-//     (GetDestinations: every one on a full sync, on an incremental sync
-//     only those whose desired real servers changed since the last
-//     successful Sync), then send only the differences: new, updated and
+//     (GetDestinations: every one on a full sync or after Resync, on an
+//     incremental sync only those whose desired real servers changed since
+//     the last successful Sync), then send only the differences: new, updated and
 //     deleted virtual and real servers. Virtual servers that are not
 //     desired are deleted unless their address is in ExcludeCIDRs.
 //     A removed TCP real server with active or inactive connections is
@@ -298,6 +318,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 	start, cpu := time.Now(), proxymodes.StartSyncCPU(p.node)
 	defer cpu.Stop() // the proxy's own CPU only: this thread and its programs
 	full := p.full || p.synced == nil
+	readAll := full || p.readAll
 	st = proxymodes.SyncStats{Kind: "incremental", Phases: map[string]time.Duration{}}
 	if full {
 		st.Kind = "full"
@@ -328,7 +349,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 	}
 
 	t = time.Now()
-	err = p.syncAddresses(rs, full, &st)
+	err = p.syncAddresses(rs, full, readAll, &st)
 	st.Phases["addresses"] = time.Since(t)
 	if err != nil {
 		return st, err
@@ -338,7 +359,7 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 	}
 
 	t = time.Now()
-	err = p.syncIPVS(rs, full, &st)
+	err = p.syncIPVS(rs, readAll, &st)
 	st.Phases["ipvs"] = time.Since(t)
 	if err != nil {
 		return st, err
@@ -368,12 +389,15 @@ func (p *Proxier) Sync(ctx context.Context, services []workload.Service) (st pro
 	for i := range rs.Virtual {
 		synced[rs.Virtual[i].Key()] = rs.Virtual[i].Reals
 	}
-	p.synced, p.entries, p.full, p.iptablesSynced = synced, entries, false, rs.IPTables
+	p.synced, p.entries, p.full, p.iptablesSynced, p.readAll = synced, entries, false, rs.IPTables, false
 	p.addrsSynced = rs.Addresses
 	return st, nil
 }
 
-func (p *Proxier) syncAddresses(rs *Ruleset, full bool, st *proxymodes.SyncStats) error {
+// syncAddresses ensures kube-ipvs0 and the sysctls on a full sync and
+// brings the link's addresses to rs.Addresses, reading them back unless
+// readAll is false and they equal the last successful sync's.
+func (p *Proxier) syncAddresses(rs *Ruleset, full, readAll bool, st *proxymodes.SyncStats) error {
 	if full {
 		if err := p.addrs.EnsureLink(); err != nil {
 			return err
@@ -390,7 +414,7 @@ func (p *Proxier) syncAddresses(rs *Ruleset, full bool, st *proxymodes.SyncStats
 			}
 		}
 	}
-	if !full && p.addrsSynced != nil && slices.Equal(p.addrsSynced, rs.Addresses) {
+	if !readAll && p.addrsSynced != nil && slices.Equal(p.addrsSynced, rs.Addresses) {
 		return nil // unchanged since the last successful sync: not re-read
 	}
 	have, err := p.addrs.List()
@@ -560,9 +584,11 @@ func Apply(h Handle, ops []Op) (int, error) {
 	return n, nil
 }
 
-func (p *Proxier) syncIPVS(rs *Ruleset, full bool, st *proxymodes.SyncStats) error {
+// syncIPVS plans and applies the IPVS changes; readAll re-reads every
+// virtual server's real servers (Plan with no synced map).
+func (p *Proxier) syncIPVS(rs *Ruleset, readAll bool, st *proxymodes.SyncStats) error {
 	synced := p.synced
-	if full {
+	if readAll {
 		synced = nil
 	}
 	ops, err := Plan(p.h, p.cfg, rs, synced, p.grace)

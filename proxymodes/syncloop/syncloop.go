@@ -3,7 +3,8 @@
 // as kube-proxy's BoundedFrequencyRunner, pkg/util/async) and at least
 // every maxInterval with nothing changed (syncPeriod unless set: IPVS;
 // FullSyncPeriod for iptables and nftables); a failed sync is retried
-// after syncPeriod and forces the next sync to be full. The decisions live in State, a pure state machine driven by the
+// after syncPeriod and forces the next sync to be full; a partial sync
+// can be told to read everything back once per ReadBackPeriod. The decisions live in State, a pure state machine driven by the
 // caller's clock, so tests (fake clock) and the sim engine (simulated time)
 // replay exactly what Runner does in real time.
 package syncloop
@@ -41,6 +42,13 @@ type State struct {
 	MinSyncPeriod, SyncPeriod, MaxInterval, FullSyncPeriod time.Duration
 	// Burst is the token bucket size (DefaultBurst when 0).
 	Burst int
+	// ReadBackPeriod (0: never) is how often a partial sync must read
+	// every object back from the kernel (ReadBack): for a proxier whose
+	// partial syncs read back only changed services (builtin IPVS) where
+	// kube-proxy's IPVS proxier reads every real server on every sync and
+	// syncs at least every syncPeriod (pkg/proxy/ipvs/proxier.go,
+	// syncEndpoint's GetRealServers).
+	ReadBackPeriod time.Duration
 	// MinFromEnd also holds a sync back until MinSyncPeriod after the end
 	// of the previous one (recorded by Ended): kube-proxy's
 	// BoundedFrequencyRunner (pkg/util/async) records its last run when
@@ -57,6 +65,7 @@ type State struct {
 	lastSync time.Time // start of the last sync
 	lastEnd  time.Time // end of the last sync (Ended)
 	lastFull time.Time
+	lastRead time.Time // start of the last full or read-back sync
 	started  bool
 	pending  bool // changes not yet synced
 	needFull bool
@@ -154,10 +163,24 @@ func (s *State) Start(now time.Time) (full bool) {
 	full = s.needFull || !s.started || now.Sub(s.lastFull) >= fullEvery
 	s.started, s.lastSync, s.pending = true, now, false
 	if full {
-		s.lastFull = now
+		s.lastFull, s.lastRead = now, now
 	}
 	s.needFull = false
 	return full
+}
+
+// ReadBack reports whether the partial sync that Start began at now must
+// read every object back: ReadBackPeriod is set and has passed since the
+// start of the last full or read-back sync (so with nothing changed and
+// MaxInterval equal to ReadBackPeriod, every periodic sync reads back). A
+// true answer is recorded as a read-back sync at now. Call it after
+// Start with the same now, for a sync Start did not make full.
+func (s *State) ReadBack(now time.Time) bool {
+	if s.ReadBackPeriod <= 0 || now.Sub(s.lastRead) < s.ReadBackPeriod {
+		return false
+	}
+	s.lastRead = now
+	return true
 }
 
 // Done records the outcome of the sync started last. A failure forces the
@@ -183,8 +206,9 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // SyncFunc performs one sync of the latest desired state; full says
-// whether it must be a full sync.
-type SyncFunc func(ctx context.Context, full bool) error
+// whether it must be a full sync, readBack (never with full) whether a
+// partial one must read every object back (State.ReadBack).
+type SyncFunc func(ctx context.Context, full, readBack bool) error
 
 // Runner drives a State in real time: Changed wakes it, and it calls
 // sync whenever the State says a sync is due, one at a time.
@@ -220,13 +244,14 @@ func (r *Runner) Run(ctx context.Context) {
 		now := r.now()
 		next := r.st.NextRun(now)
 		due := !next.After(now)
-		var full bool
+		var full, readBack bool
 		if due {
 			full = r.st.Start(now)
+			readBack = !full && r.st.ReadBack(now)
 		}
 		r.mu.Unlock()
 		if due {
-			err := r.sync(ctx, full)
+			err := r.sync(ctx, full, readBack)
 			r.mu.Lock()
 			r.st.Done(err)
 			r.mu.Unlock()

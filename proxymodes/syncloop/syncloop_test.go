@@ -143,12 +143,86 @@ func TestFailureForcesFullSync(t *testing.T) {
 	}
 }
 
+// TestReadBackOncePerPeriod: with ReadBackPeriod 10 s and MaxInterval 10
+// s (IPVS), every periodic sync with nothing changed reads back; under a
+// change every 300 ms at minSyncPeriod 1 s the partial syncs read back
+// once per 10 s, the first 10 s after the last read-back; a full sync
+// (after a failure) counts as one.
+func TestReadBackOncePerPeriod(t *testing.T) {
+	const period = 10 * time.Second
+	st := New(time.Second, period)
+	st.MaxInterval, st.ReadBackPeriod = period, period
+	var reads, fulls []time.Duration
+	now := t0
+	run := func(until time.Duration, every time.Duration, fail func(time.Duration) bool) {
+		next := now.Add(every)
+		for now.Before(at(until)) {
+			due := st.NextRun(now)
+			if every > 0 && !next.After(due) {
+				now = next
+				st.Change(now)
+				next = next.Add(every)
+				continue
+			}
+			if due.After(at(until)) {
+				now = at(until)
+				break
+			}
+			now = due
+			full := st.Start(now)
+			if full {
+				fulls = append(fulls, now.Sub(t0))
+			}
+			if !full && st.ReadBack(now) {
+				reads = append(reads, now.Sub(t0))
+			}
+			var err error
+			if fail != nil && fail(now.Sub(t0)) {
+				err = errors.New("injected")
+			}
+			st.Done(err)
+		}
+	}
+	run(35*time.Second, 0, nil) // idle: syncs at 0 (full), 10, 20, 30 s
+	if want := []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second}; !equalDurations(reads, want) {
+		t.Fatalf("idle read-backs at %v, want %v", reads, want)
+	}
+	reads = nil
+	run(62*time.Second, 300*time.Millisecond, func(d time.Duration) bool { return d >= 45*time.Second && d < 45500*time.Millisecond })
+	// Churn from 35 s: the first partial sync at or after 40 s reads back;
+	// the failed sync at 45 s makes a full one (at the next change), and
+	// the next read-back is 10 s after that.
+	// Each read-back is the first sync at least 10 s after the last one
+	// (syncs run once per minSyncPeriod, 1 s, under this churn).
+	if len(fulls) != 2 || len(reads) != 2 {
+		t.Fatalf("under churn: full syncs at %v, read-backs at %v; want the first full, one full after the failure and two read-backs", fulls, reads)
+	}
+	if d := reads[0] - 30*time.Second; d < period || d > period+time.Second {
+		t.Errorf("first read-back under churn %v after the idle one at 30 s, want within [10 s, 11 s]", d)
+	}
+	if d := reads[1] - fulls[1]; d < period-time.Millisecond || d > period+time.Second {
+		t.Errorf("read-back %v after the full sync at %v, want within [10 s, 11 s] (a full sync reads everything)", d, fulls[1])
+	}
+}
+
+func equalDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // TestRunnerRealTime drives Runner with real time: a burst of changes is
 // batched, and ctx cancellation stops it.
 func TestRunnerRealTime(t *testing.T) {
 	var mu sync.Mutex
 	var syncs []bool
-	r := NewRunner(New(100*time.Millisecond, time.Hour), func(ctx context.Context, full bool) error {
+	r := NewRunner(New(100*time.Millisecond, time.Hour), func(ctx context.Context, full, _ bool) error {
 		mu.Lock()
 		syncs = append(syncs, full)
 		mu.Unlock()
