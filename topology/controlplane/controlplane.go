@@ -89,6 +89,11 @@ type Spec struct {
 	// Services with 60k mappings at 430 MB resident ("UML ran out of
 	// memory on the host side").
 	LowMemory bool
+	// ServiceRange is kube-apiserver's --service-cluster-ip-range, the
+	// range the cluster allocates ClusterIPs from (the local cluster,
+	// cluster/local). Default: the first /28 of the control-plane block,
+	// room for the `kubernetes` Service alone.
+	ServiceRange netip.Prefix
 }
 
 // ControlPlane is a running etcd + kube-apiserver.
@@ -125,6 +130,8 @@ type ControlPlane struct {
 	// cmds are the programs' command lines (binary first) by name, for
 	// StartComponent.
 	cmds map[string][]string
+	// extra are the programs StartProgram started, stopped first by Stop.
+	extra []*topology.Process
 }
 
 // Candidates are the control-plane blocks tried in order (see Spec.Avoid).
@@ -189,6 +196,9 @@ func Start(ctx context.Context, spec Spec) (cp *ControlPlane, err error) {
 	cp = &ControlPlane{RunID: spec.RunID, Block: block, lowMemory: spec.LowMemory, rbac: spec.RBAC,
 		ServiceRange: netip.PrefixFrom(block.Addr(), 28),
 		Advertise:    addrAt(block.Addr(), 17)}
+	if spec.ServiceRange.IsValid() {
+		cp.ServiceRange = spec.ServiceRange.Masked()
+	}
 	defer func() {
 		if err != nil {
 			_ = cp.Stop()
@@ -441,6 +451,34 @@ func (cp *ControlPlane) NodeServer(i int) string {
 	return fmt.Sprintf("https://%s", net.JoinHostPort(cp.nodes[i].String(), fmt.Sprint(SecurePort)))
 }
 
+// LinkAddr is the control-plane namespace's address on node i's link:
+// the node's next hop to the control plane (and, in the local cluster,
+// to other nodes' pods).
+func (cp *ControlPlane) LinkAddr(i int) netip.Addr { return cp.nodes[i] }
+
+// LinkName is the control-plane end of node i's link.
+func (cp *ControlPlane) LinkName(i int) string { return cp.links[i] }
+
+// StartProgram starts another long-lived program (kube-controller-manager,
+// kube-scheduler) in the control-plane namespace, as etcd and
+// kube-apiserver are (its log Dir/<name>.log, its working folder Dir);
+// Stop stops it first.
+func (cp *ControlPlane) StartProgram(name, bin string, args ...string) (*topology.Process, error) {
+	p, err := cp.start(name, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	cp.extra = append(cp.extra, p)
+	return p, nil
+}
+
+// WriteLocalKubeconfig writes a kubeconfig for a program inside the
+// control-plane namespace (the API server at 127.0.0.1:SecurePort, the
+// bearer token, TLS verification off) to path.
+func (cp *ControlPlane) WriteLocalKubeconfig(path string) error {
+	return cp.writeKubeconfig(fmt.Sprintf("https://127.0.0.1:%d", SecurePort), path)
+}
+
 // NodeAddr is node i's own address on its control-plane link.
 func (cp *ControlPlane) NodeAddr(i int) netip.Addr { return cp.nodes[i].Next() }
 
@@ -448,6 +486,10 @@ func (cp *ControlPlane) NodeAddr(i int) netip.Addr { return cp.nodes[i].Next() }
 // bearer token, TLS verification off: the serving certificate is
 // self-signed and the link is private to the testbed) to path.
 func (cp *ControlPlane) WriteKubeconfig(i int, path string) error {
+	return cp.writeKubeconfig(cp.NodeServer(i), path)
+}
+
+func (cp *ControlPlane) writeKubeconfig(server, path string) error {
 	kc := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -463,7 +505,7 @@ contexts:
 - name: testbed
   context: {cluster: testbed, user: proxybench}
 current-context: testbed
-`, cp.NodeServer(i), cp.Token)
+`, server, cp.Token)
 	return os.WriteFile(path, []byte(kc), 0o600)
 }
 
@@ -512,6 +554,10 @@ func (cp *ControlPlane) Stop() error {
 		return nil
 	}
 	var errs []error
+	for i := len(cp.extra) - 1; i >= 0; i-- {
+		errs = append(errs, cp.extra[i].Stop(5*time.Second))
+	}
+	cp.extra = nil
 	for _, p := range []*topology.Process{cp.APIServer, cp.Etcd} {
 		if p != nil {
 			errs = append(errs, p.Stop(5*time.Second))
