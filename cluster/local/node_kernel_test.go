@@ -123,3 +123,43 @@ func TestKernelNodeHolder(t *testing.T) {
 		t.Errorf("namespace of run %s left: %s", id, out)
 	}
 }
+
+// TestKernelNodeContainerd: containerd 1.6 starts as root of a node's user
+// namespace with the node's configuration, and the make image tarball
+// imports into its CRI namespace (both images, unpacked for the native
+// snapshotter).
+func TestKernelNodeContainerd(t *testing.T) {
+	testenv.RequireKernel(t, "nsenter", "ip", "containerd", "ctr", "runc")
+	bin := repoBin(t)
+	pb, tar := filepath.Join(bin, "proxybench"), filepath.Join(bin, "proxybench-image.tar")
+	for _, f := range []string{pb, tar} {
+		if _, err := os.Stat(f); err != nil {
+			testenv.Skip(t, "needs "+f+" (make build image)")
+		}
+	}
+	before := readTunables(t)
+	defer checkTunables(t, before)
+	ctx := context.Background()
+	n, err := StartNode(ctx, NodeSpec{RunID: topology.NewRunID(), Index: 0, Proxybench: pb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	if _, err := n.StartContainerd(ctx, "containerd", PodCIDR(0), "proxybench.local/pause:test", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	out, err := n.ImportImages(ctx, tar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("imported:\n%s", out)
+	ls, err := n.Ctr(ctx, "images", "ls", "-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"proxybench.local/proxybench:", "proxybench.local/pause:"} {
+		if !strings.Contains(string(ls), want) {
+			t.Errorf("images after import:\n%s\nwant one named %s*", ls, want)
+		}
+	}
+}
