@@ -31,6 +31,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/topology/controlplane"
 )
@@ -60,6 +61,9 @@ func PodCIDR(i int) netip.Prefix {
 // Binaries are the programs a cluster runs.
 type Binaries struct {
 	Etcd, APIServer, ControllerManager, Scheduler, Kubelet string
+	// KubeProxy runs on every node, inside its user namespace (empty:
+	// none, and no ClusterIP answers).
+	KubeProxy string
 	// Containerd is containerd (default "containerd", Debian's 1.6.20).
 	Containerd string
 	// Proxybench runs the node holders (proxybench pause); default this
@@ -77,6 +81,8 @@ type Spec struct {
 	// SandboxImage is the pause image's reference in Images
 	// (image.Ref(image.Pause, version)).
 	SandboxImage string
+	// ProxyMode is kube-proxy's mode (default iptables).
+	ProxyMode string
 	// Timeout bounds the wait for every node to be Ready (default 3 min).
 	Timeout time.Duration
 	// Log gets one line per step (nil: none).
@@ -90,6 +96,46 @@ type Cluster struct {
 	Nodes []*Node
 	// Ready is the time from Up's start to every node Ready.
 	Ready time.Duration
+	// ProxyMode is the mode kube-proxy runs in on every node ("" without
+	// kube-proxy).
+	ProxyMode string
+}
+
+// startKubeProxies starts kube-proxy on every node, inside its user and
+// network namespaces, with the testbed's configuration
+// (kubeproxy.Config: conntrack sizes and timeouts 0, so it writes no
+// global sysctl; its listeners on the node's loopback, metrics on every
+// address of the node's namespace), and publishes the configuration as a
+// cluster does, in ConfigMap kube-system/kube-proxy (config.conf), which
+// the cluster engine reads for the mode.
+func (c *Cluster) startKubeProxies(ctx context.Context, bin, mode string) error {
+	if mode == "" {
+		mode = "iptables"
+	}
+	c.ProxyMode = mode
+	var published []byte
+	for i, n := range c.Nodes {
+		kc := filepath.Join(n.Dir, "kubeconfig")
+		cfg, _, err := kubeproxy.Config(kubeproxy.ConfigSpec{Mode: mode, ClusterCIDR: PodSupernet, NodeName: n.Name,
+			NodeIP: c.CP.NodeAddr(i), Kubeconfig: kc, MetricsAnyAddress: true})
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			published = cfg
+		}
+		path := filepath.Join(n.Dir, "kube-proxy.yaml")
+		if err := n.writeFile(path, string(cfg)); err != nil {
+			return err
+		}
+		if _, err := n.Start("kube-proxy", bin, "--config", path, "--v", "1"); err != nil {
+			return err
+		}
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system",
+		Labels: map[string]string{RunLabel: c.RunID}}, Data: map[string]string{"config.conf": string(published)}}
+	_, err := c.CP.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{})
+	return err
 }
 
 // Up starts a cluster of spec.Nodes nodes and waits until each is Ready.
@@ -159,7 +205,14 @@ func Up(ctx context.Context, spec Spec) (c *Cluster, err error) {
 			return c, err
 		}
 	}
-	logf("containerd and kubelet started on every node")
+	if spec.Bin.KubeProxy != "" {
+		if err = c.startKubeProxies(ctx, spec.Bin.KubeProxy, spec.ProxyMode); err != nil {
+			return c, err
+		}
+		logf("containerd, kubelet and kube-proxy (%s) started on every node", c.ProxyMode)
+	} else {
+		logf("containerd and kubelet started on every node (no kube-proxy)")
+	}
 	timeout := spec.Timeout
 	if timeout == 0 {
 		timeout = 3 * time.Minute

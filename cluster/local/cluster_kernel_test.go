@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/proxybench/proxybench/internal/image"
 	"github.com/proxybench/proxybench/internal/testenv"
@@ -29,7 +30,7 @@ func clusterBinaries(t testing.TB) (Binaries, string) {
 	bin := repoBin(t)
 	b := Binaries{Etcd: filepath.Join(bin, "etcd"), APIServer: filepath.Join(bin, "kube-apiserver"),
 		ControllerManager: filepath.Join(bin, "kube-controller-manager"), Scheduler: filepath.Join(bin, "kube-scheduler"),
-		Kubelet: filepath.Join(bin, "kubelet"), Proxybench: filepath.Join(bin, "proxybench"),
+		Kubelet: filepath.Join(bin, "kubelet"), KubeProxy: filepath.Join(bin, "kube-proxy"), Proxybench: filepath.Join(bin, "proxybench"),
 		Images: filepath.Join(bin, "proxybench-image.tar")}
 	for _, f := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kubelet, b.Proxybench, b.Images} {
 		if _, err := os.Stat(f); err != nil {
@@ -107,6 +108,42 @@ func TestKernelLocalClusterProbe(t *testing.T) {
 	}
 	if !strings.Contains(string(body), ip) {
 		t.Errorf("agent /healthz from the control plane = %q, want its pod IP %s", body, ip)
+	}
+	// A Service with a selector: kube-controller-manager writes its
+	// EndpointSlice, kube-proxy (iptables, in the node's namespaces)
+	// programs it, and a connection from the node to the ClusterIP lands
+	// on the agent.
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{RunLabel: id}},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{RunLabel: id},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}}}
+	svc, err = c.CP.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeHC := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var conn net.Conn
+		err := c.Nodes[0].NS.Do(func() error {
+			var err error
+			conn, err = (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
+	}}}
+	var viaSvc []byte
+	var lastErr error
+	for i := 0; i < 60 && viaSvc == nil; i++ {
+		resp, err := nodeHC.Get(fmt.Sprintf("http://%s/healthz", net.JoinHostPort(svc.Spec.ClusterIP, "80")))
+		if err == nil {
+			viaSvc, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			break
+		}
+		lastErr = err
+		time.Sleep(time.Second)
+	}
+	if !strings.Contains(string(viaSvc), ip) {
+		t.Errorf("agent /healthz through ClusterIP %s from node-0 = %q (last error %v), want its pod IP %s; kube-proxy:\n%s",
+			svc.Spec.ClusterIP, viaSvc, lastErr, ip, tail(filepath.Join(c.Nodes[0].Dir, "kube-proxy.log"), 20))
 	}
 	if err := c.Down(); err != nil {
 		t.Fatal(err)

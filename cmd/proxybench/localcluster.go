@@ -88,7 +88,7 @@ It returns once every node is Ready, leaving a daemon (proxybench cluster up
 	}
 	up.Flags().IntVar(&nodes, "nodes", 3, "nodes (1-128)")
 	up.Flags().StringVar(&runID, "run", "", "the run ID every object and process carries (default a new one)")
-	up.Flags().StringVar(&binDir, "bin", "", "the folder of etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet (default this program's folder)")
+	up.Flags().StringVar(&binDir, "bin", "", "the folder of etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy (default this program's folder)")
 	up.Flags().StringVar(&images, "images", "", "the image tarball (default proxybench-image.tar beside this program: make image)")
 	up.Flags().StringVar(&tag, "tag", "", "the images' tag (default this build's version, as make image tags them)")
 	up.Flags().DurationVar(&timeout, "timeout", 3*time.Minute, "how long every node may take to be Ready")
@@ -124,9 +124,9 @@ func clusterBinaries(dir, images string) (local.Binaries, error) {
 	}
 	b := local.Binaries{Etcd: filepath.Join(dir, "etcd"), APIServer: filepath.Join(dir, "kube-apiserver"),
 		ControllerManager: filepath.Join(dir, "kube-controller-manager"), Scheduler: filepath.Join(dir, "kube-scheduler"),
-		Kubelet: filepath.Join(dir, "kubelet"), Proxybench: self, Images: images}
+		Kubelet: filepath.Join(dir, "kubelet"), KubeProxy: filepath.Join(dir, "kube-proxy"), Proxybench: self, Images: images}
 	var missing []string
-	for _, f := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kubelet} {
+	for _, f := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kubelet, b.KubeProxy} {
 		if _, err := os.Stat(f); err != nil {
 			missing = append(missing, f)
 		}
