@@ -27,7 +27,8 @@ root = "/var/lib/containerd"
 state = "/run/containerd"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
   "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
-  "io.containerd.snapshotter.v1.overlayfs", "io.containerd.internal.v1.tracing"]
+  "io.containerd.snapshotter.v1.overlayfs", "io.containerd.internal.v1.tracing",
+  "io.containerd.internal.v1.opt"]
 
 [grpc]
   address = "%[1]s/containerd.sock"
