@@ -46,7 +46,20 @@ const RunLabel = "proxybench.io/run"
 var (
 	ServiceCIDR = netip.MustParsePrefix("198.18.0.0/16")
 	PodSupernet = netip.MustParsePrefix("198.19.0.0/17")
+	// NodeSupernet holds the nodes' own addresses (NodeIP): a kubelet
+	// refuses a link-local node IP ("nodeIP can't be a link-local unicast
+	// address"), so the 169.254 control-plane links cannot name a node.
+	NodeSupernet = netip.MustParsePrefix("198.19.253.0/24")
 )
+
+// NodeIP is node i's address: 198.19.253.<i+1>, on the node's lo, the
+// source of its traffic, routed to it by the control-plane namespace;
+// the kubelet's --node-ip and kube-proxy's bindAddress.
+func NodeIP(i int) netip.Addr {
+	b := NodeSupernet.Addr().As4()
+	b[3] = byte(i + 1)
+	return netip.AddrFrom4(b)
+}
 
 // MaxNodes is the most nodes a cluster takes (one /24 of PodSupernet each).
 const MaxNodes = 128
@@ -117,7 +130,7 @@ func (c *Cluster) startKubeProxies(ctx context.Context, bin, mode string) error 
 	for i, n := range c.Nodes {
 		kc := filepath.Join(n.Dir, "kubeconfig")
 		cfg, _, err := kubeproxy.Config(kubeproxy.ConfigSpec{Mode: mode, ClusterCIDR: PodSupernet, NodeName: n.Name,
-			NodeIP: c.CP.NodeAddr(i), Kubeconfig: kc, MetricsAnyAddress: true})
+			NodeIP: NodeIP(i), Kubeconfig: kc, MetricsAnyAddress: true})
 		if err != nil {
 			return err
 		}
@@ -172,7 +185,7 @@ func Up(ctx context.Context, spec Spec) (c *Cluster, err error) {
 	}
 	logf("%d node holders in user namespaces", spec.Nodes)
 	c.CP, err = controlplane.Start(ctx, controlplane.Spec{RunID: spec.RunID, Nodes: nets,
-		Avoid: []netip.Prefix{ServiceCIDR, PodSupernet}, ServiceRange: ServiceCIDR,
+		Avoid: []netip.Prefix{ServiceCIDR, PodSupernet, NodeSupernet}, ServiceRange: ServiceCIDR,
 		Bin: controlplane.Binaries{Etcd: spec.Bin.Etcd, APIServer: spec.Bin.APIServer}})
 	if err != nil {
 		return c, err
@@ -200,7 +213,7 @@ func Up(ctx context.Context, spec Spec) (c *Cluster, err error) {
 		if err = chownTree(kc, int(n.HostUID)); err != nil {
 			return c, err
 		}
-		if _, err = n.RunKubelet(KubeletSpec{Binary: spec.Bin.Kubelet, Kubeconfig: kc, NodeIP: c.CP.NodeAddr(i),
+		if _, err = n.RunKubelet(KubeletSpec{Binary: spec.Bin.Kubelet, Kubeconfig: kc, NodeIP: NodeIP(i),
 			PodCIDR: PodCIDR(i), Labels: map[string]string{RunLabel: spec.RunID}}); err != nil {
 			return c, err
 		}
@@ -234,10 +247,15 @@ func (c *Cluster) route(ctx context.Context) error {
 		return fmt.Errorf("control plane: forwarding on: %w: %s", err, out)
 	}
 	for i, n := range c.Nodes {
-		if out, err := c.CP.NS.Run(ctx, nil, "ip", "route", "add", PodCIDR(i).String(), "via", c.CP.NodeAddr(i).String(), "dev", c.CP.LinkName(i)); err != nil {
-			return fmt.Errorf("control plane: route to %s's pods: %w: %s", n.Name, err, out)
+		for _, dst := range []netip.Prefix{PodCIDR(i), netip.PrefixFrom(NodeIP(i), 32)} {
+			if out, err := c.CP.NS.Run(ctx, nil, "ip", "route", "add", dst.String(), "via", c.CP.NodeAddr(i).String(), "dev", c.CP.LinkName(i)); err != nil {
+				return fmt.Errorf("control plane: route to %s's %s: %w: %s", n.Name, dst, err, out)
+			}
 		}
-		if out, err := n.NS.Run(ctx, nil, "ip", "route", "add", "default", "via", c.CP.LinkAddr(i).String()); err != nil {
+		if out, err := n.NS.Run(ctx, nil, "ip", "addr", "add", netip.PrefixFrom(NodeIP(i), 32).String(), "dev", "lo"); err != nil {
+			return fmt.Errorf("node %s: address %s: %w: %s", n.Name, NodeIP(i), err, out)
+		}
+		if out, err := n.NS.Run(ctx, nil, "ip", "route", "add", "default", "via", c.CP.LinkAddr(i).String(), "src", NodeIP(i).String()); err != nil {
 			return fmt.Errorf("node %s: default route: %w: %s", n.Name, err, out)
 		}
 	}
