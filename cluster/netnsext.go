@@ -49,4 +49,3 @@ func netnsOf(raw clientcmdapi.Config, ctxName string) (string, error) {
 	}
 	return v.Netns, nil
 }
-
