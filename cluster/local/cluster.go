@@ -343,21 +343,23 @@ func (c *Cluster) WaitReady(ctx context.Context, timeout time.Duration) error {
 	}
 }
 
-// Down stops every node (its programs, then its holder: every container
-// goes with the node's PID namespace) and the control plane, and removes
-// their namespaces and folders. Safe on a partly started cluster.
+// Down stops the control plane and every node (its programs, then its
+// holder: every container goes with the node's PID namespace), and
+// removes their namespaces and folders. Safe on a partly started cluster.
 func (c *Cluster) Down() error {
 	if c == nil {
 		return nil
 	}
 	var errs []error
-	for i := len(c.Nodes) - 1; i >= 0; i-- {
-		errs = append(errs, c.Nodes[i].Stop())
-	}
-	c.Nodes = nil
+	// The control plane first: it deletes its ends of the node links,
+	// which a node's namespace takes along when it goes first.
 	if c.CP != nil {
 		errs = append(errs, c.CP.Stop())
 		c.CP = nil
 	}
+	for i := len(c.Nodes) - 1; i >= 0; i-- {
+		errs = append(errs, c.Nodes[i].Stop())
+	}
+	c.Nodes = nil
 	return errors.Join(errs...)
 }

@@ -71,7 +71,10 @@ func TestKernelLocalClusterProbe(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "probe", Labels: map[string]string{RunLabel: id}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "agent", Image: image.Ref(image.Agent, tag),
-				ImagePullPolicy: corev1.PullNever, Args: []string{"--port", "8080"}}},
+				ImagePullPolicy: corev1.PullNever, Args: []string{"--port", "8080"},
+				// As the cluster engine's agents get them (cluster/objects.go).
+				Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+					{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}}}},
 			AutomountServiceAccountToken: new(bool),
 		},
 	}
