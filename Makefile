@@ -6,8 +6,11 @@ LDFLAGS := -X main.version=$(VERSION)
 # System packages every mode and test needs (Debian 12 names; chromium
 # renders the HTML report in the screenshot test; prometheus, 2.42 with its
 # promtool, is the server a monitored kube-proxy row runs in its control
-# plane's namespace: monitoring, alerts:).
-APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod user-mode-linux chromium prometheus
+# plane's namespace: monitoring, alerts:; containerd 1.6.20, runc and the CNI
+# plugins in /usr/lib/cni are the local cluster's node runtime, docs/cluster.md:
+# installing them starts no daemon here).
+APT_PACKAGES := iproute2 iptables nftables ipset ipvsadm conntrack procps kmod user-mode-linux chromium prometheus \
+	containerd runc containernetworking-plugins
 
 # The linter, pinned: honnef.co/go/tools v0.8.2 is staticcheck 2026.2.2.
 STATICCHECK_VERSION := v0.8.2
@@ -19,7 +22,7 @@ STATICCHECK := bin/staticcheck
 KUBE_VERSION ?= v1.37.2
 KUBE_TARGETS ?= kube-proxy kube-apiserver
 
-.PHONY: setup deps build image tools kube kernels kernels-ci test test-short test-slow test-guest-kube bench bench-full bench-sim aa lint clean
+.PHONY: setup deps build image tools kube kube-cluster kernels kernels-ci test test-short test-slow test-guest-kube bench bench-full bench-sim aa lint clean
 
 ## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench, install the pinned linter,
 ## build the Kubernetes binaries (make kube) and the guest kernel CI uses (make kernels-ci)
@@ -75,6 +78,11 @@ kernels:
 ## kernels-ci: the guest kernel the test suite boots (uml:$(CI_KERNELS))
 kernels-ci:
 	$(MAKE) kernels KERNELS="$(CI_KERNELS)"
+
+## kube-cluster: kubelet, kube-controller-manager and kube-scheduler ($(KUBE_VERSION)) for the local cluster
+## (proxybench cluster up, docs/cluster.md) into bin/, cached as make kube; about 130 s with make kube's warm cache
+kube-cluster:
+	$(MAKE) kube KUBE_TARGETS="kubelet kube-controller-manager kube-scheduler"
 
 ## kube: build kube-proxy, kube-apiserver (k8s.io/kubernetes $(KUBE_VERSION)) and etcd into bin/ from the module
 ## internal/kubebin; cached (a bin/<name>-<version> that reports the version is kept). The first build takes

@@ -200,6 +200,13 @@ func RestConfig(o Options) (*rest.Config, string, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = time.Minute
 	}
+	ns, err := netnsOf(raw, ctxName)
+	if err != nil {
+		return nil, "", &Unusable{Cause: "--kubeconfig " + o.Kubeconfig + ": " + err.Error(), Fix: "write the extension as proxybench cluster up does", Err: err}
+	}
+	if ns != "" {
+		cfg.Dial = netnsDialer(ns)
+	}
 	return cfg, ctxName, nil
 }
 

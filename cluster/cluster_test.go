@@ -57,6 +57,12 @@ func TestObjectsUnprivilegedAndLabelled(t *testing.T) {
 		if got := strings.Join(ct.Args, " "); got != c.args || ct.Image != "img:1" || ct.ImagePullPolicy != "Never" {
 			t.Errorf("%s: args %q image %s pull %s, want %q img:1 Never", c.what, got, ct.Image, ct.ImagePullPolicy, c.args)
 		}
+		// The image's entrypoint is `/proxybench agent`: without a
+		// command the arguments would follow it (`proxybench agent echo
+		// ...`, a crash loop on a real kubelet).
+		if strings.Join(ct.Command, " ") != "/proxybench" {
+			t.Errorf("%s: command %q, want [/proxybench] (the subcommand is the first argument)", c.what, ct.Command)
+		}
 	}
 	if pin.Spec.NodeName != "node-b" || *pool.Spec.Replicas != 4 {
 		t.Errorf("pinned agent on %q, pool of %d", pin.Spec.NodeName, *pool.Spec.Replicas)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/proxybench/proxybench/cluster/agent"
+	pbimage "github.com/proxybench/proxybench/internal/image"
 	"github.com/proxybench/proxybench/workload"
 	"github.com/proxybench/proxybench/workload/apiobjects"
 )
@@ -68,6 +69,9 @@ func PoolDeployment(runID, image, pull string, replicas int, ports []uint16) *ap
 					SecurityContext:               &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_unprivileged_port_start", Value: "0"}}},
 					Containers: []corev1.Container{{
 						Name: "echo", Image: image, ImagePullPolicy: corev1.PullPolicy(pull),
+						// The binary, not the image's entrypoint (proxybench
+						// agent): the subcommand is the first argument.
+						Command:         []string{pbimage.BinaryPath},
 						Args:            []string{"echo", "--ports", list},
 						Ports:           cports,
 						SecurityContext: unprivileged(),
@@ -96,6 +100,7 @@ func agentPodSpec(image, pull string) corev1.PodSpec {
 		Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 		Containers: []corev1.Container{{
 			Name: "agent", Image: image, ImagePullPolicy: corev1.PullPolicy(pull),
+			Command:         []string{pbimage.BinaryPath},
 			Args:            []string{"agent", "--port", strconv.Itoa(agent.Port)},
 			Env:             []corev1.EnvVar{field("NODE_NAME", "spec.nodeName"), field("POD_NAME", "metadata.name"), field("POD_IP", "status.podIP")},
 			Ports:           []corev1.ContainerPort{{Name: "agent", ContainerPort: agent.Port, Protocol: corev1.ProtocolTCP}},

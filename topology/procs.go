@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,39 @@ func StartProcess(ns *Netns, runID, name string, cmd *exec.Cmd) (*Process, error
 		}
 		if err := cmd.Start(); err != nil {
 			started <- fmt.Errorf("%s: start %s in netns %q: %w", name, cmd.Path, ns.Name, err)
+			close(p.done)
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// StartPlain starts cmd as a testbed child of run runID, as StartProcess
+// does, but in the namespaces of this process and with cmd.SysProcAttr
+// as the caller set it (new namespaces, id maps, a session of its own):
+// ChildEnv=runID is added to its environment when missing. The fork
+// happens on a locked OS thread that waits for the program, so a
+// Pdeathsig the caller set fires when this process dies, not when some
+// runtime thread ends.
+func StartPlain(runID, name string, cmd *exec.Cmd) (*Process, error) {
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	if !slices.Contains(cmd.Env, ChildEnv+"="+runID) {
+		cmd.Env = append(cmd.Env, ChildEnv+"="+runID)
+	}
+	p := &Process{Name: name, Cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- fmt.Errorf("%s: start %s: %w", name, cmd.Path, err)
 			close(p.done)
 			return
 		}

@@ -22,6 +22,11 @@ func TestClusterEngineBadInput(t *testing.T) {
 		{[]string{"cleanup", "--engine", "bogus"}, []string{`--engine "bogus"`, "fix:"}},
 		{[]string{"rbac"}, []string{"--user", "--service-account"}},
 		{[]string{"rbac", "--service-account", "nons"}, []string{"namespace/name"}},
+		// The local cluster: refused before anything is created.
+		{[]string{"cluster", "up", "--nodes", "0"}, []string{"--nodes 0", "fix:"}},
+		{[]string{"cluster", "up", "--nodes", "2", "--run", "XYZ"}, []string{`--run "XYZ"`, "fix:"}},
+		{[]string{"cluster", "up", "--bin", "/nonexistent-pb"}, []string{"--bin /nonexistent-pb", "kube-cluster", "fix:"}},
+		{[]string{"cluster", "down", "--run", "nothex"}, []string{`--run "nothex"`, "fix:"}},
 	} {
 		t0 := time.Now()
 		_, stderr, code := run(t, nil, c.args...)

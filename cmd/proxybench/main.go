@@ -41,7 +41,7 @@ latency per service position and fairness across endpoints.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRunCmd(), newValidateCmd(), newCleanupCmd(), newDoctorCmd(), newVersionCmd(), newReportCmd(), newCompareCmd(),
-		newSimCmd(), newCalibrateCmd(), newDumpCmd(), newGuestRunCmd(), newImageCmd(), newPauseCmd(), newAgentCmd(), newEchoCmd(), newRBACCmd())
+		newSimCmd(), newCalibrateCmd(), newDumpCmd(), newGuestRunCmd(), newImageCmd(), newPauseCmd(), newAgentCmd(), newEchoCmd(), newRBACCmd(), newClusterCmd())
 	return root
 }
 

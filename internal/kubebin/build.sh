@@ -3,8 +3,10 @@
 # k8s.io/kubernetes VERSION (e.g. v1.37.2) and etcd into BINDIR, as
 # BINDIR/<name>-<version> plus a symlink BINDIR/<name> to the default version.
 # Cached: a binary whose --version already says VERSION is not rebuilt.
-# KUBE_TARGETS (default "kube-proxy kube-apiserver") narrows what is built,
-# e.g. only kube-proxy for a second version run beside the pinned one.
+# KUBE_TARGETS (default "kube-proxy kube-apiserver") narrows or widens what is
+# built, e.g. only kube-proxy for a second version run beside the pinned one,
+# or "kubelet kube-controller-manager kube-scheduler" for the local cluster
+# (make kube-cluster).
 # The pinned module is this directory (go.mod); another VERSION is built from a
 # copy with every k8s.io staging module moved to the matching v0 tag.
 set -euo pipefail
@@ -71,8 +73,13 @@ fi
 
 # The unversioned names point at the pinned version (a second version is used
 # through its versioned name, e.g. --kube-proxy bin/kube-proxy-v1.36.4).
+# kubelet, kube-controller-manager and kube-scheduler (the local cluster,
+# docs/cluster.md) get theirs once built.
 if [ "$version" = "$pinned" ]; then
 	ln -sfn "kube-proxy-$version" "$bindir/kube-proxy"
 	ln -sfn "kube-apiserver-$version" "$bindir/kube-apiserver"
+	for name in kubelet kube-controller-manager kube-scheduler; do
+		if [ -x "$bindir/$name-$version" ]; then ln -sfn "$name-$version" "$bindir/$name"; fi
+	done
 fi
 ln -sfn "etcd-$etcdver" "$bindir/etcd"

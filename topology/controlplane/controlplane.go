@@ -95,6 +95,11 @@ type Spec struct {
 	// Services with 60k mappings at 430 MB resident ("UML ran out of
 	// memory on the host side").
 	LowMemory bool
+	// ServiceRange is kube-apiserver's --service-cluster-ip-range, the
+	// range the cluster allocates ClusterIPs from (the local cluster,
+	// cluster/local). Default: the first /28 of the control-plane block,
+	// room for the `kubernetes` Service alone.
+	ServiceRange netip.Prefix
 }
 
 // ControlPlane is a running etcd + kube-apiserver.
@@ -134,6 +139,8 @@ type ControlPlane struct {
 	// cmds are the programs' command lines (binary first) by name, for
 	// StartComponent.
 	cmds map[string][]string
+	// extra are the programs StartProgram started, stopped first by Stop.
+	extra []*topology.Process
 }
 
 // Candidates are the control-plane blocks tried in order (see Spec.Avoid).
@@ -217,6 +224,9 @@ func Start(ctx context.Context, spec Spec) (cp *ControlPlane, err error) {
 		if cp.ServiceRange6, err = choose(Candidates6, spec.Avoid); err != nil {
 			return nil, err
 		}
+	}
+	if spec.ServiceRange.IsValid() {
+		cp.ServiceRange = spec.ServiceRange.Masked()
 	}
 	defer func() {
 		if err != nil {
@@ -480,6 +490,34 @@ func (cp *ControlPlane) NodeServer(i int) string {
 	return fmt.Sprintf("https://%s", net.JoinHostPort(cp.nodes[i].String(), fmt.Sprint(SecurePort)))
 }
 
+// LinkAddr is the control-plane namespace's address on node i's link:
+// the node's next hop to the control plane (and, in the local cluster,
+// to other nodes' pods).
+func (cp *ControlPlane) LinkAddr(i int) netip.Addr { return cp.nodes[i] }
+
+// LinkName is the control-plane end of node i's link.
+func (cp *ControlPlane) LinkName(i int) string { return cp.links[i] }
+
+// StartProgram starts another long-lived program (kube-controller-manager,
+// kube-scheduler) in the control-plane namespace, as etcd and
+// kube-apiserver are (its log Dir/<name>.log, its working folder Dir);
+// Stop stops it first.
+func (cp *ControlPlane) StartProgram(name, bin string, args ...string) (*topology.Process, error) {
+	p, err := cp.start(name, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	cp.extra = append(cp.extra, p)
+	return p, nil
+}
+
+// WriteLocalKubeconfig writes a kubeconfig for a program inside the
+// control-plane namespace (the API server at 127.0.0.1:SecurePort, the
+// bearer token, TLS verification off) to path.
+func (cp *ControlPlane) WriteLocalKubeconfig(path string) error {
+	return cp.writeKubeconfig(fmt.Sprintf("https://127.0.0.1:%d", SecurePort), path)
+}
+
 // NodeAddr is node i's own address on its control-plane link.
 func (cp *ControlPlane) NodeAddr(i int) netip.Addr { return cp.nodes[i].Next() }
 
@@ -487,6 +525,10 @@ func (cp *ControlPlane) NodeAddr(i int) netip.Addr { return cp.nodes[i].Next() }
 // bearer token, TLS verification off: the serving certificate is
 // self-signed and the link is private to the testbed) to path.
 func (cp *ControlPlane) WriteKubeconfig(i int, path string) error {
+	return cp.writeKubeconfig(cp.NodeServer(i), path)
+}
+
+func (cp *ControlPlane) writeKubeconfig(server, path string) error {
 	kc := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -502,7 +544,7 @@ contexts:
 - name: testbed
   context: {cluster: testbed, user: proxybench}
 current-context: testbed
-`, cp.NodeServer(i), cp.Token)
+`, server, cp.Token)
 	return os.WriteFile(path, []byte(kc), 0o600)
 }
 
@@ -551,6 +593,10 @@ func (cp *ControlPlane) Stop() error {
 		return nil
 	}
 	var errs []error
+	for i := len(cp.extra) - 1; i >= 0; i-- {
+		errs = append(errs, cp.extra[i].Stop(5*time.Second))
+	}
+	cp.extra = nil
 	for _, p := range []*topology.Process{cp.APIServer, cp.Etcd} {
 		if p != nil {
 			errs = append(errs, p.Stop(5*time.Second))
