@@ -339,6 +339,8 @@ func (tb *Testbed) buildClients(ctx context.Context, spec Spec, fab int) ([]clie
 				// Node addresses (node ports) and LoadBalancer and
 				// external IPs, as a pod's default route would take them.
 				dsts = append(append(dsts, spec.NodeCIDR), spec.ExternalVia...)
+			} else if spec.ClientNodeRoutes {
+				dsts = append(dsts, spec.NodeCIDR) // the nodes' primary IPs
 			}
 			for _, dst := range dsts {
 				if err := h.RouteAdd(&netlink.Route{Dst: ipnet(dst), Gw: net.IP(nodeC.AsSlice())}); err != nil {

@@ -86,6 +86,11 @@ type Spec struct {
 	ExternalCIDR netip.Prefix
 	ExternalVia  []netip.Prefix
 	NodeVia      []netip.Prefix
+	// ClientNodeRoutes gives every client pod a route to NodeCIDR through
+	// its node, as a pod's default route takes it to a node's primary IP
+	// (with ExternalCIDR they have it anyway): the nodePortLookup phase
+	// dials node ports there.
+	ClientNodeRoutes bool
 	// IPv6, when valid (a /96), gives every namespace the IPv6 twin of
 	// its IPv4 addresses and routes (Testbed.AddIPv6) once the IPv4 plan
 	// is built: a dual-stack run.

@@ -29,6 +29,8 @@ func topologySpec(sc *scenarios.Scenario, runID string, services []workload.Serv
 	if sc.DualStack() {
 		spec.IPv6 = sc.IPv6Prefix()
 	}
+	// nodePortLookup dials each client's node primary IP (nodePortAddrs).
+	spec.ClientNodeRoutes = sc.Traffic.NodePorts
 	if a := sc.Topology.Addresses(); a > 1 {
 		spec.ClientAddresses, spec.ClientCIDR = a, sc.ClientPrefix()
 	}

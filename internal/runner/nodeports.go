@@ -6,6 +6,7 @@ import (
 	"context"
 	"net/netip"
 
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
@@ -14,7 +15,7 @@ import (
 
 // nodePortLookupPhaseV is the nodePortLookup phase (traffic.nodePorts)
 // as a Phase: after the traffic phase, the same plan of positions and
-// connections from the client pods, dialled at the node's address and each
+// connections from the client pods, dialled at the node's primary IP and each
 // service's node port, over the services that have node ports (their
 // first, middle and last), so a row's lookup through node ports stands
 // beside its lookup through cluster IPs in one run. In iptables mode a
@@ -31,16 +32,33 @@ var nodePortLookupPhaseV = Phase{
 }
 
 // nodePortAddrs is the node address each client pod dials for a node
-// port: its node's side of its /30 link (its gateway, .4i+1 where the
-// pod is .4i+2: topology's linkAddrs), a local address of the node the
-// pod reaches on-link, which KUBE-NODEPORTS' addrtype LOCAL and
-// nftables' fib daddr type local match as they match the node IP.
-func nodePortAddrs(tb *topology.Testbed) []netip.Addr {
+// port: its node's primary IP, the Node object's InternalIP and
+// kube-proxy's bindAddress (kubeproxy.NodeIP: the node's address in
+// nodeNet). Every mode answers node ports there: kube-proxy v1.37's
+// nftables mode by default only there (nodePortAddresses unset is
+// "primary" in nftables mode, every local address in iptables and ipvs
+// mode; Kubernetes "Virtual IPs and Service Proxies", migrating to
+// nftables), which a dial at another local address of the node (the
+// pod's gateway) showed: 1000 of 1000 refused at 10k services.
+func nodePortAddrs(tb *topology.Testbed, nodeNet netip.Prefix) ([]netip.Addr, error) {
+	byNode := map[int]netip.Addr{}
 	out := make([]netip.Addr, len(tb.ClientAddrs))
-	for i, a := range tb.ClientAddrs {
-		out[i] = a.Prev()
+	for i := range tb.ClientAddrs {
+		n := 0
+		if i < len(tb.ClientNode) {
+			n = tb.ClientNode[i]
+		}
+		ip, ok := byNode[n]
+		if !ok {
+			var err error
+			if ip, err = kubeproxy.NodeIP(tb.Nodes[n], nodeNet); err != nil {
+				return nil, err
+			}
+			byNode[n] = ip
+		}
+		out[i] = ip
 	}
-	return out
+	return out, nil
 }
 
 // runNodePortLookup drives the traffic plan through node-0's node ports
@@ -62,7 +80,12 @@ func runNodePortLookup(ctx context.Context, r *Row) error {
 	sc := *r.Sc
 	off := false
 	sc.Traffic.KernelTime = &off
-	to, err := trafficPhaseVia(ctx, &sc, r.Env, r.Testbed.Clients, svcs, false, nodePortAddrs(r.Testbed), r.Mode.Name+" via node ports", r.Progress(), nil)
+	_, _, nodeNet, _ := sc.Prefixes()
+	addrs, err := nodePortAddrs(r.Testbed, nodeNet)
+	if err != nil {
+		return err
+	}
+	to, err := trafficPhaseVia(ctx, &sc, r.Env, r.Testbed.Clients, svcs, false, addrs, r.Mode.Name+" via node ports", r.Progress(), nil)
 	if err != nil {
 		return err
 	}

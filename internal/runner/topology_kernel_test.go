@@ -7,19 +7,18 @@ import (
 	"testing"
 
 	"github.com/proxybench/proxybench/internal/testenv"
+	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
 )
 
-// TestNodePortLookupKernel: through the host's iptables and nftables
-// rules, the nodePortLookup phase reaches the first, middle and last of
-// the NodePort services (after 10 ClusterIP ones) at every connection,
-// each on an endpoint of its own service, beside the cluster IP lookup.
-func TestNodePortLookupKernel(t *testing.T) {
-	testenv.RequireKernel(t, "iptables-legacy-restore", "nft")
-	sc, err := scenarios.Parse([]byte(`
+// nodePortScenario is the nodePortLookup tests' scenario: 10 ClusterIP
+// services, then 10 NodePort ones, over modes (with impl's rows).
+func nodePortScenario(modes, impl string) string {
+	return `
 seed: 1
 repetitions: 1
-modes: [none, iptables, nftables]
+modes: ` + modes + `
+implementation: ` + impl + `
 kernel: host
 services:
   count: 10
@@ -27,14 +26,15 @@ services:
   groups:
   - {count: 10, type: NodePort, endpoints: {count: 2}}
 traffic: {connections: 40, concurrency: 2, positions: [first, middle, last], warmup: 2, nodePorts: true}
-`), "nodeports-test.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Run(context.Background(), sc, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+`
+}
+
+// checkNodePortLookup checks every row of res with rules: the
+// nodePortLookup phase reached the first, middle and last NodePort
+// service (after the 10 ClusterIP ones) at every connection, beside the
+// cluster IP lookup; none has no node port lookup.
+func checkNodePortLookup(t *testing.T, res *reports.Result) {
+	t.Helper()
 	want := map[string]string{"first": "pb/svc-00010:p80", "middle": "pb/svc-00015:p80", "last": "pb/svc-00019:p80"}
 	for _, m := range res.Modes {
 		if m.Mode == "none" {
@@ -53,6 +53,39 @@ traffic: {connections: 40, concurrency: 2, positions: [first, middle, last], war
 			}
 		}
 	}
+}
+
+// TestNodePortLookupKernel: through the host's iptables and nftables
+// rules, the nodePortLookup phase reaches the first, middle and last of
+// the NodePort services (after 10 ClusterIP ones) at every connection,
+// each on an endpoint of its own service, beside the cluster IP lookup.
+func TestNodePortLookupKernel(t *testing.T) {
+	testenv.RequireKernel(t, "iptables-legacy-restore", "nft")
+	sc, err := scenarios.Parse([]byte(nodePortScenario("[none, iptables, nftables]", "[builtin]")), "nodeports-test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkNodePortLookup(t, res)
+}
+
+// TestNodePortLookupKubeProxyKernel: the same through kube-proxy's
+// nftables rules, whose node ports answer on the node's primary IP only
+// by default (nodePortAddresses "primary" in nftables mode): the phase
+// dials that address, so every connection answers (dialled at the pod's
+// gateway, another local address of the node, every one was refused).
+func TestNodePortLookupKubeProxyKernel(t *testing.T) {
+	testenv.RequireKernel(t, "nft")
+	kb := testenv.RequireKube(t)
+	testenv.RequireSlow(t, "a control plane and kube-proxy, about 20 s under load")
+	res := runKubeProxyScenario(t, kb, "nodeports-kube-proxy-test.yaml", nodePortScenario("[none, nftables]", "[kube-proxy]"))
+	if len(res.Modes) != 2 || res.Modes[1].Implementation != "kube-proxy" {
+		t.Fatalf("rows %d, want none and nftables (kube-proxy)", len(res.Modes))
+	}
+	checkNodePortLookup(t, res)
 }
 
 // TestTopologyAwareKernel: on 3 nodes in 2 zones, builtin iptables
