@@ -4,9 +4,10 @@
 // machine (proxybench cluster up, docs/cluster.md): etcd and kube-apiserver
 // in a control-plane namespace (topology/controlplane), kube-controller-
 // manager and kube-scheduler beside them, and per node a containerd and a
-// kubelet (and kube-proxy) inside a user namespace whose uid 0 is an
-// unprivileged host uid, with the node's own network, mount and PID
-// namespaces. Each node's network namespace is joined to the control plane
+// kubelet inside a user namespace whose uid 0 is an unprivileged host uid,
+// with the node's own network, mount and PID namespaces (kube-proxy runs
+// in the node's network namespace as the host's root, as the namespace
+// engine's kube-proxy rows do). Each node's network namespace is joined to the control plane
 // by a veth pair; the control-plane namespace routes every node's pod CIDR
 // to it, so the API server reaches the pods (pods/proxy) and pods reach
 // each other across nodes.
@@ -114,8 +115,9 @@ type Cluster struct {
 	ProxyMode string
 }
 
-// startKubeProxies starts kube-proxy on every node, inside its user and
-// network namespaces, with the testbed's configuration
+// startKubeProxies starts kube-proxy on every node, in its network and
+// mount namespaces as the host's root (Node.StartHostRoot says why), with
+// the testbed's configuration
 // (kubeproxy.Config: conntrack sizes and timeouts 0, so it writes no
 // global sysctl; its listeners on the node's loopback, metrics on every
 // address of the node's namespace), and publishes the configuration as a
@@ -141,7 +143,7 @@ func (c *Cluster) startKubeProxies(ctx context.Context, bin, mode string) error 
 		if err := n.writeFile(path, string(cfg)); err != nil {
 			return err
 		}
-		if _, err := n.Start("kube-proxy", bin, "--config", path, "--v", "1"); err != nil {
+		if _, err := n.StartHostRoot("kube-proxy", bin, "--config", path, "--v", "1"); err != nil {
 			return err
 		}
 	}

@@ -190,19 +190,42 @@ func (n *Node) Run(ctx context.Context, name string, args ...string) ([]byte, er
 // Start starts a long-lived program inside the node, its output appended
 // to Dir/<label>.log. A kubelet is started only through StartKubelet.
 func (n *Node) Start(label, name string, args ...string) (*topology.Process, error) {
-	if filepath.Base(name) == "kubelet" || strings.HasPrefix(filepath.Base(name), "kubelet-") {
+	if isKubelet(name) {
 		return nil, fmt.Errorf("node %s: start a kubelet with StartKubelet (the user-namespace guard)", n.Name)
 	}
-	return n.start(label, name, args...)
+	return n.start(label, n.nsenterArgs(), name, args...)
 }
 
-func (n *Node) start(label, name string, args ...string) (*topology.Process, error) {
+// StartHostRoot starts a long-lived program in the node's network,
+// mount, UTS and IPC namespaces but not its user namespace: it keeps the
+// host root's capabilities there. kube-proxy runs so: iptables-nft and
+// nft send a ruleset as one netlink batch, and for 1k Services that
+// batch exceeds the socket buffer a process of a user namespace may have
+// ("sendmsg() failed: Message too long": raising it, SO_SNDBUFFORCE,
+// needs CAP_NET_ADMIN in the initial user namespace, and net.core.wmem_max
+// is global). As in the namespace engine's kube-proxy rows, it writes only
+// its node's own network sysctls (conntrack sizes and timeouts are 0). A
+// kubelet is refused here.
+func (n *Node) StartHostRoot(label, name string, args ...string) (*topology.Process, error) {
+	if isKubelet(name) {
+		return nil, fmt.Errorf("node %s: a kubelet runs only inside the node's user namespace (StartKubelet)", n.Name)
+	}
+	return n.start(label, []string{"--target", strconv.Itoa(n.holder.Pid()), "--mount", "--net", "--uts", "--ipc", "--"}, name, args...)
+}
+
+// isKubelet tells a kubelet binary by its name.
+func isKubelet(name string) bool {
+	b := filepath.Base(name)
+	return b == "kubelet" || strings.HasPrefix(b, "kubelet-")
+}
+
+func (n *Node) start(label string, nsenter []string, name string, args ...string) (*topology.Process, error) {
 	log, err := os.OpenFile(filepath.Join(n.Dir, label+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer log.Close()
-	cmd := exec.Command("nsenter", append(n.nsenterArgs(), append([]string{name}, args...)...)...)
+	cmd := exec.Command("nsenter", append(nsenter, append([]string{name}, args...)...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	p, err := topology.StartProcess(n.NS, n.RunID, label+" "+n.Name, cmd)
 	if err != nil {
@@ -224,7 +247,7 @@ func (n *Node) StartKubelet(binary string, args ...string) (*topology.Process, e
 	if err := CheckKubeletUserNS(n.holder.Pid()); err != nil {
 		return nil, fmt.Errorf("node %s: refusing to start kubelet: %w", n.Name, err)
 	}
-	p, err := n.start("kubelet", binary, args...)
+	p, err := n.start("kubelet", n.nsenterArgs(), binary, args...)
 	if err != nil {
 		return nil, err
 	}

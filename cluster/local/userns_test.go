@@ -94,6 +94,9 @@ func TestStartKubeletRefusedOutsideUserNS(t *testing.T) {
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the refused program ran")
 	}
+	if _, err := n.StartHostRoot("kubelet", "/usr/bin/kubelet"); err == nil || !strings.Contains(err.Error(), "StartKubelet") {
+		t.Errorf("StartHostRoot(kubelet) = %v, want it refused", err)
+	}
 	// Start refuses a kubelet binary whatever the namespace.
 	if _, err := n.Start("kubelet", "/usr/bin/kubelet"); err == nil || !strings.Contains(err.Error(), "StartKubelet") {
 		t.Errorf("Start(kubelet) = %v, want it sent to StartKubelet", err)
