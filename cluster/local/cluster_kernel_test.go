@@ -37,9 +37,9 @@ func clusterBinaries(t testing.TB) (Binaries, string) {
 			testenv.Skip(t, "needs "+f+" (make kube kube-cluster build image)")
 		}
 	}
-	tag := os.Getenv("PROXYBENCH_IMAGE_TAG")
-	if tag == "" {
-		testenv.Skip(t, "set PROXYBENCH_IMAGE_TAG to the tag of bin/proxybench-image.tar (make image's IMAGE_TAG)")
+	tag, err := ImageTag(b.Images)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return b, tag
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxybench/proxybench/internal/image"
 	"github.com/proxybench/proxybench/topology"
 )
 
@@ -142,4 +143,28 @@ func (n *Node) writeFile(path, data string) error {
 		return err
 	}
 	return os.Lchown(path, int(n.HostUID), int(n.HostUID))
+}
+
+// ImageTag returns the tag of the pause image in the OCI tarball tar
+// (make image: proxybench.local/pause:<tag>, the agent image beside it
+// with the same tag), so a cluster uses the images it imports whatever
+// version the running proxybench reports. Errors: a tarball that does
+// not read, or holds no pause image.
+func ImageTag(tar string) (string, error) {
+	dir, err := os.MkdirTemp("", "pb-image-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	imgs, err := image.Read(tar, dir)
+	if err != nil {
+		return "", err
+	}
+	prefix := image.Ref(image.Pause, "")
+	for ref := range imgs {
+		if tag, ok := strings.CutPrefix(ref, prefix); ok && tag != "" {
+			return tag, nil
+		}
+	}
+	return "", fmt.Errorf("images %s: no %s<tag> image (make image writes one)", tar, prefix)
 }

@@ -73,12 +73,14 @@ It returns once every node is Ready, leaving a daemon (proxybench cluster up
 			} else if topology.RunIDOf("pb-"+runID+"-x") != runID {
 				return badInput(fmt.Errorf("--run %q: not a run ID (6 hex digits, e.g. 3fa9c1) (fix: omit it for a new one)", runID))
 			}
-			if tag == "" {
-				tag = version
-			}
 			bin, err := clusterBinaries(binDir, images)
 			if err != nil {
 				return badInput(err)
+			}
+			if tag == "" {
+				if tag, err = local.ImageTag(bin.Images); err != nil {
+					return badInput(fmt.Errorf("--images %s: %w (fix: make image, or give --tag)", bin.Images, err))
+				}
 			}
 			if foreground {
 				return clusterForeground(cmd.Context(), runID, nodes, bin, tag, timeout)
@@ -90,7 +92,7 @@ It returns once every node is Ready, leaving a daemon (proxybench cluster up
 	up.Flags().StringVar(&runID, "run", "", "the run ID every object and process carries (default a new one)")
 	up.Flags().StringVar(&binDir, "bin", "", "the folder of etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy (default this program's folder)")
 	up.Flags().StringVar(&images, "images", "", "the image tarball (default proxybench-image.tar beside this program: make image)")
-	up.Flags().StringVar(&tag, "tag", "", "the images' tag (default this build's version, as make image tags them)")
+	up.Flags().StringVar(&tag, "tag", "", "the images' tag (default the pause image's tag in --images)")
 	up.Flags().DurationVar(&timeout, "timeout", 3*time.Minute, "how long every node may take to be Ready")
 	up.Flags().BoolVar(&foreground, "foreground", false, "run the cluster in this process until SIGTERM or SIGINT (what up leaves running)")
 	_ = up.Flags().MarkHidden("foreground")
@@ -188,7 +190,7 @@ func clusterSpawn(runID string, nodes int, binDir, images, tag string, timeout t
 			}
 			fmt.Printf("cluster %s: %d nodes Ready in %.1f s\nkubeconfig: %s (the API server listens in network namespace %s only)\n",
 				runID, st.Nodes, st.ReadyS, st.Kubeconfig, st.Netns)
-			fmt.Printf("  proxybench run 1k-services --engine cluster --kubeconfig %s --image-pull-policy Never\n", st.Kubeconfig)
+			fmt.Printf("  proxybench run 1k-services --engine cluster --kubeconfig %s --image %s --image-pull-policy Never\n", st.Kubeconfig, image.Ref(image.Agent, tag))
 			fmt.Printf("  ip netns exec %s kubectl --kubeconfig %s get nodes\n", st.Netns, st.Kubeconfig)
 			fmt.Printf("  proxybench cluster down --run %s\n", runID)
 			return nil
