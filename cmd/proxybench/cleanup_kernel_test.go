@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -350,50 +349,4 @@ func TestKernelCleanupKilledKubeProxyNodes(t *testing.T) {
 		t.Errorf("left after cleanup: %v", left)
 	}
 	testenv.CompareRoot(t, before, testenv.RootSnapshot(t))
-}
-
-// TestKernelRunOwnXtablesLock: a run takes an xtables lock of its own
-// (runXtablesLock), so a machine-wide /run/xtables.lock held by someone
-// else for the whole run (another run, a firewall tool on the host)
-// fails none of its iptables-legacy-restore calls: before, each waited
-// its 5 s (-w 5) and exited 4, a failed sync.full and a failed row. The run's lock file is gone
-// after it.
-func TestKernelRunOwnXtablesLock(t *testing.T) {
-	testenv.RequireKernel(t, "iptables-legacy-restore")
-	f, err := os.OpenFile("/run/xtables.lock", os.O_CREATE|os.O_RDONLY, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	// Another program's tools hold it for moments at most: wait for it.
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/run/xtables.lock stayed held by another program for a minute: %v", err)
-		}
-	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	id := topology.NewRunID()
-	out := filepath.Join(t.TempDir(), "r.json")
-	body := "services: {count: 20, endpoints: {count: 1}}\nmodes: [iptables]\niptables: {backend: legacy}\nrepetitions: 2\ntraffic: {connections: 50, positions: [first]}\n"
-	// Bounded: a tool that waits for the held lock without -w waits forever.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	stdout, stderr, code := runCmd(t, exec.CommandContext(ctx, bin, "run", "--quiet", "--kernel", "host", "--run-id", id, "--output", out, writeFile(t, body)), nil)
-	if code != 0 {
-		t.Fatalf("run with /run/xtables.lock held: exit %d\n%s%s", code, stdout, stderr)
-	}
-	r, err := reports.Read(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.Modes) != 1 || len(r.Modes[0].SyncFull) != 2 || r.Modes[0].Failed != "" || r.Modes[0].Partial != "" {
-		t.Fatalf("want one whole iptables row with 2 sync.full samples, got %+v", r.Modes)
-	}
-	if _, err := os.Stat(filepath.Join(os.TempDir(), topology.Prefix+id+"-xtables.lock")); !os.IsNotExist(err) {
-		t.Errorf("the run's lock file is still there after it (stat: %v)", err)
-	}
 }

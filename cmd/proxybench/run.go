@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -190,9 +189,6 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 			runID := f.runID
 			if runID == "" {
 				runID = topology.NewRunID()
-			}
-			if lock, set := runXtablesLock(runID); set {
-				defer os.Remove(lock)
 			}
 			var console io.Writer = stderr
 			if f.quiet {
@@ -640,27 +636,4 @@ func printWarnings(c *runner.Checked) {
 	for _, w := range c.Warnings {
 		fmt.Fprintln(os.Stderr, "warning: "+w)
 	}
-}
-
-// runXtablesLock gives this run an xtables lock of its own: unless the
-// environment names one, XTABLES_LOCKFILE is set, for this process and
-// every tool and kube-proxy it starts, to <tmp>/pb-<runID>-xtables.lock,
-// and it says so (set) so that the caller removes the file at the end
-// (`proxybench cleanup` removes it after a kill, as any pb-<runID>-*
-// scratch entry). The legacy iptables tools lock /run/xtables.lock, one
-// file for the whole machine though each namespace has tables of its
-// own: two runs side by side (a builtin and a kube-proxy soak row) made
-// each other's `iptables-restore -w 5` and `kube-proxy --cleanup` give
-// up ("Another app is currently holding the xtables lock", run f49b3e,
-// 2026-12-02), which no node of a real cluster meets from another node.
-// Within a run every row still shares the one lock, as the programs of
-// one node do. iptables-nft takes no lock; a guest has its own kernel
-// and /run, so a guest's own proxybench leaves the variable alone.
-func runXtablesLock(runID string) (string, bool) {
-	if os.Getenv("XTABLES_LOCKFILE") != "" || os.Getenv("PROXYBENCH_IN_UML") == "1" {
-		return "", false
-	}
-	lock := filepath.Join(os.TempDir(), topology.Prefix+runID+"-xtables.lock")
-	os.Setenv("XTABLES_LOCKFILE", lock)
-	return lock, true
 }
