@@ -119,8 +119,7 @@ func (p *Proxier) startOthers(ctx context.Context, created time.Time, bound time
 // tables of its own: 20 kube-proxies starting at once waited for it past
 // their 5 s (-w 5) and exited ("iptables is not available on this host:
 // ... Can't lock /run/xtables.lock", run e80afb, 2026-12-02). One node:
-// "" (the node's one lock: the run's own, XTABLES_LOCKFILE as `proxybench
-// run` sets it, inherited).
+// "" (the default lock, as a node has).
 func (p *Proxier) xtablesLock(name string) string {
 	if p.spec.XtablesLock != "" || len(p.spec.Others) == 0 {
 		return p.spec.XtablesLock
