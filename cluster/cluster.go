@@ -104,6 +104,20 @@ type Options struct {
 	Version string
 	// Log gets progress lines (nil: none).
 	Log io.Writer
+	// AllowModeSwitch lets the run switch kube-proxy's mode
+	// (--allow-mode-switch): each kube-proxy mode of the scenario's modes
+	// is measured in turn (the cluster's own first), by editing ConfigMap
+	// kube-system/kube-proxy and rolling DaemonSet kube-system/kube-proxy
+	// (SwitchMode), and the original configuration is restored at the
+	// end, on SIGINT and on failure. Without it nothing outside the run's
+	// namespace is written.
+	AllowModeSwitch bool
+	// Notice gets what the run prints before it changes anything outside
+	// its namespace (the CLI: standard error; nil: Log).
+	Notice io.Writer
+	// SwitchWait bounds each switch's wait for every node to report the
+	// new mode (default DefaultSwitchWait).
+	SwitchWait time.Duration
 }
 
 func (o *Options) defaults() {
@@ -124,6 +138,12 @@ func (o *Options) defaults() {
 	}
 	if o.PullPolicy == "" {
 		o.PullPolicy = "IfNotPresent"
+	}
+	if o.SwitchWait == 0 {
+		o.SwitchWait = DefaultSwitchWait
+	}
+	if o.Notice == nil {
+		o.Notice = o.Log
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -46,6 +47,11 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, o Options, cfg *rest.C
 	}
 	if err := c.Access(ctx, o.RunID); err != nil {
 		return res, err
+	}
+	if o.AllowModeSwitch {
+		if err := c.AccessModeSwitch(ctx); err != nil {
+			return res, err
+		}
 	}
 	cr := &reports.ClusterRun{Server: c.Host, Context: c.Context, Namespace: Namespace(o.RunID), Image: o.Image}
 	if v, verr := c.Client.Discovery().ServerVersion(); verr == nil {
@@ -89,23 +95,144 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, o Options, cfg *rest.C
 	if mode == "" {
 		mode = "unknown"
 	}
-	row := reports.ModeResult{Mode: kubeproxy.RowLabel(mode, cr.KubeProxy.Version, false), Implementation: scenarios.ImplKubeProxy,
-		BaseMode: mode, Kernel: "cluster", Services: len(r.Services)}
+	modes := []string{mode}
+	if o.AllowModeSwitch {
+		if cr.KubeProxy.Absent != "" {
+			return res, &Unusable{Cause: "--allow-mode-switch: " + cr.KubeProxy.Absent, Fix: "run without --allow-mode-switch (the cluster's own proxy is measured)"}
+		}
+		modes = switchModes(mode, sc.Modes)
+		cr.ModeSwitch = &reports.ClusterModeSwitch{Original: cr.KubeProxy.Config, OriginalMode: mode}
+		if o.Notice != nil {
+			fmt.Fprintf(o.Notice, "cluster: --allow-mode-switch: measuring kube-proxy modes %s; each switch edits ConfigMap kube-system/kube-proxy (mode) and rolls DaemonSet kube-system/kube-proxy; the original configuration (mode %s) is saved in the result and restored at the end, on SIGINT and on failure\n",
+				strings.Join(modes, ", "), mode)
+		}
+		defer func() {
+			if len(cr.ModeSwitch.Switches) == 0 {
+				cr.ModeSwitch.Restored = true
+				return
+			}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.SwitchWait+30*time.Second)
+			defer cancel()
+			if rerr := c.restore(rctx, cr, o.SwitchWait); rerr != nil && err == nil {
+				err = rerr
+			}
+		}()
+	}
+	port := metricsPort(cr.KubeProxy.Config)
 	base := reports.ModeResult{Mode: scenarios.BaselineMode, Kernel: "cluster", Services: len(r.Services)}
+	for k, m := range modes {
+		if k > 0 {
+			config := cr.KubeProxy.Config
+			if n := len(cr.ModeSwitch.Switches); n > 0 {
+				config, _ = WithMode(config, cr.ModeSwitch.Switches[n-1].To)
+			}
+			o.logf("cluster: switching kube-proxy to %s", m)
+			sw, serr := c.SwitchMode(ctx, m, config, nodeNames(cr.Nodes), o.SwitchWait)
+			cr.ModeSwitch.Switches = append(cr.ModeSwitch.Switches, sw)
+			if serr != nil {
+				res.Partial = serr.Error()
+				return res, serr
+			}
+		}
+		nodes := make([]reports.ClusterNode, len(cr.Nodes))
+		for i, n := range cr.Nodes {
+			nodes[i] = reports.ClusterNode{Name: n.Name, Kernel: n.Kernel, OSImage: n.OSImage, ContainerRuntime: n.ContainerRuntime, Kubelet: n.Kubelet, Agent: n.Agent}
+		}
+		row := reports.ModeResult{Mode: kubeproxy.RowLabel(m, cr.KubeProxy.Version, false), Implementation: scenarios.ImplKubeProxy,
+			BaseMode: m, Kernel: "cluster", Services: len(r.Services)}
+		direct, merr := r.measure(ctx, o, sc, nodes, &row, k == 0, port)
+		if k == 0 {
+			base.Lookup, base.Fairness = direct.Results(sc.Traffic.Positions, 0)
+			res.Modes = []reports.ModeResult{base}
+		}
+		res.Modes = append(res.Modes, row)
+		if k == 0 {
+			cr.Nodes = nodes
+		} else {
+			cr.Modes = append(cr.Modes, reports.ClusterModeRun{Mode: m, Row: row.Mode, Nodes: nodes})
+		}
+		if merr != nil {
+			res.Partial = merr.Error()
+			res.Sections = reports.ClusterSections(cr, res.Modes[1].Mode)
+			return res, merr
+		}
+	}
+	res.Sections = reports.ClusterSections(cr, res.Modes[1].Mode)
+	return res, nil
+}
+
+// switchModes are the kube-proxy modes a --allow-mode-switch run
+// measures: the cluster's own first, then each of the scenario's modes
+// that kube-proxy has (iptables, ipvs, nftables), once.
+func switchModes(own string, scModes []string) []string {
+	out := []string{own}
+	for _, m := range scModes {
+		switch m {
+		case "iptables", "ipvs", "nftables":
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+func nodeNames(nodes []reports.ClusterNode) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Name
+	}
+	return out
+}
+
+// restore writes the original configuration back (SwitchMode to the
+// original mode with the original text) and records it as the last
+// switch; cr.ModeSwitch.Restored when every node reports it again.
+func (c *Cluster) restore(ctx context.Context, cr *reports.ClusterRun, wait time.Duration) error {
+	ms := cr.ModeSwitch
+	from := ms.Switches[len(ms.Switches)-1].To
+	sw := reports.ClusterSwitch{From: from, To: ms.OriginalMode, Started: time.Now(), Restore: true}
+	err := c.writeConfig(ctx, ms.Original)
+	if err == nil {
+		sw.RolledDaemonSet, err = c.rollDaemonSet(ctx)
+	}
+	if err == nil {
+		var w reports.ClusterSwitch
+		w, err = c.SwitchMode(ctx, ms.OriginalMode, ms.Original, nodeNames(cr.Nodes), wait)
+		sw.ReadyNs = w.ReadyNs
+	}
+	if err != nil {
+		sw.Error = err.Error()
+		ms.RestoreError = err.Error()
+	} else {
+		ms.Restored = true
+	}
+	ms.Switches = append(ms.Switches, sw)
+	return err
+}
+
+// measure runs the scenario's lookups from every node's agent (through
+// the service and, with withDirect, direct to the pods) and the
+// black-box programming latency with kube-proxy's own histogram per node
+// beside it (metrics port port, through the node proxy), into nodes and row; it returns the direct lookups pooled.
+func (r *Run) measure(ctx context.Context, o Options, sc *scenarios.Scenario, nodes []reports.ClusterNode, row *reports.ModeResult, withDirect bool, port int) (*runner.TrafficAgg, error) {
 	all, direct := runner.NewTrafficAgg(r.Services), runner.NewTrafficAgg(r.Services)
 	t := sc.Traffic
-	for i := range cr.Nodes {
-		n := &cr.Nodes[i]
-		o.logf("cluster: lookups from %s (%s)", n.Name, n.Agent)
+	ds := []bool{false}
+	if withDirect {
+		ds = append(ds, true)
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		o.logf("cluster: lookups from %s (%s), %s", n.Name, n.Agent, row.BaseMode)
 		ag := r.Agent(n.Name)
 		agg, dagg := runner.NewTrafficAgg(r.Services), runner.NewTrafficAgg(r.Services)
 		for k, st := range runner.TrafficPlan(t, sc.Repetitions, sc.Seed) {
-			for _, d := range []bool{false, true} {
-				dr, err := lookup(ctx, ag, agent.LookupRequest{ID: fmt.Sprintf("l%d-%t", k, d), Services: r.Services, Position: st.Position,
+			for _, d := range ds {
+				dr, err := lookup(ctx, ag, agent.LookupRequest{ID: fmt.Sprintf("l%s%d-%t", row.BaseMode, k, d), Services: r.Services, Position: st.Position,
 					Direct: d, Connections: st.Connections, Warmup: st.Warmup, Concurrency: t.Concurrency, Timeout: t.Timeout.Duration, Seed: st.Seed})
 				if err != nil {
-					res.Partial = err.Error()
-					return res, err
+					return direct, err
 				}
 				if d {
 					dagg.Add(st.Position, dr.Result)
@@ -117,17 +244,21 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, o Options, cfg *rest.C
 			}
 		}
 		n.Lookup, _ = agg.Results(t.Positions, 0)
-		n.Direct, _ = dagg.Results(t.Positions, 0)
+		if withDirect {
+			n.Direct, _ = dagg.Results(t.Positions, 0)
+		}
 	}
 	row.Lookup, row.Fairness = all.Results(t.Positions, 0)
-	base.Lookup, base.Fairness = direct.Results(t.Positions, 0)
-	res.Modes = []reports.ModeResult{base, row}
-	if err := r.programming(ctx, cr, DefaultChanges); err != nil {
-		res.Partial = err.Error()
-		return res, err
+	before, why := r.c.scrapeProgramming(ctx, nodes, port)
+	if err := r.programming(ctx, nodes, DefaultChanges); err != nil {
+		return direct, err
 	}
-	res.Sections = reports.ClusterSections(cr, row.Mode)
-	return res, nil
+	after, why2 := r.c.scrapeProgramming(ctx, nodes, port)
+	for k, v := range why2 {
+		why[k] = v
+	}
+	programmingOwn(nodes, before, after, why)
+	return direct, nil
 }
 
 // lookup runs one lookup job on an agent and forgets it once read.
@@ -151,7 +282,7 @@ func lookup(ctx context.Context, ag agent.Client, req agent.LookupRequest) (agen
 // the service until a connection lands in the new half; the latency is
 // from the write to the agent's first such connection (the agent's
 // clock against the operator's: the same clock on a local cluster).
-func (r *Run) programming(ctx context.Context, cr *reports.ClusterRun, changes int) error {
+func (r *Run) programming(ctx context.Context, nodes []reports.ClusterNode, changes int) error {
 	if len(r.Pool) < 2 || len(r.Services) == 0 {
 		return nil
 	}
@@ -167,8 +298,8 @@ func (r *Run) programming(ctx context.Context, cr *reports.ClusterRun, changes i
 			}
 		}
 		ids := map[string]string{}
-		for _, n := range cr.Nodes {
-			id := fmt.Sprintf("p%d", k)
+		for _, n := range nodes {
+			id := fmt.Sprintf("p%d-%d", r.probes, k)
 			if err := r.Agent(n.Name).StartProbe(ctx, agent.ProbeRequest{ID: id, Service: s, Want: next, Interval: 2 * time.Millisecond,
 				Timeout: 500 * time.Millisecond, Deadline: r.c.opts.ProbeDeadline}); err != nil {
 				return err
@@ -184,8 +315,8 @@ func (r *Run) programming(ctx context.Context, cr *reports.ClusterRun, changes i
 		if err := apiobjects.ReplaceSlice(ctx, r.c.Client, s, t0); err != nil {
 			return err
 		}
-		for i := range cr.Nodes {
-			n := &cr.Nodes[i]
+		for i := range nodes {
+			n := &nodes[i]
 			st, err := r.Agent(n.Name).WaitProbe(ctx, ids[n.Name])
 			if err != nil {
 				return fmt.Errorf("programming latency on %s: %w", n.Name, err)
@@ -195,5 +326,6 @@ func (r *Run) programming(ctx context.Context, cr *reports.ClusterRun, changes i
 		}
 	}
 	r.Services[len(r.Services)-1] = s
+	r.probes++
 	return nil
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -120,6 +121,21 @@ func ApplyRBAC(ctx context.Context, c kubernetes.Interface, kind, subject string
 // KubeSystemRules. Any missing is Unusable listing all of them and
 // naming `proxybench rbac`.
 func (c *Cluster) Access(ctx context.Context, runID string) error {
+	return c.access(ctx, map[string][]rbacv1.PolicyRule{Namespace(runID): ClusterRules(), "kube-system": KubeSystemRules()},
+		"bind the roles proxybench rbac --user NAME prints (kubectl apply -f -)")
+}
+
+// AccessModeSwitch checks ModeSwitchRules as Access checks the others:
+// what --allow-mode-switch needs.
+func (c *Cluster) AccessModeSwitch(ctx context.Context) error {
+	ks, cw := ModeSwitchRules()
+	return c.access(ctx, map[string][]rbacv1.PolicyRule{"kube-system": ks, "": cw},
+		"grant them (proxybench rbac prints the default run's roles; --allow-mode-switch needs these in addition), or run without --allow-mode-switch")
+}
+
+// access checks rules per namespace ("": cluster-wide rules only) with
+// SelfSubjectAccessReviews; fix is the Unusable's fix.
+func (c *Cluster) access(ctx context.Context, byNS map[string][]rbacv1.PolicyRule, fix string) error {
 	var missing []string
 	check := func(ns string, rules []rbacv1.PolicyRule) error {
 		for _, r := range rules {
@@ -131,7 +147,7 @@ func (c *Cluster) Access(ctx context.Context, runID string) error {
 						name = r.ResourceNames[0]
 					}
 					attr := &authorizationv1.ResourceAttributes{Group: r.APIGroups[0], Resource: resource, Subresource: sub, Verb: verb, Name: name}
-					if resource != "namespaces" && resource != "nodes" {
+					if resource != "namespaces" && resource != "nodes" && ns != "" {
 						attr.Namespace = ns
 					}
 					rev, err := c.Client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
@@ -151,15 +167,18 @@ func (c *Cluster) Access(ctx context.Context, runID string) error {
 		}
 		return nil
 	}
-	if err := check(Namespace(runID), ClusterRules()); err != nil {
-		return err
+	nss := make([]string, 0, len(byNS))
+	for ns := range byNS {
+		nss = append(nss, ns)
 	}
-	if err := check("kube-system", KubeSystemRules()); err != nil {
-		return err
+	sort.Strings(nss)
+	for _, ns := range nss {
+		if err := check(ns, byNS[ns]); err != nil {
+			return err
+		}
 	}
 	if len(missing) > 0 {
-		return &Unusable{Cause: fmt.Sprintf("the kubeconfig's user may not %s", strings.Join(missing, ", ")),
-			Fix: "bind the roles proxybench rbac --user NAME prints (kubectl apply -f -)"}
+		return &Unusable{Cause: fmt.Sprintf("the kubeconfig's user may not %s", strings.Join(missing, ", ")), Fix: fix}
 	}
 	return nil
 }

@@ -39,7 +39,9 @@ type Run struct {
 	Created  []string
 	stop     chan struct{}
 	stopOnce sync.Once
-	pods     cache.SharedIndexInformer
+	// probes counts programming phases, so each phase's probe IDs are new.
+	probes int
+	pods   cache.SharedIndexInformer
 }
 
 // Start creates the run on the cluster: its namespace, the pool (waited

@@ -31,6 +31,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/topology"
@@ -113,6 +114,10 @@ type Cluster struct {
 	// ProxyMode is the mode kube-proxy runs in on every node ("" without
 	// kube-proxy).
 	ProxyMode string
+	// kubeProxyBin is kube-proxy's binary, kubeProxies each node's
+	// kube-proxy (by node index).
+	kubeProxyBin string
+	kubeProxies  []*topology.Process
 }
 
 // startKubeProxies starts kube-proxy on every node, in its network and
@@ -127,30 +132,95 @@ func (c *Cluster) startKubeProxies(ctx context.Context, bin, mode string) error 
 	if mode == "" {
 		mode = "iptables"
 	}
-	c.ProxyMode = mode
+	c.ProxyMode, c.kubeProxyBin = mode, bin
+	c.kubeProxies = make([]*topology.Process, len(c.Nodes))
 	var published []byte
-	for i, n := range c.Nodes {
-		kc := filepath.Join(n.Dir, "kubeconfig")
-		cfg, _, err := kubeproxy.Config(kubeproxy.ConfigSpec{Mode: mode, ClusterCIDR: PodSupernet, NodeName: n.Name,
-			NodeIP: NodeIP(i), Kubeconfig: kc, MetricsAnyAddress: true})
+	for i := range c.Nodes {
+		cfg, err := c.startKubeProxy(i, mode)
 		if err != nil {
 			return err
 		}
 		if i == 0 {
 			published = cfg
 		}
-		path := filepath.Join(n.Dir, "kube-proxy.yaml")
-		if err := n.writeFile(path, string(cfg)); err != nil {
-			return err
-		}
-		if _, err := n.StartHostRoot("kube-proxy", bin, "--config", path, "--v", "1"); err != nil {
-			return err
-		}
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system",
 		Labels: map[string]string{RunLabel: c.RunID}}, Data: map[string]string{"config.conf": string(published)}}
 	_, err := c.CP.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{})
 	return err
+}
+
+// startKubeProxy writes node i's kube-proxy configuration for mode and
+// starts kube-proxy with it; it returns the configuration.
+func (c *Cluster) startKubeProxy(i int, mode string) ([]byte, error) {
+	n := c.Nodes[i]
+	kc := filepath.Join(n.Dir, "kubeconfig")
+	cfg, _, err := kubeproxy.Config(kubeproxy.ConfigSpec{Mode: mode, ClusterCIDR: PodSupernet, NodeName: n.Name,
+		NodeIP: NodeIP(i), Kubeconfig: kc, MetricsAnyAddress: true})
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(n.Dir, "kube-proxy.yaml")
+	if err := n.writeFile(path, string(cfg)); err != nil {
+		return nil, err
+	}
+	p, err := n.StartHostRoot("kube-proxy", c.kubeProxyBin, "--config", path, "--v", "1")
+	if err != nil {
+		return nil, err
+	}
+	c.kubeProxies[i] = p
+	return cfg, nil
+}
+
+// FollowKubeProxyConfig is the local cluster's stand-in for a kube-proxy
+// DaemonSet rollout (it has no DaemonSet: its kube-proxies are programs):
+// until ctx ends it reads ConfigMap kube-system/kube-proxy every
+// interval and, when the mode in its config.conf differs from the one
+// running, restarts each node's kube-proxy in turn (SIGTERM, then the new
+// mode's configuration, as a rolling update replaces one pod at a time),
+// so `run --engine cluster --allow-mode-switch` works on it as on a
+// cluster with a DaemonSet. Only the mode is followed; the rest of each
+// node's configuration stays the testbed's (Config). kube-proxy itself
+// removes the other modes' rules when it starts in a mode (v1.37
+// platformCleanup). Each restart is logged to log.
+func (c *Cluster) FollowKubeProxyConfig(ctx context.Context, interval time.Duration, log io.Writer) {
+	if c.kubeProxyBin == "" {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+		cm, err := c.CP.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		var cfg struct {
+			Mode string `json:"mode"`
+		}
+		if yaml.Unmarshal([]byte(cm.Data["config.conf"]), &cfg) != nil {
+			continue
+		}
+		mode := cfg.Mode
+		if mode == "" {
+			mode = "iptables"
+		}
+		if mode == c.ProxyMode {
+			continue
+		}
+		fmt.Fprintf(log, "cluster %s: ConfigMap kube-system/kube-proxy says mode %s (running %s): restarting kube-proxy node by node\n", c.RunID, mode, c.ProxyMode)
+		for i := range c.Nodes {
+			if p := c.kubeProxies[i]; p != nil {
+				_ = p.Stop(10 * time.Second)
+			}
+			if _, err := c.startKubeProxy(i, mode); err != nil {
+				fmt.Fprintf(log, "cluster %s: %s: kube-proxy in mode %s: %v\n", c.RunID, c.Nodes[i].Name, mode, err)
+			}
+		}
+		c.ProxyMode = mode
+	}
 }
 
 // Up starts a cluster of spec.Nodes nodes and waits until each is Ready.

@@ -24,6 +24,8 @@ type clusterFlags struct {
 	agentTimeout                     time.Duration
 	nodes                            string
 	pool                             int
+	allowModeSwitch                  bool
+	switchWait                       time.Duration
 }
 
 func addClusterFlags(cmd *cobra.Command, f *clusterFlags, all bool) {
@@ -39,11 +41,14 @@ func addClusterFlags(cmd *cobra.Command, f *clusterFlags, all bool) {
 	cmd.Flags().DurationVar(&f.agentTimeout, "agent-timeout", cluster.DefaultAgentTimeout, "with --engine cluster: how long to wait for the pool and an agent on every node to be Ready")
 	cmd.Flags().StringVar(&f.nodes, "nodes", "", "with --engine cluster: pin agents to these nodes (comma-separated) instead of a DaemonSet on every node")
 	cmd.Flags().IntVar(&f.pool, "pool", 0, "with --engine cluster: backend pods (default twice the endpoints per service)")
+	cmd.Flags().BoolVar(&f.allowModeSwitch, "allow-mode-switch", false, "with --engine cluster: measure each kube-proxy mode of the scenario by switching the cluster's kube-proxy (ConfigMap kube-system/kube-proxy edited, DaemonSet rolled), restoring the original at the end, on SIGINT and on failure")
+	cmd.Flags().DurationVar(&f.switchWait, "switch-wait", cluster.DefaultSwitchWait, "with --allow-mode-switch: how long to wait for every node's kube-proxy to report a new mode")
 }
 
 func (f *clusterFlags) options(runID string) cluster.Options {
 	o := cluster.Options{Kubeconfig: f.kubeconfig, Context: f.context, QPS: f.qps, Burst: f.burst, Image: f.image,
-		PullPolicy: f.pull, RunID: runID, PoolSize: f.pool, AgentTimeout: f.agentTimeout, Version: version, Log: os.Stderr}
+		PullPolicy: f.pull, RunID: runID, PoolSize: f.pool, AgentTimeout: f.agentTimeout, Version: version, Log: os.Stderr,
+		AllowModeSwitch: f.allowModeSwitch, SwitchWait: f.switchWait}
 	if o.Image == "" {
 		o.Image = image.Ref(image.Agent, version)
 	}

@@ -234,18 +234,18 @@ func (a *apiApplier) end(ctx context.Context, res *reports.ChurnResult, obs []*o
 	}
 	acct, err := a.api.EndChurn(ctx, a.triggers)
 	err = errors.Join(err, disarmErr)
-	kp := &reports.ChurnKubeProxy{Version: acct.Version, Programming: histogramOf(acct.Programming), Syncs: histogramOf(acct.Syncs),
+	kp := &reports.ChurnKubeProxy{Version: acct.Version, Programming: HistogramOf(acct.Programming), Syncs: HistogramOf(acct.Syncs),
 		Logged: len(acct.Programmed), PerChange: acct.PerChange, CPUNs: int64(acct.CPU), ChildCPUNs: int64(acct.ChildCPU),
 		PeakRSSBytes: acct.PeakRSS, MinSyncPeriodNs: int64(acct.MinSyncPeriod), SyncPeriodNs: int64(acct.SyncPeriod), RestartNs: a.restartNs,
 		Writes: a.writes, WriteErrors: a.errs, WriteError: a.firstErr, WriteLatency: reports.Summarize(a.writeNs),
 		SettleNs: int64(acct.Settle), Unsettled: acct.Unsettled, FailureCounters: acct.Failures, Events: acct.Events,
 		APIServerCPUNs: int64(acct.APIServerCPU), EtcdCPUNs: int64(acct.EtcdCPU)}
 	for _, n := range acct.Nodes {
-		kp.Nodes = append(kp.Nodes, reports.ChurnKubeProxyNode{Node: n.Node, Programming: histogramOf(n.Programming), CPUNs: int64(n.CPU),
+		kp.Nodes = append(kp.Nodes, reports.ChurnKubeProxyNode{Node: n.Node, Programming: HistogramOf(n.Programming), CPUNs: int64(n.CPU),
 			ChildCPUNs: int64(n.ChildCPU), PeakRSSBytes: n.PeakRSS, Events: n.Events, Unsettled: n.Unsettled, Err: n.Err})
 	}
 	if acct.HasFullPartial {
-		f, p := histogramOf(acct.Full), histogramOf(acct.Partial)
+		f, p := HistogramOf(acct.Full), HistogramOf(acct.Partial)
 		kp.FullSyncs, kp.PartialSyncs = &f, &p
 	}
 	res.KubeProxy = kp
@@ -283,9 +283,9 @@ func seenBeforeSync(seen, programmed time.Time, syncs []kubeproxy.LoggedSync) bo
 	return false
 }
 
-// histogramOf is a kube-proxy histogram's growth as the result keeps it:
+// HistogramOf is a kube-proxy histogram's growth as the result keeps it:
 // cumulative buckets named by their bound in seconds, "+Inf" last.
-func histogramOf(h kubeproxy.Histogram) reports.KubeProxyHistogram {
+func HistogramOf(h kubeproxy.Histogram) reports.KubeProxyHistogram {
 	out := reports.KubeProxyHistogram{Count: h.Count, SumSeconds: h.Sum}
 	if h.Count == 0 && len(h.Buckets) == 0 {
 		return out

@@ -1,0 +1,243 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/proxybench/proxybench/internal/runner"
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
+	"github.com/proxybench/proxybench/reports"
+)
+
+// RestartedAtAnnotation is the pod-template annotation a mode switch sets
+// on DaemonSet kube-system/kube-proxy to roll it, as `kubectl rollout
+// restart` does with kubectl.kubernetes.io/restartedAt.
+const RestartedAtAnnotation = "proxybench.io/restartedAt"
+
+// DefaultSwitchWait bounds the wait for every node to report a switched
+// mode (kube-proxy's /proxyMode) after the ConfigMap edit and the roll.
+const DefaultSwitchWait = 3 * time.Minute
+
+// DefaultMetricsPort is kube-proxy's metrics port when its configuration
+// names none (KubeProxyConfiguration.metricsBindAddress 127.0.0.1:10249).
+const DefaultMetricsPort = 10249
+
+// ModeSwitchRules are the permissions --allow-mode-switch needs beyond
+// KubeSystemRules and ClusterRules: in kube-system, editing kube-proxy's
+// ConfigMap and rolling its DaemonSet (a patch of its pod template);
+// cluster-wide, reading each node's kube-proxy (/proxyMode, /metrics)
+// through the API server's node proxy (nodes/proxy get). Access checks
+// them only for a run with the switch allowed. Without nodes/proxy a run
+// still measures; kube-proxy's own histogram per node is then absent with
+// the reason.
+func ModeSwitchRules() (kubeSystem, clusterWide []rbacv1.PolicyRule) {
+	return []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"kube-proxy"}, Verbs: []string{"update"}},
+			{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, ResourceNames: []string{"kube-proxy"}, Verbs: []string{"patch"}},
+		}, []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}},
+		}
+}
+
+// metricsPort is the port of a KubeProxyConfiguration's
+// metricsBindAddress (DefaultMetricsPort when unset or unparsable).
+func metricsPort(config string) int {
+	var cfg struct {
+		MetricsBindAddress string `json:"metricsBindAddress"`
+	}
+	if yaml.Unmarshal([]byte(config), &cfg) != nil || cfg.MetricsBindAddress == "" {
+		return DefaultMetricsPort
+	}
+	_, p, err := net.SplitHostPort(cfg.MetricsBindAddress)
+	if err != nil {
+		return DefaultMetricsPort
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n <= 0 {
+		return DefaultMetricsPort
+	}
+	return n
+}
+
+// WithMode returns KubeProxyConfiguration config (YAML or JSON) with its
+// mode set to mode and every other field as it was, as YAML. A
+// configuration that does not parse is an error.
+func WithMode(config, mode string) (string, error) {
+	m := map[string]any{}
+	if err := yaml.Unmarshal([]byte(config), &m); err != nil {
+		return "", fmt.Errorf("kube-proxy configuration does not parse: %w", err)
+	}
+	m["mode"] = mode
+	out, err := yaml.Marshal(m)
+	return string(out), err
+}
+
+// nodeProxyGet reads path from port on node through the API server's
+// node proxy (GET /api/v1/nodes/NODE:PORT/proxy/PATH): the operator needs
+// no network path to the node.
+func (c *Cluster) nodeProxyGet(ctx context.Context, node string, port int, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node+":"+strconv.Itoa(port), "proxy", path).DoRaw(ctx)
+}
+
+// NodeMode is the mode node's kube-proxy runs in by its own /proxyMode
+// answer (metrics port port), read through the node proxy.
+func (c *Cluster) NodeMode(ctx context.Context, node string, port int) (string, error) {
+	b, err := c.nodeProxyGet(ctx, node, port, "proxyMode")
+	if err != nil {
+		return "", fmt.Errorf("node %s: kube-proxy /proxyMode through the node proxy: %w", node, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// ProgrammingHistogram scrapes node's kube-proxy metrics (port) through
+// the node proxy and returns its kubeproxy_network_programming_duration_seconds
+// histogram (IPv4).
+func (c *Cluster) ProgrammingHistogram(ctx context.Context, node string, port int) (kubeproxy.Histogram, error) {
+	b, err := c.nodeProxyGet(ctx, node, port, "metrics")
+	if err != nil {
+		return kubeproxy.Histogram{}, fmt.Errorf("node %s: kube-proxy metrics through the node proxy: %w", node, err)
+	}
+	m, err := kubeproxy.ParseMetrics(b)
+	if err != nil {
+		return kubeproxy.Histogram{}, fmt.Errorf("node %s: %w", node, err)
+	}
+	return m.Histogram(kubeproxy.MetricProgramming, "IPv4")
+}
+
+// scrapeProgramming reads every node's programming histogram; a node
+// whose kube-proxy cannot be read gets the reason instead.
+func (c *Cluster) scrapeProgramming(ctx context.Context, nodes []reports.ClusterNode, port int) (map[string]kubeproxy.Histogram, map[string]string) {
+	hs, why := map[string]kubeproxy.Histogram{}, map[string]string{}
+	for _, n := range nodes {
+		h, err := c.ProgrammingHistogram(ctx, n.Name, port)
+		if err != nil {
+			why[n.Name] = err.Error()
+			continue
+		}
+		hs[n.Name] = h
+	}
+	return hs, why
+}
+
+// SwitchMode switches the cluster's kube-proxy to mode as the seeds
+// describe a mode change: mode set in ConfigMap kube-system/kube-proxy
+// (config.conf, every other field kept), DaemonSet kube-system/kube-proxy
+// rolled (its pod template annotated with RestartedAtAnnotation; a
+// cluster without the DaemonSet, such as `proxybench cluster up`'s, whose
+// holder restarts its kube-proxies on the ConfigMap's change, is not
+// patched), then waits up to wait until every node in nodes reports mode
+// on its /proxyMode. The switch is recorded whatever happens; an error
+// says which nodes did not report the mode.
+func (c *Cluster) SwitchMode(ctx context.Context, mode, config string, nodes []string, wait time.Duration) (reports.ClusterSwitch, error) {
+	sw := reports.ClusterSwitch{To: mode, Started: time.Now()}
+	sw.From, _ = ModeOf(config)
+	next, err := WithMode(config, mode)
+	if err != nil {
+		sw.Error = err.Error()
+		return sw, err
+	}
+	if err := c.writeConfig(ctx, next); err != nil {
+		sw.Error = err.Error()
+		return sw, err
+	}
+	sw.RolledDaemonSet, err = c.rollDaemonSet(ctx)
+	if err != nil {
+		sw.Error = err.Error()
+		return sw, err
+	}
+	port := metricsPort(config)
+	deadline := time.Now().Add(wait)
+	for {
+		var behind []string
+		for _, n := range nodes {
+			if got, err := c.NodeMode(ctx, n, port); err != nil || got != mode {
+				behind = append(behind, fmt.Sprintf("%s (%s)", n, orErr(got, err)))
+			}
+		}
+		if len(behind) == 0 {
+			sw.ReadyNs = time.Since(sw.Started).Nanoseconds()
+			return sw, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			sort.Strings(behind)
+			err := fmt.Errorf("mode switch to %s: after %s, nodes not reporting it: %s", mode, wait, strings.Join(behind, ", "))
+			sw.Error = err.Error()
+			return sw, err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func orErr(got string, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "reports " + got
+}
+
+// writeConfig replaces config.conf of ConfigMap kube-system/kube-proxy.
+func (c *Cluster) writeConfig(ctx context.Context, config string) error {
+	cm, err := c.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read ConfigMap kube-system/kube-proxy: %w", err)
+	}
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[KubeProxyConfigKey] = config
+	if _, err := c.Client.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update ConfigMap kube-system/kube-proxy: %w", err)
+	}
+	return nil
+}
+
+// rollDaemonSet annotates DaemonSet kube-system/kube-proxy's pod template
+// so its controller replaces every pod; false, nil when there is no such
+// DaemonSet.
+func (c *Cluster) rollDaemonSet(ctx context.Context) (bool, error) {
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, RestartedAtAnnotation, time.Now().Format(time.RFC3339Nano))
+	_, err := c.Client.AppsV1().DaemonSets("kube-system").Patch(ctx, "kube-proxy", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("roll DaemonSet kube-system/kube-proxy: %w", err)
+	}
+	return true, nil
+}
+
+// programmingOwn fills each node's kube-proxy histogram growth between
+// two scrapes (before, after) into nodes: ProgrammingOwn, or
+// ProgrammingOwnAbsent with the reason.
+func programmingOwn(nodes []reports.ClusterNode, before, after map[string]kubeproxy.Histogram, why map[string]string) {
+	for i := range nodes {
+		n := &nodes[i]
+		b, okb := before[n.Name]
+		a, oka := after[n.Name]
+		if !okb || !oka {
+			n.ProgrammingOwnAbsent = why[n.Name]
+			if n.ProgrammingOwnAbsent == "" {
+				n.ProgrammingOwnAbsent = "kube-proxy's metrics could not be read before and after the changes"
+			}
+			continue
+		}
+		h := runner.HistogramOf(a.Sub(b))
+		n.ProgrammingOwn = &h
+	}
+}

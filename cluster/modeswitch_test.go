@@ -1,0 +1,103 @@
+package cluster
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
+	"github.com/proxybench/proxybench/reports"
+)
+
+// TestWithModeKeepsTheRest: the switched configuration has the new mode
+// and every other field as it was; one that does not parse is an error.
+func TestWithModeKeepsTheRest(t *testing.T) {
+	in := "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: iptables\nmetricsBindAddress: 0.0.0.0:10249\nconntrack:\n  maxPerCore: 0\n"
+	out, err := WithMode(in, "nftables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := ModeOf(out); err != nil || m != "nftables" {
+		t.Errorf("mode of %q: %q, %v", out, m, err)
+	}
+	for _, keep := range []string{"metricsBindAddress: 0.0.0.0:10249", "maxPerCore: 0", "kind: KubeProxyConfiguration"} {
+		if !strings.Contains(out, keep) {
+			t.Errorf("%q lost %q", out, keep)
+		}
+	}
+	if _, err := WithMode("mode: [", "ipvs"); err == nil {
+		t.Error("a configuration that does not parse was switched")
+	}
+}
+
+// TestMetricsPort: the port of metricsBindAddress, kube-proxy's default
+// 10249 when unset or unparsable.
+func TestMetricsPort(t *testing.T) {
+	for in, want := range map[string]int{"metricsBindAddress: 0.0.0.0:10251\n": 10251, "mode: ipvs\n": 10249,
+		"metricsBindAddress: bogus\n": 10249, "metricsBindAddress: '[::]:9000'\n": 9000} {
+		if got := metricsPort(in); got != want {
+			t.Errorf("metricsPort(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+// TestSwitchModes: the cluster's own mode first, then the scenario's
+// kube-proxy modes once each; none and userspace are not kube-proxy
+// modes to switch to.
+func TestSwitchModes(t *testing.T) {
+	got := switchModes("iptables", []string{"none", "iptables", "nftables", "userspace", "ipvs", "nftables"})
+	if want := []string{"iptables", "nftables", "ipvs"}; !slices.Equal(got, want) {
+		t.Errorf("switchModes = %v, want %v", got, want)
+	}
+}
+
+// TestWriteConfigAndRoll: the ConfigMap's config.conf is replaced and the
+// DaemonSet's pod template annotated (rolled); a cluster without the
+// DaemonSet is not an error and says it was not rolled.
+func TestWriteConfigAndRoll(t *testing.T) {
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"}, Data: map[string]string{KubeProxyConfigKey: "mode: iptables\n", "other": "x"}}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "kube-system"}}
+	cs := fake.NewClientset(cm, ds)
+	c := &Cluster{Client: cs}
+	if err := c.writeConfig(ctx, "mode: nftables\n"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if got.Data[KubeProxyConfigKey] != "mode: nftables\n" || got.Data["other"] != "x" {
+		t.Errorf("ConfigMap after the write: %v", got.Data)
+	}
+	rolled, err := c.rollDaemonSet(ctx)
+	if err != nil || !rolled {
+		t.Fatalf("roll: %v, %v", rolled, err)
+	}
+	d, _ := cs.AppsV1().DaemonSets("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if d.Spec.Template.Annotations[RestartedAtAnnotation] == "" {
+		t.Errorf("DaemonSet not rolled: %v", d.Spec.Template.Annotations)
+	}
+	c = &Cluster{Client: fake.NewClientset(cm)}
+	if rolled, err := c.rollDaemonSet(ctx); err != nil || rolled {
+		t.Errorf("no DaemonSet: rolled %v, %v", rolled, err)
+	}
+}
+
+// TestProgrammingOwn: a node's own histogram is the growth between the
+// two scrapes; a node missing either scrape is absent with the reason.
+func TestProgrammingOwn(t *testing.T) {
+	b := kubeproxy.Histogram{Count: 2, Sum: 1, Bounds: []float64{0.25, 1}, Buckets: []uint64{1, 2}}
+	a := kubeproxy.Histogram{Count: 7, Sum: 3, Bounds: []float64{0.25, 1}, Buckets: []uint64{4, 7}}
+	nodes := []reports.ClusterNode{{Name: "node-0"}, {Name: "node-1"}}
+	programmingOwn(nodes, map[string]kubeproxy.Histogram{"node-0": b}, map[string]kubeproxy.Histogram{"node-0": a}, map[string]string{"node-1": "forbidden"})
+	if h := nodes[0].ProgrammingOwn; h == nil || h.Count != 5 || h.Buckets[0].Count != 3 {
+		t.Errorf("node-0: %+v", nodes[0].ProgrammingOwn)
+	}
+	if nodes[1].ProgrammingOwn != nil || nodes[1].ProgrammingOwnAbsent != "forbidden" {
+		t.Errorf("node-1: %+v", nodes[1])
+	}
+}
