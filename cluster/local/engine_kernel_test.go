@@ -19,7 +19,9 @@ import (
 
 // TestKernelClusterEngineOnLocalCluster: the cluster engine at small scale
 // (4 services, 2 endpoints each, 2 nodes) on a local cluster with
-// kube-proxy in iptables mode: its agents on both nodes, the lookups
+// kube-proxy in iptables mode, with --allow-mode-switch to nftables and
+// back (the cluster's holder following the ConfigMap, as `cluster up`'s
+// does): its agents on both nodes, the lookups
 // through the ClusterIPs land without errors on every node, the direct
 // ones too, each node has programming latencies, the kube-proxy facts
 // come from ConfigMap kube-system/kube-proxy (mode iptables), and the
@@ -41,18 +43,21 @@ func TestKernelClusterEngineOnLocalCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Down()
-	sc, err := scenarios.Catalog{}.Parse([]byte("services: {count: 4, targetPort: 8081, endpoints: {count: 2}}\n"+
+	fctx, fstop := context.WithCancel(ctx)
+	defer fstop()
+	go c.FollowKubeProxyConfig(fctx, time.Second, os.Stderr)
+	sc, err := scenarios.Catalog{}.Parse([]byte("modes: [none, iptables, nftables]\nservices: {count: 4, targetPort: 8081, endpoints: {count: 2}}\n"+
 		"traffic: {connections: 40, warmup: 4, concurrency: 2, timeout: 1s, positions: [first, last]}\nrepetitions: 1\n"), "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := topology.NewRunID()
 	res, err := cluster.Execute(ctx, sc, cluster.Options{RunID: run, Image: image.Ref(image.Agent, tag),
-		PullPolicy: "Never", AgentTimeout: 2 * time.Minute, Log: os.Stderr}, c.CP.RestConfig())
+		PullPolicy: "Never", AgentTimeout: 2 * time.Minute, Log: os.Stderr, AllowModeSwitch: true, SwitchWait: 2 * time.Minute}, c.CP.RestConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Engine != "cluster" || res.Cluster == nil || len(res.Cluster.Nodes) != 2 || len(res.Modes) != 2 {
+	if res.Engine != "cluster" || res.Cluster == nil || len(res.Cluster.Nodes) != 2 || len(res.Modes) != 3 {
 		t.Fatalf("result: engine %q, %d modes, cluster %+v", res.Engine, len(res.Modes), res.Cluster)
 	}
 	if res.Cluster.KubeProxy.Mode != "iptables" || res.Modes[1].Mode != "iptables (kube-proxy)" {
@@ -71,6 +76,30 @@ func TestKernelClusterEngineOnLocalCluster(t *testing.T) {
 		}
 		if len(n.ProgrammingNs) == 0 {
 			t.Errorf("node %s: no programming latency", n.Name)
+		}
+	}
+	// --allow-mode-switch: iptables, then nftables, then back; every node
+	// reported each mode, the nftables row measured on both nodes, and the
+	// ConfigMap holds the original configuration again.
+	ms := res.Cluster.ModeSwitch
+	if ms == nil || !ms.Restored || len(ms.Switches) != 2 || ms.Switches[0].To != "nftables" || ms.Switches[1].To != "iptables" || !ms.Switches[1].Restore {
+		t.Errorf("mode switch record %+v", ms)
+	}
+	if len(res.Cluster.Modes) != 1 || res.Modes[2].Mode != "nftables (kube-proxy)" || len(res.Cluster.Modes[0].Nodes) != 2 {
+		t.Errorf("switched modes %+v, rows %v", res.Cluster.Modes, res.Modes)
+	} else {
+		for _, n := range res.Cluster.Modes[0].Nodes {
+			if len(n.Lookup) != 2 || n.Lookup[0].Errors != 0 || len(n.ProgrammingNs) == 0 {
+				t.Errorf("nftables on %s: %+v", n.Name, n)
+			}
+		}
+	}
+	if cm, err := c.CP.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{}); err != nil || ms == nil || cm.Data["config.conf"] != ms.Original {
+		t.Errorf("ConfigMap kube-system/kube-proxy after the run: not the original (%v)", err)
+	}
+	for _, n := range res.Cluster.Nodes {
+		if n.ProgrammingOwn == nil || n.ProgrammingOwn.Count == 0 {
+			t.Errorf("node %s: kube-proxy's own programming histogram %+v (absent: %s)", n.Name, n.ProgrammingOwn, n.ProgrammingOwnAbsent)
 		}
 	}
 	if _, err := c.CP.Client.CoreV1().Namespaces().Get(ctx, cluster.Namespace(run), metav1.GetOptions{}); err == nil {
