@@ -28,6 +28,14 @@ var Mode = proxymodes.Mode{
 	// IPVS has SCTP virtual servers, but this build programs TCP and UDP.
 	Protocols: []string{"TCP", "UDP"},
 	New:       proxymodes.NewFrom(ConfigFromScenario, New),
+	// Virtual servers on every node address for node ports
+	// (Config.NodeIPs, KUBE-NODE-PORT-* ipsets), which the
+	// nodePortLookup phase dials.
+	NodePorts: true,
+	// Render's KubeProxyOrderAt per node (Config.NodeName, Config.Zones):
+	// kube-proxy's IPVS proxier takes its real servers from the same
+	// CategorizeEndpoints as iptables and nftables (TestRenderTopology).
+	TopologyHints: true,
 	Render: func(sc *scenarios.Scenario, services []workload.Service) (*proxymodes.Rendering, error) {
 		cfg, err := ConfigFromScenario(sc)
 		if err != nil {
