@@ -618,11 +618,13 @@ func needsNodeIPs(services []workload.Service) bool {
 func (p *Proxier) syncIPSet(ctx context.Context, rs *Ruleset, full bool, st *proxymodes.SyncStats) (map[string]map[string]struct{}, error) {
 	full = full || p.entries == nil
 	want := make(map[string]map[string]struct{}, len(SetNames))
-	var b bytes.Buffer
-	if full {
+	var b bytes.Buffer // the members' lines; a full sync's creates go before them
+	creates := func(adopted map[string]int) []byte {
+		var c bytes.Buffer
 		for _, si := range SetNames {
-			b.WriteString(createLine(si) + "\nflush " + si.Name + "\n")
+			c.WriteString(createLine(si, adopted) + "\nflush " + si.Name + "\n")
 		}
+		return c.Bytes()
 	}
 	var nlAdd, nlDel []string // KUBE-CLUSTER-IP's, over netlink
 	for _, si := range SetNames {
@@ -662,11 +664,32 @@ func (p *Proxier) syncIPSet(ctx context.Context, rs *Ruleset, full bool, st *pro
 			b.WriteString("del " + si.Name + " " + e + "\n")
 		}
 	}
-	if b.Len() > 0 {
-		if _, err := p.node.Run(ctx, b.Bytes(), binIPSet, "-exist", "restore"); err != nil {
+	if full || b.Len() > 0 {
+		in := b.Bytes()
+		if full {
+			in = append(creates(nil), in...)
+		}
+		_, err := p.node.Run(ctx, in, binIPSet, "-exist", "restore")
+		if err != nil && full && strings.Contains(err.Error(), "set with the same name already exists") {
+			// A set another writer created (kube-proxy, maxelem 65536)
+			// on this node: take it over with its maxelem and retry.
+			out, lerr := p.node.Run(ctx, nil, binIPSet, "list", "-t")
+			if lerr != nil {
+				return nil, fmt.Errorf("ipvs: ipset restore: %w (and ipset list -t: %v)", err, lerr)
+			}
+			adopted, small := adoptMaxElem(string(out), rs.Sets)
+			for name, m := range small {
+				return nil, fmt.Errorf("ipvs: ipset %s exists with maxelem %d, fewer than its %d members, and is another writer's: remove it (proxybench cleanup, or kube-proxy --cleanup) and sync again", name, m, len(rs.Sets[name]))
+			}
+			if len(adopted) > 0 {
+				in = append(creates(adopted), b.Bytes()...)
+				_, err = p.node.Run(ctx, in, binIPSet, "-exist", "restore")
+			}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("ipvs: ipset restore: %w", err)
 		}
-		st.Bytes += b.Len()
+		st.Bytes += len(in)
 	}
 	for _, c := range []struct {
 		del     bool

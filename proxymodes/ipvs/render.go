@@ -324,8 +324,9 @@ var bigSets = map[string]bool{ClusterIPSet: true, setIPVSIPs: true}
 
 // createLine is the `ipset restore` line that creates set si: kube-proxy's
 // options (family inet, hashsize 1024, maxelem 65536; range 0-65535 for
-// bitmap:port), maxelem ipsetMaxElem for bigSets.
-func createLine(si SetInfo) string {
+// bitmap:port), maxelem ipsetMaxElem for bigSets, or adopted[si.Name]
+// when it is set (a set found with that maxelem: adoptMaxElem).
+func createLine(si SetInfo, adopted map[string]int) string {
 	if si.Type == "bitmap:port" {
 		return "create " + si.Name + " bitmap:port range 0-65535"
 	}
@@ -333,7 +334,46 @@ func createLine(si SetInfo) string {
 	if bigSets[si.Name] {
 		max = ipsetMaxElem
 	}
+	if m, ok := adopted[si.Name]; ok {
+		max = m
+	}
 	return fmt.Sprintf("create %s %s family inet hashsize 1024 maxelem %d", si.Name, si.Type, max)
+}
+
+// adoptMaxElem reads `ipset list -t` output (terse: each set's Name and
+// Header lines) and returns, for each of bigSets that exists with a
+// maxelem other than ipsetMaxElem and at least as large as its member
+// count in members, that maxelem: a set kube-proxy created on the node
+// (maxelem 65536) is taken over as it is, where creating it again with
+// builtin's maxelem fails ("set with the same name already exists", even
+// with -exist). A set too small for its members is returned in tooSmall
+// with its maxelem.
+func adoptMaxElem(list string, members map[string][]string) (adopted, tooSmall map[string]int) {
+	adopted, tooSmall = map[string]int{}, map[string]int{}
+	name := ""
+	for _, l := range strings.Split(list, "\n") {
+		switch {
+		case strings.HasPrefix(l, "Name: "):
+			name = strings.TrimSpace(strings.TrimPrefix(l, "Name: "))
+		case strings.HasPrefix(l, "Header: ") && bigSets[name]:
+			f := strings.Fields(strings.TrimPrefix(l, "Header: "))
+			for i := 0; i+1 < len(f); i++ {
+				if f[i] != "maxelem" {
+					continue
+				}
+				m, err := strconv.Atoi(f[i+1])
+				if err != nil || m == ipsetMaxElem {
+					break
+				}
+				if len(members[name]) <= m {
+					adopted[name] = m
+				} else {
+					tooSmall[name] = m
+				}
+			}
+		}
+	}
+	return adopted, tooSmall
 }
 
 // sets collects ipset members in order, each once.

@@ -310,3 +310,34 @@ func BenchmarkRender(b *testing.B) {
 		})
 	}
 }
+
+// TestAdoptMaxElem: of `ipset list -t` output, a big set kube-proxy
+// created (maxelem 65536) that holds the members is adopted with its
+// maxelem, one too small for them is reported, builtin's own maxelem and
+// the sets outside bigSets are left alone; createLine writes the adopted
+// maxelem.
+func TestAdoptMaxElem(t *testing.T) {
+	list := "Name: KUBE-CLUSTER-IP\nType: hash:ip,port\nRevision: 6\nHeader: family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x1\nSize in memory: 200\nReferences: 2\nNumber of entries: 0\n\n" +
+		"Name: KUBE-IPVS-IPS\nType: hash:ip\nHeader: family inet hashsize 1024 maxelem 2 bucketsize 12\n\n" +
+		"Name: KUBE-LOOP-BACK\nType: hash:ip,port,ip\nHeader: family inet hashsize 1024 maxelem 8\n\n" +
+		fmt.Sprintf("Name: OTHER\nHeader: family inet hashsize 1024 maxelem %d\n", ipsetMaxElem)
+	members := map[string][]string{ClusterIPSet: {"198.18.0.1,tcp:80"}, setIPVSIPs: {"198.18.0.1", "198.18.0.2", "198.18.0.3"}, setLoopBack: make([]string, 9)}
+	adopted, small := adoptMaxElem(list, members)
+	if len(adopted) != 1 || adopted[ClusterIPSet] != 65536 {
+		t.Errorf("adopted %v, want KUBE-CLUSTER-IP:65536 only", adopted)
+	}
+	if len(small) != 1 || small[setIPVSIPs] != 2 {
+		t.Errorf("too small %v, want KUBE-IPVS-IPS:2 only", small)
+	}
+	for _, si := range SetNames {
+		if si.Name != ClusterIPSet {
+			continue
+		}
+		if got, want := createLine(si, adopted), "create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536"; got != want {
+			t.Errorf("createLine adopted = %q, want %q", got, want)
+		}
+		if got := createLine(si, nil); !strings.HasSuffix(got, fmt.Sprintf(" maxelem %d", ipsetMaxElem)) {
+			t.Errorf("createLine = %q, want maxelem %d", got, ipsetMaxElem)
+		}
+	}
+}
