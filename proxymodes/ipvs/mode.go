@@ -36,6 +36,9 @@ var Mode = proxymodes.Mode{
 	// kube-proxy's IPVS proxier takes its real servers from the same
 	// CategorizeEndpoints as iptables and nftables (TestRenderTopology).
 	TopologyHints: true,
+	// kube-proxy's IPv6 IPVS proxier (Config.IPv6): AF_INET6 virtual
+	// servers, KUBE-6-* ipsets, ip6tables-legacy-restore.
+	IPv6: true,
 	Render: func(sc *scenarios.Scenario, services []workload.Service) (*proxymodes.Rendering, error) {
 		cfg, err := ConfigFromScenario(sc)
 		if err != nil {
@@ -75,7 +78,13 @@ var Mode = proxymodes.Mode{
 	Fairness: func(sc *scenarios.Scenario) measure.Expectation {
 		return Expectation(sc.IPVS.Scheduler, sc.IPVS.SchedulerFlags...).WithAffinity(sc.Services.SessionAffinity == "ClientIP")
 	},
-	Binaries:         func(*scenarios.Scenario) []string { return []string{binIPSet, binRestore, binSave} },
+	Binaries: func(sc *scenarios.Scenario) []string {
+		out := []string{binIPSet, binRestore, binSave}
+		if sc.DualStack() {
+			out = append(out, binRestore6, binSave6) // the IPv6 proxier's
+		}
+		return out
+	},
 	Modules:          modules,
 	KernelOptions:    kernelOptions,
 	Probe:            Probe,
@@ -195,7 +204,9 @@ func modules(sc *scenarios.Scenario) []string {
 // ConfigFromScenario maps a validated scenario to a Config: the ipvs
 // block (scheduler, excludeCIDRs, timeouts), network.clusterCIDR,
 // services.sessionAffinity(Timeout), the zones of topology.zones, and
-// node-0 as the node (New takes the node's own name from the namespace).
+// node-0 as the node (New takes the node's own name from the namespace);
+// for the scenario's IPv6 view (Scenario.ForFamily) an IPv6 proxier with
+// the IPv6 clusterCIDR.
 func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 	_, _, _, cluster := sc.Prefixes()
 	cfg := Config{
@@ -210,6 +221,7 @@ func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 		TCPTimeout:         sc.IPVS.TCPTimeout.Duration,
 		TCPFinTimeout:      sc.IPVS.TCPFinTimeout.Duration,
 		UDPTimeout:         sc.IPVS.UDPTimeout.Duration,
+		IPv6:               sc.IsIPv6(),
 	}
 	for _, c := range sc.IPVS.ExcludeCIDRs {
 		p, err := netip.ParsePrefix(c)

@@ -32,7 +32,33 @@ const binIPSet = "ipset"
 var (
 	binRestore = xtables.Binary("legacy", "restore")
 	binSave    = xtables.Binary("legacy", "save")
+	// The IPv6 proxier's (Config.IPv6).
+	binRestore6 = xtables.Binary6("legacy", "restore")
+	binSave6    = xtables.Binary6("legacy", "save")
 )
+
+// restoreBin and saveBin are the iptables tools of the proxier's family.
+func (c Config) restoreBin() string {
+	if c.IPv6 {
+		return binRestore6
+	}
+	return binRestore
+}
+
+func (c Config) saveBin() string {
+	if c.IPv6 {
+		return binSave6
+	}
+	return binSave
+}
+
+// af is the proxier's address family for IPVS (AF_INET, AF_INET6).
+func (c Config) af() uint16 {
+	if c.IPv6 {
+		return unix.AF_INET6
+	}
+	return unix.AF_INET
+}
 
 // ipsetMaxElem is the KUBE-CLUSTER-IP maxelem: fixed (a different value
 // would make "create -exist" of an existing set fail) and above the
@@ -103,7 +129,7 @@ var (
 func New(cfg Config, node proxymodes.Node) *Proxier {
 	cfg.NodeName = proxymodes.NodeNameOf(node, cfg.NodeName)
 	p := NewWithHandles(cfg, node, nil, nil)
-	p.open = func() (Handle, Addresses, *ipsetNetlink, error) { return openNamespace(node, !p.perObject) }
+	p.open = func() (Handle, Addresses, *ipsetNetlink, error) { return openNamespace(node, !p.perObject, cfg.IPv6) }
 	p.sysctl = func(key, value string) error {
 		return node.Do(func() error {
 			path := "/proc/sys/net/ipv4/vs/" + key
@@ -133,7 +159,11 @@ func NewWithHandles(cfg Config, node proxymodes.Node, h Handle, a Addresses) *Pr
 // OpenNetlinkAddresses) and ipset members over nfnetlink (ipsetNetlink).
 // It fails with a message naming --kernel uml when the kernel has no
 // IP_VS.
-func openNamespace(node proxymodes.Node, batch bool) (Handle, Addresses, *ipsetNetlink, error) {
+//
+// With v6 (the IPv6 proxier) kube-ipvs0's addresses are its IPv6 ones,
+// and ipset members go as `ipset restore` lines (the nfnetlink encoder
+// writes IPv4 members only).
+func openNamespace(node proxymodes.Node, batch, v6 bool) (Handle, Addresses, *ipsetNetlink, error) {
 	nh, ok := node.(NamespaceHandle)
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("ipvs: node %T exposes no namespace handle (want *topology.Netns)", node)
@@ -165,7 +195,8 @@ func openNamespace(node proxymodes.Node, batch bool) (Handle, Addresses, *ipsetN
 		closeH()
 		return nil, nil, nil, err
 	}
-	if !batch {
+	a.v6 = v6
+	if !batch || v6 {
 		return h, a, nil, nil
 	}
 	set, err := openIPSetNetlink(nh.Handle())
@@ -473,7 +504,8 @@ func Plan(h Handle, cfg Config, rs *Ruleset, synced map[string][]RealServer, gra
 	}
 	have := make(map[string]*ipvs.Service, len(cur))
 	for _, s := range cur {
-		if s.FWMark != 0 || s.AddressFamily != unix.AF_INET {
+		// The other family's virtual servers are its proxier's.
+		if s.FWMark != 0 || s.AddressFamily != cfg.af() {
 			continue
 		}
 		have[serviceKey(s)] = s
@@ -622,7 +654,7 @@ func (p *Proxier) syncIPSet(ctx context.Context, rs *Ruleset, full bool, st *pro
 	creates := func(adopted map[string]int) []byte {
 		var c bytes.Buffer
 		for _, si := range SetNames {
-			c.WriteString(createLine(si, adopted) + "\nflush " + si.Name + "\n")
+			c.WriteString(createLine(p.cfg, si, adopted) + "\nflush " + p.cfg.SetName(si.Name) + "\n")
 		}
 		return c.Bytes()
 	}
@@ -656,12 +688,13 @@ func (p *Proxier) syncIPSet(ctx context.Context, rs *Ruleset, full bool, st *pro
 			nlAdd, nlDel = add, del
 			continue
 		}
-		b.Grow((len(add) + len(del)) * (len(si.Name) + 30))
+		name := p.cfg.SetName(si.Name)
+		b.Grow((len(add) + len(del)) * (len(name) + 30))
 		for _, e := range add {
-			b.WriteString("add " + si.Name + " " + e + "\n")
+			b.WriteString("add " + name + " " + e + "\n")
 		}
 		for _, e := range del {
-			b.WriteString("del " + si.Name + " " + e + "\n")
+			b.WriteString("del " + name + " " + e + "\n")
 		}
 	}
 	if full || b.Len() > 0 {
@@ -677,9 +710,9 @@ func (p *Proxier) syncIPSet(ctx context.Context, rs *Ruleset, full bool, st *pro
 			if lerr != nil {
 				return nil, fmt.Errorf("ipvs: ipset restore: %w (and ipset list -t: %v)", err, lerr)
 			}
-			adopted, small := adoptMaxElem(string(out), rs.Sets)
+			adopted, small := adoptMaxElem(p.cfg, string(out), rs.Sets)
 			for name, m := range small {
-				return nil, fmt.Errorf("ipvs: ipset %s exists with maxelem %d, fewer than its %d members, and is another writer's: remove it (proxybench cleanup, or kube-proxy --cleanup) and sync again", name, m, len(rs.Sets[name]))
+				return nil, fmt.Errorf("ipvs: ipset %s exists with maxelem %d, fewer than its %d members, and is another writer's: remove it (proxybench cleanup, or kube-proxy --cleanup) and sync again", p.cfg.SetName(name), m, len(rs.Sets[name]))
 			}
 			if len(adopted) > 0 {
 				in = append(creates(adopted), b.Bytes()...)
@@ -734,7 +767,7 @@ func restoreInput(rules []byte, saves map[string][]byte) ([]byte, int) {
 func (p *Proxier) saveTables(ctx context.Context) (map[string][]byte, error) {
 	saves := map[string][]byte{}
 	for _, t := range []string{"nat", "filter"} {
-		out, err := p.node.Run(ctx, nil, binSave, "-t", t)
+		out, err := p.node.Run(ctx, nil, p.cfg.saveBin(), "-t", t)
 		if err != nil {
 			return nil, fmt.Errorf("ipvs: %w", err)
 		}
@@ -749,7 +782,7 @@ func (p *Proxier) syncIPTables(ctx context.Context, rs *Ruleset, st *proxymodes.
 		return err
 	}
 	in, jumps := restoreInput(rs.IPTables, saves)
-	if _, err := p.node.Run(ctx, in, binRestore, xtables.RestoreArgs("--noflush")...); err != nil {
+	if _, err := p.node.Run(ctx, in, p.cfg.restoreBin(), xtables.RestoreArgs("--noflush")...); err != nil {
 		return fmt.Errorf("ipvs: restore nat and filter rules: %w", err)
 	}
 	st.Bytes += len(in)
@@ -774,17 +807,18 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
 	} else if in := cleanupInput(saves); in != nil {
-		if _, err := p.node.Run(ctx, in, binRestore, xtables.RestoreArgs("--noflush")...); err != nil {
+		if _, err := p.node.Run(ctx, in, p.cfg.restoreBin(), xtables.RestoreArgs("--noflush")...); err != nil {
 			errs = append(errs, fmt.Errorf("ipvs: cleanup nat and filter rules: %w", err))
 		}
 	}
 	if out, err := p.node.Run(ctx, nil, binIPSet, "list", "-n"); err == nil {
 		have := strings.Fields(string(out))
 		for _, si := range SetNames {
-			if !slices.Contains(have, si.Name) {
+			name := p.cfg.SetName(si.Name)
+			if !slices.Contains(have, name) {
 				continue
 			}
-			if _, err := p.node.Run(ctx, nil, binIPSet, "destroy", si.Name); err != nil {
+			if _, err := p.node.Run(ctx, nil, binIPSet, "destroy", name); err != nil {
 				errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
 			}
 		}
@@ -798,7 +832,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	} else {
 		var ops []Op
 		for _, s := range svcs {
-			if !p.cfg.excluded(addrOf(s.Address)) {
+			if s.AddressFamily == p.cfg.af() && !p.cfg.excluded(addrOf(s.Address)) {
 				ops = append(ops, Op{Kind: OpDelService, Service: s})
 			}
 		}
@@ -806,7 +840,15 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
 		}
 	}
-	if err := p.addrs.DeleteLink(); err != nil {
+	if p.cfg.IPv6 {
+		// kube-ipvs0 holds the IPv4 proxier's addresses too: unbind
+		// the IPv6 ones only.
+		if as, err := p.addrs.List(); err != nil {
+			errs = append(errs, err)
+		} else if _, err := p.addrs.Del(as); err != nil {
+			errs = append(errs, err)
+		}
+	} else if err := p.addrs.DeleteLink(); err != nil {
 		errs = append(errs, err)
 	}
 	p.close()
