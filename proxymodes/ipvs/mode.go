@@ -15,6 +15,7 @@ import (
 	"github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/measure"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/scenarios"
@@ -79,9 +80,10 @@ var Mode = proxymodes.Mode{
 		return Expectation(sc.IPVS.Scheduler, sc.IPVS.SchedulerFlags...).WithAffinity(sc.Services.SessionAffinity == "ClientIP")
 	},
 	Binaries: func(sc *scenarios.Scenario) []string {
-		out := []string{binIPSet, binRestore, binSave}
+		b := sc.IPTables.Backend
+		out := []string{binIPSet, xtables.Binary(b, "restore"), xtables.Binary(b, "save")}
 		if sc.DualStack() {
-			out = append(out, binRestore6, binSave6) // the IPv6 proxier's
+			out = append(out, xtables.Binary6(b, "restore"), xtables.Binary6(b, "save")) // the IPv6 proxier's
 		}
 		return out
 	},
@@ -107,6 +109,15 @@ func kernelOptions(sc *scenarios.Scenario) []string {
 		"CONFIG_IP_SET_HASH_IPPORT", "CONFIG_IP_SET_HASH_IPPORTIP", "CONFIG_IP_SET_HASH_IPPORTNET", "CONFIG_IP_SET_HASH_IP",
 		"CONFIG_IP_SET_BITMAP_PORT", "CONFIG_NETFILTER_XT_SET", "CONFIG_NETFILTER_XT_MATCH_ADDRTYPE",
 		"CONFIG_NETFILTER_XT_MATCH_CONNTRACK", "CONFIG_NETFILTER_XT_MATCH_PHYSDEV", "CONFIG_IP_NF_FILTER", "CONFIG_IP_NF_TARGET_REJECT")
+	if sc != nil && sc.DualStack() {
+		// The IPv6 proxier's ip6tables rules: KUBE-IPVS-FILTER's REJECT
+		// is the xt target ip6t_REJECT with the legacy back end
+		// (iptables-nft writes a native reject instead).
+		out = append(out, "CONFIG_IP6_NF_IPTABLES", "CONFIG_IP6_NF_FILTER", "CONFIG_IP6_NF_NAT")
+		if sc.IPTables.Backend != "nft" {
+			out = append(out, "CONFIG_IP6_NF_TARGET_REJECT")
+		}
+	}
 	scheds := Schedulers
 	if sc != nil {
 		scheds = append([]string{sc.IPVS.Scheduler}, sc.Sweep.Schedulers...)
@@ -202,7 +213,7 @@ func modules(sc *scenarios.Scenario) []string {
 }
 
 // ConfigFromScenario maps a validated scenario to a Config: the ipvs
-// block (scheduler, excludeCIDRs, timeouts), network.clusterCIDR,
+// block (scheduler, excludeCIDRs, timeouts), iptables.backend, network.clusterCIDR,
 // services.sessionAffinity(Timeout), the zones of topology.zones, and
 // node-0 as the node (New takes the node's own name from the namespace);
 // for the scenario's IPv6 view (Scenario.ForFamily) an IPv6 proxier with
@@ -222,6 +233,7 @@ func ConfigFromScenario(sc *scenarios.Scenario) (Config, error) {
 		TCPFinTimeout:      sc.IPVS.TCPFinTimeout.Duration,
 		UDPTimeout:         sc.IPVS.UDPTimeout.Duration,
 		IPv6:               sc.IsIPv6(),
+		Backend:            sc.IPTables.Backend,
 	}
 	for _, c := range sc.IPVS.ExcludeCIDRs {
 		p, err := netip.ParsePrefix(c)

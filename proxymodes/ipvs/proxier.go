@@ -32,24 +32,27 @@ const binIPSet = "ipset"
 var (
 	binRestore = xtables.Binary("legacy", "restore")
 	binSave    = xtables.Binary("legacy", "save")
-	// The IPv6 proxier's (Config.IPv6).
-	binRestore6 = xtables.Binary6("legacy", "restore")
-	binSave6    = xtables.Binary6("legacy", "save")
 )
 
-// restoreBin and saveBin are the iptables tools of the proxier's family.
-func (c Config) restoreBin() string {
-	if c.IPv6 {
-		return binRestore6
+// backend is Config.Backend, legacy when unset.
+func (c Config) backend() string {
+	if c.Backend == "" {
+		return "legacy"
 	}
-	return binRestore
+	return c.Backend
 }
 
-func (c Config) saveBin() string {
+// restoreBin and saveBin are the iptables tools of the proxier's back
+// end and family: iptables-legacy-restore, ip6tables-nft-save, ...
+func (c Config) restoreBin() string { return c.xtBinary("restore") }
+
+func (c Config) saveBin() string { return c.xtBinary("save") }
+
+func (c Config) xtBinary(tool string) string {
 	if c.IPv6 {
-		return binSave6
+		return xtables.Binary6(c.backend(), tool)
 	}
-	return binSave
+	return xtables.Binary(c.backend(), tool)
 }
 
 // af is the proxier's address family for IPVS (AF_INET, AF_INET6).
@@ -246,10 +249,10 @@ func ipvsVersion() string {
 // Mode returns "ipvs".
 func (p *Proxier) Mode() string { return "ipvs" }
 
-// Info returns {"scheduler", "iptables": "legacy", "ipvs": the first line
+// Info returns {"scheduler", "iptables": the back end, "ipvs": the first line
 // of /proc/net/ip_vs, "ipset": ipset's version line}.
 func (p *Proxier) Info() map[string]string {
-	info := map[string]string{"backend": "netlink/" + p.cfg.scheduler(), "scheduler": p.cfg.scheduler(), "iptables": "legacy"}
+	info := map[string]string{"backend": "netlink/" + p.cfg.scheduler(), "scheduler": p.cfg.scheduler(), "iptables": p.cfg.backend()}
 	_ = p.node.Do(func() error {
 		info["ipvs"] = ipvsVersion()
 		return nil

@@ -110,6 +110,10 @@ type Config struct {
 	// named KUBE-6-* (SetName) and ip6tables-legacy-restore. It leaves
 	// the IPv4 proxier's objects alone, kube-ipvs0 included.
 	IPv6 bool
+	// Backend is the iptables back end of the nat and filter rules beside
+	// the virtual servers (iptables.backend): "legacy" (the default, ""
+	// too) or "nft", as kube-proxy runs whichever iptables its PATH has.
+	Backend string
 	// GracefulInterval is how often real servers in graceful termination
 	// are checked for deletion; 0 means GracefulCheckInterval (kube-proxy's
 	// one minute).
@@ -124,6 +128,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.flagBits(); err != nil {
 		return err
+	}
+	if c.Backend != "" && c.Backend != "legacy" && c.Backend != "nft" {
+		return fmt.Errorf("ipvs: iptables back end %q: want legacy or nft", c.Backend)
 	}
 	if c.ClusterCIDR != (netip.Prefix{}) && (!c.ClusterCIDR.IsValid() || !c.ofFamily(c.ClusterCIDR.Addr())) {
 		return fmt.Errorf("ipvs: clusterCIDR %q: want an %s prefix", c.ClusterCIDR, c.familyName())
