@@ -111,12 +111,10 @@ func kernelOptions(sc *scenarios.Scenario) []string {
 		"CONFIG_NETFILTER_XT_MATCH_CONNTRACK", "CONFIG_NETFILTER_XT_MATCH_PHYSDEV", "CONFIG_IP_NF_FILTER", "CONFIG_IP_NF_TARGET_REJECT")
 	if sc != nil && sc.DualStack() {
 		// The IPv6 proxier's ip6tables rules: KUBE-IPVS-FILTER's REJECT
-		// is the xt target ip6t_REJECT with the legacy back end
-		// (iptables-nft writes a native reject instead).
-		out = append(out, "CONFIG_IP6_NF_IPTABLES", "CONFIG_IP6_NF_FILTER", "CONFIG_IP6_NF_NAT")
-		if sc.IPTables.Backend != "nft" {
-			out = append(out, "CONFIG_IP6_NF_TARGET_REJECT")
-		}
+		// is the xt target ip6t_REJECT with either back end
+		// (ip6tables-nft-restore sends it through nft_compat too: "line
+		// 36: RULE_APPEND failed" in uml:6.12, which lacks it).
+		out = append(out, "CONFIG_IP6_NF_IPTABLES", "CONFIG_IP6_NF_FILTER", "CONFIG_IP6_NF_NAT", "CONFIG_IP6_NF_TARGET_REJECT")
 	}
 	scheds := Schedulers
 	if sc != nil {
