@@ -337,7 +337,7 @@ func modeSize(r *Result, m ModeResult) int {
 	if m.Services > 0 || r.Scenario == nil {
 		return m.Services
 	}
-	return r.Scenario.Services.Count
+	return r.Scenario.ServiceTotal() // services.count and every group's
 }
 
 // churnFigures are one churn phase's figures (Mode, Services, Kernel left

@@ -31,7 +31,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 	sc := r.Scenario
 	fmt.Fprintf(&b, "## proxybench: %s\n\n", sc.Name)
 	fmt.Fprintf(&b, "run %s · %s · kernel %s (%s) · %d CPUs · %d services × %s · %d repetitions · %s\n\n",
-		r.RunID, r.Engine, r.Machine.Kernel, r.Machine.KernelWhere, r.Machine.CPUs, sc.Services.Count,
+		r.RunID, r.Engine, r.Machine.Kernel, r.Machine.KernelWhere, r.Machine.CPUs, sc.ServiceTotal(),
 		sc.Services.PortsLabel(), sc.Repetitions, r.Started.UTC().Format(time.RFC3339))
 	if note := PartialNote(r); note != "" {
 		fmt.Fprintf(&b, "**%s**\n\n", note)

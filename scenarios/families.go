@@ -208,16 +208,21 @@ func (c *checker) families() {
 			c.add(o.field, "not yet in a dual-stack run: "+o.why, "remove it, or use services.ipFamilyPolicy: SingleStack")
 		}
 	}
+	// Builtin rows only: a kube-proxy row runs kube-proxy's own IPv6
+	// proxier in every mode it has (its ipvs included).
 	if c.cat != nil && c.cat.IPv6 != nil {
 		var lack []string
-		for _, m := range s.Modes {
+		for _, m := range s.builtinRows() {
 			if slices.Contains(c.cat.Modes, m) && !slices.Contains(c.cat.IPv6, m) {
 				lack = append(lack, m)
 			}
 		}
 		if len(lack) > 0 {
-			c.add("modes", fmt.Sprintf("mode %s has no IPv6 rendering in this build (modes with one: %s)", strings.Join(lack, ", "), strings.Join(c.cat.IPv6, ", ")),
-				"remove "+strings.Join(lack, ", ")+" from modes, or use services.ipFamilyPolicy: SingleStack")
+			fix := "remove " + strings.Join(lack, ", ") + " from modes, or use services.ipFamilyPolicy: SingleStack"
+			if kp := kubeProxyOnly(lack); len(kp) > 0 {
+				fix += ", or run " + strings.Join(kp, ", ") + " with kube-proxy alone (implementation: [kube-proxy]; kube-proxy's " + strings.Join(kp, ", ") + " programs IPv6)"
+			}
+			c.add("modes", fmt.Sprintf("builtin %s has no IPv6 rendering in this build (modes whose builtin has one: %s)", strings.Join(lack, ", "), strings.Join(c.cat.IPv6, ", ")), fix)
 		}
 	}
 }

@@ -35,9 +35,11 @@ func TestFamiliesRefused(t *testing.T) {
 	}
 }
 
-// TestFamiliesRefuseModeWithoutIPv6: a dual-stack run naming a mode the
-// catalog lists without IPv6 is refused at modes; a single-stack one is
-// not.
+// TestFamiliesRefuseModeWithoutIPv6: a dual-stack run with a builtin row
+// of a mode the catalog lists without IPv6 is refused at modes, its fix
+// naming kube-proxy; a single-stack one is not, nor a dual-stack one
+// running that mode with kube-proxy alone (kube-proxy's own IPv6
+// proxier).
 func TestFamiliesRefuseModeWithoutIPv6(t *testing.T) {
 	cat := Catalog{Modes: []string{"none", "iptables", "ipvs"}, IPv6: []string{"none", "iptables"}}
 	const y = "modes: [none, ipvs]\nnetwork: {ipFamilies: [IPv4, IPv6]}\nservices: {count: 1, ipFamilyPolicy: %s}\n"
@@ -47,13 +49,16 @@ func TestFamiliesRefuseModeWithoutIPv6(t *testing.T) {
 	}
 	found := false
 	for _, fe := range fieldErrors(t, err) {
-		found = found || fe.Field == "modes" && strings.Contains(fe.Msg, "ipvs") && strings.Contains(fe.Msg, "IPv6")
+		found = found || fe.Field == "modes" && strings.Contains(fe.Msg, "builtin ipvs") && strings.Contains(fe.Msg, "IPv6") && strings.Contains(fe.Fix, "implementation: [kube-proxy]")
 	}
 	if !found {
-		t.Errorf("no error at modes naming ipvs: %v", err)
+		t.Errorf("no error at modes naming builtin ipvs with a kube-proxy fix: %v", err)
 	}
 	if _, err := cat.Parse([]byte(strings.Replace(y, "%s", "SingleStack", 1)), "f.yaml"); err != nil {
 		t.Errorf("single-stack services in a dual-stack cluster refused: %v", err)
+	}
+	if _, err := cat.Parse([]byte("implementation: [kube-proxy]\n"+strings.Replace(y, "%s", "RequireDualStack", 1)), "f.yaml"); err != nil {
+		t.Errorf("dual-stack kube-proxy ipvs refused: %v", err)
 	}
 }
 

@@ -195,7 +195,7 @@ func TestBadInput(t *testing.T) {
 		{name: "network.ipFamilies unknown", yaml: "services: {count: 1}\nnetwork:\n  ipFamilies: [IPv4, IPv5]\n", want: []string{":3:", `network.ipFamilies[1]: unknown value "IPv5"`, "fix:"}, lines: 1},
 		{name: "network.ipv6Prefix not a /96", yaml: "services: {count: 1, ipFamilyPolicy: RequireDualStack}\nnetwork:\n  ipFamilies: [IPv4, IPv6]\n  ipv6Prefix: 2001:2::/64\n", want: []string{":4:", "network.ipv6Prefix:", "/64", "fix: write a /96"}, lines: 1},
 		{name: "RequireDualStack on one family", yaml: "services: {count: 1, ipFamilyPolicy: RequireDualStack}\n", want: []string{":1:", "services.ipFamilyPolicy: RequireDualStack needs a dual-stack cluster", "fix: set network.ipFamilies: [IPv4, IPv6]"}, lines: 1},
-		{name: "dual-stack mode without IPv6", yaml: "services: {count: 1, ipFamilyPolicy: RequireDualStack}\nmodes: [none, userspace]\nnetwork: {ipFamilies: [IPv4, IPv6]}\n", want: []string{":2:", "modes: mode userspace has no IPv6 rendering", "fix: remove userspace from modes"}, lines: 1},
+		{name: "dual-stack mode without IPv6", yaml: "services: {count: 1, ipFamilyPolicy: RequireDualStack}\nmodes: [none, userspace]\nnetwork: {ipFamilies: [IPv4, IPv6]}\n", want: []string{":2:", "modes: builtin userspace has no IPv6 rendering", "fix: remove userspace from modes"}, lines: 1},
 		{name: "kube-proxy too old for nftables", yaml: "services: {count: 10}\nmodes: [nftables]\nimplementation: [builtin, kube-proxy]\n", args: []string{"--kube-proxy", fakeKubeProxy("v1.28.4")}, root: true, want: []string{"v1.28.4", "cannot run mode nftables", "v1.29", "fix:"}},
 	}
 	for _, c := range cases {

@@ -273,7 +273,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 	// one runs row at size index i (carry: a kube-proxy row's sweep) and
 	// keeps it in res; it returns an error only when the run stops.
 	one := func(row proxymodes.Mode, vsc *scenarios.Scenario, i int, carry *sweepCarry) (bool, error) {
-		n := sizes[i]
+		// Every generated service: the size (services.count) and the
+		// groups' services beside it.
+		n := len(perSize[i])
 		mr, secs, err := runRow(ctx, Phases, vsc, o, tb, e, perSize[i], row, carry)
 		if mr != nil {
 			mr.Services = n

@@ -152,23 +152,12 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 			// kube-proxy runs the iptables tools on PATH (Debian's: the nft
 			// back end) here, not the scenario's back end: clean both, or
 			// its KUBE-NODEPORTS would answer the next pass's node ports.
-			for _, be := range []string{"legacy", "nft"} {
-				if m.CleanupLeftovers == nil {
-					break
-				}
-				c := *sc
-				c.IPTables.Backend = be
-				// The xtables lock is the host's (/run/xtables.lock):
-				// other programs' iptables calls hold it a moment.
-				var cerr error
-				for try := 0; try < 10; try++ {
-					if cerr = m.CleanupLeftovers(context.WithoutCancel(ctx), &c, nd); cerr == nil {
-						break
-					}
-					time.Sleep(500 * time.Millisecond)
-				}
-				if cerr != nil && err == nil {
-					err = fmt.Errorf("node%d: cleanup (%s): %w", n, be, cerr)
+			// One back end's cleanup cannot destroy an ipset the other's
+			// rules still reference (IPVS: "it is in use by a kernel
+			// component"), so a failed one runs again after the other.
+			if m.CleanupLeftovers != nil {
+				if cerr := cleanupBothBackends(context.WithoutCancel(ctx), sc, nd, m.CleanupLeftovers); cerr != nil && err == nil {
+					err = fmt.Errorf("node%d: %w", n, cerr)
 				}
 			}
 			_ = s.Env.flush(n)
@@ -178,6 +167,43 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 		return err
 	}
 	return measureServiceTypes(ctx, s, m, row, addrs, st)
+}
+
+// cleanupBothBackends runs cleanup (a Mode.CleanupLeftovers) on nd with
+// each iptables back end, legacy then nft, and those that failed once
+// more after the other ran (an IPVS ipset referenced by the other back
+// end's rules is destroyed only once those are gone), each retried for
+// up to 5 s: the xtables lock is the host's (/run/xtables.lock), and
+// other programs' iptables calls hold it a moment. The error names the
+// back ends whose last attempt failed.
+func cleanupBothBackends(ctx context.Context, sc *scenarios.Scenario, nd proxymodes.Node, cleanup func(context.Context, *scenarios.Scenario, proxymodes.Node) error) error {
+	run := func(be string, tries int) error {
+		c := *sc
+		c.IPTables.Backend = be
+		var err error
+		for try := 0; try < tries; try++ {
+			if try > 0 {
+				time.Sleep(500 * time.Millisecond)
+			}
+			if err = cleanup(ctx, &c, nd); err == nil {
+				return nil
+			}
+		}
+		return err
+	}
+	failed := map[string]bool{}
+	for _, be := range []string{"legacy", "nft"} {
+		failed[be] = run(be, 1) != nil
+	}
+	var errs []error
+	for _, be := range []string{"legacy", "nft"} {
+		if failed[be] {
+			if err := run(be, 10); err != nil {
+				errs = append(errs, fmt.Errorf("cleanup (%s): %w", be, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // stClient is one client location of the matrix.

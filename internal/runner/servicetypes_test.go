@@ -3,10 +3,15 @@
 package runner
 
 import (
+	"context"
+	"errors"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
 )
@@ -50,5 +55,44 @@ func TestExpectCell(t *testing.T) {
 		if got.Reachable != tc.reachable || got.Source != tc.source || got.Why == "" {
 			t.Errorf("%s: %+v, want reachable %v source %q", tc.name, got, tc.reachable, tc.source)
 		}
+	}
+}
+
+// TestCleanupBothBackends: a legacy cleanup that fails while the nft back
+// end's rules still reference the sets succeeds on its second run, after
+// nft's, and no error is left; one that keeps failing is named by its
+// back end.
+func TestCleanupBothBackends(t *testing.T) {
+	sc := &scenarios.Scenario{}
+	var calls []string
+	nftClean := false
+	ok := func(_ context.Context, c *scenarios.Scenario, _ proxymodes.Node) error {
+		calls = append(calls, c.IPTables.Backend)
+		if c.IPTables.Backend == "nft" {
+			nftClean = true
+			return nil
+		}
+		if !nftClean {
+			return errors.New("Set cannot be destroyed: it is in use by a kernel component")
+		}
+		return nil
+	}
+	if err := cleanupBothBackends(context.Background(), sc, nil, ok); err != nil {
+		t.Fatalf("error %v after calls %v, want none", err, calls)
+	}
+	if want := []string{"legacy", "nft", "legacy"}; !slices.Equal(calls, want) {
+		t.Errorf("calls %v, want %v", calls, want)
+	}
+	calls = nil
+	bad := func(_ context.Context, c *scenarios.Scenario, _ proxymodes.Node) error {
+		calls = append(calls, c.IPTables.Backend)
+		if c.IPTables.Backend == "legacy" {
+			return errors.New("stuck")
+		}
+		return nil
+	}
+	err := cleanupBothBackends(context.Background(), sc, nil, bad)
+	if err == nil || !strings.Contains(err.Error(), "cleanup (legacy): stuck") || strings.Contains(err.Error(), "(nft)") {
+		t.Errorf("error %v, want cleanup (legacy) named alone", err)
 	}
 }

@@ -57,6 +57,17 @@ type NetlinkAddresses struct {
 	h    *netlink.Handle
 	b    *batchSocket // nil: one netlink.AddrAdd/AddrDel round trip per address
 	link netlink.Link
+	// v6: the IPv6 proxier's (Config.IPv6): List, Add, Del and NodeIPs
+	// work on IPv6 addresses (/128) instead of IPv4 ones (/32).
+	v6 bool
+}
+
+// family is the netlink address family n lists.
+func (n *NetlinkAddresses) family() int {
+	if n.v6 {
+		return netlink.FAMILY_V6
+	}
+	return netlink.FAMILY_V4
 }
 
 // NewNetlinkAddresses takes ownership of h; addresses change one request
@@ -133,7 +144,7 @@ func (n *NetlinkAddresses) List() ([]netip.Addr, error) {
 	if err != nil {
 		return nil, err
 	}
-	as, err := n.h.AddrList(l, netlink.FAMILY_V4)
+	as, err := n.h.AddrList(l, n.family())
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: list addresses of %s: %w", DummyDevice, err)
 	}
@@ -144,8 +155,10 @@ func (n *NetlinkAddresses) List() ([]netip.Addr, error) {
 	return out, nil
 }
 
+// addr32 is a as a host address: /32, or /128 for IPv6.
 func addr32(a netip.Addr) *netlink.Addr {
-	return &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(32, 32)}}
+	bits := a.BitLen()
+	return &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(bits, bits)}}
 }
 
 // Add binds addrs, one netlink request each.
@@ -189,14 +202,14 @@ func (n *NetlinkAddresses) NodeIPs() ([]netip.Addr, error) {
 	if l, err := n.h.LinkByName(DummyDevice); err == nil {
 		dummy = l.Attrs().Index
 	}
-	as, err := n.h.AddrList(nil, netlink.FAMILY_V4)
+	as, err := n.h.AddrList(nil, n.family())
 	if err != nil {
 		return nil, fmt.Errorf("ipvs: list the node's addresses: %w", err)
 	}
 	out := make([]netip.Addr, 0, 8)
 	for _, a := range as {
 		ip := addrOf(a.IP)
-		if a.LinkIndex == dummy || !ip.Is4() || ip.IsLoopback() || slices.Contains(out, ip) {
+		if a.LinkIndex == dummy || ip.Is4() == n.v6 || ip.IsLoopback() || ip.IsLinkLocalUnicast() || slices.Contains(out, ip) {
 			continue
 		}
 		out = append(out, ip)

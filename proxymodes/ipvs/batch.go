@@ -294,7 +294,8 @@ func (h *BatchHandle) Close() {
 }
 
 // appendAddrMsg appends an RTM_NEWADDR (create, exclusive) or RTM_DELADDR
-// request for a/32 on link index, as netlink.AddrAdd/AddrDel build it.
+// request for a/32 (IPv6: a/128) on link index, as netlink.AddrAdd/AddrDel
+// build it.
 func appendAddrMsg(buf []byte, typ uint16, index int, a netip.Addr) []byte {
 	off := len(buf)
 	var flags uint16
@@ -302,6 +303,15 @@ func appendAddrMsg(buf []byte, typ uint16, index int, a netip.Addr) []byte {
 		flags = unix.NLM_F_CREATE | unix.NLM_F_EXCL
 	}
 	buf = appendHdr(buf, typ, flags)
+	if a.Is6() {
+		// IPv6: /128, without flags, as netlink.AddrAdd sends it.
+		buf = append(buf, unix.AF_INET6, 128, 0, 0)
+		buf = binary.NativeEndian.AppendUint32(buf, uint32(index))
+		ip := a.As16()
+		buf = appendAttr(buf, unix.IFA_LOCAL, ip[:])
+		buf = appendAttr(buf, unix.IFA_ADDRESS, ip[:])
+		return endMsg(buf, off)
+	}
 	buf = append(buf, unix.AF_INET, 32, 0, 0) // ifaddrmsg: family, prefixlen, flags, scope universe
 	buf = binary.NativeEndian.AppendUint32(buf, uint32(index))
 	ip := a.As4()

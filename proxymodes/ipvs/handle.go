@@ -141,11 +141,15 @@ func protoName(n uint16) string {
 }
 
 // toService converts a desired virtual server to moby/ipvs's form, as
-// kube-proxy's libipvs toIPVSService does (IPv4 netmask 0xffffffff).
+// kube-proxy's libipvs toIPVSService does (netmask 0xffffffff for IPv4,
+// 128 for IPv6).
 func toService(v *VirtualServer) *ipvs.Service {
 	s := &ipvs.Service{
 		Address: net.IP(v.Address.AsSlice()), Protocol: protoNumber(v.Protocol), Port: v.Port,
 		SchedName: v.Scheduler, AddressFamily: unix.AF_INET, Netmask: 0xffffffff,
+	}
+	if v.Address.Is6() {
+		s.AddressFamily, s.Netmask = unix.AF_INET6, 128 // libipvs: netmask 128 for IPv6
 	}
 	if v.Persistent {
 		s.Flags = flagPersistent
@@ -157,10 +161,14 @@ func toService(v *VirtualServer) *ipvs.Service {
 
 // toDest converts a desired real server (masquerade forwarding).
 func toDest(r RealServer) *ipvs.Destination {
-	return &ipvs.Destination{
+	d := &ipvs.Destination{
 		Address: net.IP(r.Address.AsSlice()), Port: r.Port, Weight: r.Weight,
 		ConnectionFlags: ipvs.ConnectionFlagMasq, AddressFamily: unix.AF_INET,
 	}
+	if r.Address.Is6() {
+		d.AddressFamily = unix.AF_INET6
+	}
+	return d
 }
 
 func addrOf(ip net.IP) netip.Addr {

@@ -34,6 +34,35 @@ var (
 	binSave    = xtables.Binary("legacy", "save")
 )
 
+// backend is Config.Backend, legacy when unset.
+func (c Config) backend() string {
+	if c.Backend == "" {
+		return "legacy"
+	}
+	return c.Backend
+}
+
+// restoreBin and saveBin are the iptables tools of the proxier's back
+// end and family: iptables-legacy-restore, ip6tables-nft-save, ...
+func (c Config) restoreBin() string { return c.xtBinary("restore") }
+
+func (c Config) saveBin() string { return c.xtBinary("save") }
+
+func (c Config) xtBinary(tool string) string {
+	if c.IPv6 {
+		return xtables.Binary6(c.backend(), tool)
+	}
+	return xtables.Binary(c.backend(), tool)
+}
+
+// af is the proxier's address family for IPVS (AF_INET, AF_INET6).
+func (c Config) af() uint16 {
+	if c.IPv6 {
+		return unix.AF_INET6
+	}
+	return unix.AF_INET
+}
+
 // ipsetMaxElem is the KUBE-CLUSTER-IP maxelem: fixed (a different value
 // would make "create -exist" of an existing set fail) and above the
 // largest ServicePort count a /16 service CIDR can hold.
@@ -103,7 +132,7 @@ var (
 func New(cfg Config, node proxymodes.Node) *Proxier {
 	cfg.NodeName = proxymodes.NodeNameOf(node, cfg.NodeName)
 	p := NewWithHandles(cfg, node, nil, nil)
-	p.open = func() (Handle, Addresses, *ipsetNetlink, error) { return openNamespace(node, !p.perObject) }
+	p.open = func() (Handle, Addresses, *ipsetNetlink, error) { return openNamespace(node, !p.perObject, cfg.IPv6) }
 	p.sysctl = func(key, value string) error {
 		return node.Do(func() error {
 			path := "/proc/sys/net/ipv4/vs/" + key
@@ -133,7 +162,11 @@ func NewWithHandles(cfg Config, node proxymodes.Node, h Handle, a Addresses) *Pr
 // OpenNetlinkAddresses) and ipset members over nfnetlink (ipsetNetlink).
 // It fails with a message naming --kernel uml when the kernel has no
 // IP_VS.
-func openNamespace(node proxymodes.Node, batch bool) (Handle, Addresses, *ipsetNetlink, error) {
+//
+// With v6 (the IPv6 proxier) kube-ipvs0's addresses are its IPv6 ones,
+// and ipset members go as `ipset restore` lines (the nfnetlink encoder
+// writes IPv4 members only).
+func openNamespace(node proxymodes.Node, batch, v6 bool) (Handle, Addresses, *ipsetNetlink, error) {
 	nh, ok := node.(NamespaceHandle)
 	if !ok {
 		return nil, nil, nil, fmt.Errorf("ipvs: node %T exposes no namespace handle (want *topology.Netns)", node)
@@ -165,7 +198,8 @@ func openNamespace(node proxymodes.Node, batch bool) (Handle, Addresses, *ipsetN
 		closeH()
 		return nil, nil, nil, err
 	}
-	if !batch {
+	a.v6 = v6
+	if !batch || v6 {
 		return h, a, nil, nil
 	}
 	set, err := openIPSetNetlink(nh.Handle())
@@ -215,10 +249,10 @@ func ipvsVersion() string {
 // Mode returns "ipvs".
 func (p *Proxier) Mode() string { return "ipvs" }
 
-// Info returns {"scheduler", "iptables": "legacy", "ipvs": the first line
+// Info returns {"scheduler", "iptables": the back end, "ipvs": the first line
 // of /proc/net/ip_vs, "ipset": ipset's version line}.
 func (p *Proxier) Info() map[string]string {
-	info := map[string]string{"backend": "netlink/" + p.cfg.scheduler(), "scheduler": p.cfg.scheduler(), "iptables": "legacy"}
+	info := map[string]string{"backend": "netlink/" + p.cfg.scheduler(), "scheduler": p.cfg.scheduler(), "iptables": p.cfg.backend()}
 	_ = p.node.Do(func() error {
 		info["ipvs"] = ipvsVersion()
 		return nil
@@ -473,7 +507,8 @@ func Plan(h Handle, cfg Config, rs *Ruleset, synced map[string][]RealServer, gra
 	}
 	have := make(map[string]*ipvs.Service, len(cur))
 	for _, s := range cur {
-		if s.FWMark != 0 || s.AddressFamily != unix.AF_INET {
+		// The other family's virtual servers are its proxier's.
+		if s.FWMark != 0 || s.AddressFamily != cfg.af() {
 			continue
 		}
 		have[serviceKey(s)] = s
@@ -618,11 +653,13 @@ func needsNodeIPs(services []workload.Service) bool {
 func (p *Proxier) syncIPSet(ctx context.Context, rs *Ruleset, full bool, st *proxymodes.SyncStats) (map[string]map[string]struct{}, error) {
 	full = full || p.entries == nil
 	want := make(map[string]map[string]struct{}, len(SetNames))
-	var b bytes.Buffer
-	if full {
+	var b bytes.Buffer // the members' lines; a full sync's creates go before them
+	creates := func(adopted map[string]int) []byte {
+		var c bytes.Buffer
 		for _, si := range SetNames {
-			b.WriteString(createLine(si) + "\nflush " + si.Name + "\n")
+			c.WriteString(createLine(p.cfg, si, adopted) + "\nflush " + p.cfg.SetName(si.Name) + "\n")
 		}
+		return c.Bytes()
 	}
 	var nlAdd, nlDel []string // KUBE-CLUSTER-IP's, over netlink
 	for _, si := range SetNames {
@@ -654,19 +691,41 @@ func (p *Proxier) syncIPSet(ctx context.Context, rs *Ruleset, full bool, st *pro
 			nlAdd, nlDel = add, del
 			continue
 		}
-		b.Grow((len(add) + len(del)) * (len(si.Name) + 30))
+		name := p.cfg.SetName(si.Name)
+		b.Grow((len(add) + len(del)) * (len(name) + 30))
 		for _, e := range add {
-			b.WriteString("add " + si.Name + " " + e + "\n")
+			b.WriteString("add " + name + " " + e + "\n")
 		}
 		for _, e := range del {
-			b.WriteString("del " + si.Name + " " + e + "\n")
+			b.WriteString("del " + name + " " + e + "\n")
 		}
 	}
-	if b.Len() > 0 {
-		if _, err := p.node.Run(ctx, b.Bytes(), binIPSet, "-exist", "restore"); err != nil {
+	if full || b.Len() > 0 {
+		in := b.Bytes()
+		if full {
+			in = append(creates(nil), in...)
+		}
+		_, err := p.node.Run(ctx, in, binIPSet, "-exist", "restore")
+		if err != nil && full && strings.Contains(err.Error(), "set with the same name already exists") {
+			// A set another writer created (kube-proxy, maxelem 65536)
+			// on this node: take it over with its maxelem and retry.
+			out, lerr := p.node.Run(ctx, nil, binIPSet, "list", "-t")
+			if lerr != nil {
+				return nil, fmt.Errorf("ipvs: ipset restore: %w (and ipset list -t: %v)", err, lerr)
+			}
+			adopted, small := adoptMaxElem(p.cfg, string(out), rs.Sets)
+			for name, m := range small {
+				return nil, fmt.Errorf("ipvs: ipset %s exists with maxelem %d, fewer than its %d members, and is another writer's: remove it (proxybench cleanup, or kube-proxy --cleanup) and sync again", p.cfg.SetName(name), m, len(rs.Sets[name]))
+			}
+			if len(adopted) > 0 {
+				in = append(creates(adopted), b.Bytes()...)
+				_, err = p.node.Run(ctx, in, binIPSet, "-exist", "restore")
+			}
+		}
+		if err != nil {
 			return nil, fmt.Errorf("ipvs: ipset restore: %w", err)
 		}
-		st.Bytes += b.Len()
+		st.Bytes += len(in)
 	}
 	for _, c := range []struct {
 		del     bool
@@ -711,7 +770,7 @@ func restoreInput(rules []byte, saves map[string][]byte) ([]byte, int) {
 func (p *Proxier) saveTables(ctx context.Context) (map[string][]byte, error) {
 	saves := map[string][]byte{}
 	for _, t := range []string{"nat", "filter"} {
-		out, err := p.node.Run(ctx, nil, binSave, "-t", t)
+		out, err := p.node.Run(ctx, nil, p.cfg.saveBin(), "-t", t)
 		if err != nil {
 			return nil, fmt.Errorf("ipvs: %w", err)
 		}
@@ -726,7 +785,7 @@ func (p *Proxier) syncIPTables(ctx context.Context, rs *Ruleset, st *proxymodes.
 		return err
 	}
 	in, jumps := restoreInput(rs.IPTables, saves)
-	if _, err := p.node.Run(ctx, in, binRestore, xtables.RestoreArgs("--noflush")...); err != nil {
+	if _, err := p.node.Run(ctx, in, p.cfg.restoreBin(), xtables.RestoreArgs("--noflush")...); err != nil {
 		return fmt.Errorf("ipvs: restore nat and filter rules: %w", err)
 	}
 	st.Bytes += len(in)
@@ -751,17 +810,18 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
 	} else if in := cleanupInput(saves); in != nil {
-		if _, err := p.node.Run(ctx, in, binRestore, xtables.RestoreArgs("--noflush")...); err != nil {
+		if _, err := p.node.Run(ctx, in, p.cfg.restoreBin(), xtables.RestoreArgs("--noflush")...); err != nil {
 			errs = append(errs, fmt.Errorf("ipvs: cleanup nat and filter rules: %w", err))
 		}
 	}
 	if out, err := p.node.Run(ctx, nil, binIPSet, "list", "-n"); err == nil {
 		have := strings.Fields(string(out))
 		for _, si := range SetNames {
-			if !slices.Contains(have, si.Name) {
+			name := p.cfg.SetName(si.Name)
+			if !slices.Contains(have, name) {
 				continue
 			}
-			if _, err := p.node.Run(ctx, nil, binIPSet, "destroy", si.Name); err != nil {
+			if _, err := p.node.Run(ctx, nil, binIPSet, "destroy", name); err != nil {
 				errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
 			}
 		}
@@ -775,7 +835,7 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 	} else {
 		var ops []Op
 		for _, s := range svcs {
-			if !p.cfg.excluded(addrOf(s.Address)) {
+			if s.AddressFamily == p.cfg.af() && !p.cfg.excluded(addrOf(s.Address)) {
 				ops = append(ops, Op{Kind: OpDelService, Service: s})
 			}
 		}
@@ -783,7 +843,15 @@ func (p *Proxier) Cleanup(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("ipvs: cleanup: %w", err))
 		}
 	}
-	if err := p.addrs.DeleteLink(); err != nil {
+	if p.cfg.IPv6 {
+		// kube-ipvs0 holds the IPv4 proxier's addresses too: unbind
+		// the IPv6 ones only.
+		if as, err := p.addrs.List(); err != nil {
+			errs = append(errs, err)
+		} else if _, err := p.addrs.Del(as); err != nil {
+			errs = append(errs, err)
+		}
+	} else if err := p.addrs.DeleteLink(); err != nil {
 		errs = append(errs, err)
 	}
 	p.close()

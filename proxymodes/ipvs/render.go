@@ -103,6 +103,17 @@ type Config struct {
 	// entries after each sync (kube-proxy always does it; see
 	// proxymodes/conntrack), to measure what it prevents.
 	NoConntrackCleanup bool
+	// IPv6 makes the proxier kube-proxy's IPv6 IPVS proxier (one per
+	// family in a dual-stack cluster): IPv6 ClusterIPs, endpoints and
+	// ClusterCIDR, virtual servers of family AF_INET6 (netmask 128),
+	// kube-ipvs0's IPv6 addresses (/128), the ipsets of family inet6
+	// named KUBE-6-* (SetName) and ip6tables-legacy-restore. It leaves
+	// the IPv4 proxier's objects alone, kube-ipvs0 included.
+	IPv6 bool
+	// Backend is the iptables back end of the nat and filter rules beside
+	// the virtual servers (iptables.backend): "legacy" (the default, ""
+	// too) or "nft", as kube-proxy runs whichever iptables its PATH has.
+	Backend string
 	// GracefulInterval is how often real servers in graceful termination
 	// are checked for deletion; 0 means GracefulCheckInterval (kube-proxy's
 	// one minute).
@@ -118,8 +129,11 @@ func (c Config) Validate() error {
 	if _, err := c.flagBits(); err != nil {
 		return err
 	}
-	if c.ClusterCIDR != (netip.Prefix{}) && (!c.ClusterCIDR.IsValid() || !c.ClusterCIDR.Addr().Is4()) {
-		return fmt.Errorf("ipvs: clusterCIDR %q: want an IPv4 prefix", c.ClusterCIDR)
+	if c.Backend != "" && c.Backend != "legacy" && c.Backend != "nft" {
+		return fmt.Errorf("ipvs: iptables back end %q: want legacy or nft", c.Backend)
+	}
+	if c.ClusterCIDR != (netip.Prefix{}) && (!c.ClusterCIDR.IsValid() || !c.ofFamily(c.ClusterCIDR.Addr())) {
+		return fmt.Errorf("ipvs: clusterCIDR %q: want an %s prefix", c.ClusterCIDR, c.familyName())
 	}
 	for _, p := range c.ExcludeCIDRs {
 		if !p.IsValid() {
@@ -166,6 +180,45 @@ func (c Config) scheduler() string {
 		return "rr"
 	}
 	return c.Scheduler
+}
+
+// ofFamily reports whether a is of the proxier's family (IPv4, or IPv6
+// without IPv4-mapped addresses).
+func (c Config) ofFamily(a netip.Addr) bool {
+	if c.IPv6 {
+		return a.Is6() && !a.Is4In6()
+	}
+	return a.Is4()
+}
+
+func (c Config) familyName() string {
+	if c.IPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// hostBits is the prefix length of one address of the family (32, 128).
+func (c Config) hostBits() int {
+	if c.IPv6 {
+		return 128
+	}
+	return 32
+}
+
+// SetName is the name of ipset name (one of SetNames) for the proxier's
+// family: as written for IPv4; for IPv6 "KUBE-" becomes "KUBE-6-", cut
+// to ipset's 31 characters, as kube-proxy's NewIPSet names the IPv6
+// proxier's sets (pkg/proxy/ipvs/ipset.go).
+func (c Config) SetName(name string) string {
+	if !c.IPv6 || !strings.HasPrefix(name, "KUBE-") {
+		return name
+	}
+	n := "KUBE-6-" + strings.TrimPrefix(name, "KUBE-")
+	if len(n) > 31 {
+		n = n[:31]
+	}
+	return n
 }
 
 // excluded reports whether a lies in one of the ExcludeCIDRs.
@@ -324,16 +377,65 @@ var bigSets = map[string]bool{ClusterIPSet: true, setIPVSIPs: true}
 
 // createLine is the `ipset restore` line that creates set si: kube-proxy's
 // options (family inet, hashsize 1024, maxelem 65536; range 0-65535 for
-// bitmap:port), maxelem ipsetMaxElem for bigSets.
-func createLine(si SetInfo) string {
+// bitmap:port), maxelem ipsetMaxElem for bigSets, or adopted[si.Name]
+// when it is set (a set found with that maxelem: adoptMaxElem).
+func createLine(cfg Config, si SetInfo, adopted map[string]int) string {
+	name := cfg.SetName(si.Name)
 	if si.Type == "bitmap:port" {
-		return "create " + si.Name + " bitmap:port range 0-65535"
+		return "create " + name + " bitmap:port range 0-65535"
+	}
+	family := "inet"
+	if cfg.IPv6 {
+		family = "inet6"
 	}
 	max := 65536
 	if bigSets[si.Name] {
 		max = ipsetMaxElem
 	}
-	return fmt.Sprintf("create %s %s family inet hashsize 1024 maxelem %d", si.Name, si.Type, max)
+	if m, ok := adopted[si.Name]; ok {
+		max = m
+	}
+	return fmt.Sprintf("create %s %s family %s hashsize 1024 maxelem %d", name, si.Type, family, max)
+}
+
+// adoptMaxElem reads `ipset list -t` output (terse: each set's Name and
+// Header lines) and returns, for each of bigSets that exists with a
+// maxelem other than ipsetMaxElem and at least as large as its member
+// count in members, that maxelem: a set kube-proxy created on the node
+// (maxelem 65536) is taken over as it is, where creating it again with
+// builtin's maxelem fails ("set with the same name already exists", even
+// with -exist). A set too small for its members is returned in tooSmall
+// with its maxelem.
+func adoptMaxElem(cfg Config, list string, members map[string][]string) (adopted, tooSmall map[string]int) {
+	adopted, tooSmall = map[string]int{}, map[string]int{}
+	byName := map[string]string{}
+	for n := range bigSets {
+		byName[cfg.SetName(n)] = n
+	}
+	name := ""
+	for _, l := range strings.Split(list, "\n") {
+		switch {
+		case strings.HasPrefix(l, "Name: "):
+			name = byName[strings.TrimSpace(strings.TrimPrefix(l, "Name: "))]
+		case strings.HasPrefix(l, "Header: ") && bigSets[name]:
+			f := strings.Fields(strings.TrimPrefix(l, "Header: "))
+			for i := 0; i+1 < len(f); i++ {
+				if f[i] != "maxelem" {
+					continue
+				}
+				m, err := strconv.Atoi(f[i+1])
+				if err != nil || m == ipsetMaxElem {
+					break
+				}
+				if len(members[name]) <= m {
+					adopted[name] = m
+				} else {
+					tooSmall[name] = m
+				}
+			}
+		}
+	}
+	return adopted, tooSmall
 }
 
 // sets collects ipset members in order, each once.
@@ -428,7 +530,7 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	nodeAddr := make(map[netip.Addr]bool, len(cfg.NodeIPs))
 	nodeIPs := make([]netip.Addr, 0, len(cfg.NodeIPs))
 	for _, a := range cfg.NodeIPs {
-		if a.Is4() && !a.IsLoopback() && !nodeAddr[a] {
+		if cfg.ofFamily(a) && !a.IsLoopback() && !a.IsLinkLocalUnicast() && !nodeAddr[a] {
 			nodeAddr[a] = true
 			nodeIPs = append(nodeIPs, a)
 		}
@@ -445,17 +547,18 @@ func Render(cfg Config, services []workload.Service) (*Ruleset, error) {
 	}
 	for i := range services {
 		s := &services[i]
-		if !s.ClusterIP.Is4() {
-			return nil, fmt.Errorf("ipvs: service %s/%s: clusterIP %q: want IPv4", s.Namespace, s.Name, s.ClusterIP)
+		fam := cfg.familyName()
+		if !cfg.ofFamily(s.ClusterIP) {
+			return nil, fmt.Errorf("ipvs: service %s/%s: clusterIP %q: want %s", s.Namespace, s.Name, s.ClusterIP, fam)
 		}
 		for _, e := range s.Endpoints {
-			if !e.IP.Is4() {
-				return nil, fmt.Errorf("ipvs: service %s/%s: endpoint %q: want IPv4", s.Namespace, s.Name, e.IP)
+			if !cfg.ofFamily(e.IP) {
+				return nil, fmt.Errorf("ipvs: service %s/%s: endpoint %q: want %s", s.Namespace, s.Name, e.IP, fam)
 			}
 		}
 		for _, a := range append(slices.Clone(s.ExternalIPs), s.LoadBalancerIPs...) {
-			if !a.Is4() {
-				return nil, fmt.Errorf("ipvs: service %s/%s: external or LoadBalancer IP %q: want IPv4", s.Namespace, s.Name, a)
+			if !cfg.ofFamily(a) {
+				return nil, fmt.Errorf("ipvs: service %s/%s: external or LoadBalancer IP %q: want %s", s.Namespace, s.Name, a, fam)
 			}
 		}
 		if len(s.Ports) > 0 {
@@ -589,7 +692,7 @@ var (
 // acceptIPVSTraffic of pkg/proxy/ipvs/proxier.go): a rule that matches a
 // set is written only when the set has members, as kube-proxy does.
 //
-// nat KUBE-SERVICES returns traffic from 127.0.0.0/8, sends LoadBalancer
+// nat KUBE-SERVICES returns traffic from 127.0.0.0/8 (IPv6: ::1), sends LoadBalancer
 // IPs to KUBE-LOAD-BALANCER, marks ClusterIP traffic from outside the
 // cluster CIDR (without one: traffic from a ClusterIP, "src,dst"),
 // marks external IP traffic (Cluster policy) and accepts it from off the
@@ -613,13 +716,17 @@ func iptablesRules(cfg Config, members map[string][]string) ([]byte, int) {
 	}
 	has := func(set string) bool { return len(members[set]) > 0 }
 	comment := func(set string) string { return `-m comment --comment "` + setComment(set) + `"` }
-	match := func(set, dir string) string { return "-m set --match-set " + set + " " + dir }
+	match := func(set, dir string) string { return "-m set --match-set " + cfg.SetName(set) + " " + dir }
 
 	b.WriteString("*nat\n")
 	for _, c := range natChains {
 		b.WriteString(":" + c + " - [0:0]\n")
 	}
-	rule("-A", chainServices, "-s 127.0.0.0/8 -j RETURN")
+	if cfg.IPv6 {
+		rule("-A", chainServices, "-s ::1/128 -j RETURN")
+	} else {
+		rule("-A", chainServices, "-s 127.0.0.0/8 -j RETURN")
+	}
 	// ipsetWithIptablesChain, nat entries, in kube-proxy's order.
 	if has(setLoopBack) {
 		rule("-A", chainPostrouting, comment(setLoopBack), match(setLoopBack, "dst,dst,src"), "-j MASQUERADE")

@@ -272,6 +272,7 @@ func TestRenderErrors(t *testing.T) {
 		{"affinity timeout fraction", Config{SessionAffinity: true, AffinityTimeout: 1500 * time.Millisecond}, fixture(), "whole seconds"},
 		{"SCTP", testCfg, svc(func(s *workload.Service) { s.Ports[0].Protocol = "SCTP" }), `protocol "SCTP"`},
 		{"IPv6 ClusterIP", testCfg, svc(func(s *workload.Service) { s.ClusterIP = netip.MustParseAddr("fd00::1") }), "want IPv4"},
+		{"IPv4 ClusterIP on the IPv6 proxier", testCfg6, svc(func(s *workload.Service) {}), "want IPv6"},
 		{"IPv6 endpoint", testCfg, svc(func(s *workload.Service) { s.Endpoints[0].IP = netip.MustParseAddr("fd00::1") }), "want IPv4"},
 		{"duplicate port", testCfg, svc(func(s *workload.Service) { s.Ports[1] = s.Ports[0] }), "served twice"},
 	} {
@@ -308,5 +309,105 @@ func BenchmarkRender(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestAdoptMaxElem: of `ipset list -t` output, a big set kube-proxy
+// created (maxelem 65536) that holds the members is adopted with its
+// maxelem, one too small for them is reported, builtin's own maxelem and
+// the sets outside bigSets are left alone; createLine writes the adopted
+// maxelem.
+func TestAdoptMaxElem(t *testing.T) {
+	list := "Name: KUBE-CLUSTER-IP\nType: hash:ip,port\nRevision: 6\nHeader: family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x1\nSize in memory: 200\nReferences: 2\nNumber of entries: 0\n\n" +
+		"Name: KUBE-IPVS-IPS\nType: hash:ip\nHeader: family inet hashsize 1024 maxelem 2 bucketsize 12\n\n" +
+		"Name: KUBE-LOOP-BACK\nType: hash:ip,port,ip\nHeader: family inet hashsize 1024 maxelem 8\n\n" +
+		fmt.Sprintf("Name: OTHER\nHeader: family inet hashsize 1024 maxelem %d\n", ipsetMaxElem)
+	members := map[string][]string{ClusterIPSet: {"198.18.0.1,tcp:80"}, setIPVSIPs: {"198.18.0.1", "198.18.0.2", "198.18.0.3"}, setLoopBack: make([]string, 9)}
+	adopted, small := adoptMaxElem(testCfg, list, members)
+	if len(adopted) != 1 || adopted[ClusterIPSet] != 65536 {
+		t.Errorf("adopted %v, want KUBE-CLUSTER-IP:65536 only", adopted)
+	}
+	if len(small) != 1 || small[setIPVSIPs] != 2 {
+		t.Errorf("too small %v, want KUBE-IPVS-IPS:2 only", small)
+	}
+	for _, si := range SetNames {
+		if si.Name != ClusterIPSet {
+			continue
+		}
+		if got, want := createLine(testCfg, si, adopted), "create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536"; got != want {
+			t.Errorf("createLine adopted = %q, want %q", got, want)
+		}
+		if got := createLine(testCfg, si, nil); !strings.HasSuffix(got, fmt.Sprintf(" maxelem %d", ipsetMaxElem)) {
+			t.Errorf("createLine = %q, want maxelem %d", got, ipsetMaxElem)
+		}
+	}
+}
+
+var testCfg6 = Config{Scheduler: "rr", ClusterCIDR: netip.MustParsePrefix("2001:2::c613:0/112"), IPv6: true}
+
+// TestRenderIPv6: the IPv6 proxier (Config.IPv6) renders the IPv6 twins
+// of the fixture as kube-proxy's IPv6 IPVS proxier does: the same
+// virtual and real servers over IPv6 addresses, kube-ipvs0's IPv6
+// ClusterIPs, members of the KUBE-6-* sets (names cut to 31 characters),
+// `family inet6` sets, rules matching the KUBE-6-* sets with the IPv6
+// cluster CIDR and ::1 in place of 127.0.0.0/8, and no IPv4 set name.
+func TestRenderIPv6(t *testing.T) {
+	p := netip.MustParsePrefix("2001:2::/96")
+	svcs := workload.Twin6(p, fixture())
+	rs, err := Render(testCfg6, svcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs4, err := Render(testCfg, fixture())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs.Virtual) != len(rs4.Virtual) || rs.RealServers != rs4.RealServers || len(rs.Addresses) != len(rs4.Addresses) {
+		t.Fatalf("IPv6: %d virtual, %d real servers, %d addresses; IPv4: %d, %d, %d", len(rs.Virtual), rs.RealServers, len(rs.Addresses), len(rs4.Virtual), rs4.RealServers, len(rs4.Addresses))
+	}
+	for i, v := range rs.Virtual {
+		if !v.Address.Is6() || v.Address != svcs[slices.IndexFunc(svcs, func(s workload.Service) bool { return s.ClusterIP == v.Address })].ClusterIP {
+			t.Errorf("virtual server %d on %s, want an IPv6 ClusterIP", i, v.Address)
+		}
+		for _, r := range v.Reals {
+			if !r.Address.Is6() {
+				t.Errorf("%s: real server %s, want IPv6", v.Key(), r.Address)
+			}
+		}
+		if s := toService(&v); s.AddressFamily != 10 || s.Netmask != 128 {
+			t.Errorf("%s: family %d netmask %d, want AF_INET6 (10) and 128", v.Key(), s.AddressFamily, s.Netmask)
+		}
+	}
+	if got := rs.Sets[ClusterIPSet]; len(got) == 0 || !strings.HasPrefix(got[0], "2001:2::c612:1,tcp:80") {
+		t.Errorf("KUBE-CLUSTER-IP members %v, want the IPv6 ClusterIP,proto:port", got)
+	}
+	for _, c := range []struct{ in, want string }{
+		{ClusterIPSet, "KUBE-6-CLUSTER-IP"},
+		{"KUBE-LOAD-BALANCER-SOURCE-CIDR", "KUBE-6-LOAD-BALANCER-SOURCE-CID"},
+	} {
+		if got := testCfg6.SetName(c.in); got != c.want {
+			t.Errorf("SetName(%s) = %s, want %s", c.in, got, c.want)
+		}
+		if got := testCfg.SetName(c.in); got != c.in {
+			t.Errorf("IPv4 SetName(%s) = %s", c.in, got)
+		}
+	}
+	for _, si := range SetNames {
+		if si.Name == ClusterIPSet {
+			if got, want := createLine(testCfg6, si, nil), fmt.Sprintf("create KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem %d", ipsetMaxElem); got != want {
+				t.Errorf("createLine = %q, want %q", got, want)
+			}
+		}
+	}
+	rules := string(rs.IPTables)
+	for _, want := range []string{"-A KUBE-SERVICES -s ::1/128 -j RETURN", "--match-set KUBE-6-CLUSTER-IP dst,dst ! -s 2001:2::c613:0/112 -j KUBE-MARK-MASQ", "--match-set KUBE-6-IPVS-IPS dst -j REJECT"} {
+		if !strings.Contains(rules, want) {
+			t.Errorf("rules lack %q:\n%s", want, rules)
+		}
+	}
+	for _, bad := range []string{"127.0.0.0/8", "--match-set KUBE-CLUSTER-IP ", "198."} {
+		if strings.Contains(rules, bad) {
+			t.Errorf("IPv6 rules hold %q:\n%s", bad, rules)
+		}
 	}
 }
