@@ -84,12 +84,25 @@ func WithMode(config, mode string) (string, error) {
 }
 
 // nodeProxyGet reads path from port on node through the API server's
-// node proxy (GET /api/v1/nodes/NODE:PORT/proxy/PATH): the operator needs
-// no network path to the node.
+// node proxy over plain HTTP, as kube-proxy serves its metrics and
+// /proxyMode (GET /api/v1/nodes/http:NODE:PORT/proxy/PATH: the name's
+// scheme prefix; without it the API server speaks HTTPS, the kubelet's
+// scheme, and kube-proxy's port rejects it): the operator needs no
+// network path to the node.
 func (c *Cluster) nodeProxyGet(ctx context.Context, node string, port int, path string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node+":"+strconv.Itoa(port), "proxy", path).DoRaw(ctx)
+	// JSON for the API server's own errors (a Status), plain text from kube-proxy.
+	b, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", "http:"+node+":"+strconv.Itoa(port), "proxy", path).
+		SetHeader("Accept", "application/json, */*").DoRaw(ctx)
+	if err != nil && len(b) > 0 {
+		body := strings.TrimSpace(string(b))
+		if len(body) > 300 {
+			body = body[:300]
+		}
+		err = fmt.Errorf("%w (answer: %s)", err, body)
+	}
+	return b, err
 }
 
 // NodeMode is the mode node's kube-proxy runs in by its own /proxyMode

@@ -53,7 +53,7 @@ func TestKernelClusterEngineOnLocalCluster(t *testing.T) {
 	}
 	run := topology.NewRunID()
 	res, err := cluster.Execute(ctx, sc, cluster.Options{RunID: run, Image: image.Ref(image.Agent, tag),
-		PullPolicy: "Never", AgentTimeout: 2 * time.Minute, Log: os.Stderr, AllowModeSwitch: true, SwitchWait: 2 * time.Minute}, c.CP.RestConfig())
+		PullPolicy: "Never", AgentTimeout: 2 * time.Minute, Log: os.Stderr, AllowModeSwitch: true, SwitchWait: 40 * time.Second}, c.CP.RestConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
