@@ -222,6 +222,9 @@ func (r *Run) measure(ctx context.Context, o Options, sc *scenarios.Scenario, no
 	if withDirect {
 		ds = append(ds, true)
 	}
+	if err := r.waitProgrammed(ctx, nodes, row.BaseMode); err != nil {
+		return direct, err
+	}
 	for i := range nodes {
 		n := &nodes[i]
 		o.logf("cluster: lookups from %s (%s), %s", n.Name, n.Agent, row.BaseMode)
@@ -259,6 +262,46 @@ func (r *Run) measure(ctx context.Context, o Options, sc *scenarios.Scenario, no
 	}
 	programmingOwn(nodes, before, after, why)
 	return direct, nil
+}
+
+// waitProgrammed waits until the first and the last service answer from
+// every node's agent (a connection reaching one of the service's
+// endpoints), so the lookups start once kube-proxy has programmed every
+// node (after the run's creates, and after a mode switch's restarts);
+// a node where one does not answer within Options.ProbeDeadline is an
+// error naming it.
+func (r *Run) waitProgrammed(ctx context.Context, nodes []reports.ClusterNode, mode string) error {
+	if len(r.Services) == 0 {
+		return nil
+	}
+	picks := []workload.Service{r.Services[0]}
+	if len(r.Services) > 1 {
+		picks = append(picks, r.Services[len(r.Services)-1])
+	}
+	for _, n := range nodes {
+		for k, s := range picks {
+			want := make([]netip.Addr, len(s.Endpoints))
+			for i, e := range s.Endpoints {
+				want[i] = e.IP
+			}
+			id := fmt.Sprintf("ready-%s-%d-%d", mode, r.probes, k)
+			ag := r.Agent(n.Name)
+			if err := ag.StartProbe(ctx, agent.ProbeRequest{ID: id, Service: s, Want: want, Interval: 10 * time.Millisecond,
+				Timeout: 500 * time.Millisecond, Deadline: r.c.opts.ProbeDeadline}); err != nil {
+				return err
+			}
+			st, err := ag.WaitProbe(ctx, id)
+			_ = ag.Forget(ctx, "probes", id)
+			if err != nil {
+				return fmt.Errorf("%s: service %s not answering from %s: %w", mode, s.Name, n.Name, err)
+			}
+			if !st.Met {
+				return fmt.Errorf("%s: service %s not answering from %s within %s (%d attempts, %d failed)", mode, s.Name, n.Name, r.c.opts.ProbeDeadline, st.Attempts, st.Failures)
+			}
+		}
+	}
+	r.probes++
+	return nil
 }
 
 // lookup runs one lookup job on an agent and forgets it once read.

@@ -405,6 +405,12 @@ func (cp *ControlPlane) startAPIServer(bin string, profiling bool) error {
 		// No Endpoints for the `kubernetes` Service (its address is not
 		// routed anywhere in the testbed).
 		"--endpoint-reconciler-type", "none",
+		// A node is reached (node proxy, logs) at its InternalIP first, as
+		// kubeadm configures it: the default order starts with Hostname,
+		// which no DNS in the testbed resolves (the cluster engine's
+		// /api/v1/nodes/http:node-0:10249/proxy/proxyMode failed with
+		// "lookup node-0 ... network is unreachable").
+		"--kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname",
 		// One client creates thousands of objects in parallel: no
 		// priority-and-fairness queueing, generous in-flight limits.
 		"--enable-priority-and-fairness=false",
