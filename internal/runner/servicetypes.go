@@ -58,7 +58,7 @@ func runServiceTypes(ctx context.Context, s *RunState) error {
 		if err != nil {
 			return err
 		}
-		if m.Direct {
+		if m.Direct || (s.O.ServiceTypesModes != nil && !slices.Contains(s.O.ServiceTypesModes, name)) {
 			continue
 		}
 		row := name + " (builtin)"
