@@ -220,6 +220,23 @@ func ServiceTypesSections(st *ServiceTypes) []Section {
 	type key struct{ mode, cell string }
 	seen := map[key]map[string]string{}
 	var order []key
+	// measured[mode][impl]: the implementation has cells of the mode, so
+	// "no" in the differences means it matched, not that it did not run.
+	measured := map[string]map[string]bool{}
+	implOf := func(row, kernel string) (mode, impl string) {
+		mode, impl, _ = strings.Cut(row, " (")
+		if strings.HasPrefix(impl, "kube-proxy") {
+			return rowLabel(mode, kernel), "kube-proxy"
+		}
+		return rowLabel(mode, kernel), "builtin"
+	}
+	for _, c := range st.Cells {
+		mode, impl := implOf(c.Row, c.Kernel)
+		if measured[mode] == nil {
+			measured[mode] = map[string]bool{}
+		}
+		measured[mode][impl] = true
+	}
 	for _, c := range st.Cells {
 		ok, _ := c.Reachable()
 		obs := "unreachable"
@@ -252,26 +269,25 @@ func ServiceTypesSections(st *ServiceTypes) []Section {
 			Int(c.OK), Int(c.Attempts), Text(errorsText(c.Errors)), p50, Text(sourcesText(c.Sources)), same, Text(doc), Text(d)}}
 		if d != "" {
 			row.Fail = d
-			mode, impl, _ := strings.Cut(c.Row, " (")
-			impl = strings.TrimSuffix(impl, ")")
-			k := key{rowLabel(mode, c.Kernel), c.Exposure + " · " + c.Path + " @" + c.Entry + " from " + c.Client}
+			mode, impl := implOf(c.Row, c.Kernel)
+			k := key{mode, c.Exposure + " · " + c.Path + " @" + c.Entry + " from " + c.Client}
 			if seen[k] == nil {
 				seen[k] = map[string]string{"observed": obs, "documented": doc}
 				order = append(order, k)
 			}
-			if strings.HasPrefix(impl, "kube-proxy") {
-				seen[k]["kube-proxy"] = "yes (" + obs + ")"
-			} else {
-				seen[k]["builtin"] = "yes (" + obs + ")"
-			}
+			seen[k][impl] = "yes (" + obs + ")"
 		}
 		m.Rows = append(m.Rows, row)
 	}
 	for _, k := range order {
 		v := seen[k]
 		for _, impl := range []string{"builtin", "kube-proxy"} {
-			if v[impl] == "" {
+			switch {
+			case v[impl] != "":
+			case measured[k.mode][impl]:
 				v[impl] = "no"
+			default:
+				v[impl] = "not measured"
 			}
 		}
 		diff.Rows = append(diff.Rows, SectionRow{Row: k.mode, Cells: []Cell{Text(k.mode), Text(k.cell), Text(v["observed"]), Text(v["documented"]), Text(v["builtin"]), Text(v["kube-proxy"])}})
