@@ -152,24 +152,12 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 			// kube-proxy runs the iptables tools on PATH (Debian's: the nft
 			// back end) here, not the scenario's back end: clean both, or
 			// its KUBE-NODEPORTS would answer the next pass's node ports.
-			for _, be := range []string{"legacy", "nft"} {
-				if m.CleanupLeftovers == nil {
-					break
-				}
-				c := *sc
-				c.IPTables.Backend = be
-				// The xtables lock is the host's (/run/xtables.lock):
-				// other programs' iptables calls hold it a moment.
-				var cerr error
-				for try := 0; try < 10; try++ {
-					if cerr = m.CleanupLeftovers(context.WithoutCancel(ctx), &c, nd); cerr == nil {
-						break
-					}
-					time.Sleep(500 * time.Millisecond)
-				}
-				if cerr != nil && err == nil {
-					err = fmt.Errorf("node%d: cleanup (%s): %w", n, be, cerr)
-				}
+			// A back end's cleanup can fail while the other's rules still
+			// hold what it removes (IPVS: an ipset "in use by a kernel
+			// component" while the nft back end's rules match it), so
+			// a back end that failed is cleaned again after the other.
+			if cerr := cleanupBothBackends(ctx, m, sc, nd); cerr != nil && err == nil {
+				err = fmt.Errorf("node%d: %w", n, cerr)
 			}
 			_ = s.Env.flush(n)
 		}
@@ -178,6 +166,48 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 		return err
 	}
 	return measureServiceTypes(ctx, s, m, row, addrs, st)
+}
+
+// cleanupTries is how often cleanupBothBackends tries one back end in a
+// round, 500 ms apart (the xtables lock's holders let go in moments).
+var cleanupTries = 10
+
+// cleanupBothBackends runs mode m's CleanupLeftovers (kube-proxy
+// --cleanup) in node nd with the iptables back ends legacy and nft, in
+// rounds until a round has no error (at most 3): each back end's call is
+// retried while the host's xtables lock is held by another program
+// (/run/xtables.lock), and a back end whose cleanup failed is cleaned
+// again in the next round, after the other removed what held its objects.
+// The error is the last round's, naming the back end.
+func cleanupBothBackends(ctx context.Context, m proxymodes.Mode, sc *scenarios.Scenario, nd *topology.Netns) error {
+	if m.CleanupLeftovers == nil {
+		return nil
+	}
+	pending := []string{"legacy", "nft"}
+	var errs []error
+	for round := 0; round < 3 && len(pending) > 0; round++ {
+		errs = nil
+		var failed []string
+		for _, be := range pending {
+			c := *sc
+			c.IPTables.Backend = be
+			var cerr error
+			for try := 0; try < cleanupTries; try++ {
+				if try > 0 {
+					time.Sleep(500 * time.Millisecond)
+				}
+				if cerr = m.CleanupLeftovers(context.WithoutCancel(ctx), &c, nd); cerr == nil {
+					break
+				}
+			}
+			if cerr != nil {
+				failed = append(failed, be)
+				errs = append(errs, fmt.Errorf("cleanup (%s): %w", be, cerr))
+			}
+		}
+		pending = failed
+	}
+	return errors.Join(errs...)
 }
 
 // stClient is one client location of the matrix.

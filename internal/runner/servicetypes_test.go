@@ -3,10 +3,14 @@
 package runner
 
 import (
+	"context"
+	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/proxybench/proxybench/proxymodes"
+	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 	"github.com/proxybench/proxybench/workload"
 )
@@ -50,5 +54,42 @@ func TestExpectCell(t *testing.T) {
 		if got.Reachable != tc.reachable || got.Source != tc.source || got.Why == "" {
 			t.Errorf("%s: %+v, want reachable %v source %q", tc.name, got, tc.reachable, tc.source)
 		}
+	}
+}
+
+// TestCleanupBothBackends: kube-proxy's leftovers are cleaned with both
+// iptables back ends; a back end whose cleanup fails while the other's
+// rules still hold its objects (an ipset in use) is cleaned again after
+// the other, with no error left; one that keeps failing is named.
+func TestCleanupBothBackends(t *testing.T) {
+	defer func(n int) { cleanupTries = n }(cleanupTries)
+	cleanupTries = 1
+	nd := &topology.Netns{Name: "pb-x-node0"}
+	var calls []string
+	nftClean := false
+	m := proxymodes.Mode{Name: "ipvs", CleanupLeftovers: func(_ context.Context, sc *scenarios.Scenario, _ proxymodes.Node) error {
+		calls = append(calls, sc.IPTables.Backend)
+		switch {
+		case sc.IPTables.Backend == "nft":
+			nftClean = true
+		case !nftClean:
+			return errors.New("ipset: Set cannot be destroyed: it is in use by a kernel component")
+		}
+		return nil
+	}}
+	if err := cleanupBothBackends(context.Background(), m, &scenarios.Scenario{}, nd); err != nil {
+		t.Errorf("legacy held by nft's rules: %v, want it cleaned after nft", err)
+	}
+	if got := strings.Join(calls, ","); got != "legacy,nft,legacy" {
+		t.Errorf("calls %s, want legacy,nft,legacy", got)
+	}
+	m.CleanupLeftovers = func(_ context.Context, sc *scenarios.Scenario, _ proxymodes.Node) error {
+		if sc.IPTables.Backend == "legacy" {
+			return errors.New("stuck")
+		}
+		return nil
+	}
+	if err := cleanupBothBackends(context.Background(), m, &scenarios.Scenario{}, nd); err == nil || !strings.Contains(err.Error(), "cleanup (legacy): stuck") {
+		t.Errorf("legacy failing every round: %v, want its error named", err)
 	}
 }
