@@ -14,6 +14,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/healthcheck"
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
@@ -114,7 +115,14 @@ func serviceTypesBuiltin(ctx context.Context, s *RunState, m proxymodes.Mode, ro
 			return fmt.Errorf("node%d: %w", n, err)
 		}
 		ps = append(ps, p)
-		if _, err := p.Sync(ctx, nodeServices(s.Sc, s.Services, n)); err != nil {
+		// The host's xtables lock is shared with every program on the
+		// machine: a sync that found it held past -w 5 is tried again
+		// (a full sync), as kube-proxy's next sync would be.
+		_, err = p.Sync(ctx, nodeServices(s.Sc, s.Services, n))
+		for try := 1; try < syncLockTries && xtables.LockHeld(err) && ctx.Err() == nil; try++ {
+			_, err = p.Sync(ctx, nodeServices(s.Sc, s.Services, n))
+		}
+		if err != nil {
 			return fmt.Errorf("node%d: sync: %w", n, err)
 		}
 		h, err := healthcheck.Start(nd, scenarios.NodeName(n), s.Services)
@@ -167,6 +175,10 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 	}
 	return measureServiceTypes(ctx, s, m, row, addrs, st)
 }
+
+// syncLockTries is how often serviceTypesBuiltin syncs a node whose sync
+// failed on the host's xtables lock held elsewhere (xtables.LockHeld).
+const syncLockTries = 3
 
 // cleanupTries is how often cleanupBothBackends tries one back end in a
 // round, 500 ms apart (the xtables lock's holders let go in moments).
