@@ -24,8 +24,51 @@ type ServiceTypes struct {
 // ServiceTypesError is a (mode × implementation) whose cells could not be
 // measured (its proxiers or kube-proxy did not start), with why.
 type ServiceTypesError struct {
-	Row string `json:"row"`
-	Err string `json:"err"`
+	Row    string `json:"row"`
+	Err    string `json:"err"`
+	Kernel string `json:"kernel,omitempty"`
+}
+
+// SetKernel records kernel (a run target's name: "host", "uml:6.12") on
+// every cell, health answer and error of st, so a split run's merged
+// matrix says where each row ran.
+func (st *ServiceTypes) SetKernel(kernel string) {
+	for i := range st.Cells {
+		st.Cells[i].Kernel = kernel
+	}
+	for i := range st.Health {
+		st.Health[i].Kernel = kernel
+	}
+	for i := range st.Errors {
+		st.Errors[i].Kernel = kernel
+	}
+}
+
+// Merge is st with o's cells, health answers and errors after its own
+// (another kernel's target of the same run); either may be nil.
+func (st *ServiceTypes) Merge(o *ServiceTypes) *ServiceTypes {
+	if st == nil {
+		return o
+	}
+	if o == nil {
+		return st
+	}
+	st.Cells = append(st.Cells, o.Cells...)
+	st.Health = append(st.Health, o.Health...)
+	st.Errors = append(st.Errors, o.Errors...)
+	if st.LoadBalancerWriter == "" {
+		st.LoadBalancerWriter = o.LoadBalancerWriter
+	}
+	return st
+}
+
+// rowLabel is a row's label in the report: Row, with the kernel it ran
+// on when that is not the host's (a split run's guest rows).
+func rowLabel(row, kernel string) string {
+	if kernel == "" || kernel == "host" {
+		return row
+	}
+	return row + " on " + kernel
 }
 
 // ServiceCell is one cell of the matrix. Row is "iptables (builtin)" or
@@ -60,6 +103,9 @@ type ServiceCell struct {
 	Distribution string `json:"trafficDistribution,omitempty"`
 	Zone         string `json:"zone,omitempty"`
 	SameZone     int    `json:"sameZone,omitempty"`
+	// Kernel is the run target the cell was measured on ("host",
+	// "uml:6.12"; "" in results before it was recorded).
+	Kernel string `json:"kernel,omitempty"`
 }
 
 // Expected is the outcome the Kubernetes documentation gives a cell:
@@ -141,6 +187,8 @@ type HealthAnswer struct {
 	// the node's endpoint count, 503 with 0.
 	WantStatus, WantLocal int
 	Err                   string `json:"err,omitempty"`
+	// Kernel is as ServiceCell's.
+	Kernel string `json:"kernel,omitempty"`
 }
 
 // ServiceTypesSections is the phase's report: the matrix (one row per
@@ -164,7 +212,7 @@ func ServiceTypesSections(st *ServiceTypes) []Section {
 		m.Notes = append(m.Notes, "LoadBalancer ingress IPs were written into status.loadBalancer.ingress by "+st.LoadBalancerWriter+".")
 	}
 	for _, e := range st.Errors {
-		m.Notes = append(m.Notes, e.Row+": error (its cells, if any, are those measured before it): "+e.Err)
+		m.Notes = append(m.Notes, rowLabel(e.Row, e.Kernel)+": error (its cells, if any, are those measured before it): "+e.Err)
 	}
 	diff := Section{Phase: "serviceTypes", Title: "service types: cells where observed and documented differ", Scope: "run",
 		Intro:   "Each cell of the matrix whose outcome is not the documented one, with the implementations that show it.",
@@ -172,6 +220,23 @@ func ServiceTypesSections(st *ServiceTypes) []Section {
 	type key struct{ mode, cell string }
 	seen := map[key]map[string]string{}
 	var order []key
+	// measured[mode][impl]: the implementation has cells of the mode, so
+	// "no" in the differences means it matched, not that it did not run.
+	measured := map[string]map[string]bool{}
+	implOf := func(row, kernel string) (mode, impl string) {
+		mode, impl, _ = strings.Cut(row, " (")
+		if strings.HasPrefix(impl, "kube-proxy") {
+			return rowLabel(mode, kernel), "kube-proxy"
+		}
+		return rowLabel(mode, kernel), "builtin"
+	}
+	for _, c := range st.Cells {
+		mode, impl := implOf(c.Row, c.Kernel)
+		if measured[mode] == nil {
+			measured[mode] = map[string]bool{}
+		}
+		measured[mode][impl] = true
+	}
 	for _, c := range st.Cells {
 		ok, _ := c.Reachable()
 		obs := "unreachable"
@@ -200,30 +265,29 @@ func ServiceTypesSections(st *ServiceTypes) []Section {
 			same = Num(float64(c.SameNode)/float64(c.OK), "%.2f")
 		}
 		d := c.Differs()
-		row := SectionRow{Row: c.Row, Cells: []Cell{Text(c.Service), Text(c.Exposure), Text(c.Path), Text(c.Entry), Text(c.Client),
+		row := SectionRow{Row: rowLabel(c.Row, c.Kernel), Cells: []Cell{Text(c.Service), Text(c.Exposure), Text(c.Path), Text(c.Entry), Text(c.Client),
 			Int(c.OK), Int(c.Attempts), Text(errorsText(c.Errors)), p50, Text(sourcesText(c.Sources)), same, Text(doc), Text(d)}}
 		if d != "" {
 			row.Fail = d
-			mode, impl, _ := strings.Cut(c.Row, " (")
-			impl = strings.TrimSuffix(impl, ")")
+			mode, impl := implOf(c.Row, c.Kernel)
 			k := key{mode, c.Exposure + " · " + c.Path + " @" + c.Entry + " from " + c.Client}
 			if seen[k] == nil {
 				seen[k] = map[string]string{"observed": obs, "documented": doc}
 				order = append(order, k)
 			}
-			if strings.HasPrefix(impl, "kube-proxy") {
-				seen[k]["kube-proxy"] = "yes (" + obs + ")"
-			} else {
-				seen[k]["builtin"] = "yes (" + obs + ")"
-			}
+			seen[k][impl] = "yes (" + obs + ")"
 		}
 		m.Rows = append(m.Rows, row)
 	}
 	for _, k := range order {
 		v := seen[k]
 		for _, impl := range []string{"builtin", "kube-proxy"} {
-			if v[impl] == "" {
+			switch {
+			case v[impl] != "":
+			case measured[k.mode][impl]:
 				v[impl] = "no"
+			default:
+				v[impl] = "not measured"
 			}
 		}
 		diff.Rows = append(diff.Rows, SectionRow{Row: k.mode, Cells: []Cell{Text(k.mode), Text(k.cell), Text(v["observed"]), Text(v["documented"]), Text(v["builtin"]), Text(v["kube-proxy"])}})
@@ -239,7 +303,7 @@ func ServiceTypesSections(st *ServiceTypes) []Section {
 			Columns: []Column{{Name: "service", Key: true}, {Name: "node", Key: true}, {Name: "port", Unit: "count"}, {Name: "status", Unit: "count", Figure: "health.status"},
 				{Name: "localEndpoints", Unit: "count", Figure: "health.local"}, {Name: "want"}, {Name: "error"}}}
 		for _, a := range st.Health {
-			r := SectionRow{Row: a.Row, Cells: []Cell{Text(a.Service), Text(a.Node), Int(a.Port), Int(a.Status), Int(a.LocalEndpoints),
+			r := SectionRow{Row: rowLabel(a.Row, a.Kernel), Cells: []Cell{Text(a.Service), Text(a.Node), Int(a.Port), Int(a.Status), Int(a.LocalEndpoints),
 				Text(fmt.Sprintf("%d, %d", a.WantStatus, a.WantLocal)), Text(a.Err)}}
 			if a.Status != a.WantStatus || a.LocalEndpoints != a.WantLocal {
 				r.Fail = fmt.Sprintf("answered %d with %d local endpoints, want %d with %d", a.Status, a.LocalEndpoints, a.WantStatus, a.WantLocal)

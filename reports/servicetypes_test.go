@@ -30,6 +30,15 @@ func TestServiceCellDiffers(t *testing.T) {
 	if r := secs[1].Rows[0]; !strings.HasPrefix(r.Cells[5].Text, "yes") || r.Cells[4].Text != "no" {
 		t.Errorf("source difference: builtin %q kube-proxy %q, want no / yes", r.Cells[4].Text, r.Cells[5].Text)
 	}
+	if r := secs[1].Rows[1]; !strings.HasPrefix(r.Cells[4].Text, "yes") || r.Cells[5].Text != "no" {
+		t.Errorf("node port difference: builtin %q kube-proxy %q, want yes / no (kube-proxy has iptables cells)", r.Cells[4].Text, r.Cells[5].Text)
+	}
+	ipvs := down
+	ipvs.Row, ipvs.Kernel = "ipvs (builtin)", "uml:6.12"
+	guest := ServiceTypesSections(&ServiceTypes{Cells: []ServiceCell{ok, ipvs}})
+	if r := guest[1].Rows[0]; r.Cells[0].Text != "ipvs on uml:6.12" || !strings.HasPrefix(r.Cells[4].Text, "yes") || r.Cells[5].Text != "not measured" {
+		t.Errorf("ipvs difference: mode %q builtin %q kube-proxy %q, want ipvs on uml:6.12, yes / not measured (no kube-proxy ipvs cell)", r.Cells[0].Text, r.Cells[4].Text, r.Cells[5].Text)
+	}
 	if secs[0].Rows[0].Fail != "" || secs[0].Rows[2].Fail == "" {
 		t.Errorf("matrix rows' Fail: %q, %q", secs[0].Rows[0].Fail, secs[0].Rows[2].Fail)
 	}

@@ -114,7 +114,12 @@ func Build(ctx context.Context, spec Spec) (tb *Testbed, err error) {
 		back = append(back, spec.ClientCIDR)
 	}
 	if spec.ExternalCIDR.IsValid() {
-		back = append(back, spec.ExternalCIDR)
+		// ExternalVia too (LoadBalancer and external IPs), as a pod's
+		// default route takes them: IPVS binds those addresses to the
+		// node's kube-ipvs0, so a node's own connection to one leaves with
+		// it as its source, unmasqueraded under externalTrafficPolicy
+		// Local, and the endpoint answers it through its node.
+		back = append(append(back, spec.ExternalCIDR), spec.ExternalVia...)
 	}
 	return tb, tb.buildPods(ctx, spec, nodes, back)
 }
@@ -421,7 +426,8 @@ func (tb *Testbed) routeBackend(spec Spec, routes []clientRoute, backendAddr net
 
 // buildPods creates one namespace per isolated pod address: pod k on node
 // k mod nodes, "eth0" with the pod address /32 and routes to back (node
-// and client addresses) via 169.254.1.1 (held on the node's lo), the node
+// and client addresses; with the external client also its block and
+// Spec.ExternalVia) via 169.254.1.1 (held on the node's lo), the node
 // side "pb<id>-p<k>" with a /32 route to the pod; the other nodes route the pod via
 // its node's fabric address. It records the build time and memory.
 func (tb *Testbed) buildPods(ctx context.Context, spec Spec, nodes int, back []netip.Prefix) error {

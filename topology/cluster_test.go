@@ -215,6 +215,12 @@ func TestExternalClient(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "via 169.254.1.1") {
 		t.Errorf("pod route to the external client: %s %v", out, err)
 	}
+	// And to a LoadBalancer IP (ExternalVia), the source of an IPVS
+	// node's own unmasqueraded connection to it.
+	out, err = tb.Pods[0].Run(context.Background(), nil, "ip", "route", "get", "198.18.128.9")
+	if err != nil || !strings.Contains(string(out), "via 169.254.1.1") {
+		t.Errorf("pod route to a LoadBalancer IP: %s %v", out, err)
+	}
 	if err := tb.RouteExternal(1); err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,9 @@ type Spec struct {
 	// own host-network clients dial that no local route holds: the
 	// service CIDR, LoadBalancer and external IPs) to the external
 	// client, which does not forward, as a node's default gateway would
-	// get them. Isolated pods route ExternalCIDR back through their node.
+	// get them. Isolated pods route ExternalCIDR and ExternalVia back
+	// through their node (an IPVS node's own connection to a LoadBalancer
+	// IP has that IP as its source).
 	ExternalCIDR netip.Prefix
 	ExternalVia  []netip.Prefix
 	NodeVia      []netip.Prefix

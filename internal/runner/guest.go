@@ -44,6 +44,8 @@ type GuestPlan struct {
 	// rows): the guest's working folder is its own, so it looks there
 	// ($PROXYBENCH_KUBE_BIN).
 	KubeBin string `json:"kubeBin,omitempty"`
+	// ServiceTypesModes is Options.ServiceTypesModes (nil: every mode).
+	ServiceTypesModes []string `json:"serviceTypesModes,omitempty"`
 	// Output is where the guest writes the Result JSON (in the guest's
 	// work folder): whole, partial (Result.Partial) or with failed rows
 	// (ModeResult.Failed), which is how the host reads the run's fate.
@@ -59,7 +61,7 @@ func NewGuestPlan(sc *scenarios.Scenario, o Options, kubeBin, output string) (*G
 		return nil, err
 	}
 	return &GuestPlan{Scenario: string(y), Modes: append([]string{}, sc.Modes...), RunID: o.RunID, Version: o.Version, Where: o.Where,
-		Checkpoint: o.Checkpoint, ArtifactDir: o.ArtifactDir, KubeBin: kubeBin, Output: output}, nil
+		Checkpoint: o.Checkpoint, ArtifactDir: o.ArtifactDir, KubeBin: kubeBin, Output: output, ServiceTypesModes: o.ServiceTypesModes}, nil
 }
 
 // Write writes p as JSON to path.
@@ -102,7 +104,7 @@ func (p *GuestPlan) Load() (*scenarios.Scenario, Options, error) {
 			return nil, Options{}, &InputError{Field: "modes", Msg: err.Error()}
 		}
 	}
-	return sc, Options{RunID: p.RunID, Version: p.Version, Where: p.Where, Checkpoint: p.Checkpoint, ArtifactDir: p.ArtifactDir}, nil
+	return sc, Options{RunID: p.RunID, Version: p.Version, Where: p.Where, Checkpoint: p.Checkpoint, ArtifactDir: p.ArtifactDir, ServiceTypesModes: p.ServiceTypesModes}, nil
 }
 
 // RunGuest runs plan p (Run, the entry Execute runs a host target with,

@@ -37,7 +37,7 @@ func TestGuestPlanRoundTrip(t *testing.T) {
 	if err := sc.ValidateWith(Catalog()); err != nil {
 		t.Fatal(err)
 	}
-	o := Options{RunID: "3fa9c1", Version: "v9", Where: WhereGuest, Checkpoint: "/mnt/pb/checkpoint.json", ArtifactDir: "/mnt/pb/result"}
+	o := Options{RunID: "3fa9c1", Version: "v9", Where: WhereGuest, Checkpoint: "/mnt/pb/checkpoint.json", ArtifactDir: "/mnt/pb/result", ServiceTypesModes: []string{"ipvs"}}
 	p, err := NewGuestPlan(sc, o, "/opt/kube/bin", "/mnt/pb/result.json")
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,8 @@ func TestGuestPlanRoundTrip(t *testing.T) {
 	if b, _ := json.Marshal(got); string(b) != string(want) {
 		t.Errorf("scenario read back:\n%s\nwant:\n%s", b, want)
 	}
-	if gotO.RunID != o.RunID || gotO.Version != o.Version || gotO.Where != WhereGuest || gotO.Checkpoint != o.Checkpoint || gotO.ArtifactDir != o.ArtifactDir {
+	if gotO.RunID != o.RunID || gotO.Version != o.Version || gotO.Where != WhereGuest || gotO.Checkpoint != o.Checkpoint || gotO.ArtifactDir != o.ArtifactDir ||
+		!slices.Equal(gotO.ServiceTypesModes, o.ServiceTypesModes) {
 		t.Errorf("options read back %+v, want %+v", gotO, o)
 	}
 
@@ -175,6 +176,84 @@ func TestExecuteBuildsMoreRuns(t *testing.T) {
 	}
 	if !strings.Contains(console.String(), "run 3 of 3 ("+f.runs[2]+")") {
 		t.Errorf("console %q does not name the runs", console.String())
+	}
+}
+
+// TestExecuteMergesServiceTypes: in a split run the guest target
+// measures the serviceTypes cells of its own modes only (not the bridge
+// and baseline the host measured), and the result holds both targets'
+// cells, health answers and errors, each marked with its kernel, the
+// guest's rows labelled with it in the report.
+func TestExecuteMergesServiceTypes(t *testing.T) {
+	sc := &scenarios.Scenario{Modes: []string{"none", "iptables", "nftables", "ipvs"}}
+	plan := Plan{Why: "test", Targets: []Target{
+		{Name: "host", Modes: []string{"none", "iptables", "nftables"}},
+		{Name: "uml:6.12", UML: &uml.Kernel{Name: "uml:6.12"}, Modes: []string{"none", "iptables", "ipvs"}, Bridge: "iptables", Baseline: "none"},
+	}}
+	f := &fakeTargets{}
+	f.fail = func(run int, tg Target, r *reports.Result) error {
+		st := &reports.ServiceTypes{}
+		for _, m := range r.Scenario.Modes {
+			o := f.calls[len(f.calls)-1]
+			if m == "none" || (o.ServiceTypesModes != nil && !slices.Contains(o.ServiceTypesModes, m)) {
+				continue
+			}
+			row := m + " (builtin)"
+			st.Cells = append(st.Cells, reports.ServiceCell{Row: row, Path: "nodePort", Attempts: 1, OK: 1, Expected: reports.Expected{Reachable: true, Why: "w"}})
+			st.Health = append(st.Health, reports.HealthAnswer{Row: row, Status: 200, WantStatus: 200})
+		}
+		if tg.UML != nil {
+			st.Errors = []reports.ServiceTypesError{{Row: "ipvs (kube-proxy v1.37.2)", Err: "no"}}
+		}
+		r.ServiceTypes = st
+		return nil
+	}
+	res, err := execute(context.Background(), sc, plan, Options{}, nil, f.fn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.calls) != 2 || f.calls[0].ServiceTypesModes != nil || !slices.Equal(f.calls[1].ServiceTypesModes, []string{"ipvs"}) {
+		t.Fatalf("serviceTypes modes per target: %v, %v; want every mode on the host, ipvs in the guest", f.calls[0].ServiceTypesModes, f.calls[1].ServiceTypesModes)
+	}
+	st := res.ServiceTypes
+	var got []string
+	for _, c := range st.Cells {
+		got = append(got, c.Row+"@"+c.Kernel)
+	}
+	if want := "iptables (builtin)@host nftables (builtin)@host ipvs (builtin)@uml:6.12"; strings.Join(got, " ") != want {
+		t.Errorf("cells %v, want %s", got, want)
+	}
+	if len(st.Health) != 3 || st.Health[2].Kernel != "uml:6.12" || len(st.Errors) != 1 || st.Errors[0].Kernel != "uml:6.12" {
+		t.Errorf("health %+v errors %+v, want 3 answers and the guest's error, marked uml:6.12", st.Health, st.Errors)
+	}
+	secs := reports.ServiceTypesSections(st)
+	if len(secs) != 3 || secs[0].Rows[2].Row != "ipvs (builtin) on uml:6.12" || secs[0].Rows[0].Row != "iptables (builtin)" ||
+		!strings.Contains(strings.Join(secs[0].Notes, " "), "ipvs (kube-proxy v1.37.2) on uml:6.12: error") {
+		t.Errorf("report rows %q, %q; notes %q", secs[0].Rows[0].Row, secs[0].Rows[2].Row, secs[0].Notes)
+	}
+}
+
+// TestServiceTypesModes: the modes a target measures serviceTypes cells
+// of: every mode (nil) on the host and in a guest running alone; a guest
+// beside the host leaves its bridge and baseline out, and keeps to a
+// wanted list.
+func TestServiceTypesModes(t *testing.T) {
+	k := &uml.Kernel{Name: "uml:6.12"}
+	for _, tc := range []struct {
+		name string
+		want []string
+		t    Target
+		out  []string
+	}{
+		{"host", nil, Target{Name: "host", Modes: []string{"none", "iptables"}}, nil},
+		{"guest alone", nil, Target{Name: "uml:6.12", UML: k, Modes: []string{"none", "iptables", "ipvs"}}, nil},
+		{"guest beside the host", nil, Target{UML: k, Modes: []string{"none", "iptables", "ipvs"}, Bridge: "iptables", Baseline: "none"}, []string{"ipvs"}},
+		{"wanted list", []string{"iptables"}, Target{UML: k, Modes: []string{"none", "iptables", "ipvs"}, Bridge: "iptables", Baseline: "none"}, []string{}},
+	} {
+		got := serviceTypesModes(tc.want, tc.t)
+		if !slices.Equal(got, tc.out) || (got == nil) != (tc.out == nil) {
+			t.Errorf("%s: %#v, want %#v", tc.name, got, tc.out)
+		}
 	}
 }
 

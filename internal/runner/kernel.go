@@ -484,7 +484,9 @@ func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Option
 		if t.ModeSwitch != nil {
 			s.ModeSwitch = t.ModeSwitch
 		}
-		r, err := run(ctx, &s, o, console, t)
+		to := o
+		to.ServiceTypesModes = serviceTypesModes(o.ServiceTypesModes, t)
+		r, err := run(ctx, &s, to, console, t)
 		if r != nil && fate(ctx, err) == Failed {
 			rowsFailed, err = true, nil // kept, marked failed; the next kernel runs
 		}
@@ -497,6 +499,9 @@ func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Option
 					}
 				}
 			}
+			if r.ServiceTypes != nil {
+				r.ServiceTypes.SetKernel(t.Name)
+			}
 			if res == nil {
 				res = r
 				if t.UML != nil {
@@ -504,6 +509,7 @@ func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Option
 				}
 			} else {
 				res.Modes = append(res.Modes, r.Modes...)
+				res.ServiceTypes = res.ServiceTypes.Merge(r.ServiceTypes)
 				for _, sec := range r.Sections {
 					res.MergeSection(sec)
 				}
@@ -551,6 +557,28 @@ func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Option
 		return res, &RowsFailed{Errs: failedRows(res)}
 	}
 	return res, nil
+}
+
+// serviceTypesModes is the modes whose serviceTypes cells target t
+// measures, of want (nil: every mode): a guest target beside the host's
+// (t.Bridge or t.Baseline set) leaves its bridge and baseline to the
+// host, which measured their cells on its own kernel, so the matrix has
+// one row per mode and implementation; nil when t measures every mode.
+func serviceTypesModes(want []string, t Target) []string {
+	if t.UML == nil || (t.Bridge == "" && t.Baseline == "") {
+		return want
+	}
+	var out []string
+	for _, m := range t.Modes {
+		if m == t.Bridge || m == t.Baseline || (want != nil && !slices.Contains(want, m)) {
+			continue
+		}
+		out = append(out, m)
+	}
+	if out == nil {
+		out = []string{} // none: not nil, which is every mode
+	}
+	return out
 }
 
 // stopText is a stopped run's Result.Partial: why, after the cause of
@@ -672,7 +700,7 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	// kube-apiserver, etcd and the default kube-proxy in the absolute
 	// folder found here, not from its own executable's folder or ./bin.
 	kubeBin := ""
-	if sc.UsesKubeProxy() {
+	if guestRunsKubeProxy(sc) {
 		if o.Checked != nil {
 			kubeBin = o.Checked.KubeBin
 		}
@@ -682,7 +710,7 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 	}
 	plan, err := NewGuestPlan(sc, Options{RunID: o.RunID, Version: o.Version, Where: WhereGuest,
 		Checkpoint:  filepath.Join(uml.GuestMount, "checkpoint.json"),
-		ArtifactDir: filepath.Join(uml.GuestMount, guestArtifacts)}, kubeBin, filepath.Join(uml.GuestMount, "result.json"))
+		ArtifactDir: filepath.Join(uml.GuestMount, guestArtifacts), ServiceTypesModes: o.ServiceTypesModes}, kubeBin, filepath.Join(uml.GuestMount, "result.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -769,7 +797,7 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 // TestKernelIPVSInGuest).
 func guestScenario(sc *scenarios.Scenario) *scenarios.Scenario {
 	s := *sc
-	if !s.UsesKubeProxy() {
+	if !guestRunsKubeProxy(&s) {
 		return &s
 	}
 	bins := make([]string, len(s.KubeProxy.Binaries))
@@ -779,6 +807,13 @@ func guestScenario(sc *scenarios.Scenario) *scenarios.Scenario {
 	s.KubeProxy.Binaries = bins
 	s.UML.MemoryMiB = max(s.UML.MemoryMiB, GuestKubeMemoryMiB)
 	return &s
+}
+
+// guestRunsKubeProxy says whether a guest run of sc starts kube-proxy and
+// its control plane: a kube-proxy row, or the serviceTypes phase's
+// kube-proxy cells (serviceTypes.kubeProxy; its rows stay builtin).
+func guestRunsKubeProxy(sc *scenarios.Scenario) bool {
+	return sc.UsesKubeProxy() || sc.ServiceTypesKubeScenario() != nil
 }
 
 // GuestKubeMemoryMiB is the least guest memory of a run with kube-proxy

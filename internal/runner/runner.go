@@ -93,6 +93,11 @@ type Options struct {
 	// the host; the guest's entry (GuestPlan, `proxybench guest-run`)
 	// sets WhereGuest.
 	Where Where
+	// ServiceTypesModes, when set, are the modes whose serviceTypes cells
+	// this run measures (nil: every mode with rules): a guest target of a
+	// split run (--kernel auto) measures its own modes only, not the
+	// bridge and baseline the host target measured (Execute sets it).
+	ServiceTypesModes []string
 
 	// live is the run's live metrics (Run sets it for a monitored
 	// scenario; nil: none kept).

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/proxybench/proxybench/internal/lib/xtables"
 	"github.com/proxybench/proxybench/proxymodes"
 	"github.com/proxybench/proxybench/proxymodes/healthcheck"
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
@@ -58,7 +59,7 @@ func runServiceTypes(ctx context.Context, s *RunState) error {
 		if err != nil {
 			return err
 		}
-		if m.Direct {
+		if m.Direct || (s.O.ServiceTypesModes != nil && !slices.Contains(s.O.ServiceTypesModes, name)) {
 			continue
 		}
 		row := name + " (builtin)"
@@ -114,7 +115,14 @@ func serviceTypesBuiltin(ctx context.Context, s *RunState, m proxymodes.Mode, ro
 			return fmt.Errorf("node%d: %w", n, err)
 		}
 		ps = append(ps, p)
-		if _, err := p.Sync(ctx, nodeServices(s.Sc, s.Services, n)); err != nil {
+		// The host's xtables lock is shared with every program on the
+		// machine: a sync that found it held past -w 5 is tried again
+		// (a full sync), as kube-proxy's next sync would be.
+		_, err = p.Sync(ctx, nodeServices(s.Sc, s.Services, n))
+		for try := 1; try < syncLockTries && xtables.LockHeld(err) && ctx.Err() == nil; try++ {
+			_, err = p.Sync(ctx, nodeServices(s.Sc, s.Services, n))
+		}
+		if err != nil {
 			return fmt.Errorf("node%d: sync: %w", n, err)
 		}
 		h, err := healthcheck.Start(nd, scenarios.NodeName(n), s.Services)
@@ -152,13 +160,12 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 			// kube-proxy runs the iptables tools on PATH (Debian's: the nft
 			// back end) here, not the scenario's back end: clean both, or
 			// its KUBE-NODEPORTS would answer the next pass's node ports.
-			// One back end's cleanup cannot destroy an ipset the other's
-			// rules still reference (IPVS: "it is in use by a kernel
-			// component"), so a failed one runs again after the other.
-			if m.CleanupLeftovers != nil {
-				if cerr := cleanupBothBackends(context.WithoutCancel(ctx), sc, nd, m.CleanupLeftovers); cerr != nil && err == nil {
-					err = fmt.Errorf("node%d: %w", n, cerr)
-				}
+			// A back end's cleanup can fail while the other's rules still
+			// hold what it removes (IPVS: an ipset "in use by a kernel
+			// component" while the nft back end's rules match it), so
+			// a back end that failed is cleaned again after the other.
+			if cerr := cleanupBothBackends(ctx, m, sc, nd); cerr != nil && err == nil {
+				err = fmt.Errorf("node%d: %w", n, cerr)
 			}
 			_ = s.Env.flush(n)
 		}
@@ -169,39 +176,48 @@ func serviceTypesKube(ctx context.Context, s *RunState, m proxymodes.Mode, kb ku
 	return measureServiceTypes(ctx, s, m, row, addrs, st)
 }
 
-// cleanupBothBackends runs cleanup (a Mode.CleanupLeftovers) on nd with
-// each iptables back end, legacy then nft, and those that failed once
-// more after the other ran (an IPVS ipset referenced by the other back
-// end's rules is destroyed only once those are gone), each retried for
-// up to 5 s: the xtables lock is the host's (/run/xtables.lock), and
-// other programs' iptables calls hold it a moment. The error names the
-// back ends whose last attempt failed.
-func cleanupBothBackends(ctx context.Context, sc *scenarios.Scenario, nd proxymodes.Node, cleanup func(context.Context, *scenarios.Scenario, proxymodes.Node) error) error {
-	run := func(be string, tries int) error {
-		c := *sc
-		c.IPTables.Backend = be
-		var err error
-		for try := 0; try < tries; try++ {
-			if try > 0 {
-				time.Sleep(500 * time.Millisecond)
-			}
-			if err = cleanup(ctx, &c, nd); err == nil {
-				return nil
-			}
-		}
-		return err
+// syncLockTries is how often serviceTypesBuiltin syncs a node whose sync
+// failed on the host's xtables lock held elsewhere (xtables.LockHeld).
+const syncLockTries = 3
+
+// cleanupTries is how often cleanupBothBackends tries one back end in a
+// round, 500 ms apart (the xtables lock's holders let go in moments).
+var cleanupTries = 10
+
+// cleanupBothBackends runs mode m's CleanupLeftovers (kube-proxy
+// --cleanup) in node nd with the iptables back ends legacy and nft, in
+// rounds until a round has no error (at most 3): each back end's call is
+// retried while the host's xtables lock is held by another program
+// (/run/xtables.lock), and a back end whose cleanup failed is cleaned
+// again in the next round, after the other removed what held its objects.
+// The error is the last round's, naming the back end.
+func cleanupBothBackends(ctx context.Context, m proxymodes.Mode, sc *scenarios.Scenario, nd *topology.Netns) error {
+	if m.CleanupLeftovers == nil {
+		return nil
 	}
-	failed := map[string]bool{}
-	for _, be := range []string{"legacy", "nft"} {
-		failed[be] = run(be, 1) != nil
-	}
+	pending := []string{"legacy", "nft"}
 	var errs []error
-	for _, be := range []string{"legacy", "nft"} {
-		if failed[be] {
-			if err := run(be, 10); err != nil {
-				errs = append(errs, fmt.Errorf("cleanup (%s): %w", be, err))
+	for round := 0; round < 3 && len(pending) > 0; round++ {
+		errs = nil
+		var failed []string
+		for _, be := range pending {
+			c := *sc
+			c.IPTables.Backend = be
+			var cerr error
+			for try := 0; try < cleanupTries; try++ {
+				if try > 0 {
+					time.Sleep(500 * time.Millisecond)
+				}
+				if cerr = m.CleanupLeftovers(context.WithoutCancel(ctx), &c, nd); cerr == nil {
+					break
+				}
+			}
+			if cerr != nil {
+				failed = append(failed, be)
+				errs = append(errs, fmt.Errorf("cleanup (%s): %w", be, cerr))
 			}
 		}
+		pending = failed
 	}
 	return errors.Join(errs...)
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 
@@ -58,41 +57,39 @@ func TestExpectCell(t *testing.T) {
 	}
 }
 
-// TestCleanupBothBackends: a legacy cleanup that fails while the nft back
-// end's rules still reference the sets succeeds on its second run, after
-// nft's, and no error is left; one that keeps failing is named by its
-// back end.
+// TestCleanupBothBackends: kube-proxy's leftovers are cleaned with both
+// iptables back ends; a back end whose cleanup fails while the other's
+// rules still hold its objects (an ipset in use) is cleaned again after
+// the other, with no error left; one that keeps failing is named.
 func TestCleanupBothBackends(t *testing.T) {
-	sc := &scenarios.Scenario{}
+	defer func(n int) { cleanupTries = n }(cleanupTries)
+	cleanupTries = 1
+	nd := &topology.Netns{Name: "pb-x-node0"}
 	var calls []string
 	nftClean := false
-	ok := func(_ context.Context, c *scenarios.Scenario, _ proxymodes.Node) error {
-		calls = append(calls, c.IPTables.Backend)
-		if c.IPTables.Backend == "nft" {
+	m := proxymodes.Mode{Name: "ipvs", CleanupLeftovers: func(_ context.Context, sc *scenarios.Scenario, _ proxymodes.Node) error {
+		calls = append(calls, sc.IPTables.Backend)
+		switch {
+		case sc.IPTables.Backend == "nft":
 			nftClean = true
-			return nil
-		}
-		if !nftClean {
-			return errors.New("Set cannot be destroyed: it is in use by a kernel component")
+		case !nftClean:
+			return errors.New("ipset: Set cannot be destroyed: it is in use by a kernel component")
 		}
 		return nil
+	}}
+	if err := cleanupBothBackends(context.Background(), m, &scenarios.Scenario{}, nd); err != nil {
+		t.Errorf("legacy held by nft's rules: %v, want it cleaned after nft", err)
 	}
-	if err := cleanupBothBackends(context.Background(), sc, nil, ok); err != nil {
-		t.Fatalf("error %v after calls %v, want none", err, calls)
+	if got := strings.Join(calls, ","); got != "legacy,nft,legacy" {
+		t.Errorf("calls %s, want legacy,nft,legacy", got)
 	}
-	if want := []string{"legacy", "nft", "legacy"}; !slices.Equal(calls, want) {
-		t.Errorf("calls %v, want %v", calls, want)
-	}
-	calls = nil
-	bad := func(_ context.Context, c *scenarios.Scenario, _ proxymodes.Node) error {
-		calls = append(calls, c.IPTables.Backend)
-		if c.IPTables.Backend == "legacy" {
+	m.CleanupLeftovers = func(_ context.Context, sc *scenarios.Scenario, _ proxymodes.Node) error {
+		if sc.IPTables.Backend == "legacy" {
 			return errors.New("stuck")
 		}
 		return nil
 	}
-	err := cleanupBothBackends(context.Background(), sc, nil, bad)
-	if err == nil || !strings.Contains(err.Error(), "cleanup (legacy): stuck") || strings.Contains(err.Error(), "(nft)") {
-		t.Errorf("error %v, want cleanup (legacy) named alone", err)
+	if err := cleanupBothBackends(context.Background(), m, &scenarios.Scenario{}, nd); err == nil || !strings.Contains(err.Error(), "cleanup (legacy): stuck") {
+		t.Errorf("legacy failing every round: %v, want its error named", err)
 	}
 }

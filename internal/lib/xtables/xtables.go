@@ -5,6 +5,11 @@
 // (docs/architecture.md, "Layers").
 package xtables
 
+import (
+	"errors"
+	"strings"
+)
+
 // Binary names an iptables tool of a back end: for backend "legacy",
 // tool "restore" gives "iptables-legacy-restore" and tool ""
 // "iptables-legacy". Callers run it by this name, looked up on PATH as
@@ -35,6 +40,23 @@ func Binary6(backend, tool string) string { return "ip6" + Binary(backend, tool)
 // (kubernetes#131961: iptables 1.8 ignores it, iptables-nft-restore
 // warning "Ignoring deprecated --wait-interval option.").
 var RestoreWait = []string{"-w", "5"}
+
+// lockHeldText is what the iptables tools print when RestoreWait ran out
+// with the lock held elsewhere (iptables/xshared.c).
+const lockHeldText = "holding the xtables lock"
+
+// LockHeld reports whether err (or an error it wraps) is an iptables
+// tool's exit on the xtables lock held elsewhere past RestoreWait, as the
+// tool's message carried in err's text says: the sync that got it may
+// succeed when tried again, as kube-proxy's next sync does. False for nil.
+func LockHeld(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if strings.Contains(err.Error(), lockHeldText) {
+			return true
+		}
+	}
+	return false
+}
 
 // RestoreArgs is RestoreWait followed by args, as a new slice.
 func RestoreArgs(args ...string) []string {
