@@ -45,6 +45,11 @@ type churnAPI interface {
 	// PathFirst is the folder first on the proxier's PATH: a kube-proxy
 	// row's failure.syncErrors wrappers ("": none).
 	PathFirst() string
+	// ReadChurnLog returns the per-change lines and syncs of the
+	// proxier's log since BeginChurn or the last read, up to its last
+	// whole sync; EndChurn's account then holds only the lines after
+	// the last read (the soak matches per interval: programmedStream).
+	ReadChurnLog() ([]kubeproxy.Programmed, []kubeproxy.LoggedSync, error)
 }
 
 var _ churnAPI = (*kubeproxy.Proxier)(nil)
@@ -85,7 +90,12 @@ type apiApplier struct {
 	q apiQueues
 
 	mu       sync.Mutex
-	changes  []appliedChange // in apply order (= the observations')
+	changes  []appliedChange // in apply order (= the observations'); none when streamed
+	// stream, when set (streamed), matches the changes to kube-proxy's
+	// log per interval (the soak) instead of at the end; added are the
+	// changes made since its last pass.
+	stream *programmedStream
+	added  []*streamChange
 	writeNs  []int64
 	writes   int
 	errs     int
@@ -210,16 +220,57 @@ func (q *apiQueues) close() {
 }
 
 func (a *apiApplier) apply(ch workload.Change, s workload.Service, at time.Time) {
-	name := s.Namespace + "/" + s.Name
-	a.mu.Lock()
-	a.changes = append(a.changes, appliedChange{service: name, at: at})
-	a.mu.Unlock()
+	if a.stream == nil {
+		name := s.Namespace + "/" + s.Name
+		a.mu.Lock()
+		a.changes = append(a.changes, appliedChange{service: name, at: at})
+		a.mu.Unlock()
+	}
 	a.q.put(apiWrite{ch: ch, s: s, at: at})
+}
+
+// streamed makes a match kube-proxy's log to its changes interval by
+// interval (programmedStream; the soak): each change is then announced
+// with track, before its observation is tracked, and matched by
+// matchLog; end takes only the observations done since the last
+// matchLog.
+func (a *apiApplier) streamed() *apiApplier {
+	a.stream = newProgrammedStream(matchTolerance)
+	return a
+}
+
+// track announces a streamed change (s: its service) with its
+// observation o, before o is tracked (a change seen at once is then
+// known when its observation comes out done) and before apply.
+func (a *apiApplier) track(o *observe.Observation, s workload.Service) {
+	a.mu.Lock()
+	a.added = append(a.added, &streamChange{service: s.Namespace + "/" + s.Name, at: o.At, obs: o})
+	a.mu.Unlock()
+}
+
+// matchLog is one streamed pass: kube-proxy's log since the last read
+// (ReadChurnLog) against the changes, done the observations that came
+// out of the tracker done since the last pass. An unread log consumes
+// nothing: its lines are read next time.
+func (a *apiApplier) matchLog(done []*observe.Observation) error {
+	lines, syncs, err := a.api.ReadChurnLog()
+	// The changes taken after the read: a line read is of a change
+	// written, so announced before.
+	a.mu.Lock()
+	added := a.added
+	a.added = nil
+	a.mu.Unlock()
+	a.stream.pass(added, lines, syncs, done, time.Now())
+	return err
 }
 
 // end waits for the writes, ends kube-proxy's account and fills res:
 // its syncs by its log (Syncs), its figures (KubeProxy) and, per change,
 // kube-proxy's own latency where its log's line matches the change.
+// Streamed, obs are the observations done since the last matchLog: the
+// last pass reads the rest of the log, res gets kube-proxy's figures
+// (the match's counts over the whole phase) and the syncs since the
+// last read, no samples.
 func (a *apiApplier) end(ctx context.Context, res *reports.ChurnResult, obs []*observe.Observation, start time.Time) error {
 	a.q.close()
 	a.mu.Lock()
@@ -250,6 +301,13 @@ func (a *apiApplier) end(ctx context.Context, res *reports.ChurnResult, obs []*o
 	}
 	res.KubeProxy = kp
 	res.Syncs = loggedSyncs(acct.Logged, start)
+	if a.stream != nil {
+		added := a.added
+		a.added = nil
+		a.stream.pass(added, acct.Programmed, acct.Logged, obs, time.Now())
+		kp.Logged, kp.Matched, kp.SeenBeforeSync = a.stream.logged, a.stream.matched, a.stream.seenBeforeSync
+		return err
+	}
 	if len(a.changes) != len(obs) || len(res.Samples) != len(obs) {
 		return errors.Join(err, fmt.Errorf("churn: %d changes written for %d observations", len(a.changes), len(obs)))
 	}

@@ -51,6 +51,12 @@ type fakeAPI struct {
 	// pathFirst is PathFirst's answer: the failure.syncErrors wrappers'
 	// folder, as kube-proxy would have it first on its PATH.
 	pathFirst string
+	// loopSyncs counts the loop's syncs (logged loses those
+	// ReadChurnLog handed over); reads counts the ReadChurnLog calls.
+	loopSyncs, reads int
+	// noWrites: writes are not recorded (the memory benchmark: a real
+	// kube-proxy's API server keeps them outside proxybench).
+	noWrites bool
 }
 
 type fakeWrite struct {
@@ -108,6 +114,7 @@ func (f *fakeAPI) loop() {
 			f.programmed = append(f.programmed, kubeproxy.Programmed{Service: p.Service, At: end, Elapsed: end.Sub(p.At)})
 		}
 		f.logged = append(f.logged, kubeproxy.LoggedSync{Start: start, End: end, Elapsed: end.Sub(start), Kind: "partial"})
+		f.loopSyncs++
 		f.mu.Unlock()
 	}
 }
@@ -116,7 +123,9 @@ func (f *fakeAPI) WriteChange(_ context.Context, ch workload.Change, s workload.
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := len(f.writes)
-	f.writes = append(f.writes, fakeWrite{kind: ch.Kind, service: s.Namespace + "/" + s.Name, trigger: trigger})
+	if !f.noWrites {
+		f.writes = append(f.writes, fakeWrite{kind: ch.Kind, service: s.Namespace + "/" + s.Name, trigger: trigger})
+	}
 	if f.fail != nil {
 		if err := f.fail(n, ch); err != nil {
 			return err
@@ -162,6 +171,19 @@ func (f *fakeAPI) EndChurn(_ context.Context, triggers int) (kubeproxy.ChurnAcco
 	}
 	a.Syncs = kubeproxy.Histogram{Count: uint64(len(f.logged))}
 	return a, nil
+}
+
+// ReadChurnLog hands over the lines and syncs logged since the last
+// read and forgets them, as kube-proxy's log file keeps them outside
+// proxybench (each of the fake's syncs is whole: its lines are logged
+// with it).
+func (f *fakeAPI) ReadChurnLog() ([]kubeproxy.Programmed, []kubeproxy.LoggedSync, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	p, l := f.programmed, f.logged
+	f.programmed, f.logged = nil, nil
+	return p, l, nil
 }
 
 func (f *fakeAPI) UseMinSyncPeriod(_ context.Context, d time.Duration) (bool, proxymodes.SyncStats, error) {

@@ -248,6 +248,10 @@ type soakSampler struct {
 	traffic *soakTraffic
 	changes *atomic.Int64
 	self    func() selfStats
+	// match, when set, matches the proxy's log to the changes (a
+	// kube-proxy row: apiApplier.matchLog) with the observations the
+	// sample took done.
+	match func(done []*observe.Observation) error
 
 	// readBack is the latest read-back of the proxy objects in the
 	// node's kernel (objectReader.last: off the sampling path; nil: none
@@ -347,8 +351,14 @@ func (s *soakSampler) sample(ctx context.Context, k int, stage string, now time.
 	}
 	x.Changes = int(s.changes.Swap(0))
 	var lat []int64
-	for _, o := range s.tracker.TakeDone() {
+	done := s.tracker.TakeDone()
+	for _, o := range done {
 		lat = append(lat, int64(o.Latency))
+	}
+	if s.match != nil {
+		if err := s.match(done); err != nil {
+			x.Faults = append(x.Faults, "kube-proxy's log not read for the match of its lines to the changes (read next interval): "+err.Error())
+		}
 	}
 	if x.Observed = len(lat); x.Observed > 0 {
 		sum := reports.Summarize(lat)
@@ -493,10 +503,14 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 
 	var tracker observe.Tracker
 	var changes, total atomic.Int64
-	// An API applier matches kube-proxy's log to every change at its end:
-	// it needs them all (a builtin row's soak keeps none).
-	_, viaAPI := run.ap.(*apiApplier)
-	var all []*observe.Observation
+	// An API applier matches kube-proxy's log to the changes interval by
+	// interval (programmedStream): the soak keeps only those a later line
+	// may still match.
+	api, viaAPI := run.ap.(*apiApplier)
+	if viaAPI {
+		api.streamed()
+		smp.match = api.matchLog
+	}
 
 	stopProbes := probeChanges(ctx, probes, e, func(int) *observe.Tracker { return &tracker }, time.Millisecond, soakProbePause, nil,
 		func(o *observe.Observation) {
@@ -532,10 +546,10 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 			}
 			if run.next == nil {
 				o := observe.New(ch, at)
-				tracker.Add(o)
 				if viaAPI {
-					all = append(all, o)
+					api.track(o, svc)
 				}
+				tracker.Add(o)
 			}
 			run.live.ChurnApplied(ch.Kind)
 			changes.Add(1)
@@ -602,10 +616,9 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 	stopProbes()
 	<-churnDone // no change is applied after the applier's end
 	res := &reports.ChurnResult{}
-	if viaAPI {
-		summarizeSamples(res, all, start)
-	}
-	endErr := run.ap.end(context.WithoutCancel(ctx), res, all, start)
+	// The observations done since the last sample (after it, before the
+	// probes stopped): the stream's last pass takes them.
+	endErr := run.ap.end(context.WithoutCancel(ctx), res, tracker.TakeDone(), start)
 	sr.KubeProxy = res.KubeProxy
 	sr.End = &reports.SoakEnd{AtNs: int64(time.Since(start)), Stopped: stop, InFlight: tr.inFlight(),
 		Changes: int(total.Load()), Unobserved: tracker.Pending()}
