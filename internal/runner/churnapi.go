@@ -89,13 +89,13 @@ type apiApplier struct {
 
 	q apiQueues
 
-	mu       sync.Mutex
-	changes  []appliedChange // in apply order (= the observations'); none when streamed
+	mu      sync.Mutex
+	changes []appliedChange // in apply order (= the observations'); none when streamed
 	// stream, when set (streamed), matches the changes to kube-proxy's
 	// log per interval (the soak) instead of at the end; added are the
 	// changes made since its last pass.
-	stream *programmedStream
-	added  []*streamChange
+	stream   *programmedStream
+	added    []*streamChange
 	writeNs  []int64
 	writes   int
 	errs     int

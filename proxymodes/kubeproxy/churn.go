@@ -129,7 +129,7 @@ type churnState struct {
 	// logAt is how far ReadChurnLog has read kube-proxy's log (a byte
 	// offset, from logFrom on): EndChurn returns the lines after it.
 	logAt int
-	u0      Usage
+	u0    Usage
 	// restore puts kube-proxy's -v back at EndChurn (RaiseVerbosity).
 	restore   func(context.Context) error
 	perChange string
