@@ -284,3 +284,20 @@ func TestProgrammedStreamDrops(t *testing.T) {
 		t.Errorf("a stray line older than lineKeep was kept")
 	}
 }
+
+// TestSoakWorkersHoldTheRate: the open loop's workers hold its rate
+// when every connection keeps its worker as long as it can, its connect
+// and then its echo read each waiting the whole timeout: workers ÷
+// (2 × timeout) ≥ rate, for the soak scenario's 20/s at 2 s and the
+// range a scenario may ask (up to the 160-worker cap).
+func TestSoakWorkersHoldTheRate(t *testing.T) {
+	for _, tc := range []struct {
+		rate    float64
+		timeout time.Duration
+	}{{20, 2 * time.Second}, {1, 2 * time.Second}, {5, 500 * time.Millisecond}, {400, 200 * time.Millisecond}, {0.5, time.Second}, {39, 2 * time.Second}} {
+		w := soakWorkers(tc.rate, tc.timeout)
+		if held := float64(w) / (2 * tc.timeout.Seconds()); held < tc.rate {
+			t.Errorf("rate %g/s, timeout %v: %d workers hold %.3g connections/s when each connection waits two timeouts", tc.rate, tc.timeout, w, held)
+		}
+	}
+}
