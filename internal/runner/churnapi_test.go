@@ -51,9 +51,10 @@ type fakeAPI struct {
 	// pathFirst is PathFirst's answer: the failure.syncErrors wrappers'
 	// folder, as kube-proxy would have it first on its PATH.
 	pathFirst string
-	// loopSyncs counts the loop's syncs (logged loses those
-	// ReadChurnLog handed over); reads counts the ReadChurnLog calls.
-	loopSyncs, reads int
+	// loopSyncs and programmedTotal count the loop's syncs and lines
+	// (logged and programmed lose those ReadChurnLog handed over); reads
+	// counts the ReadChurnLog calls.
+	loopSyncs, programmedTotal, reads int
 	// noWrites: writes are not recorded (the memory benchmark: a real
 	// kube-proxy's API server keeps them outside proxybench).
 	noWrites bool
@@ -112,6 +113,7 @@ func (f *fakeAPI) loop() {
 		end := time.Now()
 		for _, p := range pending {
 			f.programmed = append(f.programmed, kubeproxy.Programmed{Service: p.Service, At: end, Elapsed: end.Sub(p.At)})
+			f.programmedTotal++
 		}
 		f.logged = append(f.logged, kubeproxy.LoggedSync{Start: start, End: end, Elapsed: end.Sub(start), Kind: "partial"})
 		f.loopSyncs++
@@ -145,7 +147,7 @@ func (f *fakeAPI) EndChurn(_ context.Context, triggers int) (kubeproxy.ChurnAcco
 	// As kube-proxy's: wait until the loop has programmed every trigger.
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		f.mu.Lock()
-		n := len(f.programmed)
+		n := f.programmedTotal
 		f.mu.Unlock()
 		if n >= triggers {
 			break
