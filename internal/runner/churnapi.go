@@ -45,6 +45,11 @@ type churnAPI interface {
 	// PathFirst is the folder first on the proxier's PATH: a kube-proxy
 	// row's failure.syncErrors wrappers ("": none).
 	PathFirst() string
+	// ReadChurnLog returns the per-change lines and syncs of the
+	// proxier's log since BeginChurn or the last read, up to its last
+	// whole sync; EndChurn's account then holds only the lines after
+	// the last read (the soak matches per interval: programmedStream).
+	ReadChurnLog() ([]kubeproxy.Programmed, []kubeproxy.LoggedSync, error)
 }
 
 var _ churnAPI = (*kubeproxy.Proxier)(nil)
@@ -84,8 +89,13 @@ type apiApplier struct {
 
 	q apiQueues
 
-	mu       sync.Mutex
-	changes  []appliedChange // in apply order (= the observations')
+	mu      sync.Mutex
+	changes []appliedChange // in apply order (= the observations'); none when streamed
+	// stream, when set (streamed), matches the changes to kube-proxy's
+	// log per interval (the soak) instead of at the end; added are the
+	// changes made since its last pass.
+	stream   *programmedStream
+	added    []*streamChange
 	writeNs  []int64
 	writes   int
 	errs     int
@@ -172,54 +182,136 @@ func (a *apiApplier) begin(ctx context.Context, _ time.Time, n int, _ func() []w
 // apiQueues are a churn's API writers: apiWriters goroutines, each
 // draining a queue of its own in order; all of a service's writes go to
 // one of them (by its namespace/name), as the EndpointSlice controller
-// syncs one Service at a time.
+// syncs one Service at a time. A queue never blocks put and holds only
+// the writes not yet made: a channel buffered for every change of an
+// hour's soak (36k of 304 bytes) kept the pages its ring had passed
+// resident, 11 MB of proxybench's RSS growing with the soak.
 type apiQueues struct {
-	jobs []chan apiWrite
-	wg   sync.WaitGroup
+	qs []*writeQueue
+	wg sync.WaitGroup
 }
 
-// start starts the writers, each queue holding up to n writes (put never
-// blocks for n changes), each write made by write.
+// writeQueue is one writer's queue (FIFO, unbounded).
+type writeQueue struct {
+	mu     sync.Mutex
+	ready  sync.Cond
+	items  []apiWrite
+	closed bool
+}
+
+// start starts the writers, each write made by write; n, the changes the
+// phase will make at most, sizes nothing (a queue grows and shrinks with
+// its backlog).
 func (q *apiQueues) start(n int, write func(apiWrite)) {
+	_ = n
 	for range apiWriters {
-		c := make(chan apiWrite, n)
-		q.jobs = append(q.jobs, c)
+		wq := &writeQueue{}
+		wq.ready.L = &wq.mu
+		q.qs = append(q.qs, wq)
 		q.wg.Add(1)
 		go func() {
 			defer q.wg.Done()
-			for j := range c {
+			for {
+				j, ok := wq.take()
+				if !ok {
+					return
+				}
 				write(j)
 			}
 		}()
 	}
 }
 
+// take waits for the next write (false: the queue is closed and empty).
+func (wq *writeQueue) take() (apiWrite, bool) {
+	wq.mu.Lock()
+	defer wq.mu.Unlock()
+	for len(wq.items) == 0 && !wq.closed {
+		wq.ready.Wait()
+	}
+	if len(wq.items) == 0 {
+		return apiWrite{}, false
+	}
+	j := wq.items[0]
+	wq.items[0] = apiWrite{} // the service's slices are not kept by the array
+	wq.items = wq.items[1:]
+	return j, true
+}
+
 // put queues w on its service's writer.
 func (q *apiQueues) put(w apiWrite) {
 	h := fnv.New32a()
 	h.Write([]byte(w.s.Namespace + "/" + w.s.Name))
-	q.jobs[h.Sum32()%uint32(len(q.jobs))] <- w
+	wq := q.qs[h.Sum32()%uint32(len(q.qs))]
+	wq.mu.Lock()
+	wq.items = append(wq.items, w)
+	wq.mu.Unlock()
+	wq.ready.Signal()
 }
 
 // close ends the queues and waits for the writes in them.
 func (q *apiQueues) close() {
-	for _, c := range q.jobs {
-		close(c)
+	for _, wq := range q.qs {
+		wq.mu.Lock()
+		wq.closed = true
+		wq.mu.Unlock()
+		wq.ready.Broadcast()
 	}
 	q.wg.Wait()
 }
 
 func (a *apiApplier) apply(ch workload.Change, s workload.Service, at time.Time) {
-	name := s.Namespace + "/" + s.Name
-	a.mu.Lock()
-	a.changes = append(a.changes, appliedChange{service: name, at: at})
-	a.mu.Unlock()
+	if a.stream == nil {
+		name := s.Namespace + "/" + s.Name
+		a.mu.Lock()
+		a.changes = append(a.changes, appliedChange{service: name, at: at})
+		a.mu.Unlock()
+	}
 	a.q.put(apiWrite{ch: ch, s: s, at: at})
+}
+
+// streamed makes a match kube-proxy's log to its changes interval by
+// interval (programmedStream; the soak): each change is then announced
+// with track, before its observation is tracked, and matched by
+// matchLog; end takes only the observations done since the last
+// matchLog.
+func (a *apiApplier) streamed() *apiApplier {
+	a.stream = newProgrammedStream(matchTolerance)
+	return a
+}
+
+// track announces a streamed change (s: its service) with its
+// observation o, before o is tracked (a change seen at once is then
+// known when its observation comes out done) and before apply.
+func (a *apiApplier) track(o *observe.Observation, s workload.Service) {
+	a.mu.Lock()
+	a.added = append(a.added, &streamChange{service: s.Namespace + "/" + s.Name, at: o.At, obs: o})
+	a.mu.Unlock()
+}
+
+// matchLog is one streamed pass: kube-proxy's log since the last read
+// (ReadChurnLog) against the changes, done the observations that came
+// out of the tracker done since the last pass. An unread log consumes
+// nothing: its lines are read next time.
+func (a *apiApplier) matchLog(done []*observe.Observation) error {
+	lines, syncs, err := a.api.ReadChurnLog()
+	// The changes taken after the read: a line read is of a change
+	// written, so announced before.
+	a.mu.Lock()
+	added := a.added
+	a.added = nil
+	a.mu.Unlock()
+	a.stream.pass(added, lines, syncs, done, time.Now())
+	return err
 }
 
 // end waits for the writes, ends kube-proxy's account and fills res:
 // its syncs by its log (Syncs), its figures (KubeProxy) and, per change,
 // kube-proxy's own latency where its log's line matches the change.
+// Streamed, obs are the observations done since the last matchLog: the
+// last pass reads the rest of the log, res gets kube-proxy's figures
+// (the match's counts over the whole phase) and the syncs since the
+// last read, no samples.
 func (a *apiApplier) end(ctx context.Context, res *reports.ChurnResult, obs []*observe.Observation, start time.Time) error {
 	a.q.close()
 	a.mu.Lock()
@@ -250,6 +342,13 @@ func (a *apiApplier) end(ctx context.Context, res *reports.ChurnResult, obs []*o
 	}
 	res.KubeProxy = kp
 	res.Syncs = loggedSyncs(acct.Logged, start)
+	if a.stream != nil {
+		added := a.added
+		a.added = nil
+		a.stream.pass(added, acct.Programmed, acct.Logged, obs, time.Now())
+		kp.Logged, kp.Matched, kp.SeenBeforeSync = a.stream.logged, a.stream.matched, a.stream.seenBeforeSync
+		return err
+	}
 	if len(a.changes) != len(obs) || len(res.Samples) != len(obs) {
 		return errors.Join(err, fmt.Errorf("churn: %d changes written for %d observations", len(a.changes), len(obs)))
 	}

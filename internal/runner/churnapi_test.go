@@ -51,6 +51,13 @@ type fakeAPI struct {
 	// pathFirst is PathFirst's answer: the failure.syncErrors wrappers'
 	// folder, as kube-proxy would have it first on its PATH.
 	pathFirst string
+	// loopSyncs and programmedTotal count the loop's syncs and lines
+	// (logged and programmed lose those ReadChurnLog handed over); reads
+	// counts the ReadChurnLog calls.
+	loopSyncs, programmedTotal, reads int
+	// noWrites: writes are not recorded (the memory benchmark: a real
+	// kube-proxy's API server keeps them outside proxybench).
+	noWrites bool
 }
 
 type fakeWrite struct {
@@ -106,8 +113,10 @@ func (f *fakeAPI) loop() {
 		end := time.Now()
 		for _, p := range pending {
 			f.programmed = append(f.programmed, kubeproxy.Programmed{Service: p.Service, At: end, Elapsed: end.Sub(p.At)})
+			f.programmedTotal++
 		}
 		f.logged = append(f.logged, kubeproxy.LoggedSync{Start: start, End: end, Elapsed: end.Sub(start), Kind: "partial"})
+		f.loopSyncs++
 		f.mu.Unlock()
 	}
 }
@@ -116,7 +125,9 @@ func (f *fakeAPI) WriteChange(_ context.Context, ch workload.Change, s workload.
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := len(f.writes)
-	f.writes = append(f.writes, fakeWrite{kind: ch.Kind, service: s.Namespace + "/" + s.Name, trigger: trigger})
+	if !f.noWrites {
+		f.writes = append(f.writes, fakeWrite{kind: ch.Kind, service: s.Namespace + "/" + s.Name, trigger: trigger})
+	}
 	if f.fail != nil {
 		if err := f.fail(n, ch); err != nil {
 			return err
@@ -136,7 +147,7 @@ func (f *fakeAPI) EndChurn(_ context.Context, triggers int) (kubeproxy.ChurnAcco
 	// As kube-proxy's: wait until the loop has programmed every trigger.
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		f.mu.Lock()
-		n := len(f.programmed)
+		n := f.programmedTotal
 		f.mu.Unlock()
 		if n >= triggers {
 			break
@@ -162,6 +173,19 @@ func (f *fakeAPI) EndChurn(_ context.Context, triggers int) (kubeproxy.ChurnAcco
 	}
 	a.Syncs = kubeproxy.Histogram{Count: uint64(len(f.logged))}
 	return a, nil
+}
+
+// ReadChurnLog hands over the lines and syncs logged since the last
+// read and forgets them, as kube-proxy's log file keeps them outside
+// proxybench (each of the fake's syncs is whole: its lines are logged
+// with it).
+func (f *fakeAPI) ReadChurnLog() ([]kubeproxy.Programmed, []kubeproxy.LoggedSync, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	p, l := f.programmed, f.logged
+	f.programmed, f.logged = nil, nil
+	return p, l, nil
 }
 
 func (f *fakeAPI) UseMinSyncPeriod(_ context.Context, d time.Duration) (bool, proxymodes.SyncStats, error) {

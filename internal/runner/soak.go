@@ -10,7 +10,9 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,13 +160,18 @@ func (t *soakTraffic) take(s *reports.SoakSample) {
 func (t *soakTraffic) inFlight() int { return int(t.scheduled.Load() - t.finished.Load()) }
 
 // soakWorkers is the number of traffic workers for rate connections/s
-// whose connects are bounded by timeout: one more than rate × timeout
-// (2..64), so that the rate is held even when every connection waits its
-// whole timeout; only a driver starved of CPU then leaves connections
-// not started. Session 8's 2 workers for 20/s could not: at load 25-57
-// a connection took ~300 ms and 50k of 74k were never started.
+// whose connects and echo reads are each bounded by timeout: one more
+// than rate × 2 × timeout (2..160), so that the rate is held even when
+// every connection waits its whole timeout twice (a connect that
+// completes, then an echo that never comes: traffic.DialEcho's
+// SO_RCVTIMEO read); only a driver starved of CPU then leaves
+// connections not started. Session 8's 2 workers for 20/s could not: at
+// load 25-57 a connection took ~300 ms and 50k of 74k were never
+// started. Session 10's rate × timeout + 1 (41 for 20/s at 2 s) covered
+// one timeout only: in the hour at 10k every interval with connections
+// not started also had timeouts (session 11's rerun: docs/reports.md).
 func soakWorkers(rate float64, timeout time.Duration) int {
-	return min(max(int(math.Ceil(rate*timeout.Seconds()))+1, 2), 64)
+	return min(max(int(math.Ceil(rate*2*timeout.Seconds()))+1, 2), 160)
 }
 
 // runOpenLoop schedules a connection every 1/rate from start until end
@@ -248,6 +255,10 @@ type soakSampler struct {
 	traffic *soakTraffic
 	changes *atomic.Int64
 	self    func() selfStats
+	// match, when set, matches the proxy's log to the changes (a
+	// kube-proxy row: apiApplier.matchLog) with the observations the
+	// sample took done.
+	match func(done []*observe.Observation) error
 
 	// readBack is the latest read-back of the proxy objects in the
 	// node's kernel (objectReader.last: off the sampling path; nil: none
@@ -347,8 +358,14 @@ func (s *soakSampler) sample(ctx context.Context, k int, stage string, now time.
 	}
 	x.Changes = int(s.changes.Swap(0))
 	var lat []int64
-	for _, o := range s.tracker.TakeDone() {
+	done := s.tracker.TakeDone()
+	for _, o := range done {
 		lat = append(lat, int64(o.Latency))
+	}
+	if s.match != nil {
+		if err := s.match(done); err != nil {
+			x.Faults = append(x.Faults, "kube-proxy's log not read for the match of its lines to the changes (read next interval): "+err.Error())
+		}
 	}
 	if x.Observed = len(lat); x.Observed > 0 {
 		sum := reports.Summarize(lat)
@@ -493,10 +510,14 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 
 	var tracker observe.Tracker
 	var changes, total atomic.Int64
-	// An API applier matches kube-proxy's log to every change at its end:
-	// it needs them all (a builtin row's soak keeps none).
-	_, viaAPI := run.ap.(*apiApplier)
-	var all []*observe.Observation
+	// An API applier matches kube-proxy's log to the changes interval by
+	// interval (programmedStream): the soak keeps only those a later line
+	// may still match.
+	api, viaAPI := run.ap.(*apiApplier)
+	if viaAPI {
+		api.streamed()
+		smp.match = api.matchLog
+	}
 
 	stopProbes := probeChanges(ctx, probes, e, func(int) *observe.Tracker { return &tracker }, time.Millisecond, soakProbePause, nil,
 		func(o *observe.Observation) {
@@ -532,10 +553,10 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 			}
 			if run.next == nil {
 				o := observe.New(ch, at)
-				tracker.Add(o)
 				if viaAPI {
-					all = append(all, o)
+					api.track(o, svc)
 				}
+				tracker.Add(o)
 			}
 			run.live.ChurnApplied(ch.Kind)
 			changes.Add(1)
@@ -589,6 +610,9 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 		}
 		x, exited := smp.sample(context.WithoutCancel(ctx), k, soakStage(k, iv, churnFrom, churnTo), time.Now())
 		sr.Samples = append(sr.Samples, x)
+		if time.Duration(k)*iv == soakProfileAt || k == n || stop != "" || exited != nil {
+			writeHeapProfile(run.path, k, iv, run.faults)
+		}
 		write(func() error { return w.Sample(x) })
 		run.prog.Add(1)
 		if exited != nil && stop == "" {
@@ -602,10 +626,9 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 	stopProbes()
 	<-churnDone // no change is applied after the applier's end
 	res := &reports.ChurnResult{}
-	if viaAPI {
-		summarizeSamples(res, all, start)
-	}
-	endErr := run.ap.end(context.WithoutCancel(ctx), res, all, start)
+	// The observations done since the last sample (after it, before the
+	// probes stopped): the stream's last pass takes them.
+	endErr := run.ap.end(context.WithoutCancel(ctx), res, tracker.TakeDone(), start)
 	sr.KubeProxy = res.KubeProxy
 	sr.End = &reports.SoakEnd{AtNs: int64(time.Since(start)), Stopped: stop, InFlight: tr.inFlight(),
 		Changes: int(total.Load()), Unobserved: tracker.Pending()}
@@ -617,6 +640,29 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 		run.faults.add("soak: the end of kube-proxy's account: %v", endErr)
 	}
 	return sr, nil
+}
+
+// soakProfileAt is when the soak writes proxybench's first heap profile
+// (the minute-5 sample the issue's 10% bound starts from); the last
+// sample writes the second.
+const soakProfileAt = 5 * time.Minute
+
+// writeHeapProfile writes proxybench's heap profile (runtime/pprof
+// "heap": the live objects at the last collection by where they were
+// allocated, and all allocations so far; read with `go tool pprof
+// -sample_index=inuse_space`) beside the soak's stream at sample k:
+// <stream>.heap-<mm>m.pprof, so what proxybench's RSS holds at minute 5
+// and at the end can be told apart. A profile not written is a fault.
+func writeHeapProfile(stream string, k int, iv time.Duration, fl *faults) {
+	path := fmt.Sprintf("%s.heap-%02.0fm.pprof", strings.TrimSuffix(stream, ".jsonl"), (time.Duration(k) * iv).Minutes())
+	runtime.GC() // the profile's in-use figures are as of the last collection
+	f, err := os.Create(path)
+	if err == nil {
+		err = errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
+	}
+	if err != nil {
+		fl.add("soak: heap profile %s not written: %v", path, err)
+	}
 }
 
 // clockOf formats d as hh:mm:ss.

@@ -312,7 +312,7 @@ func (f *fakeKubeProxy) Resources(context.Context) (kubeproxy.Resources, error) 
 		return kubeproxy.Resources{}, &proxymodes.Failed{Msg: "kube-proxy exited (killed)"}
 	}
 	f.mu.Lock()
-	syncs := len(f.logged)
+	syncs := f.loopSyncs
 	f.mu.Unlock()
 	return kubeproxy.Resources{CPU: time.Duration(n) * 10 * time.Millisecond, ChildCPU: time.Duration(n) * time.Millisecond, RSS: 40 << 20,
 		Scraped: true, Heap: 12 << 20, Goroutines: 90, Syncs: uint64(syncs)}, nil

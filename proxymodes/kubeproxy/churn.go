@@ -126,7 +126,10 @@ type churnState struct {
 	before  Metrics
 	view    syncView // before, as Sync's waits read it
 	logFrom int
-	u0      Usage
+	// logAt is how far ReadChurnLog has read kube-proxy's log (a byte
+	// offset, from logFrom on): EndChurn returns the lines after it.
+	logAt int
+	u0    Usage
 	// restore puts kube-proxy's -v back at EndChurn (RaiseVerbosity).
 	restore   func(context.Context) error
 	perChange string
@@ -148,7 +151,8 @@ func (p *Proxier) BeginChurn(ctx context.Context) error {
 		return p.orExited(err, "the start of the churn phase")
 	}
 	ts, h := lastSyncOf(m)
-	st := &churnState{before: m, view: syncView{ts: ts, sync: h, programmed: programmedOf(m)}, logFrom: p.kp.logSize(), u0: p.kp.Usage()}
+	from := p.kp.logSize()
+	st := &churnState{before: m, view: syncView{ts: ts, sync: h, programmed: programmedOf(m)}, logFrom: from, logAt: from, u0: p.kp.Usage()}
 	st.perChange, st.restore = p.RaiseVerbosity(ctx, ChurnVerbosity, "a \"Network programming\" line per programmed change")
 	p.kp.StartRSSWindow()
 	p.churn = st
@@ -308,11 +312,61 @@ func (p *Proxier) EndChurn(ctx context.Context, triggers int) (ChurnAccount, err
 	log := readFile(p.kp.LogPath)
 	a.Failures = failureGrowth(st.before, m)
 	a.MinSyncPeriod, a.SyncPeriod = syncPeriods(log)
-	if st.logFrom <= len(log) {
-		log = log[st.logFrom:]
+	if st.logAt <= len(log) {
+		log = log[st.logAt:]
 	}
 	a.Programmed, a.Logged = ParseChurnLog(log, time.Now(), time.Local)
 	return a, nil
+}
+
+// ReadChurnLog reads the churn phase's log as it goes (the soak phase,
+// which would otherwise keep an hour of changes for EndChurn): the IPv4
+// "Network programming" lines and syncs (ParseChurnLog) that kube-proxy's
+// log has since BeginChurn or the last ReadChurnLog, up to the end of
+// its last whole sync (the "SyncProxyRules complete" line, which comes
+// after the "Network programming" lines of its sync), so that every
+// line read has its sync beside it; the rest is read next time or by
+// EndChurn, which then returns only what was not read. Errors: no churn
+// phase begun, the log unreadable (nothing is consumed).
+func (p *Proxier) ReadChurnLog() ([]Programmed, []LoggedSync, error) {
+	st := p.churn
+	if st == nil || p.kp == nil {
+		return nil, nil, errors.New("kubeproxy: ReadChurnLog without BeginChurn")
+	}
+	chunk, err := readFrom(p.kp.LogPath, int64(st.logAt))
+	if err != nil {
+		return nil, nil, fmt.Errorf("kube-proxy's log: %w", err)
+	}
+	n := WholeSyncs(chunk)
+	st.logAt += n
+	programmed, syncs := ParseChurnLog(chunk[:n], time.Now(), time.Local)
+	return programmed, syncs, nil
+}
+
+// WholeSyncs is the length of log's prefix that ends with its last IPv4
+// "SyncProxyRules complete" line (its newline included; 0: none).
+func WholeSyncs(log []byte) int {
+	end := 0
+	for off := 0; off < len(log); {
+		i := bytes.IndexByte(log[off:], '\n')
+		if i < 0 {
+			break // a line kube-proxy is still writing
+		}
+		line := log[off : off+i]
+		off += i + 1
+		if !bytes.Contains(line, []byte("omplete")) {
+			continue
+		}
+		m := klogRE.FindSubmatch(line)
+		if m == nil || !strings.EqualFold(string(m[7]), "SyncProxyRules complete") {
+			continue
+		}
+		if f := kvFamily.FindSubmatch(m[8]); f != nil && string(f[1]) != "IPv4" {
+			continue
+		}
+		end = off
+	}
+	return end
 }
 
 // failedSince reports whether kube-proxy's log has an IPv4 "Sync

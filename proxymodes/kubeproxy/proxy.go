@@ -654,6 +654,29 @@ func (p *Proxy) logSize() int {
 	return int(fi.Size())
 }
 
+// readFrom reads the file at path from byte offset off to its end (an
+// offset past the end: nothing).
+func readFrom(path string, off int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if off >= fi.Size() {
+		return nil, nil
+	}
+	b := make([]byte, fi.Size()-off)
+	n, err := f.ReadAt(b, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b[:n], nil
+}
+
 func readFile(path string) []byte {
 	b, _ := os.ReadFile(path)
 	return b
