@@ -133,8 +133,8 @@ type sliceWriter struct {
 	// when the last service's write was accepted, done how many were.
 	writes, errs, lost int
 	last               time.Time
-	done         int
-	firstErr     string
+	done               int
+	firstErr           string
 }
 
 // sliceBackoff is the EndpointSlice controller's first retry back-off
