@@ -78,6 +78,12 @@ type APIOutageCase struct {
 	Writes      int   `json:"writes"`
 	WriteErrors int   `json:"writeErrors"`
 	WrittenNs   int64 `json:"writtenNs"`
+	// AnswersLost are the failed attempts the API server had committed
+	// anyway (its answer lost to the attempt's deadline), found by reading
+	// the slice back: such a change counts as accepted at that read.
+	// WriteError is the first failed attempt's error ("" : none).
+	AnswersLost int    `json:"answersLost,omitempty"`
+	WriteError  string `json:"writeError,omitempty"`
 	// Conv is the data plane against the API from the change on.
 	Conv Convergence `json:"conv"`
 }
@@ -255,6 +261,10 @@ func APIOutageReport(label string, mr *ModeResult) []Section {
 		s.Rows = append(s.Rows, row)
 		if tl := c.Conv.Timeline(); tl != "" {
 			s.Notes = append(s.Notes, fmt.Sprintf("%s, %s: rules over time: %s", label, c.Component, tl))
+		}
+		if c.AnswersLost > 0 {
+			s.Notes = append(s.Notes, fmt.Sprintf("%s, %s: %d of %d changes were committed by an attempt counted as an error (its answer lost to the attempt's deadline) and found by reading the slice back: written is that read, an upper bound; first error: %s",
+				label, c.Component, c.AnswersLost, c.Conv.Changed, c.WriteError))
 		}
 	}
 	return []Section{s}

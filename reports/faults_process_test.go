@@ -41,6 +41,11 @@ func TestProcessFaultSections(t *testing.T) {
 	if len(api.Notes) != 2 || !strings.Contains(api.Notes[0], "0.0 s 20 stale/20 missing, 12.0 s 0 stale/0 missing") {
 		t.Errorf("notes %q", api.Notes)
 	}
+	// An attempt whose answer was lost but was committed: a note says so.
+	mr.APIOutage[0].AnswersLost, mr.APIOutage[0].WriteError = 8, "svc-00004: context deadline exceeded"
+	if n := APIOutageReport("x", mr)[0].Notes; len(n) != 3 || !strings.Contains(n[1], "8 of 20 changes") || !strings.Contains(n[1], "context deadline exceeded") {
+		t.Errorf("lost answers: notes %q", n)
+	}
 	rs := RestartReport("iptables", mr)[0]
 	if cell(rs, 0, "moved") != "1" || cell(rs, 0, "entries deleted") != "1" || cell(rs, 0, "lost") != "3" || cell(rs, 0, "black-holed max") != "0.060" ||
 		cell(rs, 0, "held broken") != "1" || cell(rs, 0, "datagrams") != "200" || cell(rs, 0, "kube-proxy's own sync") != "-" {

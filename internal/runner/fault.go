@@ -34,6 +34,9 @@ type faultAPI interface {
 	proxymodes.Restarter
 	// WriteChange writes one change through the API (churnAPI's).
 	WriteChange(ctx context.Context, ch workload.Change, s workload.Service, trigger time.Time) error
+	// SliceHolds reports whether the API holds s's EndpointSlice as
+	// WriteChange wrote it with trigger (a write whose answer was lost).
+	SliceHolds(ctx context.Context, s workload.Service, trigger time.Time) (bool, error)
 	// StopComponent and StartComponent stop and start one program of the
 	// control plane (kube-apiserver, etcd); StartComponent returns when
 	// the API server answers /readyz again.
@@ -117,15 +120,21 @@ func indexes(ts []workload.Target) []int {
 // ItemExponentialFailureRateLimiter), each attempt bounded by
 // attemptTimeout; the write of a service is its whole slice as it is
 // now (the controller reconciles state, it does not replay changes).
+// After a failed attempt the slice is read back (SliceHolds, bounded by
+// attemptTimeout): an attempt whose answer was lost while the API server
+// committed it (its client deadline passed, as when kube-apiserver is
+// slow to start in a loaded guest) counts as accepted at that read, an
+// upper bound of when it landed, as the controller's informer would show
+// it its own write; lost counts those.
 type sliceWriter struct {
 	wg sync.WaitGroup
 	mu sync.Mutex
 	// writes and errs count the attempts and the failed ones; last is
 	// when the last service's write was accepted, done how many were.
-	writes, errs int
-	last         time.Time
-	done         int
-	firstErr     string
+	writes, errs, lost int
+	last               time.Time
+	done               int
+	firstErr           string
 }
 
 // sliceBackoff is the EndpointSlice controller's first retry back-off
@@ -162,6 +171,17 @@ func startSliceWriter(ctx context.Context, api faultAPI, changed []workload.Serv
 					w.firstErr = fmt.Sprintf("%s: %v", s.Name, err)
 				}
 				w.mu.Unlock()
+				rctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+				held, herr := api.SliceHolds(rctx, s, trigger)
+				cancel()
+				if herr == nil && held {
+					w.mu.Lock()
+					w.lost++
+					w.done++
+					w.last = time.Now()
+					w.mu.Unlock()
+					return
+				}
 				select {
 				case <-ctx.Done():
 					return
@@ -180,6 +200,14 @@ func (w *sliceWriter) wait() (writes, errs, done int, last time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.writes, w.errs, w.done, w.last
+}
+
+// answers returns, after wait, the failed attempts found committed by
+// the read-back and the first failed attempt's error ("" : none).
+func (w *sliceWriter) answers() (lost int, firstErr string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lost, w.firstErr
 }
 
 // ruleEndpoints reads the endpoint addresses of mode's rules in node

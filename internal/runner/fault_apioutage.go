@@ -65,6 +65,7 @@ func apiOutageCase(ctx context.Context, r *Row, api faultAPI, pool workerPool, c
 	cancelWrites()
 	writes, errs, done, last := w.wait()
 	c.Writes, c.WriteErrors = writes, errs
+	c.AnswersLost, c.WriteError = w.answers()
 	if done == len(rc.changed) {
 		c.WrittenNs = int64(last.Sub(t0))
 	}

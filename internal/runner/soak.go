@@ -302,6 +302,27 @@ func (s *soakSampler) startProc(ctx context.Context) error {
 func (s *soakSampler) sample(ctx context.Context, k int, stage string, now time.Time) (reports.SoakSample, error) {
 	x := reports.SoakSample{Index: k, AtNs: int64(now.Sub(s.start)), SpanNs: int64(now.Sub(s.last)), Stage: stage, Conntrack: -1}
 	s.last = now
+	// The counts of the interval are taken first, at its end: the
+	// readings after (kube-proxy's metrics scrape, seconds in a loaded
+	// guest) must not pull the next interval's changes and connections
+	// into this one (an idle interval held the churn's first 36 renames).
+	x.Changes = int(s.changes.Swap(0))
+	var lat []int64
+	done := s.tracker.TakeDone()
+	for _, o := range done {
+		lat = append(lat, int64(o.Latency))
+	}
+	if s.match != nil {
+		if err := s.match(done); err != nil {
+			x.Faults = append(x.Faults, "kube-proxy's log not read for the match of its lines to the changes (read next interval): "+err.Error())
+		}
+	}
+	if x.Observed = len(lat); x.Observed > 0 {
+		sum := reports.Summarize(lat)
+		x.ProgP50Ns, x.ProgP99Ns = sum.P50, sum.P99
+	}
+	x.Pending = s.tracker.Pending()
+	s.traffic.take(&x)
 	var exited error
 	if s.loop != nil {
 		for _, r := range s.loop.drain() {
@@ -356,23 +377,6 @@ func (s *soakSampler) sample(ctx context.Context, k int, stage string, now time.
 		}
 		s.readSeq = rb.seq
 	}
-	x.Changes = int(s.changes.Swap(0))
-	var lat []int64
-	done := s.tracker.TakeDone()
-	for _, o := range done {
-		lat = append(lat, int64(o.Latency))
-	}
-	if s.match != nil {
-		if err := s.match(done); err != nil {
-			x.Faults = append(x.Faults, "kube-proxy's log not read for the match of its lines to the changes (read next interval): "+err.Error())
-		}
-	}
-	if x.Observed = len(lat); x.Observed > 0 {
-		sum := reports.Summarize(lat)
-		x.ProgP50Ns, x.ProgP99Ns = sum.P50, sum.P99
-	}
-	x.Pending = s.tracker.Pending()
-	s.traffic.take(&x)
 	if s.e.conntrackCount != nil {
 		if n, err := s.e.conntrackCount(0); err != nil {
 			x.Faults = append(x.Faults, "conntrack entries not read: "+err.Error())

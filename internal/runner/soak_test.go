@@ -507,3 +507,38 @@ func TestSoakRowsOwnCounts(t *testing.T) {
 		t.Errorf("the row that refuses nothing counts errors %v", reports.SoakVerdicts(rows[1].sr).ErrorsBy)
 	}
 }
+
+// slowProc is a kube-proxy whose metrics scrape takes long enough for the
+// next interval's changes to arrive meanwhile (during calls).
+type slowProc struct {
+	changes *atomic.Int64
+	during  int64
+}
+
+func (p *slowProc) Resources(context.Context) (kubeproxy.Resources, error) {
+	p.changes.Add(p.during)
+	return kubeproxy.Resources{Scraped: true}, nil
+}
+
+// TestSoakSamplerCountsAtItsEnd: changes made while the sample reads the
+// proxy's resources (a slow scrape in a loaded guest) belong to the next
+// interval, not to the one that ended before them: an idle interval
+// holds none of the churn's first changes.
+func TestSoakSamplerCountsAtItsEnd(t *testing.T) {
+	var changes atomic.Int64
+	var tracker observe.Tracker
+	var tr soakTraffic
+	t0 := time.Unix(1000, 0)
+	proc := &slowProc{changes: &changes, during: 36}
+	s := &soakSampler{e: &env{}, proc: proc, tracker: &tracker, traffic: &tr, changes: &changes,
+		self: func() selfStats { return selfStats{} }, start: t0, last: t0}
+	changes.Add(2) // made within interval 1
+	x, err := s.sample(context.Background(), 1, reports.SoakIdle, t0.Add(10*time.Second))
+	if err != nil || x.Changes != 2 {
+		t.Fatalf("interval 1: %d changes (err %v), want the 2 made before its end", x.Changes, err)
+	}
+	proc.during = 0
+	if x, _ = s.sample(context.Background(), 2, reports.SoakChurn, t0.Add(20*time.Second)); x.Changes != 36 {
+		t.Errorf("interval 2: %d changes, want the 36 made during interval 1's scrape", x.Changes)
+	}
+}

@@ -218,6 +218,17 @@ func (p *Proxier) WriteChange(ctx context.Context, ch workload.Change, s workloa
 	return nil
 }
 
+// SliceHolds reports whether the API holds s's EndpointSlice as
+// WriteChange wrote it with trigger (apiobjects.SliceHolds): how a
+// writer whose request timed out learns that the API server committed
+// it anyway. Errors: no control plane, or the GET's.
+func (p *Proxier) SliceHolds(ctx context.Context, s workload.Service, trigger time.Time) (bool, error) {
+	if p.cp == nil {
+		return false, errors.New("kubeproxy: SliceHolds with no control plane")
+	}
+	return apiobjects.SliceHolds(ctx, p.cp.Client, s, trigger)
+}
+
 // ChurnSettle bounds EndChurn's wait for kube-proxy to finish the syncs
 // that program the phase's last writes.
 const ChurnSettle = time.Minute

@@ -585,6 +585,33 @@ func ReplaceSlice(ctx context.Context, c kubernetes.Interface, s workload.Servic
 	return nil
 }
 
+// SliceHolds reports whether the API holds s's EndpointSlice as
+// ReplaceSlice(ctx, c, s, trigger) writes it: trigger in its
+// trigger-time annotation and s's endpoint addresses, in order. A write
+// whose answer was lost (the client's deadline passed while the API
+// server committed it, as with kube-apiserver starting in a loaded
+// guest) reads back true, as the EndpointSlice controller's informer
+// would show it its own write. A missing slice is false with no error;
+// another failure of the GET is returned, naming the slice.
+func SliceHolds(ctx context.Context, c kubernetes.Interface, s workload.Service, trigger time.Time) (bool, error) {
+	es, err := c.DiscoveryV1().EndpointSlices(s.Namespace).Get(ctx, SliceName(s), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("apiobjects: get EndpointSlice %s/%s: %w", s.Namespace, SliceName(s), err)
+	}
+	if es.Annotations[TriggerTimeAnnotation] != trigger.UTC().Format(time.RFC3339Nano) || len(es.Endpoints) != len(s.Endpoints) {
+		return false, nil
+	}
+	for i, e := range es.Endpoints {
+		if len(e.Addresses) != 1 || e.Addresses[0] != s.Endpoints[i].IP.String() {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // RenameSlice moves s's endpoints from its EndpointSlice named from to a
 // new one named to (EndpointSlice with that name, stamped with trigger):
 // the new slice is created first and the old one deleted after, so the

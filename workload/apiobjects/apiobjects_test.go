@@ -3,6 +3,7 @@ package apiobjects
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,5 +114,41 @@ func TestServiceExposure(t *testing.T) {
 	}
 	if plain := Service(workload.Service{Namespace: "pb", Name: "c", ClusterIP: s.ClusterIP, Ports: s.Ports[:1]}); plain.Spec.Type != corev1.ServiceTypeClusterIP || plain.Spec.ExternalTrafficPolicy != "" {
 		t.Errorf("a ClusterIP service got %+v", plain.Spec)
+	}
+}
+
+// TestSliceHolds: the slice read back holds a write when its trigger
+// annotation and endpoint addresses are the ones written (a lost answer
+// of a committed ReplaceSlice), not when either differs, nor when the
+// slice is missing; another GET failure is an error naming the slice.
+func TestSliceHolds(t *testing.T) {
+	s := workload.Service{Namespace: "pb", Name: "svc-00001", ClusterIP: netip.MustParseAddr("198.18.0.2"),
+		Ports:     []workload.ServicePort{{Name: "p80", Port: 80, TargetPort: 8080, Protocol: "TCP"}},
+		Endpoints: []workload.Endpoint{workload.NewEndpoint(netip.MustParseAddr("198.19.0.9")), workload.NewEndpoint(netip.MustParseAddr("198.19.0.10"))}}
+	ctx := context.Background()
+	c := fake.NewSimpleClientset()
+	t0 := time.Date(2026, 12, 2, 17, 36, 0, 123, time.UTC)
+	if ok, err := SliceHolds(ctx, c, s, t0); ok || err != nil {
+		t.Fatalf("missing slice: holds %v, err %v; want false, nil", ok, err)
+	}
+	if _, err := c.DiscoveryV1().EndpointSlices("pb").Create(ctx, EndpointSlice(s, t0), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := SliceHolds(ctx, c, s, t0); !ok || err != nil {
+		t.Errorf("the slice as written: holds %v, err %v", ok, err)
+	}
+	if ok, _ := SliceHolds(ctx, c, s, t0.Add(time.Nanosecond)); ok {
+		t.Error("another trigger time holds")
+	}
+	moved := s
+	moved.Endpoints = []workload.Endpoint{workload.NewEndpoint(netip.MustParseAddr("198.19.0.11")), s.Endpoints[1]}
+	if ok, _ := SliceHolds(ctx, c, moved, t0); ok {
+		t.Error("a slice holding the old endpoint holds the replaced one")
+	}
+	c.PrependReactor("get", "endpointslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd down")
+	})
+	if _, err := SliceHolds(ctx, c, s, t0); err == nil || !strings.Contains(err.Error(), SliceName(s)) {
+		t.Errorf("GET failure: %v, want an error naming %s", err, SliceName(s))
 	}
 }
