@@ -182,7 +182,7 @@ func (c *Cluster) startKubeProxy(i int, mode string) ([]byte, error) {
 // cluster with a DaemonSet. Only the mode is followed; the rest of each
 // node's configuration stays the testbed's (Config). kube-proxy itself
 // removes the other modes' rules when it starts in a mode (v1.37
-// platformCleanup). Each restart is logged to log.
+// platformCleanup). Each restart is logged to log. End ctx before Down.
 func (c *Cluster) FollowKubeProxyConfig(ctx context.Context, interval time.Duration, log io.Writer) {
 	if c.kubeProxyBin == "" {
 		return
@@ -192,6 +192,9 @@ func (c *Cluster) FollowKubeProxyConfig(ctx context.Context, interval time.Durat
 		case <-ctx.Done():
 			return
 		case <-time.After(interval):
+		}
+		if c.CP == nil { // Down ran: the caller should have ended ctx first
+			return
 		}
 		cm, err := c.CP.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
 		if err != nil {

@@ -105,6 +105,8 @@ func TestKernelClusterEngineOnLocalCluster(t *testing.T) {
 	if _, err := c.CP.Client.CoreV1().Namespaces().Get(ctx, cluster.Namespace(run), metav1.GetOptions{}); err == nil {
 		t.Errorf("the run's namespace %s is still there", cluster.Namespace(run))
 	}
+	fstop()
+	time.Sleep(1100 * time.Millisecond) // the follower's last poll ends
 	if err := c.Down(); err != nil {
 		t.Fatal(err)
 	}
