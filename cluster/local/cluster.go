@@ -118,6 +118,8 @@ type Cluster struct {
 	// kube-proxy (by node index).
 	kubeProxyBin string
 	kubeProxies  []*topology.Process
+	// stopFollow ends FollowKubeProxyConfig's loop and waits for it.
+	stopFollow func()
 }
 
 // startKubeProxies starts kube-proxy on every node, in its network and
@@ -182,19 +184,32 @@ func (c *Cluster) startKubeProxy(i int, mode string) ([]byte, error) {
 // cluster with a DaemonSet. Only the mode is followed; the rest of each
 // node's configuration stays the testbed's (Config). kube-proxy itself
 // removes the other modes' rules when it starts in a mode (v1.37
-// platformCleanup). Each restart is logged to log. End ctx before Down.
+// platformCleanup). Each restart is logged to log. It runs in the
+// background until ctx ends or Down, which stops it (and waits for it)
+// before stopping anything: a restart never races the teardown (one did:
+// kube-proxy started into a node namespace Down had closed, a nil
+// dereference that left the cluster's namespaces behind).
 func (c *Cluster) FollowKubeProxyConfig(ctx context.Context, interval time.Duration, log io.Writer) {
-	if c.kubeProxyBin == "" {
+	if c.kubeProxyBin == "" || c.stopFollow != nil {
 		return
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	c.stopFollow = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		c.follow(ctx, interval, log)
+	}()
+}
+
+// follow is FollowKubeProxyConfig's loop; it returns when ctx ends, also
+// between two nodes' restarts.
+func (c *Cluster) follow(ctx context.Context, interval time.Duration, log io.Writer) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(interval):
-		}
-		if c.CP == nil { // Down ran: the caller should have ended ctx first
-			return
 		}
 		cm, err := c.CP.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
 		if err != nil {
@@ -215,6 +230,9 @@ func (c *Cluster) FollowKubeProxyConfig(ctx context.Context, interval time.Durat
 		}
 		fmt.Fprintf(log, "cluster %s: ConfigMap kube-system/kube-proxy says mode %s (running %s): restarting kube-proxy node by node\n", c.RunID, mode, c.ProxyMode)
 		for i := range c.Nodes {
+			if ctx.Err() != nil {
+				return
+			}
 			if p := c.kubeProxies[i]; p != nil {
 				_ = p.Stop(10 * time.Second)
 			}
@@ -424,6 +442,10 @@ func (c *Cluster) WaitReady(ctx context.Context, timeout time.Duration) error {
 func (c *Cluster) Down() error {
 	if c == nil {
 		return nil
+	}
+	if c.stopFollow != nil {
+		c.stopFollow()
+		c.stopFollow = nil
 	}
 	var errs []error
 	// The control plane first: it deletes its ends of the node links,

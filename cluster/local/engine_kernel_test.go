@@ -43,9 +43,7 @@ func TestKernelClusterEngineOnLocalCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Down()
-	fctx, fstop := context.WithCancel(ctx)
-	defer fstop()
-	go c.FollowKubeProxyConfig(fctx, time.Second, os.Stderr)
+	c.FollowKubeProxyConfig(ctx, time.Second, os.Stderr)
 	sc, err := scenarios.Catalog{}.Parse([]byte("modes: [none, iptables, nftables]\nservices: {count: 4, targetPort: 8081, endpoints: {count: 2}}\n"+
 		"traffic: {connections: 40, warmup: 4, concurrency: 2, timeout: 1s, positions: [first, last]}\nrepetitions: 1\n"), "test")
 	if err != nil {
@@ -105,8 +103,6 @@ func TestKernelClusterEngineOnLocalCluster(t *testing.T) {
 	if _, err := c.CP.Client.CoreV1().Namespaces().Get(ctx, cluster.Namespace(run), metav1.GetOptions{}); err == nil {
 		t.Errorf("the run's namespace %s is still there", cluster.Namespace(run))
 	}
-	fstop()
-	time.Sleep(1100 * time.Millisecond) // the follower's last poll ends
 	if err := c.Down(); err != nil {
 		t.Fatal(err)
 	}

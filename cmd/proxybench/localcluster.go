@@ -236,7 +236,7 @@ func clusterForeground(ctx context.Context, runID string, nodes int, bin local.B
 		return errors.Join(err, c.Down())
 	}
 	fmt.Fprintf(os.Stderr, "cluster %s: Ready; waiting for SIGTERM (proxybench cluster down --run %s)\n", runID, runID)
-	go c.FollowKubeProxyConfig(ctx, time.Second, os.Stderr)
+	c.FollowKubeProxyConfig(ctx, time.Second, os.Stderr)
 	<-ctx.Done()
 	fmt.Fprintf(os.Stderr, "cluster %s: stopping\n", runID)
 	err = c.Down()
