@@ -122,12 +122,8 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, o Options, cfg *rest.C
 	base := reports.ModeResult{Mode: scenarios.BaselineMode, Kernel: "cluster", Services: len(r.Services)}
 	for k, m := range modes {
 		if k > 0 {
-			config := cr.KubeProxy.Config
-			if n := len(cr.ModeSwitch.Switches); n > 0 {
-				config, _ = WithMode(config, cr.ModeSwitch.Switches[n-1].To)
-			}
 			o.logf("cluster: switching kube-proxy to %s", m)
-			sw, serr := c.SwitchMode(ctx, m, config, nodeNames(cr.Nodes), o.SwitchWait)
+			sw, serr := c.SwitchMode(ctx, modes[k-1], m, cr.KubeProxy.Config, nodeNames(cr.Nodes), o.SwitchWait)
 			cr.ModeSwitch.Switches = append(cr.ModeSwitch.Switches, sw)
 			if serr != nil {
 				res.Partial = serr.Error()
@@ -144,13 +140,11 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, o Options, cfg *rest.C
 		if k == 0 {
 			base.Lookup, base.Fairness = direct.Results(sc.Traffic.Positions, 0)
 			res.Modes = []reports.ModeResult{base}
-		}
-		res.Modes = append(res.Modes, row)
-		if k == 0 {
 			cr.Nodes = nodes
 		} else {
 			cr.Modes = append(cr.Modes, reports.ClusterModeRun{Mode: m, Row: row.Mode, Nodes: nodes})
 		}
+		res.Modes = append(res.Modes, row)
 		if merr != nil {
 			res.Partial = merr.Error()
 			res.Sections = reports.ClusterSections(cr, res.Modes[1].Mode)
@@ -185,24 +179,16 @@ func nodeNames(nodes []reports.ClusterNode) []string {
 	return out
 }
 
-// restore writes the original configuration back (SwitchMode to the
-// original mode with the original text) and records it as the last
-// switch; cr.ModeSwitch.Restored when every node reports it again.
+// restore writes the original configuration back as it was (its text,
+// not a re-encoding) and waits for every node to report the original
+// mode (applyAndWait), recorded as the last switch;
+// cr.ModeSwitch.Restored when it succeeded.
 func (c *Cluster) restore(ctx context.Context, cr *reports.ClusterRun, wait time.Duration) error {
 	ms := cr.ModeSwitch
 	from := ms.Switches[len(ms.Switches)-1].To
-	sw := reports.ClusterSwitch{From: from, To: ms.OriginalMode, Started: time.Now(), Restore: true}
-	err := c.writeConfig(ctx, ms.Original)
-	if err == nil {
-		sw.RolledDaemonSet, err = c.rollDaemonSet(ctx)
-	}
-	if err == nil {
-		var w reports.ClusterSwitch
-		w, err = c.SwitchMode(ctx, ms.OriginalMode, ms.Original, nodeNames(cr.Nodes), wait)
-		sw.ReadyNs = w.ReadyNs
-	}
+	sw, err := c.applyAndWait(ctx, from, ms.OriginalMode, ms.Original, nodeNames(cr.Nodes), wait)
+	sw.Restore = true
 	if err != nil {
-		sw.Error = err.Error()
 		ms.RestoreError = err.Error()
 	} else {
 		ms.Restored = true

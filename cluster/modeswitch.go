@@ -145,33 +145,53 @@ func (c *Cluster) scrapeProgramming(ctx context.Context, nodes []reports.Cluster
 	return hs, why
 }
 
-// SwitchMode switches the cluster's kube-proxy to mode as the seeds
-// describe a mode change: mode set in ConfigMap kube-system/kube-proxy
-// (config.conf, every other field kept), DaemonSet kube-system/kube-proxy
-// rolled (its pod template annotated with RestartedAtAnnotation; a
-// cluster without the DaemonSet, such as `proxybench cluster up`'s, whose
-// holder restarts its kube-proxies on the ConfigMap's change, is not
-// patched), then waits up to wait until every node in nodes reports mode
-// on its /proxyMode. The switch is recorded whatever happens; an error
-// says which nodes did not report the mode.
-func (c *Cluster) SwitchMode(ctx context.Context, mode, config string, nodes []string, wait time.Duration) (reports.ClusterSwitch, error) {
-	sw := reports.ClusterSwitch{To: mode, Started: time.Now()}
-	sw.From, _ = ModeOf(config)
+// SwitchMode switches the cluster's kube-proxy from mode from to mode as
+// the seeds describe a mode change: mode set in config (ConfigMap
+// kube-system/kube-proxy's config.conf, every other field kept) and the
+// result applied (applyConfig), then every node in nodes waited for
+// until it reports mode (waitMode). The switch is recorded whatever
+// happens; an error says which nodes did not report the mode.
+func (c *Cluster) SwitchMode(ctx context.Context, from, mode, config string, nodes []string, wait time.Duration) (reports.ClusterSwitch, error) {
 	next, err := WithMode(config, mode)
 	if err != nil {
-		sw.Error = err.Error()
-		return sw, err
+		return reports.ClusterSwitch{From: from, To: mode, Started: time.Now(), Error: err.Error()}, err
 	}
-	if err := c.writeConfig(ctx, next); err != nil {
-		sw.Error = err.Error()
-		return sw, err
+	return c.applyAndWait(ctx, from, mode, next, nodes, wait)
+}
+
+// applyAndWait writes config (of mode mode) and rolls the DaemonSet
+// (applyConfig), then waits for every node to report mode (waitMode),
+// recording it as the switch from from.
+func (c *Cluster) applyAndWait(ctx context.Context, from, mode, config string, nodes []string, wait time.Duration) (reports.ClusterSwitch, error) {
+	sw := reports.ClusterSwitch{From: from, To: mode, Started: time.Now()}
+	var err error
+	if sw.RolledDaemonSet, err = c.applyConfig(ctx, config); err == nil {
+		err = c.waitMode(ctx, mode, metricsPort(config), nodes, wait)
 	}
-	sw.RolledDaemonSet, err = c.rollDaemonSet(ctx)
 	if err != nil {
 		sw.Error = err.Error()
 		return sw, err
 	}
-	port := metricsPort(config)
+	sw.ReadyNs = time.Since(sw.Started).Nanoseconds()
+	return sw, nil
+}
+
+// applyConfig writes config as ConfigMap kube-system/kube-proxy's
+// config.conf and rolls DaemonSet kube-system/kube-proxy (its pod
+// template annotated with RestartedAtAnnotation); rolled is false for a
+// cluster without the DaemonSet, such as `proxybench cluster up`'s,
+// whose holder restarts its kube-proxies on the ConfigMap's change.
+func (c *Cluster) applyConfig(ctx context.Context, config string) (rolled bool, err error) {
+	if err := c.writeConfig(ctx, config); err != nil {
+		return false, err
+	}
+	return c.rollDaemonSet(ctx)
+}
+
+// waitMode waits up to wait until every node in nodes reports mode on
+// its kube-proxy's /proxyMode (metrics port port); the error names the
+// nodes that did not, with what each answered.
+func (c *Cluster) waitMode(ctx context.Context, mode string, port int, nodes []string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
 		var behind []string
@@ -181,14 +201,11 @@ func (c *Cluster) SwitchMode(ctx context.Context, mode, config string, nodes []s
 			}
 		}
 		if len(behind) == 0 {
-			sw.ReadyNs = time.Since(sw.Started).Nanoseconds()
-			return sw, nil
+			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			sort.Strings(behind)
-			err := fmt.Errorf("mode switch to %s: after %s, nodes not reporting it: %s", mode, wait, strings.Join(behind, ", "))
-			sw.Error = err.Error()
-			return sw, err
+			return fmt.Errorf("mode switch to %s: after %s, nodes not reporting it: %s", mode, wait, strings.Join(behind, ", "))
 		}
 		select {
 		case <-ctx.Done():
