@@ -1,11 +1,10 @@
 package iptables
 
 import (
-	"fmt"
-	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
 )
@@ -14,19 +13,12 @@ import (
 // node-1 (zone-a) and node-2 (zone-b): PreferClose, PreferSameNode and no
 // distribution; endpoint k of service i is 198.19.0.(3i+k+1).
 func topologyFixture() ([]workload.Service, map[string]string) {
-	zones := map[string]string{"node-0": "zone-a", "node-1": "zone-a", "node-2": "zone-b"}
-	var out []workload.Service
-	for i, td := range []string{scenarios.DistPreferClose, scenarios.DistPreferSameNode, ""} {
-		s := workload.Service{Namespace: "pb", Name: fmt.Sprintf("t%d", i), ClusterIP: netip.AddrFrom4([4]byte{198, 18, 0, byte(i + 1)}),
-			Ports: []workload.ServicePort{{Port: 80, TargetPort: 8080, Protocol: "TCP"}}, TrafficDistribution: td}
-		for k, n := range []string{"node-0", "node-1", "node-2"} {
-			e := workload.NewEndpoint(netip.AddrFrom4([4]byte{198, 19, 0, byte(3*i + k + 1)}))
-			e.Node, e.Zone = n, zones[n]
-			s.Endpoints = append(s.Endpoints, e)
-		}
-		out = append(out, s)
-	}
-	return out, zones
+	all := []string{"node-0", "node-1", "node-2"}
+	return testenv.TopologyServices("", []testenv.TopologyCase{
+		{Distribution: scenarios.DistPreferClose, Nodes: all},
+		{Distribution: scenarios.DistPreferSameNode, Nodes: all},
+		{Nodes: all},
+	})
 }
 
 // TestRenderTopology: a node's KUBE-SVC chain and KUBE-SEP chains hold

@@ -1,11 +1,11 @@
 package ipvs
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
 
+	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/workload"
 )
@@ -16,29 +16,14 @@ import (
 // PreferSameNode with two endpoints on node-0 only; endpoint k of service
 // i is 198.19.0.(3i+k+1), its ClusterIP 198.18.0.(i+1).
 func topologyFixture() ([]workload.Service, map[string]string) {
-	zones := map[string]string{"node-0": "zone-a", "node-1": "zone-a", "node-2": "zone-b"}
-	var out []workload.Service
-	for i, c := range []struct {
-		td    string
-		local bool
-		nodes []string
-	}{
-		{scenarios.DistPreferClose, false, []string{"node-0", "node-1", "node-2"}},
-		{scenarios.DistPreferSameNode, false, []string{"node-0", "node-1", "node-2"}},
-		{"", false, []string{"node-0", "node-1", "node-2"}},
-		{scenarios.DistPreferClose, true, []string{"node-0", "node-1", "node-2"}},
-		{scenarios.DistPreferSameNode, false, []string{"node-0", "node-0"}},
-	} {
-		s := workload.Service{Namespace: "pb", Name: fmt.Sprintf("t%d", i), ClusterIP: netip.AddrFrom4([4]byte{198, 18, 0, byte(i + 1)}),
-			Ports: []workload.ServicePort{{Name: "p80", Port: 80, TargetPort: 8080, Protocol: "TCP"}}, TrafficDistribution: c.td, InternalLocal: c.local}
-		for k, n := range c.nodes {
-			e := workload.NewEndpoint(netip.AddrFrom4([4]byte{198, 19, 0, byte(3*i + k + 1)}))
-			e.Node, e.Zone = n, zones[n]
-			s.Endpoints = append(s.Endpoints, e)
-		}
-		out = append(out, s)
-	}
-	return out, zones
+	all := []string{"node-0", "node-1", "node-2"}
+	return testenv.TopologyServices("p80", []testenv.TopologyCase{
+		{Distribution: scenarios.DistPreferClose, Nodes: all},
+		{Distribution: scenarios.DistPreferSameNode, Nodes: all},
+		{Nodes: all},
+		{Distribution: scenarios.DistPreferClose, InternalLocal: true, Nodes: all},
+		{Distribution: scenarios.DistPreferSameNode, Nodes: []string{"node-0", "node-0"}},
+	})
 }
 
 // TestRenderTopology: a node's ClusterIP virtual server holds as real
