@@ -158,7 +158,7 @@ func (a *apiApplier) begin(ctx context.Context, _ time.Time, n int, _ func() []w
 		}
 		a.wrappers = w
 	}
-	a.q.start(n, func(j apiWrite) {
+	a.q.start(func(j apiWrite) {
 		err := a.api.WriteChange(ctx, j.ch, j.s, j.at)
 		took := time.Since(j.at)
 		a.mu.Lock()
@@ -199,11 +199,9 @@ type writeQueue struct {
 	closed bool
 }
 
-// start starts the writers, each write made by write; n, the changes the
-// phase will make at most, sizes nothing (a queue grows and shrinks with
-// its backlog).
-func (q *apiQueues) start(n int, write func(apiWrite)) {
-	_ = n
+// start starts the writers, each write made by write (a queue grows and
+// shrinks with its backlog).
+func (q *apiQueues) start(write func(apiWrite)) {
 	for range apiWriters {
 		wq := &writeQueue{}
 		wq.ready.L = &wq.mu

@@ -43,7 +43,7 @@ type sliceApplier struct {
 }
 
 func (a *sliceApplier) begin(ctx context.Context, _ time.Time, n int, _ func() []workload.Service) error {
-	a.q.start(n, func(j apiWrite) {
+	a.q.start(func(j apiWrite) {
 		err := a.api.RenameSlice(ctx, j.s, j.at)
 		a.mu.Lock()
 		defer a.mu.Unlock()
