@@ -157,15 +157,12 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, o Options, cfg *rest.C
 
 // switchModes are the kube-proxy modes a --allow-mode-switch run
 // measures: the cluster's own first, then each of the scenario's modes
-// that kube-proxy has (iptables, ipvs, nftables), once.
+// that kube-proxy has (scenarios.KubeProxyModes), once.
 func switchModes(own string, scModes []string) []string {
 	out := []string{own}
 	for _, m := range scModes {
-		switch m {
-		case "iptables", "ipvs", "nftables":
-			if !slices.Contains(out, m) {
-				out = append(out, m)
-			}
+		if slices.Contains(scenarios.KubeProxyModes, m) && !slices.Contains(out, m) {
+			out = append(out, m)
 		}
 	}
 	return out
