@@ -28,10 +28,7 @@ import (
 // Not safe for concurrent use but add's: add is called by the churn,
 // the rest by the sampler.
 type programmedStream struct {
-	tol time.Duration
-	// added are the changes added since the last pass, under apiApplier.mu.
-	added []*streamChange
-
+	tol     time.Duration
 	pending []*streamChange // in change order
 	// lines are the lines read that no change took, kept while a change
 	// may still take one (lineKeep).

@@ -198,14 +198,6 @@ func (c Config) familyName() string {
 	return "IPv4"
 }
 
-// hostBits is the prefix length of one address of the family (32, 128).
-func (c Config) hostBits() int {
-	if c.IPv6 {
-		return 128
-	}
-	return 32
-}
-
 // SetName is the name of ipset name (one of SetNames) for the proxier's
 // family: as written for IPv4; for IPv6 "KUBE-" becomes "KUBE-6-", cut
 // to ipset's 31 characters, as kube-proxy's NewIPSet names the IPv6
