@@ -749,7 +749,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		return st, fmt.Errorf("the other nodes' kube-proxies: %w", oerr)
 	}
 	if len(p.spec.Others) > 0 {
-		p.nodes.first0 = firstSyncOf(ctx, p.kp, created)
+		p.nodes.first0, p.nodes.firstFull0 = firstSyncOf(ctx, p.kp, created)
 	}
 	done := syncedAt
 	if p.spec.DataPlane != nil {
