@@ -572,17 +572,18 @@ func timedSyncDone(v syncView, hPrev Histogram, prevAt, sent, written time.Time)
 }
 
 // waitIdle waits until minSyncPeriod has passed since kube-proxy's last
-// IPv4 sync ended (kubeproxy_sync_proxy_rules_last_timestamp_seconds).
+// IPv4 sync ended (kubeproxy_sync_proxy_rules_last_timestamp_seconds):
+// IdleAt, as the cluster engine's programming probes wait.
 func (p *Proxier) waitIdle(ctx context.Context) error {
 	v, err := p.syncView(ctx)
 	if err != nil {
 		return err
 	}
-	ts := v.ts
-	if ts.IsZero() {
+	at := IdleAt(v.ts, p.minSyncPeriod())
+	if at.IsZero() {
 		return nil
 	}
-	wait := time.Until(ts.Add(p.minSyncPeriod() + 10*time.Millisecond))
+	wait := time.Until(at)
 	if wait <= 0 {
 		return nil
 	}
@@ -778,7 +779,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		return st, fmt.Errorf("the other nodes' kube-proxies: %w", oerr)
 	}
 	if len(p.spec.Others) > 0 {
-		p.nodes.first0 = firstSyncOf(ctx, p.kp, created)
+		p.nodes.first0, p.nodes.firstFull0 = firstSyncOf(ctx, p.kp, created)
 	}
 	done := syncedAt
 	if p.spec.DataPlane != nil {
