@@ -136,9 +136,14 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, o Options, cfg *rest.C
 		}
 		row := reports.ModeResult{Mode: kubeproxy.RowLabel(m, cr.KubeProxy.Version, false), Implementation: scenarios.ImplKubeProxy,
 			BaseMode: m, Kernel: "cluster", Services: len(r.Services)}
-		direct, merr := r.measure(ctx, o, sc, nodes, &row, k == 0, port)
+		direct, merr := r.measure(ctx, o, sc, nodes, &row, k == 0, port, minSyncPeriod(cr.KubeProxy.Config, m))
 		if k == 0 {
-			base.Lookup, base.Fairness = direct.Results(sc.Traffic.Positions, 0)
+			// The lookups' aggregates are complete only when measure got
+			// past them (direct not nil); what it measured before failing
+			// stays in nodes.
+			if direct != nil {
+				base.Lookup, base.Fairness = direct.Results(sc.Traffic.Positions, 0)
+			}
 			res.Modes = []reports.ModeResult{base}
 			cr.Nodes = nodes
 		} else {
@@ -196,9 +201,12 @@ func (c *Cluster) restore(ctx context.Context, cr *reports.ClusterRun, wait time
 
 // measure runs the scenario's lookups from every node's agent (through
 // the service and, with withDirect, direct to the pods) and the
-// black-box programming latency with kube-proxy's own histogram per node
-// beside it (metrics port port, through the node proxy), into nodes and row; it returns the direct lookups pooled.
-func (r *Run) measure(ctx context.Context, o Options, sc *scenarios.Scenario, nodes []reports.ClusterNode, row *reports.ModeResult, withDirect bool, port int) (*runner.TrafficAgg, error) {
+// black-box programming latency with kube-proxy's own histograms per
+// node beside it (metrics port port, through the node proxy; changes
+// paced by minSync, kube-proxy's minSyncPeriod), into nodes and row; it
+// returns the direct lookups pooled, nil when it failed before every
+// node's lookups were done (each node keeps what it measured).
+func (r *Run) measure(ctx context.Context, o Options, sc *scenarios.Scenario, nodes []reports.ClusterNode, row *reports.ModeResult, withDirect bool, port int, minSync time.Duration) (*runner.TrafficAgg, error) {
 	all, direct := runner.NewTrafficAgg(r.Services), runner.NewTrafficAgg(r.Services)
 	t := sc.Traffic
 	ds := []bool{false}
@@ -206,7 +214,7 @@ func (r *Run) measure(ctx context.Context, o Options, sc *scenarios.Scenario, no
 		ds = append(ds, true)
 	}
 	if err := r.waitProgrammed(ctx, nodes, row.BaseMode); err != nil {
-		return direct, err
+		return nil, err
 	}
 	for i := range nodes {
 		n := &nodes[i]
@@ -218,7 +226,7 @@ func (r *Run) measure(ctx context.Context, o Options, sc *scenarios.Scenario, no
 				dr, err := lookup(ctx, ag, agent.LookupRequest{ID: fmt.Sprintf("l%s%d-%t", row.BaseMode, k, d), Services: r.Services, Position: st.Position,
 					Direct: d, Connections: st.Connections, Warmup: st.Warmup, Concurrency: t.Concurrency, Timeout: t.Timeout.Duration, Seed: st.Seed})
 				if err != nil {
-					return direct, err
+					return nil, err
 				}
 				if d {
 					dagg.Add(st.Position, dr.Result)
@@ -235,11 +243,11 @@ func (r *Run) measure(ctx context.Context, o Options, sc *scenarios.Scenario, no
 		}
 	}
 	row.Lookup, row.Fairness = all.Results(t.Positions, 0)
-	before, why := r.c.scrapeProgramming(ctx, nodes, port)
-	if err := r.programming(ctx, nodes, DefaultChanges); err != nil {
+	before, why := r.c.scrapeOwn(ctx, nodes, port)
+	if err := r.programming(ctx, nodes, DefaultChanges, port, minSync); err != nil {
 		return direct, err
 	}
-	after, why2 := r.c.scrapeProgramming(ctx, nodes, port)
+	after, why2 := r.c.scrapeOwn(ctx, nodes, port)
 	for k, v := range why2 {
 		why[k] = v
 	}
@@ -251,7 +259,7 @@ func (r *Run) measure(ctx context.Context, o Options, sc *scenarios.Scenario, no
 // every node's agent (a connection reaching one of the service's
 // endpoints), so the lookups start once kube-proxy has programmed every
 // node (after the run's creates, and after a mode switch's restarts);
-// a node where one does not answer within Options.ProbeDeadline is an
+// a node where one does not answer within Options.ProgramWait is an
 // error naming it.
 func (r *Run) waitProgrammed(ctx context.Context, nodes []reports.ClusterNode, mode string) error {
 	if len(r.Services) == 0 {
@@ -270,7 +278,7 @@ func (r *Run) waitProgrammed(ctx context.Context, nodes []reports.ClusterNode, m
 			id := fmt.Sprintf("ready-%s-%d-%d", mode, r.probes, k)
 			ag := r.Agent(n.Name)
 			if err := ag.StartProbe(ctx, agent.ProbeRequest{ID: id, Service: s, Want: want, Interval: 10 * time.Millisecond,
-				Timeout: 500 * time.Millisecond, Deadline: r.c.opts.ProbeDeadline}); err != nil {
+				Timeout: 500 * time.Millisecond, Deadline: r.c.opts.ProgramWait}); err != nil {
 				return err
 			}
 			st, err := ag.WaitProbe(ctx, id)
@@ -279,7 +287,7 @@ func (r *Run) waitProgrammed(ctx context.Context, nodes []reports.ClusterNode, m
 				return fmt.Errorf("%s: service %s not answering from %s: %w", mode, s.Name, n.Name, err)
 			}
 			if !st.Met {
-				return fmt.Errorf("%s: service %s not answering from %s within %s (%d attempts, %d failed)", mode, s.Name, n.Name, r.c.opts.ProbeDeadline, st.Attempts, st.Failures)
+				return fmt.Errorf("%s: service %s not answering from %s within %s (%d attempts, %d failed; --program-wait waits longer)", mode, s.Name, n.Name, r.c.opts.ProgramWait, st.Attempts, st.Failures)
 			}
 		}
 	}
@@ -308,14 +316,27 @@ func lookup(ctx context.Context, ag agent.Client, req agent.LookupRequest) (agen
 // the service until a connection lands in the new half; the latency is
 // from the write to the agent's first such connection (the agent's
 // clock against the operator's: the same clock on a local cluster).
-func (r *Run) programming(ctx context.Context, nodes []reports.ClusterNode, changes int) error {
+// Each write waits until every node's kube-proxy is idle (Cluster.idleAt:
+// minSync after its last sync ended, as the namespace engine's
+// sync.incremental waits), so the figure is one change reaching an idle
+// kube-proxy, not a change held for the rest of the minSyncPeriod the
+// previous change's sync started.
+func (r *Run) programming(ctx context.Context, nodes []reports.ClusterNode, changes, port int, minSync time.Duration) error {
 	if len(r.Pool) < 2 || len(r.Services) == 0 {
 		return nil
 	}
 	half := len(r.Pool) / 2
 	sets := [2][]netip.Addr{r.Pool[:half], r.Pool[half:]}
 	s := r.Services[len(r.Services)-1]
+	var seen time.Time // when the previous change had reached every node
 	for k := 0; k < changes; k++ {
+		if wait := time.Until(r.c.idleAt(ctx, nodes, port, minSync, seen)); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		}
 		next := sets[(k+1)%2]
 		if k == 0 {
 			next = sets[0]
@@ -350,6 +371,7 @@ func (r *Run) programming(ctx context.Context, nodes []reports.ClusterNode, chan
 			n.ProgrammingNs = append(n.ProgrammingNs, st.FirstSuccess.Sub(t0).Nanoseconds())
 			_ = r.Agent(n.Name).Forget(ctx, "probes", ids[n.Name])
 		}
+		seen = time.Now()
 	}
 	r.Services[len(r.Services)-1] = s
 	r.probes++

@@ -70,6 +70,44 @@ func metricsPort(config string) int {
 	return n
 }
 
+// DefaultMinSyncPeriod is kube-proxy's minSyncPeriod when its
+// configuration sets none (or 0 in iptables and nftables modes, whose
+// defaulting reads 0 as unset): 1 s.
+const DefaultMinSyncPeriod = time.Second
+
+// minSyncPeriod is the minSyncPeriod kube-proxy runs mode with under
+// KubeProxyConfiguration config: the top-level minSyncPeriod
+// (v1alpha2) when set, else the mode's own section's (v1alpha1:
+// iptables.minSyncPeriod, nftables.minSyncPeriod, ipvs.minSyncPeriod),
+// else DefaultMinSyncPeriod; 0 in iptables and nftables is the default
+// too (kubeproxy.KubeProxyMinSync). A configuration that does not parse
+// gives the default.
+func minSyncPeriod(config, mode string) time.Duration {
+	var cfg map[string]any
+	if yaml.Unmarshal([]byte(config), &cfg) != nil {
+		return DefaultMinSyncPeriod
+	}
+	parse := func(v any) (time.Duration, bool) {
+		s, ok := v.(string)
+		if !ok {
+			return 0, false
+		}
+		d, err := time.ParseDuration(s)
+		return d, err == nil
+	}
+	d, ok := parse(cfg["minSyncPeriod"])
+	if !ok {
+		if sec, isMap := cfg[mode].(map[string]any); isMap {
+			d, ok = parse(sec["minSyncPeriod"])
+		}
+	}
+	// 0 is unset where kube-proxy's defaulting reads it so (not in ipvs).
+	if !ok || (d == 0 && kubeproxy.KubeProxyMinSync(mode, 0) != 0) {
+		return DefaultMinSyncPeriod
+	}
+	return d
+}
+
 // WithMode returns KubeProxyConfiguration config (YAML or JSON) with its
 // mode set to mode and every other field as it was, as YAML. A
 // configuration that does not parse is an error.
@@ -115,27 +153,41 @@ func (c *Cluster) NodeMode(ctx context.Context, node string, port int) (string, 
 	return strings.TrimSpace(string(b)), nil
 }
 
-// ProgrammingHistogram scrapes node's kube-proxy metrics (port) through
-// the node proxy and returns its kubeproxy_network_programming_duration_seconds
-// histogram (IPv4).
-func (c *Cluster) ProgrammingHistogram(ctx context.Context, node string, port int) (kubeproxy.Histogram, error) {
+// NodeMetrics scrapes node's kube-proxy metrics (port) through the node
+// proxy.
+func (c *Cluster) NodeMetrics(ctx context.Context, node string, port int) (kubeproxy.Metrics, error) {
 	b, err := c.nodeProxyGet(ctx, node, port, "metrics")
 	if err != nil {
-		return kubeproxy.Histogram{}, fmt.Errorf("node %s: kube-proxy metrics through the node proxy: %w", node, err)
+		return nil, fmt.Errorf("node %s: kube-proxy metrics through the node proxy: %w", node, err)
 	}
 	m, err := kubeproxy.ParseMetrics(b)
 	if err != nil {
-		return kubeproxy.Histogram{}, fmt.Errorf("node %s: %w", node, err)
+		return nil, fmt.Errorf("node %s: %w", node, err)
 	}
-	return m.Histogram(kubeproxy.MetricProgramming, "IPv4")
+	return m, nil
 }
 
-// scrapeProgramming reads every node's programming histogram; a node
-// whose kube-proxy cannot be read gets the reason instead.
-func (c *Cluster) scrapeProgramming(ctx context.Context, nodes []reports.ClusterNode, port int) (map[string]kubeproxy.Histogram, map[string]string) {
-	hs, why := map[string]kubeproxy.Histogram{}, map[string]string{}
+// ownHistograms are a node's kube-proxy histograms (IPv4) the result
+// keeps over the programming changes: network programming and sync
+// duration.
+type ownHistograms struct {
+	programming, sync kubeproxy.Histogram
+}
+
+// scrapeOwn reads every node's programming and sync histograms; a node
+// whose kube-proxy cannot be read (or lacks one) gets the reason
+// instead.
+func (c *Cluster) scrapeOwn(ctx context.Context, nodes []reports.ClusterNode, port int) (map[string]ownHistograms, map[string]string) {
+	hs, why := map[string]ownHistograms{}, map[string]string{}
 	for _, n := range nodes {
-		h, err := c.ProgrammingHistogram(ctx, n.Name, port)
+		m, err := c.NodeMetrics(ctx, n.Name, port)
+		var h ownHistograms
+		if err == nil {
+			h.programming, err = m.Histogram(kubeproxy.MetricProgramming, "IPv4")
+		}
+		if err == nil {
+			h.sync, err = m.Histogram(kubeproxy.MetricSync, "IPv4")
+		}
 		if err != nil {
 			why[n.Name] = err.Error()
 			continue
@@ -143,6 +195,31 @@ func (c *Cluster) scrapeProgramming(ctx context.Context, nodes []reports.Cluster
 		hs[n.Name] = h
 	}
 	return hs, why
+}
+
+// idleAt is when every node's kube-proxy may sync a change at once: the
+// latest kubeproxy.IdleAt over the nodes' last syncs (each node's
+// metrics, through the node proxy), as the namespace engine waits before
+// its writes. A node whose metrics cannot be read (or that shows no
+// sync) counts as having synced at seen, when the operator saw the
+// previous change reach every node (zero before the first change: no
+// wait). The last-sync gauge is the node's clock: on a cluster whose
+// nodes' clocks run apart from the operator's, the wait is off by the
+// skew.
+func (c *Cluster) idleAt(ctx context.Context, nodes []reports.ClusterNode, port int, minSync time.Duration, seen time.Time) time.Time {
+	at := kubeproxy.IdleAt(seen, minSync)
+	for _, n := range nodes {
+		last := seen
+		if m, err := c.NodeMetrics(ctx, n.Name, port); err == nil {
+			if ts := m.LastSync(); !ts.IsZero() {
+				last = ts
+			}
+		}
+		if t := kubeproxy.IdleAt(last, minSync); t.After(at) {
+			at = t
+		}
+	}
+	return at
 }
 
 // SwitchMode switches the cluster's kube-proxy from mode from to mode as
@@ -253,9 +330,9 @@ func (c *Cluster) rollDaemonSet(ctx context.Context) (bool, error) {
 }
 
 // programmingOwn fills each node's kube-proxy histogram growth between
-// two scrapes (before, after) into nodes: ProgrammingOwn, or
+// two scrapes (before, after) into nodes: ProgrammingOwn and SyncOwn, or
 // ProgrammingOwnAbsent with the reason.
-func programmingOwn(nodes []reports.ClusterNode, before, after map[string]kubeproxy.Histogram, why map[string]string) {
+func programmingOwn(nodes []reports.ClusterNode, before, after map[string]ownHistograms, why map[string]string) {
 	for i := range nodes {
 		n := &nodes[i]
 		b, okb := before[n.Name]
@@ -267,7 +344,7 @@ func programmingOwn(nodes []reports.ClusterNode, before, after map[string]kubepr
 			}
 			continue
 		}
-		h := runner.HistogramOf(a.Sub(b))
-		n.ProgrammingOwn = &h
+		h, sh := runner.HistogramOf(a.programming.Sub(b.programming)), runner.HistogramOf(a.sync.Sub(b.sync))
+		n.ProgrammingOwn, n.SyncOwn = &h, &sh
 	}
 }

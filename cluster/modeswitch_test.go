@@ -2,14 +2,21 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/proxybench/proxybench/proxymodes/kubeproxy"
 	"github.com/proxybench/proxybench/reports"
@@ -93,11 +100,80 @@ func TestProgrammingOwn(t *testing.T) {
 	b := kubeproxy.Histogram{Count: 2, Sum: 1, Bounds: []float64{0.25, 1}, Buckets: []uint64{1, 2}}
 	a := kubeproxy.Histogram{Count: 7, Sum: 3, Bounds: []float64{0.25, 1}, Buckets: []uint64{4, 7}}
 	nodes := []reports.ClusterNode{{Name: "node-0"}, {Name: "node-1"}}
-	programmingOwn(nodes, map[string]kubeproxy.Histogram{"node-0": b}, map[string]kubeproxy.Histogram{"node-0": a}, map[string]string{"node-1": "forbidden"})
+	sb := kubeproxy.Histogram{Count: 10, Sum: 2, Bounds: []float64{0.25, 1}, Buckets: []uint64{9, 10}}
+	sa := kubeproxy.Histogram{Count: 13, Sum: 2.9, Bounds: []float64{0.25, 1}, Buckets: []uint64{10, 13}}
+	programmingOwn(nodes, map[string]ownHistograms{"node-0": {b, sb}}, map[string]ownHistograms{"node-0": {a, sa}}, map[string]string{"node-1": "forbidden"})
 	if h := nodes[0].ProgrammingOwn; h == nil || h.Count != 5 || h.Buckets[0].Count != 3 {
 		t.Errorf("node-0: %+v", nodes[0].ProgrammingOwn)
 	}
-	if nodes[1].ProgrammingOwn != nil || nodes[1].ProgrammingOwnAbsent != "forbidden" {
+	if h := nodes[0].SyncOwn; h == nil || h.Count != 3 || math.Abs(h.SumSeconds-0.9) > 1e-9 {
+		t.Errorf("node-0 syncs: %+v", nodes[0].SyncOwn)
+	}
+	if nodes[1].ProgrammingOwn != nil || nodes[1].SyncOwn != nil || nodes[1].ProgrammingOwnAbsent != "forbidden" {
 		t.Errorf("node-1: %+v", nodes[1])
+	}
+}
+
+// TestMinSyncPeriod: kube-proxy's minSyncPeriod for a mode from its
+// configuration: v1alpha2's top-level field first, then the mode's own
+// section, else 1 s; 0 is the default in iptables and nftables (their
+// defaulting reads it as unset), not in ipvs.
+func TestMinSyncPeriod(t *testing.T) {
+	for _, c := range []struct {
+		config, mode string
+		want         time.Duration
+	}{
+		{"mode: iptables\n", "iptables", time.Second},
+		{"iptables:\n  minSyncPeriod: 250ms\nnftables:\n  minSyncPeriod: 2s\n", "iptables", 250 * time.Millisecond},
+		{"iptables:\n  minSyncPeriod: 250ms\nnftables:\n  minSyncPeriod: 2s\n", "nftables", 2 * time.Second},
+		{"minSyncPeriod: 3s\niptables:\n  minSyncPeriod: 250ms\n", "iptables", 3 * time.Second},
+		{"iptables:\n  minSyncPeriod: 0s\n", "iptables", time.Second},
+		{"ipvs:\n  minSyncPeriod: 0s\n", "ipvs", 0},
+		{"iptables: [", "iptables", time.Second},
+		{"iptables:\n  minSyncPeriod: soon\n", "iptables", time.Second},
+	} {
+		if got := minSyncPeriod(c.config, c.mode); got != c.want {
+			t.Errorf("minSyncPeriod(%q, %s) = %v, want %v", c.config, c.mode, got, c.want)
+		}
+	}
+}
+
+// TestIdleAt: the next change waits for the latest node: minSyncPeriod
+// (+10 ms) after the last sync each node's kube-proxy reports
+// (kubeproxy_sync_proxy_rules_last_timestamp_seconds, read through the
+// node proxy); a node whose metrics cannot be read counts as having
+// synced when the previous change was seen everywhere; with nothing
+// seen and nothing readable there is no wait.
+func TestIdleAt(t *testing.T) {
+	last := time.Unix(1796294000, 500_000_000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v1/nodes/http:node-0:10249/proxy/metrics":
+			fmt.Fprintf(w, "# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge\nkubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family=\"IPv4\"} %.3f\n",
+				float64(last.UnixMilli())/1e3)
+		default:
+			http.Error(w, `{"kind":"Status","message":"no"}`, http.StatusServiceUnavailable)
+		}
+	}))
+	defer srv.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{Client: cs}
+	ctx := context.Background()
+	both := []reports.ClusterNode{{Name: "node-0"}, {Name: "node-1"}}
+	if got, want := c.idleAt(ctx, both, 10249, time.Second, time.Time{}), last.Add(1010*time.Millisecond); !got.Equal(want) {
+		t.Errorf("nothing seen: idle at %v, want node-0's last sync + 1.01 s = %v", got, want)
+	}
+	seen := last.Add(300 * time.Millisecond)
+	if got, want := c.idleAt(ctx, both, 10249, time.Second, seen), seen.Add(1010*time.Millisecond); !got.Equal(want) {
+		t.Errorf("node-1 unreadable: idle at %v, want seen + 1.01 s = %v", got, want)
+	}
+	if got, want := c.idleAt(ctx, both[:1], 10249, 2*time.Second, last.Add(-time.Second)), last.Add(2010*time.Millisecond); !got.Equal(want) {
+		t.Errorf("node-0 alone, minSyncPeriod 2 s: idle at %v, want %v", got, want)
+	}
+	if got := c.idleAt(ctx, both[1:], 10249, time.Second, time.Time{}); !got.IsZero() {
+		t.Errorf("nothing readable, nothing seen: idle at %v, want no wait", got)
 	}
 }

@@ -114,6 +114,10 @@ type ClusterNode struct {
 	// why not where it could not be read.
 	ProgrammingOwn       *KubeProxyHistogram `json:"programmingOwn,omitempty"`
 	ProgrammingOwnAbsent string              `json:"programmingOwnAbsent,omitempty"`
+	// SyncOwn is kube-proxy's kubeproxy_sync_proxy_rules_duration_seconds
+	// (IPv4) on this node over the same changes: the syncs that
+	// programmed them (absent with ProgrammingOwn).
+	SyncOwn *KubeProxyHistogram `json:"syncOwn,omitempty"`
 }
 
 // ClusterSections are a cluster run's sections: the cluster's facts per
@@ -211,8 +215,9 @@ func clusterModeSections(c *ClusterRun, nodes []ClusterNode, row string) []Secti
 		Columns: []Column{{Name: "node", Key: true}, {Name: "changes", Unit: "count"}, {Name: "p50", Unit: "ms", Figure: "programming.p50"},
 			{Name: "p99", Unit: "ms", Figure: "programming.p99"}, {Name: "max", Unit: "ms", Figure: "programming.max"},
 			{Name: "kube-proxy's own p50", Unit: "ms", Figure: "programming.kubeproxy.p50"}, {Name: "kube-proxy's own p99", Unit: "ms", Figure: "programming.kubeproxy.p99"},
-			{Name: "own count", Unit: "count"}}}
-	var own KubeProxyHistogram
+			{Name: "own mean", Unit: "ms", Figure: "programming.kubeproxy.mean"}, {Name: "own count", Unit: "count"},
+			{Name: "kube-proxy sync mean", Unit: "ms", Figure: "programming.kubeproxy.sync.mean"}, {Name: "syncs", Unit: "count"}}}
+	var own, syncs KubeProxyHistogram
 	ownAll := true
 	var pooled []int64
 	slowest, slowP99 := "", int64(-1)
@@ -225,29 +230,37 @@ func clusterModeSections(c *ClusterRun, nodes []ClusterNode, row string) []Secti
 		if s.P99 > slowP99 {
 			slowest, slowP99 = n.Name, s.P99
 		}
-		o50, o99, oc := Text("-"), Text("-"), Text("-")
+		o50, o99, om, oc, sm, sc := Text("-"), Text("-"), Text("-"), Text("-"), Text("-"), Text("-")
 		if h := n.ProgrammingOwn; h != nil {
-			o50, o99, oc = ownMsCell(h.Quantile(0.5)), ownMsCell(h.Quantile(0.99)), Int(int(h.Count))
+			o50, o99, om, oc = ownMsCell(h.Quantile(0.5)), ownMsCell(h.Quantile(0.99)), ownMsCell(h.Mean()), Int(int(h.Count))
 			own = sumHistograms(own, *h)
+			if y := n.SyncOwn; y != nil {
+				sm, sc = ownMsCell(y.Mean()), Int(int(y.Count))
+				syncs = sumHistograms(syncs, *y)
+			}
 		} else {
 			ownAll = false
 			if n.ProgrammingOwnAbsent != "" {
 				prog.Notes = append(prog.Notes, fmt.Sprintf("%s: kube-proxy's own histogram absent: %s", n.Name, n.ProgrammingOwnAbsent))
 			}
 		}
-		prog.Rows = append(prog.Rows, SectionRow{Row: row, Cells: []Cell{Text(n.Name), Int(s.Count), msCell(s.P50), msCell(s.P99), msCell(s.Max), o50, o99, oc}})
+		prog.Rows = append(prog.Rows, SectionRow{Row: row, Cells: []Cell{Text(n.Name), Int(s.Count), msCell(s.P50), msCell(s.P99), msCell(s.Max), o50, o99, om, oc, sm, sc}})
 	}
 	if len(pooled) == 0 {
 		return []Section{facts, lk}
 	}
 	s := Summarize(pooled)
-	o50, o99, oc := Text("-"), Text("-"), Text("-")
+	o50, o99, om, oc, sm, sc := Text("-"), Text("-"), Text("-"), Text("-"), Text("-"), Text("-")
 	if ownAll && own.Count > 0 {
-		o50, o99, oc = ownMsCell(own.Quantile(0.5)), ownMsCell(own.Quantile(0.99)), Int(int(own.Count))
+		o50, o99, om, oc = ownMsCell(own.Quantile(0.5)), ownMsCell(own.Quantile(0.99)), ownMsCell(own.Mean()), Int(int(own.Count))
 	}
-	prog.Rows = append(prog.Rows, SectionRow{Row: row, Cells: []Cell{Text("all"), Int(s.Count), msCell(s.P50), msCell(s.P99), msCell(s.Max), o50, o99, oc}})
+	if ownAll && syncs.Count > 0 {
+		sm, sc = ownMsCell(syncs.Mean()), Int(int(syncs.Count))
+	}
+	prog.Rows = append(prog.Rows, SectionRow{Row: row, Cells: []Cell{Text("all"), Int(s.Count), msCell(s.P50), msCell(s.P99), msCell(s.Max), o50, o99, om, oc, sm, sc}})
+	prog.Notes = append(prog.Notes, "each change waits until every node's kube-proxy is idle (its minSyncPeriod over since its last sync ended, by kubeproxy_sync_proxy_rules_last_timestamp_seconds), as the namespace engine's sync.incremental does")
 	if ownAll {
-		prog.Notes = append(prog.Notes, "kube-proxy's own: kubeproxy_network_programming_duration_seconds over the same changes, scraped per node through the API server's node proxy (a bucket estimate, as histogram_quantile)")
+		prog.Notes = append(prog.Notes, "kube-proxy's own: kubeproxy_network_programming_duration_seconds over the same changes, scraped per node through the API server's node proxy (p50/p99 bucket estimates, as histogram_quantile; the mean exact, sum over count); sync: kubeproxy_sync_proxy_rules_duration_seconds over them")
 	}
 	prog.Notes = append(prog.Notes, "slowest node: "+slowest)
 	return []Section{facts, lk, prog}

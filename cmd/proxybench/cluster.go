@@ -25,7 +25,7 @@ type clusterFlags struct {
 	nodes                            string
 	pool                             int
 	allowModeSwitch                  bool
-	switchWait                       time.Duration
+	switchWait, programWait          time.Duration
 }
 
 func addClusterFlags(cmd *cobra.Command, f *clusterFlags, all bool) {
@@ -42,13 +42,14 @@ func addClusterFlags(cmd *cobra.Command, f *clusterFlags, all bool) {
 	cmd.Flags().StringVar(&f.nodes, "nodes", "", "with --engine cluster: pin agents to these nodes (comma-separated) instead of a DaemonSet on every node")
 	cmd.Flags().IntVar(&f.pool, "pool", 0, "with --engine cluster: backend pods (default twice the endpoints per service)")
 	cmd.Flags().BoolVar(&f.allowModeSwitch, "allow-mode-switch", false, "with --engine cluster: measure each kube-proxy mode of the scenario by switching the cluster's kube-proxy (ConfigMap kube-system/kube-proxy edited, DaemonSet rolled), restoring the original at the end, on SIGINT and on failure")
+	cmd.Flags().DurationVar(&f.programWait, "program-wait", cluster.DefaultProgramWait, "with --engine cluster: how long to wait, before the lookups, for the first and last service to answer from every node (kube-proxy programming them)")
 	cmd.Flags().DurationVar(&f.switchWait, "switch-wait", cluster.DefaultSwitchWait, "with --allow-mode-switch: how long to wait for every node's kube-proxy to report a new mode")
 }
 
 func (f *clusterFlags) options(runID string) cluster.Options {
 	o := cluster.Options{Kubeconfig: f.kubeconfig, Context: f.context, QPS: f.qps, Burst: f.burst, Image: f.image,
 		PullPolicy: f.pull, RunID: runID, PoolSize: f.pool, AgentTimeout: f.agentTimeout, Version: version, Log: os.Stderr,
-		AllowModeSwitch: f.allowModeSwitch, SwitchWait: f.switchWait}
+		AllowModeSwitch: f.allowModeSwitch, SwitchWait: f.switchWait, ProgramWait: f.programWait}
 	if o.Image == "" {
 		o.Image = image.Ref(image.Agent, version)
 	}
