@@ -612,6 +612,17 @@ func soakPhase(ctx context.Context, run soakRun) (*reports.SoakResult, error) {
 		if ctx.Err() != nil {
 			stop, stopErr = context.Cause(ctx).Error(), ctx.Err()
 		}
+		if stop == "" && time.Duration(k)*iv >= churnTo && time.Duration(k-1)*iv < churnTo {
+			// The churn's last interval waits for its last changes (their
+			// timers fire late on a loaded machine): every change is
+			// counted in a churn interval, none in the quiet tail whose
+			// CPU is read against the idle intervals'.
+			select {
+			case <-churnDone:
+			case <-ctx.Done():
+			case <-time.After(iv):
+			}
+		}
 		if k == n || stop != "" {
 			// The last interval waits for the connections in flight
 			// (a connect is bounded by the timeout).
