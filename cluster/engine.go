@@ -40,7 +40,14 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, o Options, cfg *rest.C
 	start := time.Now()
 	res = &reports.Result{SchemaVersion: reports.SchemaVersion, Tool: "proxybench " + o.Version, RunID: o.RunID,
 		Engine: reports.EngineCluster, Started: start, Scenario: sc, Machine: runner.MachineInfo()}
-	defer func() { res.Finished = time.Now() }()
+	// Registered first, so it runs last: after the mode switch's restore
+	// (a later defer), whose outcome the sections show.
+	defer func() {
+		res.Finished = time.Now()
+		if res.Cluster != nil && len(res.Modes) > 1 {
+			res.Sections = reports.ClusterSections(res.Cluster, res.Modes[1].Mode)
+		}
+	}()
 	c, err := Connect(ctx, o, cfg)
 	if err != nil {
 		return res, err
@@ -152,11 +159,9 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, o Options, cfg *rest.C
 		res.Modes = append(res.Modes, row)
 		if merr != nil {
 			res.Partial = merr.Error()
-			res.Sections = reports.ClusterSections(cr, res.Modes[1].Mode)
 			return res, merr
 		}
 	}
-	res.Sections = reports.ClusterSections(cr, res.Modes[1].Mode)
 	return res, nil
 }
 
@@ -325,11 +330,23 @@ func (r *Run) programming(ctx context.Context, nodes []reports.ClusterNode, chan
 	if len(r.Pool) < 2 || len(r.Services) == 0 {
 		return nil
 	}
-	half := len(r.Pool) / 2
-	sets := [2][]netip.Addr{r.Pool[:half], r.Pool[half:]}
 	s := r.Services[len(r.Services)-1]
+	cur := make([]netip.Addr, len(s.Endpoints))
+	for i, e := range s.Endpoints {
+		cur[i] = e.IP
+	}
+	warm, targets := programmingTargets(r.Pool, cur, changes)
 	var seen time.Time // when the previous change had reached every node
-	for k := 0; k < changes; k++ {
+	if warm != nil {
+		// The service's endpoints straddle both halves: one write to the
+		// first half, seen by every node and not measured, so each
+		// measured change moves every endpoint.
+		if _, err := r.change(ctx, nodes, &s, warm, fmt.Sprintf("w%d", r.probes)); err != nil {
+			return err
+		}
+		seen = time.Now()
+	}
+	for k, next := range targets {
 		if wait := time.Until(r.c.idleAt(ctx, nodes, port, minSync, seen)); wait > 0 {
 			select {
 			case <-ctx.Done():
@@ -337,43 +354,80 @@ func (r *Run) programming(ctx context.Context, nodes []reports.ClusterNode, chan
 			case <-time.After(wait):
 			}
 		}
-		next := sets[(k+1)%2]
-		if k == 0 {
-			next = sets[0]
-			if slices.Contains(next, s.Endpoints[0].IP) {
-				next = sets[1]
-			}
-		}
-		ids := map[string]string{}
-		for _, n := range nodes {
-			id := fmt.Sprintf("p%d-%d", r.probes, k)
-			if err := r.Agent(n.Name).StartProbe(ctx, agent.ProbeRequest{ID: id, Service: s, Want: next, Interval: 2 * time.Millisecond,
-				Timeout: 500 * time.Millisecond, Deadline: r.c.opts.ProbeDeadline}); err != nil {
-				return err
-			}
-			ids[n.Name] = id
-		}
-		eps := make([]workload.Endpoint, len(next))
-		for i, ip := range next {
-			eps[i] = workload.NewEndpoint(ip)
-		}
-		s.Endpoints = eps
-		t0 := time.Now()
-		if err := apiobjects.ReplaceSlice(ctx, r.c.Client, s, t0); err != nil {
+		lat, err := r.change(ctx, nodes, &s, next, fmt.Sprintf("p%d-%d", r.probes, k))
+		if err != nil {
 			return err
 		}
 		for i := range nodes {
-			n := &nodes[i]
-			st, err := r.Agent(n.Name).WaitProbe(ctx, ids[n.Name])
-			if err != nil {
-				return fmt.Errorf("programming latency on %s: %w", n.Name, err)
-			}
-			n.ProgrammingNs = append(n.ProgrammingNs, st.FirstSuccess.Sub(t0).Nanoseconds())
-			_ = r.Agent(n.Name).Forget(ctx, "probes", ids[n.Name])
+			nodes[i].ProgrammingNs = append(nodes[i].ProgrammingNs, lat[i].Nanoseconds())
 		}
 		seen = time.Now()
 	}
 	r.Services[len(r.Services)-1] = s
 	r.probes++
 	return nil
+}
+
+// programmingTargets are the endpoint sets the programming probes move
+// a service to, changes of them: the pool's two halves in turn, starting
+// with the half none of the current endpoints cur is in, so every
+// change moves every endpoint and a probe's first connection to the new
+// set can only come once kube-proxy programmed the change. When cur
+// straddles both halves, warm is the first half (an unmeasured change
+// before them) and the targets start with the second.
+func programmingTargets(pool, cur []netip.Addr, changes int) (warm []netip.Addr, targets [][]netip.Addr) {
+	half := len(pool) / 2
+	sets := [2][]netip.Addr{pool[:half], pool[half:]}
+	in := func(set []netip.Addr) bool {
+		return slices.ContainsFunc(cur, func(a netip.Addr) bool { return slices.Contains(set, a) })
+	}
+	idx := 0
+	switch {
+	case !in(sets[0]):
+	case !in(sets[1]):
+		idx = 1
+	default:
+		warm, idx = sets[0], 1
+	}
+	for k := 0; k < changes; k++ {
+		targets = append(targets, sets[idx])
+		idx = 1 - idx
+	}
+	return warm, targets
+}
+
+// change writes service s's EndpointSlice with endpoints next (stamped
+// with its trigger time: apiobjects.ReplaceSlice) while every node's
+// agent probes s (probe ID id) until a connection lands on next, and
+// returns per node the time from the write to that connection's start.
+// A first such connection before the write is an error: the write
+// changed nothing that node could see.
+func (r *Run) change(ctx context.Context, nodes []reports.ClusterNode, s *workload.Service, next []netip.Addr, id string) ([]time.Duration, error) {
+	for _, n := range nodes {
+		if err := r.Agent(n.Name).StartProbe(ctx, agent.ProbeRequest{ID: id, Service: *s, Want: next, Interval: 2 * time.Millisecond,
+			Timeout: 500 * time.Millisecond, Deadline: r.c.opts.ProbeDeadline}); err != nil {
+			return nil, err
+		}
+	}
+	eps := make([]workload.Endpoint, len(next))
+	for i, ip := range next {
+		eps[i] = workload.NewEndpoint(ip)
+	}
+	s.Endpoints = eps
+	t0 := time.Now()
+	if err := apiobjects.ReplaceSlice(ctx, r.c.Client, *s, t0); err != nil {
+		return nil, err
+	}
+	out := make([]time.Duration, len(nodes))
+	for i, n := range nodes {
+		st, err := r.Agent(n.Name).WaitProbe(ctx, id)
+		_ = r.Agent(n.Name).Forget(ctx, "probes", id)
+		if err != nil {
+			return nil, fmt.Errorf("programming latency on %s: %w", n.Name, err)
+		}
+		if out[i] = st.FirstSuccess.Sub(t0); out[i] < 0 {
+			return nil, fmt.Errorf("programming latency on %s: a connection reached %v %s before the write (the change moved nothing there)", n.Name, next, -out[i])
+		}
+	}
+	return out, nil
 }

@@ -175,18 +175,28 @@ type ownHistograms struct {
 }
 
 // scrapeOwn reads every node's programming and sync histograms; a node
-// whose kube-proxy cannot be read (or lacks one) gets the reason
-// instead.
+// whose kube-proxy cannot be read gets the reason instead. A histogram
+// not exposed yet is empty: kube-proxy creates a series at its first
+// observation, and one restarted by a mode switch has observed no
+// programming latency before the first change (the after scrape of a
+// kube-proxy that never observed any has Count 0).
 func (c *Cluster) scrapeOwn(ctx context.Context, nodes []reports.ClusterNode, port int) (map[string]ownHistograms, map[string]string) {
 	hs, why := map[string]ownHistograms{}, map[string]string{}
+	hist := func(m kubeproxy.Metrics, name string) (kubeproxy.Histogram, error) {
+		h, err := m.Histogram(name, "IPv4")
+		if kubeproxy.IsNoMetric(err) {
+			return kubeproxy.Histogram{}, nil
+		}
+		return h, err
+	}
 	for _, n := range nodes {
 		m, err := c.NodeMetrics(ctx, n.Name, port)
 		var h ownHistograms
 		if err == nil {
-			h.programming, err = m.Histogram(kubeproxy.MetricProgramming, "IPv4")
+			h.programming, err = hist(m, kubeproxy.MetricProgramming)
 		}
 		if err == nil {
-			h.sync, err = m.Histogram(kubeproxy.MetricSync, "IPv4")
+			h.sync, err = hist(m, kubeproxy.MetricSync)
 		}
 		if err != nil {
 			why[n.Name] = err.Error()

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -175,5 +176,40 @@ func TestIdleAt(t *testing.T) {
 	}
 	if got := c.idleAt(ctx, both[1:], 10249, time.Second, time.Time{}); !got.IsZero() {
 		t.Errorf("nothing readable, nothing seen: idle at %v, want no wait", got)
+	}
+}
+
+// TestProgrammingTargets: the probes' changes alternate between the
+// pool's halves, each disjoint from the endpoints before it, starting
+// with the half the service is not on; a service on both halves first
+// gets an unmeasured move to the first.
+func TestProgrammingTargets(t *testing.T) {
+	pool := []netip.Addr{netip.MustParseAddr("198.19.0.2"), netip.MustParseAddr("198.19.0.3"), netip.MustParseAddr("198.19.1.2"), netip.MustParseAddr("198.19.1.3")}
+	lo, hi := pool[:2], pool[2:]
+	for _, c := range []struct {
+		cur   []netip.Addr
+		warm  []netip.Addr
+		first []netip.Addr
+	}{
+		{cur: hi, first: lo},
+		{cur: lo, first: hi},
+		{cur: []netip.Addr{pool[1]}, first: hi},
+		{cur: []netip.Addr{pool[3], pool[0]}, warm: lo, first: hi},
+	} {
+		warm, targets := programmingTargets(pool, c.cur, 5)
+		if !slices.Equal(warm, c.warm) || len(targets) != 5 || !slices.Equal(targets[0], c.first) {
+			t.Errorf("from %v: warm %v, targets %v; want warm %v, first %v", c.cur, warm, targets, c.warm, c.first)
+			continue
+		}
+		prev := c.cur
+		if warm != nil {
+			prev = warm
+		}
+		for k, next := range targets {
+			if slices.ContainsFunc(next, func(a netip.Addr) bool { return slices.Contains(prev, a) }) {
+				t.Errorf("from %v: change %d to %v keeps an endpoint of %v", c.cur, k, next, prev)
+			}
+			prev = next
+		}
 	}
 }

@@ -262,7 +262,7 @@ func clusterModeSections(c *ClusterRun, nodes []ClusterNode, row string) []Secti
 	if ownAll {
 		prog.Notes = append(prog.Notes, "kube-proxy's own: kubeproxy_network_programming_duration_seconds over the same changes, scraped per node through the API server's node proxy (p50/p99 bucket estimates, as histogram_quantile; the mean exact, sum over count); sync: kubeproxy_sync_proxy_rules_duration_seconds over them")
 	}
-	prog.Notes = append(prog.Notes, "slowest node: "+slowest)
+	prog.Notes = append(prog.Notes, fmt.Sprintf("slowest node (%s): %s", row, slowest))
 	return []Section{facts, lk, prog}
 }
 

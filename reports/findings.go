@@ -198,7 +198,8 @@ func guestFindings(r *Result, gfs []GuestFactor) []string {
 	for _, g := range gfs {
 		out = append(out, g.Sentence())
 	}
-	if len(r.Modes) > 0 && !slices.ContainsFunc(r.Modes, func(m ModeResult) bool { return !isGuest(kernelOf(m)) }) {
+	// A cluster run's rows are "cluster": its nodes' kernels, no guest.
+	if r.Engine != EngineCluster && len(r.Modes) > 0 && !slices.ContainsFunc(r.Modes, func(m ModeResult) bool { return !isGuest(kernelOf(m)) }) {
 		release := r.Machine.Kernel
 		if len(r.Kernels) == 1 {
 			release = r.Kernels[0].Release

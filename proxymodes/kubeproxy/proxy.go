@@ -727,6 +727,12 @@ func vmMem(pid int) (hwm, rss int64) {
 // errNoMetric is returned by the metric accessors for a missing family.
 var errNoMetric = errors.New("metric not exposed")
 
+// IsNoMetric says err is a metric accessor's "metric not exposed": the
+// family or series is absent, as a histogram is before its first
+// observation (kube-proxy's network programming histogram after a
+// restart, until it observes a change).
+func IsNoMetric(err error) bool { return errors.Is(err, errNoMetric) }
+
 // Scrape fetches and parses kube-proxy's metrics endpoint (in the node
 // namespace).
 func (p *Proxy) Scrape(ctx context.Context) (Metrics, error) {
