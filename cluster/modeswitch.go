@@ -101,7 +101,8 @@ func minSyncPeriod(config, mode string) time.Duration {
 			d, ok = parse(sec["minSyncPeriod"])
 		}
 	}
-	if !ok || (d == 0 && mode != "ipvs") {
+	// 0 is unset where kube-proxy's defaulting reads it so (not in ipvs).
+	if !ok || (d == 0 && kubeproxy.KubeProxyMinSync(mode, 0) != 0) {
 		return DefaultMinSyncPeriod
 	}
 	return d

@@ -17,6 +17,14 @@ type KubeProxyNode struct {
 	// sync was seen counted (pkg/proxy/metrics; set when a sync ends
 	// successfully). 0: it never finished one (Err says why).
 	FirstSyncNs int64 `json:"firstSyncNs"`
+	// FirstFullSyncNs is that first sync's own duration by kube-proxy's
+	// kubeproxy_sync_full_proxy_rules_duration_seconds (its first
+	// observation, IPv4; IPVS mode: kubeproxy_sync_proxy_rules_duration_seconds,
+	// it has no full/partial variants), read right after the sync: the
+	// rule-programming time alone, without the wait for the informers'
+	// first list that FirstSyncNs includes. 0: not read (results before
+	// 2026-12-03, or a scrape failed).
+	FirstFullSyncNs int64 `json:"firstFullSyncNs,omitempty"`
 	// CPUNs and ChildCPUNs are its own and its rule programs' user+system
 	// time over the row (/proc/<pid>/stat), PeakRSSBytes its VmHWM and
 	// ChildPeakRSSBytes the largest VmHWM of a rule program it ran

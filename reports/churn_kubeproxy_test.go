@@ -127,6 +127,43 @@ func TestChurnKubeProxySections(t *testing.T) {
 	}
 }
 
+// TestKubeProxyPerChangeUnobserved: kube-proxy's per-change p50 and p99
+// are over every matched change, also those the data plane did not
+// observe within the grace (a guest's slow IPVS syncs); the data plane −
+// kube-proxy gap only over changes both clocks timed.
+func TestKubeProxyPerChangeUnobserved(t *testing.T) {
+	r := churnKPResult()
+	c := &r.Modes[1].Churn[0]
+	// Four slow changes kube-proxy programmed (10 s, its log matched
+	// them) after the grace: the data plane never saw them.
+	for i := range 4 {
+		c.Samples = append(c.Samples, ChurnSample{Kind: "endpoint-remove", AtNs: int64(12+i) * 1e8, LatencyNs: -1, KubeProxyNs: 10e9})
+	}
+	c.Changes, c.Unobserved = 15, 5
+	c.KubeProxy.Matched = 14
+	own, gap := kubeProxyGap(*c)
+	if len(own) != 14 || len(gap) != 10 {
+		t.Fatalf("own %d, gap %d samples; want 14 matched, 10 observed by both", len(own), len(gap))
+	}
+	secs := ChurnKubeProxySections("iptables (kube-proxy)", r.Modes[1].Churn)
+	cell := func(name string) float64 {
+		for i, col := range secs[0].Columns {
+			if col.Name == name && secs[0].Rows[0].Cells[i].Value != nil {
+				return *secs[0].Rows[0].Cells[i].Value
+			}
+		}
+		t.Fatalf("no value in column %q", name)
+		return 0
+	}
+	// Sorted own: 95..185 ms (10), then 4 × 10 s; the empirical p99 is
+	// the last, 10 s, and p50 the 7th (155 ms); the gap stays 5 ms.
+	for name, want := range map[string]float64{"kube-proxy per change p50": 155, "kube-proxy per change p99": 10000, "data plane − kube-proxy p50": 5, "data plane − kube-proxy p99": 5} {
+		if got := cell(name); math.Abs(got-want) > 1e-6 {
+			t.Errorf("%s = %g, want %g", name, got, want)
+		}
+	}
+}
+
 // TestChurnFigures: every row's churn phases give churn.programming.* per
 // minSyncPeriod (kept apart in the key), a kube-proxy row also
 // kube-proxy's own figures; compare matches them per minSyncPeriod;

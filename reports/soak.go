@@ -167,13 +167,21 @@ type SoakSample struct {
 	// and before counted them as the error cause "overrun"). LookupP50Ns and
 	// LookupP99Ns are the successful connects' times, ns; LateMaxNs the
 	// latest start of a connection after its scheduled time.
-	Attempts    int            `json:"attempts"`
-	OK          int            `json:"ok"`
-	Errors      map[string]int `json:"errors,omitempty"`
-	NotStarted  int            `json:"notStarted,omitempty"`
-	LookupP50Ns int64          `json:"lookupP50Ns,omitempty"`
-	LookupP99Ns int64          `json:"lookupP99Ns,omitempty"`
-	LateMaxNs   int64          `json:"lateMaxNs,omitempty"`
+	Attempts   int            `json:"attempts"`
+	OK         int            `json:"ok"`
+	Errors     map[string]int `json:"errors,omitempty"`
+	NotStarted int            `json:"notStarted,omitempty"`
+	// AfterConnect are the Errors, by cause, of connections whose
+	// connect had completed (the handshake done; the echo line did not
+	// come in time, or the stream ended before it: traffic.AfterConnect).
+	// A timeout there with the client namespace's kernel counting no
+	// retransmission is the echo server late, and the testbed's echo
+	// server runs inside proxybench: on a starved machine, proxybench's
+	// own scheduling. Streams before 2026-12-03 do not have it.
+	AfterConnect map[string]int `json:"afterConnect,omitempty"`
+	LookupP50Ns  int64          `json:"lookupP50Ns,omitempty"`
+	LookupP99Ns  int64          `json:"lookupP99Ns,omitempty"`
+	LateMaxNs    int64          `json:"lateMaxNs,omitempty"`
 	// Faults are the interval's readings that failed (one sentence each).
 	Faults []string `json:"faults,omitempty"`
 }
@@ -563,13 +571,21 @@ type SoakVerdict struct {
 	// outcome. LostKnown is false for a cut stream (its last
 	// interval's connections in flight are unknown: Lost is then those
 	// in flight at the last sample).
-	Attempts   int            `json:"attempts"`
-	OK         int            `json:"ok"`
-	Errors     int            `json:"errors"`
-	ErrorsBy   map[string]int `json:"errorsBy,omitempty"`
-	NotStarted int            `json:"notStarted"`
-	Lost       int            `json:"lost"`
-	LostKnown  bool           `json:"lostKnown"`
+	Attempts int            `json:"attempts"`
+	OK       int            `json:"ok"`
+	Errors   int            `json:"errors"`
+	ErrorsBy map[string]int `json:"errorsBy,omitempty"`
+	// AfterConnect splits ErrorsBy: the errors, by cause, of connections
+	// whose connect had completed (SoakSample.AfterConnect; empty for a
+	// stream from before 2026-12-03, which did not tell them apart).
+	AfterConnect map[string]int `json:"afterConnect,omitempty"`
+	// LateMaxNs is the latest a connection started (or was given up)
+	// after its scheduled time, over the soak: seconds mean proxybench's
+	// driver was not running (a starved machine).
+	LateMaxNs  int64 `json:"lateMaxNs,omitempty"`
+	NotStarted int   `json:"notStarted"`
+	Lost       int   `json:"lost"`
+	LostKnown  bool  `json:"lostKnown"`
 	// IdleCores and QuietCores are the proxy's CPU (cores: CPU seconds
 	// per second) over the idle intervals and over the quiet tail, its
 	// leading intervals that still sync the churn's last changes left
@@ -640,6 +656,13 @@ func SoakVerdicts(sr *SoakResult) SoakVerdict {
 			v.ErrorsBy[k] += n
 			v.Errors += n
 		}
+		for k, n := range s.AfterConnect {
+			if v.AfterConnect == nil {
+				v.AfterConnect = map[string]int{}
+			}
+			v.AfterConnect[k] += n
+		}
+		v.LateMaxNs = max(v.LateMaxNs, s.LateMaxNs)
 		v.NotStarted += s.NotStartedCount()
 		v.Changes += s.Changes
 		v.Observed += s.Observed
@@ -720,6 +743,23 @@ func causes(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
+// causesAfter is causes(m), each cause with some of its errors after the
+// connect (after, a subset of m) saying how many: "timeout 187 (180
+// after the connect)".
+func causesAfter(m, after map[string]int) string {
+	if len(after) == 0 {
+		return causes(m)
+	}
+	parts := strings.Split(causes(m), ", ")
+	for i, p := range parts {
+		k, _, _ := strings.Cut(p, " ")
+		if n := after[k]; n > 0 {
+			parts[i] = fmt.Sprintf("%s (%d after the connect)", p, n)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // SoakStatus says how a soak's stream ended: "complete", "stopped: …"
 // or its CutNote.
 func SoakStatus(sr *SoakResult) string {
@@ -782,6 +822,14 @@ func SoakVerdictSection(label string, sr *SoakResult) Section {
 	if sr.Skipped > 0 {
 		s.Notes = append(s.Notes, fmt.Sprintf("%s: %d line(s) of the stream were not whole and were left out.", label, sr.Skipped))
 	}
+	if late := time.Duration(v.LateMaxNs); late >= time.Second {
+		after := 0
+		for _, n := range v.AfterConnect {
+			after += n
+		}
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: the open loop started connections up to %s after their scheduled time (proxybench's driver not running: a starved machine); %d of the %d errors came after the connect (the handshake done, the echo line late; the echo server runs inside proxybench).",
+			label, late.Round(10*time.Millisecond), after, v.Errors))
+	}
 	if kp := sr.KubeProxy; kp != nil {
 		s.Notes = append(s.Notes, fmt.Sprintf("%s: kube-proxy %s's own account of the soak: %d network-programming observations (p50 %s), %d syncs (mean %.3f s), %d API writes (%d failed), CPU %.1f s and %.1f s in its rule programs, peak RSS %.1f MiB.",
 			label, kp.Version, kp.Programming.Count, secondsText(kp.Programming.Quantile(0.5)), kp.Syncs.Count, kp.Syncs.SumSeconds/math.Max(float64(kp.Syncs.Count), 1),
@@ -790,7 +838,7 @@ func SoakVerdictSection(label string, sr *SoakResult) Section {
 	_ = s.AddRow(label, Text(SoakStatus(sr)), Int(len(sr.Samples)), Text(v.Memory.Series),
 		numOrMissing(v.Memory.PerHour, "%.2f"), numOrMissing(v.Memory.Lo, "%.2f"), numOrMissing(v.Memory.Hi, "%.2f"),
 		Text(memoryText(v.Memory)),
-		Int(v.Attempts), Int(v.OK), Int(v.Errors), Text(causes(v.ErrorsBy)), Int(v.NotStarted), lost,
+		Int(v.Attempts), Int(v.OK), Int(v.Errors), Text(causesAfter(v.ErrorsBy, v.AfterConnect)), Int(v.NotStarted), lost,
 		numOrMissing(v.IdleCores, "%.4f"), numOrMissing(v.QuietCores, "%.4f"), Text(v.CPU),
 		numOrMissing(v.SelfIdleCores, "%.4f"), numOrMissing(v.SelfQuietCores, "%.4f"),
 		Int(v.Changes), Int(v.Observed))
@@ -886,7 +934,7 @@ func SoakFinding(label string, sr *SoakResult) string {
 	if v.Memory.Verdict == "growing" && v.Memory.Span < SoakLeakSpan {
 		mem += fmt.Sprintf(" — under %s of samples: warm-up, not judged a leak", shortDuration(SoakLeakSpan))
 	}
-	lost := fmt.Sprintf("%d of %s connections lost, %d failed (%s), %d not started", v.Lost, thousands(v.Attempts), v.Errors, causes(v.ErrorsBy), v.NotStarted)
+	lost := fmt.Sprintf("%d of %s connections lost, %d failed (%s), %d not started", v.Lost, thousands(v.Attempts), v.Errors, causesAfter(v.ErrorsBy, v.AfterConnect), v.NotStarted)
 	if !v.LostKnown {
 		lost = fmt.Sprintf("%s connections, %d failed (lost not judged: %s)", thousands(v.Attempts), v.Errors, sr.CutNote())
 	}

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -425,4 +426,43 @@ func BenchmarkSoakStreamCPU(b *testing.B) {
 	per := float64(cpu()-c0) / float64(b.N)
 	b.ReportMetric(per, "cpu-ns/sample")
 	b.ReportMetric(per/float64(10*time.Second)*100, "stream-%core")
+}
+
+// TestSoakAfterConnect: errors after the connect (the handshake done,
+// the echo line late) sum into the verdict beside their cause, and a
+// driver that started connections seconds late says so in a note with
+// that split; a stream without the split reads as before.
+func TestSoakAfterConnect(t *testing.T) {
+	spec := soakSpec()
+	sr := &SoakResult{Header: soakHeader(spec), Samples: synthSamples(spec, 0, 1, 0, 0, 5), End: &SoakEnd{}}
+	plain := SoakVerdictSection("iptables", sr)
+	sr.Samples[3].AfterConnect = map[string]int{"timeout": 1}
+	sr.Samples[4].AfterConnect = map[string]int{"timeout": 1}
+	sr.Samples[4].LateMaxNs = int64(12300 * time.Millisecond)
+	v := SoakVerdicts(sr)
+	n := len(sr.Samples)
+	if v.AfterConnect["timeout"] != 2 || v.ErrorsBy["timeout"] != n || v.LateMaxNs != int64(12300*time.Millisecond) {
+		t.Fatalf("after connect %v of %v, late %v: want 2 of %d timeouts, 12.3 s", v.AfterConnect, v.ErrorsBy, time.Duration(v.LateMaxNs), n)
+	}
+	sec := SoakVerdictSection("iptables", sr)
+	want := fmt.Sprintf("timeout %d (2 after the connect)", n)
+	found := false
+	for _, c := range sec.Rows[0].Cells {
+		found = found || c.Text == want
+	}
+	if !found {
+		t.Errorf("verdict row %+v: no cell %q", sec.Rows[0].Cells, want)
+	}
+	note := strings.Join(sec.Notes, "\n")
+	if !strings.Contains(note, "up to 12.3s after their scheduled time") || !strings.Contains(note, fmt.Sprintf("2 of the %d errors came after the connect", n)) {
+		t.Errorf("notes %q: want the lateness and the split", note)
+	}
+	for _, c := range plain.Rows[0].Cells {
+		if strings.Contains(c.Text, "after the connect") {
+			t.Errorf("a stream without the split: cell %q", c.Text)
+		}
+	}
+	if strings.Contains(strings.Join(plain.Notes, "\n"), "scheduled time") {
+		t.Errorf("no lateness, yet a note: %q", plain.Notes)
+	}
 }

@@ -31,8 +31,8 @@ type MemPoint struct {
 var KubeProxyMemory = []MemPoint{
 	{Services: 1000, KubeProxy: 105 << 20, ControlPlane: 680 << 20,
 		Source: "BenchmarkKubeProxyNodes20, 20 nodes, iptables (nft back end), kube-proxy v1.37.2, 2026-12-02 05:50 UTC, load 26-38: largest kube-proxy + its rule program 104.8 MiB (kube-proxies 80-84 MiB, iptables-restore up to 21.4 MiB), kube-apiserver + etcd 680.1 MiB"},
-	{Services: 10000, KubeProxy: 330 << 20, ControlPlane: 1500 << 20,
-		Source: "kube-proxy: 264 MiB peak RSS of iptables (kube-proxy) v1.37.2 in churn-10k (docs/kube-proxy.md, 2026-12-02 01:19 UTC) plus 66 MiB for its rule program (not measured at 10k: 21 MiB at 1k); control plane: kube-apiserver 1,268 MiB + etcd 157 MiB VmHWM read during BenchmarkKubeProxyNodes20 at 2 nodes × 10k (2026-12-02 06:40 UTC, load 30, kube-proxies still in their first sync at 231 MiB), rounded up"},
+	{Services: 10000, KubeProxy: 360 << 20, ControlPlane: 1922 << 20,
+		Source: "run kube-proxy-nodes-10k, 50 nodes × 10k services, iptables (legacy), kube-proxy v1.37.2, 2026-12-03 10:13-10:40 UTC, load 12-115 (/work/logs/s13/kpguest/nodes10k/kpn10k.json): largest kube-proxy VmHWM 231 MiB (197-231) + largest iptables-restore 129 MiB (84-129); kube-apiserver 1,757 MiB + etcd 165 MiB VmHWM. Sum of peaks: the machine's MemAvailable fell by at most 14.7 GiB over the run (261 MiB per node with the control plane taken off, the kernel's rule memory of about 52 MiB per node included), so 50 nodes fitted where this model allows about 40"},
 }
 
 // MemReserve is what the node-count limit leaves free of MemAvailable:

@@ -90,8 +90,8 @@ type KubeProxySource struct {
 //     machine's CPUs and stretch every sync, which the sim models apart:
 //     sim.sharedCores): full sync wall against the service count from
 //     kube-proxy's own kubeproxy_sync_full_proxy_rules_duration_seconds
-//     for its first sync (sync.full's phase "kube-proxy.metric") and the
-//     full syncs of its churn log; partial sync wall from the churn log's
+//     for its first sync (RealFirstFullSync, the figure sim validate
+//     compares) and the full syncs of its churn log; partial sync wall from the churn log's
 //     partial syncs ("SyncProxyRules complete" elapsed, the values behind
 //     kubeproxy_sync_partial_proxy_rules_duration_seconds), both with
 //     FitCurve (the fit builtin's costs use); CPU/wall as kube-proxy's
@@ -100,7 +100,11 @@ type KubeProxySource struct {
 //     the partial syncs;
 //   - from rows on several nodes: the watch delivery (kubeProxy.
 //     watchDelivery): WatchDelayNs as reports.WatchDelayOf's mean over
-//     node-0, DeliveryNs as node-0's own mean, averaged over rows.
+//     node-0, DeliveryNs as node-0's own mean, averaged over rows; and
+//     the contention (FullContention, PartialContention): the first full
+//     sync (RealFirstFullSync: the median over the nodes) and node-0's
+//     median partial sync over the one-node curves at the same size,
+//     solved for SharedStretch's contention.
 //
 // A partial sync's cost does not grow with the changes it covers in
 // this model (PerChangedObjectNs 0): at 10 changes/s kube-proxy's partial
@@ -118,7 +122,7 @@ func FitKubeProxy(results []*reports.Result, sources []KubeProxySource) (*Implem
 	type shared struct {
 		nodes, cores  int
 		x             float64
-		full, partial float64 // node-0's first full sync, median partial sync (ns)
+		full, partial float64 // first full sync (median over nodes: RealFirstFullSync), node-0's median partial sync (ns)
 	}
 	multi := map[string][]shared{}
 	for i, r := range results {
@@ -150,9 +154,7 @@ func FitKubeProxy(results []*reports.Result, sources []KubeProxySource) (*Implem
 					continue
 				}
 				sh := shared{nodes: n, cores: r.Machine.CPUs, x: float64(m.Services)}
-				for _, s := range m.SyncFull {
-					sh.full = float64(s.Phases["kube-proxy.metric"])
-				}
+				sh.full, _ = RealFirstFullSync(m)
 				var walls []float64
 				for _, c := range m.Churn {
 					for _, s := range c.Syncs {
@@ -192,11 +194,9 @@ func FitKubeProxy(results []*reports.Result, sources []KubeProxySource) (*Implem
 			}
 			x := float64(m.Services)
 			mode := m.BaseMode
-			for _, s := range m.SyncFull {
-				if own := s.Phases["kube-proxy.metric"]; own > 0 {
-					full[mode] = append(full[mode], pt{x, float64(own)})
-					used = true
-				}
+			if own, _ := RealFirstFullSync(m); own > 0 {
+				full[mode] = append(full[mode], pt{x, own})
+				used = true
 			}
 			var walls []float64
 			var wallSum, cpuSum float64

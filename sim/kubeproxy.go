@@ -3,8 +3,11 @@ package sim
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"time"
+
+	"gonum.org/v1/gonum/stat"
 
 	"github.com/proxybench/proxybench/reports"
 	"github.com/proxybench/proxybench/scenarios"
@@ -94,9 +97,9 @@ func kubeProxyChurn(m *model, cr *ClusterResult) *reports.ChurnKubeProxy {
 
 // compareKubeProxy pairs each kube-proxy row of real with the sim's row
 // of the same base mode and size: sync.full as kube-proxy's own
-// kubeproxy_sync_full_proxy_rules_duration_seconds for node-0's first
-// sync (the real row's sync.full phase "kube-proxy.metric"; the sim's
-// full sync p50), and programming.p50 / programming.p99 of the first
+// kubeproxy_sync_full_proxy_rules_duration_seconds for its first sync,
+// the median over the real row's nodes (RealFirstFullSync, the figure
+// calibrate fits) against the sim's full sync p50, and programming.p50 / programming.p99 of the first
 // churn phase, both interpolated in kube-proxy's buckets as
 // histogram_quantile does (reports.KubeProxyHistogram.Quantile): the real
 // row's network_programming_duration_seconds summed over every node
@@ -133,10 +136,8 @@ func compareKubeProxy(real, sim *reports.Result) []ValidationRow {
 		if !ok {
 			continue
 		}
-		if len(rm.SyncFull) > 0 {
-			if own := rm.SyncFull[0].Phases["kube-proxy.metric"]; own > 0 {
-				add(rm, "sync.full", float64(own), float64(sm.SyncFullSummary.P50))
-			}
+		if own, _ := RealFirstFullSync(rm); own > 0 {
+			add(rm, "sync.full", own, float64(sm.SyncFullSummary.P50))
 		}
 		if len(rm.Churn) == 0 || rm.Churn[0].KubeProxy == nil || len(sm.Churn) == 0 || sm.Churn[0].KubeProxy == nil {
 			continue
@@ -151,4 +152,37 @@ func compareKubeProxy(real, sim *reports.Result) []ValidationRow {
 		}
 	}
 	return out
+}
+
+// RealFirstFullSync is a real kube-proxy row's first full sync as both
+// calibrate --implementation kube-proxy and sim validate read it: kube-
+// proxy's own kubeproxy_sync_full_proxy_rules_duration_seconds for its
+// first sync, the rule programming alone (not the control plane's start,
+// the API writes, the informers' first list or the data plane's answer,
+// which the row's sync.full wall includes). On several nodes it is the
+// median over the nodes that have it (measure.KubeProxyNode.
+// FirstFullSyncNs, every node's kube-proxy starting at once; gonum's
+// empirical quantile: the middle node, the lower of the two middle ones
+// for an even count), from n of them; on one node, or for results recorded before the per-node figure,
+// node-0's (sync.full's phase "kube-proxy.metric", n 1). ns 0, n 0: the
+// row has neither.
+func RealFirstFullSync(m reports.ModeResult) (ns float64, n int) {
+	if m.KubeProxy != nil {
+		var own []float64
+		for _, nd := range m.KubeProxy.Nodes {
+			if nd.FirstFullSyncNs > 0 {
+				own = append(own, float64(nd.FirstFullSyncNs))
+			}
+		}
+		if len(own) > 0 {
+			sort.Float64s(own)
+			return stat.Quantile(0.5, stat.Empirical, own, nil), len(own)
+		}
+	}
+	if len(m.SyncFull) > 0 {
+		if own := m.SyncFull[0].Phases["kube-proxy.metric"]; own > 0 {
+			return float64(own), 1
+		}
+	}
+	return 0, 0
 }

@@ -138,3 +138,53 @@ churn: {rate: 10, duration: 10s}
 		t.Fatalf("churn kube-proxy account %+v, latency %+v", kp, m.Churn[0].Latency)
 	}
 }
+
+// TestRealFirstFullSync: on several nodes a row's first full sync is the
+// median of the nodes' own full-sync metric (nodes without it left out),
+// not node-0's; on one node, or in a result without the per-node figure,
+// node-0's; none without either.
+func TestRealFirstFullSync(t *testing.T) {
+	ms := time.Millisecond
+	r := kpResult("iptables", 1000, 4, 900*ms, nil, 0, 0)
+	m := r.Modes[0]
+	if got, n := RealFirstFullSync(m); got != float64(900*ms) || n != 1 {
+		t.Errorf("no per-node figures: %v from %d, want node-0's 900ms from 1", time.Duration(got), n)
+	}
+	for i, d := range []time.Duration{900 * ms, 200 * ms, 0, 400 * ms, 300 * ms} {
+		m.KubeProxy.Nodes = append(m.KubeProxy.Nodes, measure.KubeProxyNode{Node: "node-" + string(rune('0'+i)), FirstSyncNs: int64(5 * d), FirstFullSyncNs: int64(d)})
+	}
+	// 200, 300, 400, 900 ms: the lower middle one.
+	if got, n := RealFirstFullSync(m); got != float64(300*ms) || n != 4 {
+		t.Errorf("per-node figures: %v from %d nodes, want 300ms (the median) from 4", time.Duration(got), n)
+	}
+	m.SyncFull, m.KubeProxy = nil, nil
+	if got, n := RealFirstFullSync(m); got != 0 || n != 0 {
+		t.Errorf("no figure at all: %v from %d", time.Duration(got), n)
+	}
+}
+
+// TestCompareKubeProxyFirstFull: sim validate's sync.full for a row on
+// several nodes is the nodes' median by kube-proxy's metric, the figure
+// FitKubeProxy fits, not node-0's alone.
+func TestCompareKubeProxyFirstFull(t *testing.T) {
+	ms := time.Millisecond
+	real := kpResult("nftables", 1000, 3, 2000*ms, nil, 0, 0)
+	for i, d := range []time.Duration{2000 * ms, 500 * ms, 600 * ms} {
+		real.Modes[0].KubeProxy.Nodes = append(real.Modes[0].KubeProxy.Nodes, measure.KubeProxyNode{Node: "node-" + string(rune('0'+i)), FirstFullSyncNs: int64(d)})
+	}
+	simr := &reports.Result{Modes: []reports.ModeResult{{Mode: "nftables (kube-proxy)", Implementation: scenarios.ImplKubeProxy, BaseMode: "nftables", Services: 1000,
+		SyncFullSummary: reports.Summary{P50: int64(600 * ms)}}}}
+	var found bool
+	for _, row := range compareKubeProxy(real, simr) {
+		if row.Figure != "sync.full" {
+			continue
+		}
+		found = true
+		if row.Real != float64(600*ms) || row.Nodes != 3 || row.Error != 0 {
+			t.Errorf("sync.full row %+v: want real 600ms (the median), 3 nodes, error 0", row)
+		}
+	}
+	if !found {
+		t.Error("no sync.full row")
+	}
+}

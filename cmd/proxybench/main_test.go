@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/proxybench/proxybench/internal/testenv"
 	"github.com/proxybench/proxybench/reports"
+	"github.com/proxybench/proxybench/scenarios"
 	"github.com/proxybench/proxybench/topology"
 )
 
@@ -282,18 +284,73 @@ func TestBadInput(t *testing.T) {
 // free memory holds at the scenario's size is refused by validate, exit
 // 2, one line at the field naming the limit and the figures it used, and
 // nothing is created (the limit moves with MemAvailable, so run's line is
-// not compared with validate's word for word as in TestBadInput).
+// not compared with validate's word for word as in TestBadInput). The
+// limit printed is the one scenarios.MaxKubeProxyNodes computes from
+// MemAvailable, read just before and after validate (the two readings
+// bracket it), and the fix names the same number. At 30000 services 64
+// nodes never fit (30000 × 3 endpoints are past 64 × any memory here); at
+// 10000 they fit only on a machine with over 25 GiB free, where validate
+// must accept them.
 func TestKubeProxyNodesLimit(t *testing.T) {
-	p := writeFile(t, "services:\n  count: 30000\n  endpoints: {count: 1}\nmodes: [iptables]\nimplementation: [kube-proxy]\ntopology: {nodes: 64}\n")
-	_, stderr, code := run(t, nil, "validate", p)
-	msg := strings.TrimSpace(stderr)
-	if code != 2 || strings.Count(msg, "\n") != 0 {
-		t.Fatalf("exit %d, want 2 and one line: %q", code, msg)
-	}
-	for _, w := range []string{":6:", "topology.nodes: 64 nodes with kube-proxy at 30000 services do not fit this machine: it holds at most", "MemAvailable", "control plane's", "per kube-proxy", "fix: use topology.nodes:"} {
-		if !strings.Contains(msg, w) {
-			t.Errorf("%q does not say %q", msg, w)
-		}
+	holds := regexp.MustCompile(`it holds at most (\d+) \(MemAvailable ([0-9.]+) GiB`)
+	fix := regexp.MustCompile(`fix: use topology.nodes: (\d+) or fewer`)
+	for _, c := range []struct{ services, nodes int }{
+		{30000, 64},
+		{10000, 64},
+	} {
+		t.Run(fmt.Sprint(c.services), func(t *testing.T) {
+			p := writeFile(t, fmt.Sprintf("services:\n  count: %d\n  endpoints: {count: 1}\nmodes: [iptables]\nimplementation: [kube-proxy]\ntopology: {nodes: %d}\n", c.services, c.nodes))
+			before, err := topology.MemAvailable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, code := run(t, nil, "validate", p)
+			after, err := topology.MemAvailable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lo := scenarios.MaxKubeProxyNodes(c.services, min(before, after))
+			hi := scenarios.MaxKubeProxyNodes(c.services, max(before, after))
+			msg := strings.TrimSpace(stderr)
+			if lo >= c.nodes {
+				if code != 0 {
+					t.Fatalf("limit %d..%d holds %d nodes, but validate exit %d: %q", lo, hi, c.nodes, code, msg)
+				}
+				return
+			}
+			if hi >= c.nodes {
+				t.Skipf("MemAvailable moved across the limit during validate (%d..%d nodes)", lo, hi)
+			}
+			if code != 2 || strings.Count(msg, "\n") != 0 {
+				t.Fatalf("exit %d, want 2 and one line: %q", code, msg)
+			}
+			for _, w := range []string{":6:", fmt.Sprintf("topology.nodes: %d nodes with kube-proxy at %d services do not fit this machine: it holds at most", c.nodes, c.services), "control plane's", "per kube-proxy"} {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%q does not say %q", msg, w)
+				}
+			}
+			m, f := holds.FindStringSubmatch(msg), fix.FindStringSubmatch(msg)
+			if m == nil || f == nil {
+				t.Fatalf("%q names no limit and fix", msg)
+			}
+			limit, _ := strconv.Atoi(m[1])
+			fixed, _ := strconv.Atoi(f[1])
+			// The limit is the one computed from the MemAvailable printed
+			// (to 0.05 GiB), and that is what this machine had: the two
+			// readings around validate, give or take 256 MiB of other
+			// jobs' allocations between them and validate's own.
+			gib, _ := strconv.ParseFloat(m[2], 64)
+			printed := int64(gib * (1 << 30))
+			if plo, phi := scenarios.MaxKubeProxyNodes(c.services, printed-(1<<30)/20), scenarios.MaxKubeProxyNodes(c.services, printed+(1<<30)/20); limit < plo || limit > phi {
+				t.Errorf("limit %d, want scenarios.MaxKubeProxyNodes(%d, %.1f GiB) = %d..%d", limit, c.services, gib, plo, phi)
+			}
+			if slack := int64(256 << 20); printed < min(before, after)-slack || printed > max(before, after)+slack {
+				t.Errorf("MemAvailable %.1f GiB printed, read %.2f..%.2f GiB around validate", gib, float64(min(before, after))/(1<<30), float64(max(before, after))/(1<<30))
+			}
+			if fixed != max(limit, 1) {
+				t.Errorf("fix names %d nodes, the limit is %d", fixed, limit)
+			}
+		})
 	}
 }
 

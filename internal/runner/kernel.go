@@ -138,18 +138,9 @@ func PlanKernels(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 			plan.Targets = append(plan.Targets, t)
 			continue
 		}
-		k, err := uml.Find(n)
+		k, err := pickKernel(sc, n)
 		if err != nil {
-			return Plan{}, &InputError{Field: "kernel", Msg: err.Error()}
-		}
-		if err := uml.Usable(k); err != nil {
-			return Plan{}, &InputError{Field: "kernel", Msg: n + ": " + err.Error()}
-		}
-		for _, m := range sc.Modes {
-			if why := GuestUnsupported(sc, k, m); why != "" {
-				return Plan{}, &InputError{Field: "modes", Msg: "mode " + m + " cannot run on kernel " + n + ": " + why,
-					Fix: "use another kernel (proxybench doctor lists what each can run; make kernels builds uml:6.12 and uml:6.1), or drop the mode"}
-			}
+			return Plan{}, err
 		}
 		if slices.ContainsFunc(plan.Targets, func(t Target) bool { return t.Name == k.Name }) {
 			return Plan{}, &InputError{Field: "kernel", Msg: n + " names kernel " + k.Name + ", which is already listed", Fix: "list each kernel once"}
@@ -164,6 +155,48 @@ func PlanKernels(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
 		}
 	}
 	return plan, nil
+}
+
+// pickKernel resolves a listed guest kernel name to the first of its
+// candidates (uml.Candidates: for uml:6.12 every current build in the
+// cache, newest first) that boots here and whose configuration has every
+// option sc's modes need (KernelOptions), so a build without an option
+// (uml:6.12 without CONFIG_IP6_NF_TARGET_REJECT, for a dual-stack ipvs
+// row) is passed over for one with it. When none has them it is an
+// *InputError (exit 2) naming the kernel, the mode and the first
+// candidate's missing options, and make kernels as the fix.
+func pickKernel(sc *scenarios.Scenario, n string) (*uml.Kernel, error) {
+	ks, err := uml.Candidates(n)
+	if err != nil {
+		return nil, &InputError{Field: "kernel", Msg: err.Error()}
+	}
+	var first error
+	for _, k := range ks {
+		var err error
+		on := n
+		if k.Path != n {
+			on += " (" + k.Path + ")"
+		}
+		if uerr := uml.Usable(k); uerr != nil {
+			err = &InputError{Field: "kernel", Msg: n + ": " + uerr.Error()}
+		}
+		for _, m := range sc.Modes {
+			if err != nil {
+				break
+			}
+			if why := GuestUnsupported(sc, k, m); why != "" {
+				err = &InputError{Field: "modes", Msg: "mode " + m + " cannot run on kernel " + on + ": " + why,
+					Fix: "run make kernels (it builds uml:6.12 and uml:6.1 with every option internal/uml/kconfig/proxybench.config lists), use another kernel (proxybench doctor lists what each can run), or drop the mode"}
+			}
+		}
+		if err == nil {
+			return k, nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return nil, first
 }
 
 // planHost is the host target: every mode must run on this kernel, or,

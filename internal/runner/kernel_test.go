@@ -162,3 +162,89 @@ func TestAutoPlanHostFirst(t *testing.T) {
 		t.Errorf("no guest with IP_VS: %v, want bad input naming ipvs and CONFIG_IP_VS", err)
 	}
 }
+
+// fakeBuild adds a current stand-in build of uml:<series> (release rel,
+// answering --showconfig with config) to cache, as make kernels lays it
+// out (<cache>/kernels/<pkgver>-<fragment>/linux and meta).
+func fakeBuild(t *testing.T, cache, series, rel, config string) string {
+	t.Helper()
+	dir := filepath.Join(cache, "kernels", rel+"-1-"+uml.FragmentHash())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "linux")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\ncat <<'X'\n"+config+"\nX\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meta := "series=" + series + "\nrelease=" + rel + "\nfragment_sha256=" + uml.FragmentHash() + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "meta"), []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestKernelOptionsPickDualStackIPVSKernel: a dual-stack ipvs row needs
+// CONFIG_IP6_NF_TARGET_REJECT (KUBE-IPVS-FILTER's ip6tables REJECT), so
+// with two cached uml:6.12 builds, the newest without it, --kernel
+// uml:6.12 and auto take the one with it, while a single-stack run keeps
+// the newest; with only the build without it the dual-stack run is bad
+// input (exit 2) naming the option and make kernels.
+func TestKernelOptionsPickDualStackIPVSKernel(t *testing.T) {
+	dual := &scenarios.Scenario{Modes: []string{"none", "ipvs"}, Kernel: "uml:6.12"}
+	dual.Network.IPFamilies = []string{scenarios.IPv4, scenarios.IPv6}
+	dual.Services.IPFamilyPolicy = scenarios.RequireDualStack
+	dual.SetDefaults()
+	if !dual.DualStack() {
+		t.Fatal("scenario is not dual-stack")
+	}
+	single := &scenarios.Scenario{Modes: []string{"none", "ipvs"}, Kernel: "uml:6.12"}
+	single.SetDefaults()
+	const opt = "CONFIG_IP6_NF_TARGET_REJECT"
+	full := allOptions(dual)
+	if !strings.Contains(full, opt+"=y") {
+		t.Fatalf("a dual-stack ipvs row does not ask for %s: %v", opt, KernelOptions(dual, "ipvs"))
+	}
+	if got := KernelOptions(single, "ipvs"); strings.Contains(strings.Join(got, ","), opt) {
+		t.Errorf("a single-stack ipvs row asks for %s: %v", opt, got)
+	}
+	lacking := strings.ReplaceAll(full, opt+"=y\n", "")
+
+	cache := t.TempDir()
+	t.Setenv("PROXYBENCH_CACHE", cache)
+	newer := fakeBuild(t, cache, "6.12", "6.12.118", lacking)
+	older := fakeBuild(t, cache, "6.12", "6.12.117", full)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		sc   *scenarios.Scenario
+		want string
+	}{{"dual-stack", dual, older}, {"single-stack", single, newer}} {
+		p, err := PlanKernels(ctx, tc.sc)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(p.Targets) != 1 || p.Targets[0].UML == nil || p.Targets[0].UML.Path != tc.want {
+			t.Errorf("%s with --kernel uml:6.12: %+v, want the build %s", tc.name, p.Targets, tc.want)
+		}
+	}
+
+	ks, err := uml.Candidates("uml:6.12")
+	if err != nil || len(ks) != 2 || ks[0].Path != newer {
+		t.Fatalf("candidates %v, %v: want both builds, newest first", ks, err)
+	}
+	st := []ModeStatus{{"none", true, "ok"}, {"ipvs", false, "no /proc/net/ip_vs"}}
+	if p, err := autoPlan(dual, st, ks); err != nil || len(p.Targets) != 1 || p.Targets[0].UML.Path != older {
+		t.Errorf("auto, dual-stack: %+v, %v; want the build %s", p.Targets, err, older)
+	}
+
+	if err := os.RemoveAll(filepath.Dir(older)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = PlanKernels(ctx, dual)
+	if !IsInput(err) || !strings.Contains(err.Error(), opt) || !strings.Contains(err.Error(), "make kernels") || !strings.Contains(err.Error(), "ipvs") {
+		t.Errorf("dual-stack with only a build without %s: %v, want bad input naming ipvs, the option and make kernels", opt, err)
+	}
+	if _, err := autoPlan(dual, st, []*uml.Kernel{ks[0]}); !IsInput(err) || !strings.Contains(err.Error(), opt) || !strings.Contains(err.Error(), "make kernels") {
+		t.Errorf("auto, dual-stack, only a build without %s: %v, want bad input naming it", opt, err)
+	}
+}

@@ -98,6 +98,7 @@ type soakTraffic struct {
 	ok         int
 	errs       map[string]int
 	notStarted int
+	after      map[string]int
 	lat        []int64
 	lateMax    time.Duration
 	// scheduled and finished count over the whole soak (in flight: the
@@ -121,10 +122,12 @@ func (t *soakTraffic) schedule() {
 }
 
 // done records a connection's outcome: kind "" a success with its
-// connect time lat, overrun one never started, else its error's cause;
-// late is how long after its scheduled time it started (or was given
-// up).
-func (t *soakTraffic) done(kind string, lat, late time.Duration) {
+// connect time lat, overrun one never started, else its error's cause,
+// counted again by cause among those after the connect when
+// afterConnect (traffic.AfterConnect: the handshake was done, the echo
+// line did not come); late is how long after its scheduled time it
+// started (or was given up).
+func (t *soakTraffic) done(kind string, lat, late time.Duration, afterConnect bool) {
 	t.mu.Lock()
 	switch kind {
 	case "":
@@ -137,6 +140,12 @@ func (t *soakTraffic) done(kind string, lat, late time.Duration) {
 			t.errs = map[string]int{}
 		}
 		t.errs[kind]++
+		if afterConnect {
+			if t.after == nil {
+				t.after = map[string]int{}
+			}
+			t.after[kind]++
+		}
 	}
 	t.lateMax = max(t.lateMax, late)
 	t.mu.Unlock()
@@ -146,10 +155,10 @@ func (t *soakTraffic) done(kind string, lat, late time.Duration) {
 // take fills s with the interval's traffic and starts the next interval.
 func (t *soakTraffic) take(s *reports.SoakSample) {
 	t.mu.Lock()
-	attempts, ok, errs, skipped, lat, late := t.attempts, t.ok, t.errs, t.notStarted, t.lat, t.lateMax
-	t.attempts, t.ok, t.errs, t.notStarted, t.lat, t.lateMax = 0, 0, nil, 0, nil, 0
+	attempts, ok, errs, after, skipped, lat, late := t.attempts, t.ok, t.errs, t.after, t.notStarted, t.lat, t.lateMax
+	t.attempts, t.ok, t.errs, t.after, t.notStarted, t.lat, t.lateMax = 0, 0, nil, nil, 0, nil, 0
 	t.mu.Unlock()
-	s.Attempts, s.OK, s.Errors, s.NotStarted, s.LateMaxNs = attempts, ok, errs, skipped, int64(late)
+	s.Attempts, s.OK, s.Errors, s.AfterConnect, s.NotStarted, s.LateMaxNs = attempts, ok, errs, after, skipped, int64(late)
 	if len(lat) > 0 {
 		sum := reports.Summarize(lat)
 		s.LookupP50Ns, s.LookupP99Ns = sum.P50, sum.P99
@@ -198,7 +207,7 @@ func runOpenLoop(ctx context.Context, e *env, pool workerPool, t *soakTraffic, s
 				if err != nil {
 					kind = traffic.ErrorKind(err)
 				}
-				t.done(kind, lat, t0.Sub(at))
+				t.done(kind, lat, t0.Sub(at), traffic.AfterConnect(err))
 			}
 		})
 	}()
@@ -221,7 +230,7 @@ func runOpenLoop(ctx context.Context, e *env, pool workerPool, t *soakTraffic, s
 		select {
 		case jobs <- at:
 		default:
-			t.done(overrun, 0, time.Since(at))
+			t.done(overrun, 0, time.Since(at), false)
 		}
 	}
 	close(jobs)

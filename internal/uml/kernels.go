@@ -232,44 +232,79 @@ const DefaultKernelSeries = "6.12"
 // source-built DefaultKernelSeries when present and current, else any
 // current source-built kernel, else Debian's), "uml:<series>" (a kernel make
 // kernels built), DebianName, or a path to a UML kernel binary. The error
-// names the fix.
+// names the fix. It is the first of Candidates.
 func Find(name string) (*Kernel, error) {
+	ks, err := Candidates(name)
+	if err != nil {
+		return nil, err
+	}
+	return ks[0], nil
+}
+
+// Candidates lists every kernel name may resolve to, best first (Find's
+// choice first), so that a caller can take the first whose configuration
+// runs what it needs: for "uml" every current source-built kernel,
+// DefaultKernelSeries first, else Debian's; for "uml:<series>" every
+// current build of that series in the cache (Built's order: newest
+// release first), since make kernels keeps one folder per package
+// version and fragment; one kernel for the other names. A stale build
+// (another fragment) is never listed; with only stale builds of the
+// series the error says to run make kernels. Never empty without an
+// error.
+func Candidates(name string) ([]*Kernel, error) {
 	switch {
 	case name == "uml":
-		var current []*Kernel
+		var current, rest []*Kernel
 		for _, k := range Built() {
-			if k.Stale == "" {
+			switch {
+			case k.Stale != "":
+			case k.Series == DefaultKernelSeries:
 				current = append(current, k)
+			default:
+				rest = append(rest, k)
 			}
 		}
-		for _, k := range current {
-			if k.Series == DefaultKernelSeries {
-				return k, nil
-			}
+		if current = append(current, rest...); len(current) > 0 {
+			return current, nil
 		}
-		if len(current) > 0 {
-			return current[0], nil
+		d, err := debianKernel()
+		if err != nil {
+			return nil, err
 		}
-		return debianKernel()
-	case name == DebianName:
-		return debianKernel()
-	case strings.HasPrefix(name, "uml:"):
+		return []*Kernel{d}, nil
+	case strings.HasPrefix(name, "uml:") && name != DebianName:
 		want := strings.TrimPrefix(name, "uml:")
 		var stale *Kernel
+		var current []*Kernel
 		for _, k := range Built() {
 			if k.Series == want {
 				if k.Stale == "" {
-					return k, nil
-				}
-				if stale == nil {
+					current = append(current, k)
+				} else if stale == nil {
 					stale = k
 				}
 			}
+		}
+		if len(current) > 0 {
+			return current, nil
 		}
 		if stale != nil {
 			return nil, fmt.Errorf("kernel %s is out of date (%s)", name, stale.Stale)
 		}
 		return nil, fmt.Errorf("kernel %s is not built under %s; fix: make kernels KERNELS=%s (needs apt-get install linux-source-%s bc flex bison; about 25 min)", name, CacheDir(), want, want)
+	}
+	k, err := findOne(name)
+	if err != nil {
+		return nil, err
+	}
+	return []*Kernel{k}, nil
+}
+
+// findOne resolves DebianName or a kernel binary's path.
+func findOne(name string) (*Kernel, error) {
+	switch {
+	case name == DebianName:
+		return debianKernel()
 	case strings.Contains(name, "/"):
 		abs, err := filepath.Abs(name)
 		if err != nil {

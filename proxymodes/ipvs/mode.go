@@ -101,24 +101,24 @@ var Mode = proxymodes.Mode{
 // kernelOptions lists what the IPVS proxier needs (net/netfilter/ipvs/Kconfig):
 // iptables beside it (its nat and filter rules, sc's back end), IP_VS
 // over TCP, the ipset types of its sets and the matches and targets of
-// its rules (baseModules), and
-// CONFIG_IP_VS_<SCHEDULER> for sc's scheduler and every scheduler of its
+// its rules (baseModules), with both families (or sc nil) ip6tables'
+// filter, nat and REJECT target, and CONFIG_IP_VS_<SCHEDULER> for sc's scheduler and every scheduler of its
 // sweep ("" is rr); with sc nil, every scheduler of Schedulers.
 func kernelOptions(sc *scenarios.Scenario) []string {
 	out := append(proxymodes.IPTablesKernelOptionsFor(sc), "CONFIG_IP_VS", "CONFIG_IP_VS_PROTO_TCP", "CONFIG_IP_SET",
 		"CONFIG_IP_SET_HASH_IPPORT", "CONFIG_IP_SET_HASH_IPPORTIP", "CONFIG_IP_SET_HASH_IPPORTNET", "CONFIG_IP_SET_HASH_IP",
 		"CONFIG_IP_SET_BITMAP_PORT", "CONFIG_NETFILTER_XT_SET", "CONFIG_NETFILTER_XT_MATCH_ADDRTYPE",
 		"CONFIG_NETFILTER_XT_MATCH_CONNTRACK", "CONFIG_NETFILTER_XT_MATCH_PHYSDEV", "CONFIG_IP_NF_FILTER", "CONFIG_IP_NF_TARGET_REJECT")
-	if sc != nil && sc.DualStack() {
-		// The IPv6 proxier's ip6tables rules. KUBE-IPVS-FILTER's REJECT
-		// is the xt target ip6t_REJECT (CONFIG_IP6_NF_TARGET_REJECT)
-		// with either back end (ip6tables-nft-restore sends it through
-		// nft_compat); without it every IPv6 restore fails at that line,
-		// kube-proxy v1.37.2's as builtin's, but not required here:
-		// kube-proxy programs its virtual servers before the restore, so
-		// its IPv6 data plane answers anyway, and the row shows that
-		// (uml:6.12 as built lacks it; docs/reports.md, Dual-stack).
-		out = append(out, "CONFIG_IP6_NF_IPTABLES", "CONFIG_IP6_NF_FILTER", "CONFIG_IP6_NF_NAT")
+	if sc == nil || sc.DualStack() {
+		// The IPv6 proxier's ip6tables rules (with sc nil, every setting
+		// includes a dual-stack one). KUBE-IPVS-FILTER's REJECT is the xt
+		// target ip6t_REJECT (CONFIG_IP6_NF_TARGET_REJECT) with either
+		// back end (ip6tables-nft-restore sends it through nft_compat);
+		// without it every IPv6 restore fails at that line, kube-proxy
+		// v1.37.2's as builtin's, so a dual-stack ipvs row needs it: a
+		// guest kernel without it (uml:6.12 built before fragment
+		// 5f15100c6a48) is never chosen for one (docs/kernels.md).
+		out = append(out, "CONFIG_IP6_NF_IPTABLES", "CONFIG_IP6_NF_FILTER", "CONFIG_IP6_NF_NAT", "CONFIG_IP6_NF_TARGET_REJECT")
 	}
 	scheds := Schedulers
 	if sc != nil {

@@ -37,9 +37,10 @@ type otherNode struct {
 	name string
 	kp   *Proxy
 	// first is from the API objects created to its first sync's end (0:
-	// not finished; err says why).
-	first time.Duration
-	err   error
+	// not finished; err says why); firstFull that sync's own duration by
+	// kube-proxy's full-sync metric (firstFullOf; 0: not read).
+	first, firstFull time.Duration
+	err              error
 	// churn is its state at BeginChurn.
 	churnBefore Metrics
 	churnU0     Usage
@@ -48,8 +49,9 @@ type otherNode struct {
 // nodeState is the per-node part of a Proxier (one node: empty).
 type nodeState struct {
 	others []*otherNode
-	// first0 is node-0's first sync by the same clock as the others'.
-	first0 time.Duration
+	// first0 is node-0's first sync by the same clock as the others',
+	// firstFull0 its own duration by its full-sync metric.
+	first0, firstFull0 time.Duration
 	// final are the nodes' records when their processes stopped
 	// (Cleanup), for a KubeProxyRecord after it.
 	final []measure.KubeProxyNode
@@ -97,7 +99,7 @@ func (p *Proxier) startOthers(ctx context.Context, created time.Time, bound time
 				o.err = err
 				return
 			}
-			o.first = firstSyncOf(ctx, o.kp, created)
+			o.first, o.firstFull = firstSyncOf(ctx, o.kp, created)
 		}()
 	}
 	return func() error {
@@ -129,14 +131,54 @@ func (p *Proxier) xtablesLock(name string) string {
 
 // firstSyncOf is kp's first sync, from created to its end by kube-proxy's
 // own last-sync timestamp (read right after WaitSynced saw the sync; the
-// time of the call when the timestamp cannot be read).
-func firstSyncOf(ctx context.Context, kp *Proxy, created time.Time) time.Duration {
-	if m, err := kp.Scrape(ctx); err == nil {
-		if ts, _ := lastSyncOf(m); ts.After(created) {
-			return ts.Sub(created)
+// time of the call when the timestamp cannot be read), and its own
+// duration by its full-sync metric (firstFullOf). kube-proxy observes
+// its sync histograms in the sync's deferred function, the overall one
+// first, so the full-sync one is polled for up to 10 s (full 0 when it
+// never shows: a scrape failed, or kube-proxy had not observed it).
+func firstSyncOf(ctx context.Context, kp *Proxy, created time.Time) (first, full time.Duration) {
+	for wait := time.Now().Add(10 * time.Second); ; {
+		m, err := kp.Scrape(ctx)
+		if err == nil {
+			if first == 0 {
+				if ts, _ := lastSyncOf(m); ts.After(created) {
+					first = ts.Sub(created)
+				}
+			}
+			if d, ok := firstFullOf(m); ok {
+				full = d
+			}
+		}
+		if first == 0 {
+			first = time.Since(created)
+		}
+		if full > 0 || time.Now().After(wait) || ctx.Err() != nil {
+			return first, full
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// firstFullOf is a kube-proxy's first full sync by its own metric, from a
+// scrape m read right after that sync: the IPv4
+// kubeproxy_sync_full_proxy_rules_duration_seconds (the iptables and
+// nftables proxiers observe every full sync there, pkg/proxy/metrics),
+// or in IPVS mode, which has no full/partial variants, its one
+// kubeproxy_sync_proxy_rules_duration_seconds. Read after the first sync
+// the histogram holds that one observation (its sum); with more (a later
+// full sync ran before the scrape) it is their mean. false: no
+// observation yet.
+func firstFullOf(m Metrics) (time.Duration, bool) {
+	h, err := m.Histogram(MetricSyncFull, "IPv4")
+	if err != nil { // IPVS mode: no full-sync family
+		if h, err = m.Histogram(MetricSync, "IPv4"); err != nil {
+			return 0, false
 		}
 	}
-	return time.Since(created)
+	if h.Count == 0 {
+		return 0, false
+	}
+	return time.Duration(h.Sum / float64(h.Count) * float64(time.Second)), true
 }
 
 // stopOthers records, then stops, every other node's kube-proxy and runs
@@ -179,13 +221,13 @@ func (p *Proxier) nodeRecords(ctx context.Context) []measure.KubeProxyNode {
 		return p.nodes.final
 	}
 	type nk struct {
-		kp    *Proxy
-		first time.Duration
-		err   error
+		kp          *Proxy
+		first, full time.Duration
+		err         error
 	}
-	all := []nk{{p.kp, p.nodes.first0, nil}}
+	all := []nk{{p.kp, p.nodes.first0, p.nodes.firstFull0, nil}}
 	for _, o := range p.nodes.others {
-		all = append(all, nk{o.kp, o.first, o.err})
+		all = append(all, nk{o.kp, o.first, o.firstFull, o.err})
 	}
 	out := make([]measure.KubeProxyNode, len(all))
 	var wg sync.WaitGroup
@@ -193,7 +235,7 @@ func (p *Proxier) nodeRecords(ctx context.Context) []measure.KubeProxyNode {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := measure.KubeProxyNode{Node: NodeName(i), FirstSyncNs: int64(n.first)}
+			r := measure.KubeProxyNode{Node: NodeName(i), FirstSyncNs: int64(n.first), FirstFullSyncNs: int64(n.full)}
 			if n.err != nil {
 				r.Err = n.err.Error()
 			}

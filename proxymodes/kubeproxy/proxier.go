@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -239,6 +240,23 @@ func (p *Proxier) Info() map[string]string {
 
 const tsMetric = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
 
+// scrapeTries is how many scrapes syncView makes of a kube-proxy whose
+// metrics endpoint times out (each bounded by the Proxy's HTTP client,
+// 10 s) before it gives the error up.
+const scrapeTries = 3
+
+// scrapeTimedOut reports whether err is one request's timeout (the HTTP
+// client's, on the answer's headers or body: a net.Error whose Timeout is
+// true) while ctx itself is still live, so that asking again may answer.
+// A refused connection (kube-proxy gone) or ctx's own end is not.
+func scrapeTimedOut(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
 // syncView is one scrape of kube-proxy's IPv4 sync state: the end of its
 // last sync (kubeproxy_sync_proxy_rules_last_timestamp_seconds, zero when
 // absent), its sync duration histogram, and how many network-programming
@@ -250,8 +268,19 @@ type syncView struct {
 	programmed uint64
 }
 
+// syncView scrapes kube-proxy, asking again (up to scrapeTries in all)
+// when a scrape timed out while ctx is live: kube-proxy was busy, not
+// gone (50 kube-proxies at 10k services, load 100: one scrape of node-0's
+// metrics took over the client's 10 s while its iptables monitor forced
+// full resyncs, and failed the row's sync back).
 func (p *Proxier) syncView(ctx context.Context) (syncView, error) {
-	m, err := p.kp.Scrape(ctx)
+	var m Metrics
+	var err error
+	for try := 1; ; try++ {
+		if m, err = p.kp.Scrape(ctx); err == nil || try == scrapeTries || !scrapeTimedOut(ctx, err) {
+			break
+		}
+	}
 	if err != nil {
 		return syncView{}, err
 	}
@@ -750,7 +779,7 @@ func (p *Proxier) first(ctx context.Context, services []workload.Service, t0 tim
 		return st, fmt.Errorf("the other nodes' kube-proxies: %w", oerr)
 	}
 	if len(p.spec.Others) > 0 {
-		p.nodes.first0 = firstSyncOf(ctx, p.kp, created)
+		p.nodes.first0, p.nodes.firstFull0 = firstSyncOf(ctx, p.kp, created)
 	}
 	done := syncedAt
 	if p.spec.DataPlane != nil {

@@ -4,6 +4,7 @@ package traffic
 
 import (
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -56,9 +57,71 @@ func TestAwaitConnect(t *testing.T) {
 			}
 			unix.Close(fd)
 		}
-		// A deadline already past is a timeout.
+		// A deadline already past is a timeout (a listening socket is
+		// never writable)...
 		if got := awaitConnect(ln, time.Now().Add(-time.Second)); got != unix.ETIMEDOUT {
 			t.Errorf("past deadline: %v, want ETIMEDOUT", got)
+		}
+		// ...but not for a connect that completed before the call: the
+		// thread that waited for a CPU past its deadline finds it done
+		// (it counted as a timeout before).
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := unix.Connect(fd, &unix.SockaddrInet4{Port: 7001, Addr: [4]byte{127, 0, 0, 1}}); err != unix.EINPROGRESS && err != nil {
+			return fmt.Errorf("connect 7001: %v", err)
+		}
+		if err := awaitConnect(fd, time.Now().Add(time.Second)); err != nil {
+			return fmt.Errorf("connect 7001 not done: %v", err)
+		}
+		if got := awaitConnect(fd, time.Now().Add(-time.Second)); got != nil {
+			t.Errorf("connected, deadline past: awaitConnect = %v, want nil", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAfterConnect: a connection that completed its connect and then
+// failed (no echo line within the timeout, the stream closed before it)
+// is told apart from one whose connect failed (refused), with the same
+// cause (ErrorKind) as before, inside a throwaway namespace.
+func TestAfterConnect(t *testing.T) {
+	testenv.RequireKernel(t)
+	ns := testenv.NewNetns(t, "afterconn")
+	err := ns.Do(func() error {
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(lo); err != nil {
+			return err
+		}
+		// A listener that never accepts: the kernel completes the
+		// handshake, nobody writes the echo line.
+		ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(ln)
+		if err := unix.Bind(ln, &unix.SockaddrInet4{Port: 7001, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			return err
+		}
+		if err := unix.Listen(ln, 4); err != nil {
+			return err
+		}
+		lo4 := netip.MustParseAddr("127.0.0.1")
+		_, _, _, err = DialEcho(lo4, 7001, 50*time.Millisecond)
+		if err == nil || ErrorKind(err) != "timeout" || !AfterConnect(err) {
+			t.Errorf("silent listener: err %v, kind %q, after connect %v; want a timeout after the connect", err, ErrorKind(err), AfterConnect(err))
+		}
+		_, _, _, err = DialEcho(lo4, 7002, 50*time.Millisecond)
+		if err == nil || ErrorKind(err) != "refused" || AfterConnect(err) {
+			t.Errorf("no listener: err %v, kind %q, after connect %v; want refused in the connect", err, ErrorKind(err), AfterConnect(err))
 		}
 		return nil
 	})
