@@ -25,9 +25,10 @@ KUBE_TARGETS ?= kube-proxy kube-apiserver
 .PHONY: setup deps build image tools kube kube-cluster kernels kernels-ci test test-short test-slow test-guest-kube bench bench-full bench-sim aa lint clean
 
 ## setup: install system packages (apt-get), fetch Go modules, build bin/proxybench, install the pinned linter,
-## build the Kubernetes binaries (make kube), the guest kernel CI uses (make kernels-ci) and the images (make image:
+## build the Kubernetes binaries (make kube; make kube-cluster: kubelet, kube-controller-manager, kube-scheduler for the
+## local cluster the default suite starts), the guest kernel CI uses (make kernels-ci) and the images (make image:
 ## the local cluster's tests import them into containerd)
-setup: deps build tools kube kernels-ci image
+setup: deps build tools kube kube-cluster kernels-ci image
 
 deps:
 	@if [ "$$(id -u)" != 0 ]; then echo "make setup needs root (apt-get); run: sudo make setup" >&2; exit 2; fi

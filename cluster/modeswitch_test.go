@@ -213,3 +213,24 @@ func TestProgrammingTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestPodWhy: a pod's reason for not being Ready: a container's waiting
+// reason first; a pod bound to a node whose kubelet never took it (no
+// start time) says so, not just Pending; an unbound one is unscheduled.
+func TestPodWhy(t *testing.T) {
+	now := metav1.Now()
+	for _, c := range []struct {
+		pod  corev1.Pod
+		want string
+	}{
+		{corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-ghost"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}, "no kubelet has reported it"},
+		{corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-0"}, Status: corev1.PodStatus{Phase: corev1.PodPending, StartTime: &now,
+			ContainerStatuses: []corev1.ContainerStatus{{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImageNeverPull", Message: "not present"}}}}}}, "ErrImageNeverPull: not present"},
+		{corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Message: "0/2 nodes"}}}}, "unscheduled: 0/2 nodes"},
+		{corev1.Pod{Spec: corev1.PodSpec{NodeName: "node-0"}, Status: corev1.PodStatus{Phase: corev1.PodPending, StartTime: &now}}, "Pending"},
+	} {
+		if got := podWhy(&c.pod); got != c.want {
+			t.Errorf("podWhy(%+v) = %q, want %q", c.pod.Status, got, c.want)
+		}
+	}
+}

@@ -109,21 +109,7 @@ func (c *Cluster) Start(ctx context.Context, services []workload.Service, poolSi
 		r.Created = append(r.Created, "daemonset/agent")
 	}
 	deadline := time.Now().Add(o.AgentTimeout)
-	pool, err := r.waitPods(ctx, ComponentPool, deadline, func(ready []*corev1.Pod) (bool, string) {
-		return len(ready) >= poolSize, fmt.Sprintf("%d of %d pool pods Ready", len(ready), poolSize)
-	})
-	if err != nil {
-		return r, err
-	}
-	for _, p := range pool[:poolSize] {
-		a, perr := netip.ParseAddr(p.Status.PodIP)
-		if perr != nil {
-			return r, fmt.Errorf("cluster: pool pod %s has no IPv4 address (%q)", p.Name, p.Status.PodIP)
-		}
-		r.Pool = append(r.Pool, a)
-	}
-	slices.SortFunc(r.Pool, netip.Addr.Compare)
-	agents, err := r.waitPods(ctx, ComponentAgent, deadline, func(ready []*corev1.Pod) (bool, string) {
+	agentsDone := func(ready []*corev1.Pod) (bool, string) {
 		have := map[string]bool{}
 		for _, p := range ready {
 			have[p.Spec.NodeName] = true
@@ -135,7 +121,31 @@ func (c *Cluster) Start(ctx context.Context, services []workload.Service, poolSi
 			}
 		}
 		return len(without) == 0, "no Ready agent on node(s) " + strings.Join(without, ", ")
+	}
+	pool, err := r.waitPods(ctx, ComponentPool, deadline, func(ready []*corev1.Pod) (bool, string) {
+		return len(ready) >= poolSize, fmt.Sprintf("%d of %d pool pods Ready", len(ready), poolSize)
 	})
+	var u *Unusable
+	if errors.As(err, &u) {
+		// The agents had the same time: name those missing too (a node
+		// without one is the cause as much as a slow pool).
+		var ua *Unusable
+		if _, aerr := r.waitPods(ctx, ComponentAgent, time.Now(), agentsDone); errors.As(aerr, &ua) {
+			u.Cause += "; " + ua.Cause
+		}
+	}
+	if err != nil {
+		return r, err
+	}
+	for _, p := range pool[:poolSize] {
+		a, perr := netip.ParseAddr(p.Status.PodIP)
+		if perr != nil {
+			return r, fmt.Errorf("cluster: pool pod %s has no IPv4 address (%q)", p.Name, p.Status.PodIP)
+		}
+		r.Pool = append(r.Pool, a)
+	}
+	slices.SortFunc(r.Pool, netip.Addr.Compare)
+	agents, err := r.waitPods(ctx, ComponentAgent, deadline, agentsDone)
 	if err != nil {
 		return r, err
 	}
@@ -286,7 +296,9 @@ func podWhy(p *corev1.Pod) string {
 			return "unscheduled: " + c.Message
 		}
 	}
-	if p.Status.Phase == "" {
+	// A kubelet that took the pod sets its start time; before that the
+	// phase is the API server's Pending (or empty, in a test's API).
+	if p.Status.Phase == "" || (p.Spec.NodeName != "" && p.Status.StartTime == nil) {
 		return "no kubelet has reported it"
 	}
 	return string(p.Status.Phase)

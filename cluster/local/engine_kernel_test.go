@@ -4,10 +4,14 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/proxybench/proxybench/cluster"
@@ -23,14 +27,19 @@ import (
 // back (the cluster's holder following the ConfigMap, as `cluster up`'s
 // does): its agents on both nodes, the lookups
 // through the ClusterIPs land without errors on every node, the direct
-// ones too, each node has programming latencies, the kube-proxy facts
-// come from ConfigMap kube-system/kube-proxy (mode iptables), and the
-// run's namespace is gone afterwards. Then the host's tunables and root
-// namespace are as before and no process of the cluster is left. About
-// 1.5-2 min at a load of 30 on 2 cores: behind RequireSlow.
+// ones too, each node has programming latencies and kube-proxy's own
+// histograms, the kube-proxy facts come from ConfigMap
+// kube-system/kube-proxy (mode iptables), and the run's namespace is gone
+// afterwards. Then two unusable runs on the same cluster, each Unusable
+// within 30 s naming the cause, its namespace deleted: an image the nodes
+// do not have (pull policy Never: ErrImageNeverPull) and a node without
+// an agent (a Node object no kubelet serves, the agents pinned to it).
+// Then, after Down, the host's tunables (vm.overcommit_memory,
+// kernel.panic, kernel.panic_on_oops) and the root namespace's rules,
+// routes, links and sysctls are as before Up, and no process of the
+// cluster is left. In the default suite (docs/cluster.md gives its time).
 func TestKernelClusterEngineOnLocalCluster(t *testing.T) {
 	testenv.RequireKernel(t, "nsenter", "ip", "containerd", "ctr", "runc")
-	testenv.RequireSlow(t, "a local cluster of 2 nodes and a cluster-engine run (1.5-2 min at load 30)")
 	b, tag := clusterBinaries(t)
 	before := readTunables(t)
 	defer checkTunables(t, before)
@@ -50,6 +59,7 @@ func TestKernelClusterEngineOnLocalCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := topology.NewRunID()
+	t0 := time.Now()
 	res, err := cluster.Execute(ctx, sc, cluster.Options{RunID: run, Image: image.Ref(image.Agent, tag),
 		PullPolicy: "Never", AgentTimeout: 2 * time.Minute, Log: os.Stderr, AllowModeSwitch: true, SwitchWait: 40 * time.Second}, c.CP.RestConfig())
 	if err != nil {
@@ -103,6 +113,48 @@ func TestKernelClusterEngineOnLocalCluster(t *testing.T) {
 	if _, err := c.CP.Client.CoreV1().Namespaces().Get(ctx, cluster.Namespace(run), metav1.GetOptions{}); err == nil {
 		t.Errorf("the run's namespace %s is still there", cluster.Namespace(run))
 	}
+	for _, n := range res.Cluster.Nodes {
+		if n.ProgrammingOwn != nil && n.SyncOwn != nil {
+			t.Logf("%s iptables: black-box programming %v ms; kube-proxy's own mean %.1f ms (%d), its syncs' mean %.1f ms (%d)", n.Name,
+				msList(n.ProgrammingNs), n.ProgrammingOwn.Mean()*1e3, n.ProgrammingOwn.Count, n.SyncOwn.Mean()*1e3, n.SyncOwn.Count)
+		}
+	}
+	t.Logf("the run with the mode switch: %s", time.Since(t0).Round(time.Second))
+
+	// Unusable runs: an image no node has, and a node no kubelet serves.
+	ghost := "node-ghost"
+	gn := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ghost, Labels: map[string]string{RunLabel: id}}, Spec: corev1.NodeSpec{Unschedulable: true}}
+	if _, err := c.CP.Client.CoreV1().Nodes().Create(ctx, gn, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []struct {
+		name  string
+		opts  cluster.Options
+		wants []string
+	}{
+		{"an image the nodes do not have", cluster.Options{Image: "proxybench.local/proxybench:absent-" + tag, PullPolicy: "Never"},
+			[]string{"pool pods Ready after 10s", "ErrImageNeverPull", "--image proxybench.local/proxybench:absent-" + tag}},
+		{"a node without the agent", cluster.Options{Image: image.Ref(image.Agent, tag), PullPolicy: "Never", Nodes: []string{"node-0", ghost}},
+			[]string{"no Ready agent on node(s) ", ghost + " after 10s", "on " + ghost + ": no kubelet has reported it"}},
+	} {
+		o := u.opts
+		o.RunID, o.AgentTimeout, o.Log = topology.NewRunID(), 10*time.Second, os.Stderr
+		t1 := time.Now()
+		_, err := cluster.Execute(ctx, sc, o, c.CP.RestConfig())
+		took := time.Since(t1)
+		t.Logf("%s: %s: %v", u.name, took.Round(100*time.Millisecond), err)
+		if !cluster.IsUnusable(err) || took > 30*time.Second {
+			t.Errorf("%s: %v after %s, want Unusable within 30 s", u.name, err, took)
+		}
+		for _, w := range u.wants {
+			if err != nil && !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q lacks %q", u.name, err, w)
+			}
+		}
+		if _, err := c.CP.Client.CoreV1().Namespaces().Get(ctx, cluster.Namespace(o.RunID), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: namespace %s not deleted (%v)", u.name, cluster.Namespace(o.RunID), err)
+		}
+	}
 	if err := c.Down(); err != nil {
 		t.Fatal(err)
 	}
@@ -111,4 +163,13 @@ func TestKernelClusterEngineOnLocalCluster(t *testing.T) {
 	if kids := topology.ChildProcesses(id); len(kids) > 0 {
 		t.Errorf("processes of cluster %s left: %v", id, kids)
 	}
+}
+
+// msList is ns durations as whole milliseconds.
+func msList(ns []int64) string {
+	out := make([]string, len(ns))
+	for i, v := range ns {
+		out[i] = fmt.Sprint(time.Duration(v).Milliseconds())
+	}
+	return strings.Join(out, " ")
 }
