@@ -5,6 +5,7 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/proxybench/proxybench/internal/uml"
@@ -70,5 +71,34 @@ func TestCopyGuestArtifacts(t *testing.T) {
 	}
 	if kp := r.Modes[0].KubeProxy; kp.Log != want || kp.Config != "/elsewhere/x.yaml" {
 		t.Errorf("record log %q config %q, want %q and the untouched config", kp.Log, kp.Config, want)
+	}
+}
+
+// TestKeepGuestArtifactsWithoutResult: a guest stopped before it wrote
+// its result (SIGINT in the middle of a phase, no mode finished) still
+// has its streamed samples copied to the run's artifact folder before
+// its work folder goes; with nothing streamed, or no folder to copy to,
+// nothing is kept and kept says so.
+func TestKeepGuestArtifactsWithoutResult(t *testing.T) {
+	dir, to := t.TempDir(), filepath.Join(t.TempDir(), "artifacts")
+	if kept, err := keepGuestArtifacts(nil, dir, to); kept || err != nil {
+		t.Fatalf("no artifacts: kept %v, %v", kept, err)
+	}
+	sub := filepath.Join(dir, guestArtifacts, "slicechurn")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sub, "ipvs-kube-proxy.jsonl"), []byte("{\"sample\":{\"i\":1}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := keepGuestArtifacts(nil, dir, ""); kept || err != nil {
+		t.Fatalf("no artifact folder: kept %v, %v", kept, err)
+	}
+	kept, err := keepGuestArtifacts(nil, dir, to)
+	if !kept || err != nil {
+		t.Fatalf("kept %v, %v", kept, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(to, "slicechurn", "ipvs-kube-proxy.jsonl")); err != nil || !strings.Contains(string(b), `"i":1`) {
+		t.Errorf("the stream was not kept: %q, %v", b, err)
 	}
 }

@@ -783,12 +783,24 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 		}
 		return fromGuest(cp)
 	}
-	if err != nil {
-		// Killed (SIGINT, timeout) or crashed: keep its finished modes.
-		if cp := checkpoint(); cp != nil {
-			return cp, err
+	// stopped keeps what a guest that did not write its result had made:
+	// its finished modes (the checkpoint) and its artifacts (the phases'
+	// streams, kube-proxy's configs and logs) in the run's artifact
+	// folder, which err then names, so a measurement already streamed is
+	// not removed with the guest's work folder.
+	stopped := func(err error) (*reports.Result, error) {
+		cp := checkpoint()
+		if kept, cerr := keepGuestArtifacts(cp, dir, o.ArtifactDir); cerr != nil {
+			err = fmt.Errorf("%w (and the guest's artifacts were not kept: %v)", err, cerr)
+		} else if kept {
+			err = fmt.Errorf("%w (the guest's streams and logs are kept in %s)", err, o.ArtifactDir)
 		}
-		return nil, err
+		return cp, err
+	}
+	if err != nil {
+		// Killed (SIGINT, timeout) or crashed: keep its finished modes
+		// and what it streamed.
+		return stopped(err)
 	}
 	r, rerr := reports.Read(filepath.Join(dir, "result.json"))
 	if rerr != nil {
@@ -796,10 +808,7 @@ func RunInUML(ctx context.Context, sc *scenarios.Scenario, o Options, console io
 		if res.ExitCode != 0 {
 			err = fmt.Errorf("the run inside the user-mode-linux guest %s failed (exit %d) without writing its result; its console is above", k.Name, res.ExitCode)
 		}
-		if cp := checkpoint(); cp != nil {
-			return cp, err
-		}
-		return nil, err
+		return stopped(err)
 	}
 	if cerr := copyGuestArtifacts(r, dir, o.ArtifactDir); cerr != nil && console != nil {
 		fmt.Fprintln(console, "warning: "+cerr.Error())
@@ -857,6 +866,20 @@ const GuestKubeMemoryMiB = 3072
 // the run in the guest keeps its artifacts (kube-proxy configs and logs):
 // cmd/proxybench names it after the result file, result.json.
 const guestArtifacts = "result"
+
+// keepGuestArtifacts copies the artifacts of a guest run that wrote no
+// result (RunInUML's stopped): as copyGuestArtifacts, with cp (the
+// checkpoint, nil when no mode finished) pointed at the copies; kept
+// says whether the guest had any (and there was a folder to copy to).
+func keepGuestArtifacts(cp *reports.Result, dir, to string) (kept bool, err error) {
+	if _, serr := os.Stat(filepath.Join(dir, guestArtifacts)); serr != nil || to == "" {
+		return false, nil
+	}
+	if err := copyGuestArtifacts(cp, dir, to); err != nil {
+		return false, err
+	}
+	return true, nil
+}
 
 // copyGuestArtifacts copies the guest run's artifacts from the guest's
 // work folder dir to the host's artifact folder to, and points the
