@@ -414,7 +414,7 @@ func (c cancelOnEPIPE) Write(b []byte) (int, error) {
 // code stays code.
 func savePartial(res *reports.Result, out string, def bool, code int, msg string) error {
 	if res == nil || len(res.Modes) == 0 {
-		return &exitError{code, fmt.Errorf("%s; nothing was measured yet, no result written", msg)}
+		return &exitError{code, fmt.Errorf("%s; no mode finished yet, no result written", msg)}
 	}
 	var done []string
 	for _, m := range res.Modes {
