@@ -390,7 +390,7 @@ func (c *checker) exposureOf(path string, sp ServicesSpec, nports int, ports map
 		c.add(path+".healthCheckNodePorts", "a health check node port exists only for type LoadBalancer with externalTrafficPolicy Local",
 			"set type: LoadBalancer and externalTrafficPolicy: Local, or remove healthCheckNodePorts")
 	}
-	if len(sp.HealthCheckNodePorts) > sp.Count {
+	if len(sp.HealthCheckNodePorts) > sp.Count && sp.Count >= 0 {
 		c.add(path+".healthCheckNodePorts", fmt.Sprintf("%d given for %d services", len(sp.HealthCheckNodePorts), sp.Count), "give at most one per service")
 	}
 	for i, p := range sp.HealthCheckNodePorts {
@@ -403,7 +403,7 @@ func (c *checker) exposureOf(path string, sp ServicesSpec, nports int, ports map
 		name string
 		list []string
 	}{{"externalIPs", sp.ExternalIPs}, {"loadBalancerIPs", sp.LoadBalancerIPs}} {
-		if len(l.list) > sp.Count {
+		if len(l.list) > sp.Count && sp.Count >= 0 {
 			c.add(path+"."+l.name, fmt.Sprintf("%d given for %d services", len(l.list), sp.Count), "give at most one per service (service i gets entry i)")
 		}
 		seen := map[netip.Addr]int{}

@@ -103,3 +103,16 @@ func wantRefused(t *testing.T, yaml, field, msg string) {
 	}
 	t.Errorf("no error at %s saying %q with a fix and a line; got:\n%v", field, msg, err)
 }
+
+// TestNegativeCountOneError: a negative services.count is refused at
+// services.count alone, not again by each per-service list ("0 given for
+// -5 services").
+func TestNegativeCountOneError(t *testing.T) {
+	_, err := Parse([]byte("services: {count: -5}\n"), "neg.yaml")
+	if err == nil {
+		t.Fatal("count -5 accepted")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "services.count") || strings.Contains(msg, "given for -5 services") {
+		t.Errorf("error %q: want services.count alone", msg)
+	}
+}
