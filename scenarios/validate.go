@@ -1119,7 +1119,7 @@ func fitting(n int64) int {
 func (c *checker) topology() {
 	s, t := c.s, c.s.Topology
 	if s.has("topology.nodes") || t.Nodes != 0 {
-		if c.between("topology.nodes", t.Nodes, 1, 64) && c.nodeOK && t.Nodes > 1 {
+		if c.between("topology.nodes", t.Nodes, 1, MaxNodes) && c.nodeOK && t.Nodes > 1 {
 			if need := FabricSize(t.Nodes) + 4*int64(t.ClientPods); need > size(c.node) {
 				c.add("network.nodeCIDR", fmt.Sprintf("%d nodes and %d client pods need %d addresses (a /%d fabric block and one /30 per client pod) but %s has %d",
 					t.Nodes, t.ClientPods, need, 32-bitsFor(FabricSize(t.Nodes)), c.node, size(c.node)),
