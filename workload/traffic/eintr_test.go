@@ -22,24 +22,11 @@ func TestAwaitConnect(t *testing.T) {
 	testenv.RequireKernel(t)
 	ns := testenv.NewNetns(t, "eintr")
 	err := ns.Do(func() error {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return err
-		}
-		if err := netlink.LinkSetUp(lo); err != nil {
-			return err
-		}
-		ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+		ln, err := loopbackListener(7001)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(ln)
-		if err := unix.Bind(ln, &unix.SockaddrInet4{Port: 7001, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-			return err
-		}
-		if err := unix.Listen(ln, 4); err != nil {
-			return err
-		}
 		for _, tc := range []struct {
 			port int
 			want error
@@ -94,26 +81,13 @@ func TestAfterConnect(t *testing.T) {
 	testenv.RequireKernel(t)
 	ns := testenv.NewNetns(t, "afterconn")
 	err := ns.Do(func() error {
-		lo, err := netlink.LinkByName("lo")
-		if err != nil {
-			return err
-		}
-		if err := netlink.LinkSetUp(lo); err != nil {
-			return err
-		}
 		// A listener that never accepts: the kernel completes the
 		// handshake, nobody writes the echo line.
-		ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+		ln, err := loopbackListener(7001)
 		if err != nil {
 			return err
 		}
 		defer unix.Close(ln)
-		if err := unix.Bind(ln, &unix.SockaddrInet4{Port: 7001, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-			return err
-		}
-		if err := unix.Listen(ln, 4); err != nil {
-			return err
-		}
 		lo4 := netip.MustParseAddr("127.0.0.1")
 		_, _, _, err = DialEcho(lo4, 7001, 50*time.Millisecond)
 		if err == nil || ErrorKind(err) != "timeout" || !AfterConnect(err) {
@@ -128,4 +102,30 @@ func TestAfterConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// loopbackListener sets the current namespace's lo up and returns a TCP
+// socket listening on 127.0.0.1:port (backlog 4) that never accepts: the
+// kernel completes handshakes into its queue. The caller closes it.
+func loopbackListener(port int) (int, error) {
+	lo, err := netlink.LinkByName("lo")
+	if err != nil {
+		return -1, err
+	}
+	if err := netlink.LinkSetUp(lo); err != nil {
+		return -1, err
+	}
+	ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Bind(ln, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		unix.Close(ln)
+		return -1, err
+	}
+	if err := unix.Listen(ln, 4); err != nil {
+		unix.Close(ln)
+		return -1, err
+	}
+	return ln, nil
 }
