@@ -426,8 +426,10 @@ feed:
 // NodePort services at load 40); kube-apiserver's repair loop deletes
 // such a leaked IPAddress once it is older than its 60 s grace period
 // (pkg/registry/core/service/ipallocator/controller/repairip.go,
-// syncIPAddress), so the retries outlast that.
-const createDeadline = 2 * time.Minute
+// syncIPAddress), and releaseLeakedIPs deletes one itself after the
+// same grace where that loop lags; a leaked node port waits for the node
+// port repair loop (every 3 min), so the retries outlast that.
+const createDeadline = 5 * time.Minute
 
 // serviceObject is the Service Create writes for s: ServiceWithAffinity,
 // made dual-stack (DualStack) in a dual-stack spec.
@@ -458,11 +460,19 @@ func createServiceAs(ctx context.Context, c kubernetes.Interface, s workload.Ser
 		if err == nil {
 			return writeLoadBalancerStatus(ctx, c, s)
 		}
-		if apierrors.IsInvalid(err) && stored(ctx, c, s) {
+		if (apierrors.IsInvalid(err) || apierrors.IsAlreadyExists(err)) && stored(ctx, c, s) {
 			// A create that timed out was stored after all: its retry
 			// finds the ClusterIP taken ("provided IP is already
-			// allocated") before it finds the name taken.
+			// allocated") before it finds the name taken, or the name
+			// taken once a leaked address was released below.
 			return writeLoadBalancerStatus(ctx, c, s)
+		}
+		if apierrors.IsInvalid(err) {
+			if holder, herr := releaseLeakedIPs(ctx, c, s, obj); herr != nil {
+				return fmt.Errorf("apiobjects: create Service %s/%s (clusterIP %s): %w", s.Namespace, s.Name, s.ClusterIP, herr)
+			} else if holder != "" {
+				return fmt.Errorf("apiobjects: create Service %s/%s (clusterIP %s): the address is held by %s, not by a leaked allocation: %w", s.Namespace, s.Name, s.ClusterIP, holder, err)
+			}
 		}
 		if !apierrors.IsInvalid(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("apiobjects: create Service %s/%s (clusterIP %s): %w", s.Namespace, s.Name, s.ClusterIP, err)
@@ -473,6 +483,74 @@ func createServiceAs(ctx context.Context, c kubernetes.Interface, s workload.Ser
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// leakGrace is how old an IPAddress whose Service does not exist must be
+// before releaseLeakedIPs deletes it: kube-apiserver's own repair loop
+// waits the same 60 s (its default request timeout), since a Service
+// create still in flight holds its address that long before the Service
+// is stored (pkg/registry/core/service/ipallocator/controller/repairip.go,
+// syncIPAddress).
+const leakGrace = 60 * time.Second
+
+// releaseLeakedIPs deletes, for each ClusterIP of obj (Service s), the
+// IPAddress object (networking.k8s.io/v1, named by the address) that
+// references Service s while s does not exist and is older than
+// leakGrace: the allocation a timed-out create left behind. kube-apiserver's
+// repair loop deletes such an address too, but only when its informer
+// and work queue get to it, which a slow guest's API server at 10k
+// NodePort services did not within createDeadline. It returns the holder
+// ("Service ns/name", "networking.k8s.io/gateways ns/name") when an
+// address belongs to another object: a real conflict, which no retry
+// mends; "" otherwise. The error is a failed read or delete.
+func releaseLeakedIPs(ctx context.Context, c kubernetes.Interface, s workload.Service, obj *corev1.Service) (string, error) {
+	ips := obj.Spec.ClusterIPs
+	if len(ips) == 0 && obj.Spec.ClusterIP != "" {
+		ips = []string{obj.Spec.ClusterIP}
+	}
+	for _, ip := range ips {
+		addr, err := c.NetworkingV1().IPAddresses().Get(ctx, ip, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue // released meanwhile: the next create takes it
+		}
+		if err != nil {
+			if retriable(err) {
+				continue
+			}
+			return "", fmt.Errorf("read IPAddress %s: %w", ip, err)
+		}
+		ref := addr.Spec.ParentRef
+		if ref == nil {
+			return "IPAddress " + ip + " without a parent", nil
+		}
+		if ref.Group != "" || ref.Resource != "services" || ref.Namespace != s.Namespace || ref.Name != s.Name {
+			return fmt.Sprintf("%s %s/%s", refKind(ref), ref.Namespace, ref.Name), nil
+		}
+		if _, err := c.CoreV1().Services(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			continue // the Service is there (with another address) or unreadable now
+		}
+		if time.Since(addr.CreationTimestamp.Time) < leakGrace {
+			continue // a create may still be in flight
+		}
+		uid := addr.UID
+		err = c.NetworkingV1().IPAddresses().Delete(ctx, ip, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && !retriable(err) {
+			return "", fmt.Errorf("delete leaked IPAddress %s: %w", ip, err)
+		}
+	}
+	return "", nil
+}
+
+// refKind names a parent reference's resource as kubectl does: "Service"
+// for core services, group/resource otherwise.
+func refKind(ref *networkingv1.ParentReference) string {
+	if ref.Group == "" && ref.Resource == "services" {
+		return "Service"
+	}
+	if ref.Group == "" {
+		return ref.Resource
+	}
+	return ref.Group + "/" + ref.Resource
 }
 
 // stored reports whether the API server holds Service s with its

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -150,5 +151,60 @@ func TestSliceHolds(t *testing.T) {
 	})
 	if _, err := SliceHolds(ctx, c, s, t0); err == nil || !strings.Contains(err.Error(), SliceName(s)) {
 		t.Errorf("GET failure: %v, want an error naming %s", err, SliceName(s))
+	}
+}
+
+// TestCreateServiceReleasesLeakedIP: a create that timed out left its
+// ClusterIP's IPAddress behind without the Service (seen in a uml:6.12
+// guest at 10k NodePort services: "provided IP is already allocated" for
+// the whole retry deadline). An address older than leakGrace that
+// references the missing Service is deleted and the create goes through;
+// a younger one is left alone (a create may still be in flight); one
+// held by another Service fails at once, naming the holder.
+func TestCreateServiceReleasesLeakedIP(t *testing.T) {
+	s := workload.Service{Namespace: "pb", Name: "svc-07936", ClusterIP: netip.MustParseAddr("198.18.31.1"),
+		Ports: []workload.ServicePort{{Name: "p80", Port: 80, TargetPort: 8080, Protocol: "TCP"}}}
+	setup := func(age time.Duration, parent string) *fake.Clientset {
+		c := fake.NewSimpleClientset(&networkingv1.IPAddress{
+			ObjectMeta: metav1.ObjectMeta{Name: s.ClusterIP.String(), UID: "leak-1",
+				CreationTimestamp: metav1.NewTime(time.Now().Add(-age))},
+			Spec: networkingv1.IPAddressSpec{ParentRef: &networkingv1.ParentReference{Resource: "services", Namespace: "pb", Name: parent}},
+		})
+		c.PrependReactor("create", "services", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if _, err := c.Tracker().Get(networkingv1.SchemeGroupVersion.WithResource("ipaddresses"), "", s.ClusterIP.String()); err == nil {
+				return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, s.Name, field.ErrorList{
+					field.Invalid(field.NewPath("spec", "clusterIPs"), []string{s.ClusterIP.String()}, "failed to allocate IP "+s.ClusterIP.String()+": provided IP is already allocated")})
+			}
+			return false, nil, nil
+		})
+		return c
+	}
+
+	c := setup(2*time.Minute, s.Name)
+	if err := createService(context.Background(), c, s, 0); err != nil {
+		t.Fatalf("createService with a leaked address: %v", err)
+	}
+	if !stored(context.Background(), c, s) {
+		t.Error("the Service was not stored after the leak was released")
+	}
+
+	c = setup(10*time.Second, s.Name)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := createService(ctx, c, s, 0); err == nil {
+		t.Error("createService took an address a create may still hold (10 s old)")
+	}
+	if _, err := c.NetworkingV1().IPAddresses().Get(context.Background(), s.ClusterIP.String(), metav1.GetOptions{}); err != nil {
+		t.Errorf("a 10 s old address was deleted: %v", err)
+	}
+
+	c = setup(2*time.Minute, "svc-00001")
+	t0 := time.Now()
+	err := createService(context.Background(), c, s, 0)
+	if err == nil || !strings.Contains(err.Error(), "held by Service pb/svc-00001") {
+		t.Errorf("address held by another Service: err = %v, want one naming Service pb/svc-00001", err)
+	}
+	if d := time.Since(t0); d > 30*time.Second {
+		t.Errorf("a real conflict waited %v for the retry deadline", d)
 	}
 }
