@@ -140,6 +140,7 @@ func (p *Proxier) xtablesLock(name string) string {
 // first, so the full-sync one is polled for up to 10 s (full 0 when it
 // never shows: a scrape failed, or kube-proxy had not observed it).
 func firstSyncOf(ctx context.Context, kp *Proxy, created time.Time) (first, full time.Duration) {
+	seen := time.Since(created)
 	for wait := time.Now().Add(10 * time.Second); ; {
 		m, err := kp.Scrape(ctx)
 		if err == nil {
@@ -152,10 +153,10 @@ func firstSyncOf(ctx context.Context, kp *Proxy, created time.Time) (first, full
 				full = d
 			}
 		}
-		if first == 0 {
-			first = time.Since(created)
-		}
 		if full > 0 || time.Now().After(wait) || ctx.Err() != nil {
+			if first == 0 { // no scrape read the timestamp: when WaitSynced saw it
+				first = seen
+			}
 			return first, full
 		}
 		time.Sleep(50 * time.Millisecond)
