@@ -106,10 +106,17 @@ func DualStackReport(label string, mr *ModeResult) []Section {
 				cpu = Text("-") // counted in the other family's
 			}
 			kp := Text("-") // builtin: no kube-proxy metric
+			objects := Int(f.Sync[len(f.Sync)-1].Objects)
 			if f.Shared {
 				kp = Num(median(own), "%.1f")
+				if median(own) == 0 {
+					kp = Text("not observed") // its family's sync metric never showed within the first sync's bound
+				}
+				if f.Sync[len(f.Sync)-1].Objects == 0 {
+					objects = Text("not read") // a kube-proxy row's IPVS objects are not read back
+				}
 			}
-			row.Cells = append(row.Cells, Num(median(walls), "%.1f"), cpu, Int(f.Sync[len(f.Sync)-1].Objects), kp)
+			row.Cells = append(row.Cells, Num(median(walls), "%.1f"), cpu, objects, kp)
 		} else {
 			row.Cells = append(row.Cells, Text("-"), Text("-"), Text("-"), Text("-"))
 		}

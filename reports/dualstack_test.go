@@ -78,3 +78,33 @@ func TestDualStackReportKubeProxyRow(t *testing.T) {
 		t.Errorf("builtin IPv6 CPU %q, want 200.0", got)
 	}
 }
+
+// TestDualStackReportUnobservedMetric: a kube-proxy IPVS row whose IPv6
+// sync metric never showed (ipv6Sync records no "kube-proxy.metric") and
+// whose objects are not read back says so, not 0.0 and 0.
+func TestDualStackReportUnobservedMetric(t *testing.T) {
+	lookup := []PositionResult{{Position: "first", Latency: Summary{Count: 10, P50: 30000, P99: 90000}}}
+	kp := &ModeResult{DualStack: &DualStack{Connections: 10, IPv6Prefix: "2001:2::/96", Families: []FamilyResult{
+		{Family: "IPv4", Synced: true, Shared: true, Sync: []SyncSample{{WallNs: 2e9, CPUNs: 5e8, KubeProxyNs: 3e8}}, Lookup: lookup},
+		{Family: "IPv6", Synced: true, Shared: true, Sync: []SyncSample{{WallNs: 2.5e9}}, Lookup: lookup},
+	}}}
+	sec := DualStackReport("ipvs (kube-proxy)", kp)[0]
+	cell := func(row int, name string) string {
+		for i, c := range sec.Columns {
+			if c.Name == name {
+				return sec.Rows[row].Cells[i].Text
+			}
+		}
+		t.Fatalf("no column %s in %+v", name, sec.Columns)
+		return ""
+	}
+	if got := cell(1, "kube-proxy sync.full"); got != "not observed" {
+		t.Errorf("IPv6 kube-proxy sync.full %q, want \"not observed\"", got)
+	}
+	if got := cell(0, "kube-proxy sync.full"); got != "300.0" {
+		t.Errorf("IPv4 kube-proxy sync.full %q, want 300.0", got)
+	}
+	if got := sec.Rows[1].Cells[4].Text; got != "not read" {
+		t.Errorf("IPv6 objects %q, want \"not read\" (columns %+v)", got, sec.Columns)
+	}
+}
