@@ -172,23 +172,7 @@ func pickKernel(sc *scenarios.Scenario, n string) (*uml.Kernel, error) {
 	}
 	var first error
 	for _, k := range ks {
-		var err error
-		on := n
-		if k.Path != n {
-			on += " (" + k.Path + ")"
-		}
-		if uerr := uml.Usable(k); uerr != nil {
-			err = &InputError{Field: "kernel", Msg: n + ": " + uerr.Error()}
-		}
-		for _, m := range sc.Modes {
-			if err != nil {
-				break
-			}
-			if why := GuestUnsupported(sc, k, m); why != "" {
-				err = &InputError{Field: "modes", Msg: "mode " + m + " cannot run on kernel " + on + ": " + why,
-					Fix: "run make kernels (it builds uml:6.12 and uml:6.1 with every option internal/uml/kconfig/proxybench.config lists), use another kernel (proxybench doctor lists what each can run), or drop the mode"}
-			}
-		}
+		err := kernelRefusal(sc, n, k)
 		if err == nil {
 			return k, nil
 		}
@@ -197,6 +181,26 @@ func pickKernel(sc *scenarios.Scenario, n string) (*uml.Kernel, error) {
 		}
 	}
 	return nil, first
+}
+
+// kernelRefusal is why candidate k of kernel name n cannot run sc: the
+// kernel itself unusable (uml.Usable), or the first of sc's modes it
+// cannot run (GuestUnsupported); nil when it runs them all.
+func kernelRefusal(sc *scenarios.Scenario, n string, k *uml.Kernel) error {
+	if err := uml.Usable(k); err != nil {
+		return &InputError{Field: "kernel", Msg: n + ": " + err.Error()}
+	}
+	on := n
+	if k.Path != n {
+		on += " (" + k.Path + ")"
+	}
+	for _, m := range sc.Modes {
+		if why := GuestUnsupported(sc, k, m); why != "" {
+			return &InputError{Field: "modes", Msg: "mode " + m + " cannot run on kernel " + on + ": " + why,
+				Fix: "run make kernels (it builds uml:6.12 and uml:6.1 with every option internal/uml/kconfig/proxybench.config lists), use another kernel (proxybench doctor lists what each can run), or drop the mode"}
+		}
+	}
+	return nil
 }
 
 // planHost is the host target: every mode must run on this kernel, or,
