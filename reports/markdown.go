@@ -57,7 +57,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 			if g := guestFactorOf(gfs, k); g != nil {
 				fmt.Fprintf(&b, "**%s**\n\n", guestNote(g))
 			}
-			writeMarkdownBody(&b, sub)
+			writeMarkdownBody(&b, sub, r)
 			b.WriteString("\n")
 		}
 		writeKernelsMarkdown(&b, r)
@@ -67,7 +67,7 @@ func WriteMarkdown(w io.Writer, r *Result) error {
 			b.WriteString("- **warning**: " + w + "\n")
 		}
 	} else {
-		writeMarkdownBody(&b, r)
+		writeMarkdownBody(&b, r, r)
 	}
 	// Once for the whole result: a row-scoped section's rows name their
 	// kernel in their label, and a run-scoped one may span kernels.
@@ -112,8 +112,11 @@ func bespokeMarkdownShows(r *Result, phase string) bool {
 	return false
 }
 
-// writeMarkdownBody writes the tables of one kernel's modes.
-func writeMarkdownBody(b *strings.Builder, r *Result) {
+// writeMarkdownBody writes the tables of one kernel's modes: r, a part
+// of whole (Result.ForKernel) or whole itself. The fairness table's Holm
+// correction is over whole's family (SpreadFamily), as the findings' is:
+// one correction, stated once, for the run.
+func writeMarkdownBody(b *strings.Builder, r, whole *Result) {
 	b.WriteString("### sync.full: program every service from empty\n\n")
 	b.WriteString("| mode | back end | n | wall p50 | wall min | wall max | CPU p50 (proxy: thread + rule programs) | objects | bytes | phases (p50 run) |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
@@ -187,7 +190,7 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 	}
 
 	b.WriteString("\n### fairness: connections per endpoint at the fixed positions\n\n")
-	fam := SpreadFamily(r)
+	fam := SpreadFamily(whole)
 	if len(fam) > 0 {
 		pooled := ""
 		if fam[0].Runs > 1 {
@@ -196,12 +199,12 @@ func writeMarkdownBody(b *strings.Builder, r *Result) {
 		fmt.Fprintf(b, "`p-value` pools the row's positions (run 1); `min p (Holm)` is the row's smallest per-position χ² p-value%s after Holm's step-down correction (Holm 1979) over the run's %s: below %g a position is uneven, with at most a %g chance that any row is called uneven by chance.\n\n",
 			pooled, spreadFamilyText(fam), SpreadAlpha, SpreadAlpha)
 	}
-	b.WriteString("| mode | services | samples | min Jain | max max/min | starved | χ² | dof | p-value | min p (Holm) |\n")
+	b.WriteString("| mode | positions | samples | min Jain | max max/min | starved | χ² | dof | p-value | min p (Holm) |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, m := range r.Modes {
 		f := m.Fairness
 		holm := "-"
-		if cs := spreadOf(fam, r.label(m)); len(cs) > 0 {
+		if cs := spreadOf(fam, whole.label(m)); len(cs) > 0 {
 			low := cs[0].Adjusted
 			for _, c := range cs {
 				low = min(low, c.Adjusted)
