@@ -184,3 +184,22 @@ func TestSuspectBaseline(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmupNote: a kernel's warm-up pass (KernelRun.Warmup) is stated
+// at the top of that kernel's section, with its connections, time and
+// the p50 of its first and last quarter, and not in another kernel's.
+func TestWarmupNote(t *testing.T) {
+	r := hostAndGuest()
+	r.Kernels[1].Warmup = &Warmup{Connections: 24600, Ns: 72_800_000_000, FirstP50Ns: 302_000, LastP50Ns: 85_000}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	guestSec := out[strings.Index(out, "## kernel uml:6.12"):strings.Index(out, "## across kernels")]
+	hostSec := out[strings.Index(out, "## kernel host"):strings.Index(out, "## kernel uml:6.12")]
+	want := "Warm-up before the first mode, not recorded: 24,600 connections direct to the pods in 72.8 s, p50 302.0 µs in its first quarter and 85.0 µs in its last, so mode none, the baseline, is not measured on a cold kernel."
+	if !strings.Contains(guestSec, want) || strings.Contains(hostSec, "Warm-up") {
+		t.Errorf("the warm-up note is not in the guest's section alone (want %q):\n%s", want, out)
+	}
+}

@@ -572,7 +572,7 @@ func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Option
 			res.Finished = time.Now()
 			return res, err
 		}
-		kr := reports.KernelRun{Name: t.Name, Release: r.Machine.Kernel, Where: "host", Modes: t.Modes, CPUs: r.Machine.CPUs, Bridge: t.Bridge, Baseline: t.Baseline}
+		kr := reports.KernelRun{Name: t.Name, Release: r.Machine.Kernel, Where: "host", Modes: t.Modes, CPUs: r.Machine.CPUs, Bridge: t.Bridge, Baseline: t.Baseline, Warmup: r.Machine.Warmup}
 		if t.UML != nil {
 			kr.Where, kr.Source = "uml", t.UML.Source
 			kr.InitNs, kr.BootNs, kr.GuestNs = r.Machine.GuestInitNs, r.Machine.GuestBootNs, r.Machine.GuestElapsedNs
