@@ -77,15 +77,15 @@ type Machine struct {
 	GuestBootNs int64 `json:"guestBootNs,omitempty"`
 	// GuestInitNs is the guest's time from start to its init script, and
 	// GuestElapsedNs from start to halt, in ns (a run in one guest).
-	GuestInitNs    int64  `json:"guestInitNs,omitempty"`
-	GuestElapsedNs int64  `json:"guestElapsedNs,omitempty"`
+	GuestInitNs    int64 `json:"guestInitNs,omitempty"`
+	GuestElapsedNs int64 `json:"guestElapsedNs,omitempty"`
 	// Warmup is the unrecorded traffic this kernel's run drove before its
 	// first row (nil: none, or a result from before it existed).
-	Warmup   *Warmup `json:"warmup,omitempty"`
-	CPUModel string  `json:"cpuModel"`
-	CPUs           int    `json:"cpus"`
-	MemoryBytes    uint64 `json:"memoryBytes"`
-	GoVersion      string `json:"goVersion"`
+	Warmup      *Warmup `json:"warmup,omitempty"`
+	CPUModel    string  `json:"cpuModel"`
+	CPUs        int     `json:"cpus"`
+	MemoryBytes uint64  `json:"memoryBytes"`
+	GoVersion   string  `json:"goVersion"`
 }
 
 // Warmup is the warm-up pass of a run on one kernel: before its first

@@ -299,7 +299,9 @@ const warmupSeed = 1 << 40
 // the traffic phase (Phases) or it has no connections.
 func warmupPhase(ctx context.Context, sc *scenarios.Scenario, e *env, clients []*topology.Netns, services []workload.Service, prog Progress) (*reports.Warmup, error) {
 	t := sc.Traffic
-	wanted := slices.ContainsFunc(Phases, func(p Phase) bool { return p.Name == trafficPhaseV.Name && p.Scope == scenarios.ScopeRow && p.Wanted(sc) })
+	wanted := slices.ContainsFunc(Phases, func(p Phase) bool {
+		return p.Name == trafficPhaseV.Name && p.Scope == scenarios.ScopeRow && p.Wanted(sc)
+	})
 	if !wanted || t.Connections <= 0 || len(t.Positions) == 0 || len(clients) == 0 || len(services) == 0 {
 		return nil, nil
 	}
