@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -214,6 +215,11 @@ func RestConfig(o Options) (*rest.Config, string, error) {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
+		if clientcmd.IsEmptyConfig(err) {
+			// client-go's own text ("try setting KUBERNETES_MASTER
+			// environment variable") names a variable nothing here reads.
+			return nil, "", &Unusable{Cause: noKubeconfig(o.Kubeconfig, rules.GetLoadingPrecedence()), Fix: KubeconfigFix}
+		}
 		what := "--kubeconfig " + o.Kubeconfig
 		if o.Kubeconfig == "" {
 			what = "the kubeconfig (" + strings.Join(rules.GetLoadingPrecedence(), ", ") + ")"
@@ -221,7 +227,7 @@ func RestConfig(o Options) (*rest.Config, string, error) {
 		if o.Context != "" {
 			what += " --context " + o.Context
 		}
-		return nil, "", &Unusable{Cause: what + " does not load", Fix: "give --kubeconfig PATH (and --context NAME) of a cluster you can reach", Err: err}
+		return nil, "", &Unusable{Cause: what + " does not load", Fix: "give --kubeconfig PATH (and --context NAME) of a cluster you can reach; " + KubeconfigFix, Err: err}
 	}
 	raw, _ := cc.RawConfig()
 	ctxName := o.Context
@@ -240,6 +246,31 @@ func RestConfig(o Options) (*rest.Config, string, error) {
 		cfg.Dial = netnsDialer(ns)
 	}
 	return cfg, ctxName, nil
+}
+
+// KubeconfigFix is the fix of a run without a usable kubeconfig: the
+// local cluster writes one.
+const KubeconfigFix = "proxybench cluster up starts a local cluster and writes its kubeconfig (/tmp/pb-<id>-cluster/kubeconfig, printed when it is Ready): pass it as --kubeconfig PATH or KUBECONFIG=PATH"
+
+// noKubeconfig says where RestConfig looked and found no cluster:
+// explicit (--kubeconfig) names a file without one, else KUBECONFIG's
+// files (or, with KUBECONFIG unset, ~/.kube/config) are missing or empty.
+func noKubeconfig(explicit string, looked []string) string {
+	if explicit != "" {
+		return "--kubeconfig " + explicit + " holds no cluster (no contexts, or no current context)"
+	}
+	var where []string
+	for _, p := range looked {
+		if _, err := os.Stat(p); err != nil {
+			where = append(where, p+" does not exist")
+		} else {
+			where = append(where, p+" holds no cluster")
+		}
+	}
+	if env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); env != "" {
+		return "no kubeconfig: --kubeconfig is not given, and KUBECONFIG=" + env + " names none that holds a cluster (" + strings.Join(where, ", ") + ")"
+	}
+	return "no kubeconfig: --kubeconfig is not given, KUBECONFIG is not set, and " + strings.Join(where, ", ")
 }
 
 // Connect loads the kubeconfig (RestConfig), or takes cfg when it is

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/proxybench/proxybench/cluster"
@@ -248,5 +249,55 @@ func TestConnectBadKubeconfig(t *testing.T) {
 	cfg, name, err := cluster.RestConfig(cluster.Options{Kubeconfig: kc, QPS: 7, Burst: 9})
 	if err != nil || name != "a" || cfg.QPS != 7 || cfg.Burst != 9 || cfg.Host != "https://198.18.0.1:6443" {
 		t.Errorf("RestConfig: %+v %q %v", cfg, name, err)
+	}
+}
+
+// TestNoKubeconfig: with no kubeconfig at all (KUBECONFIG naming files
+// that do not exist, or ~/.kube/config missing with KUBECONFIG unset) or
+// an explicit one without a cluster, RestConfig is Unusable with our own
+// cause naming --kubeconfig and KUBECONFIG and the fix (cluster up writes
+// one), not client-go's hint about KUBERNETES_MASTER, which nothing here
+// reads.
+func TestNoKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	empty := dir + "/empty"
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, env, flag string
+		want            []string
+	}{
+		{"KUBECONFIG of missing files", dir + "/a:" + dir + "/b", "", []string{"no kubeconfig: --kubeconfig is not given, and KUBECONFIG=" + dir + "/a:" + dir + "/b names none", dir + "/a does not exist"}},
+		{"--kubeconfig of an empty file", "", empty, []string{"--kubeconfig " + empty + " holds no cluster"}},
+	}
+	if _, err := os.Stat(clientcmd.RecommendedHomeFile); err != nil {
+		cases = append(cases, struct {
+			name, env, flag string
+			want            []string
+		}{"nothing at all", "", "", []string{"no kubeconfig: --kubeconfig is not given, KUBECONFIG is not set, and " + clientcmd.RecommendedHomeFile + " does not exist"}})
+	} else {
+		t.Logf("%s exists: the case without any kubeconfig is not tried", clientcmd.RecommendedHomeFile)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("KUBECONFIG", c.env)
+			if c.env == "" {
+				os.Unsetenv("KUBECONFIG")
+			}
+			_, _, err := cluster.RestConfig(cluster.Options{Kubeconfig: c.flag})
+			if !cluster.IsUnusable(err) {
+				t.Fatalf("err %v, want Unusable", err)
+			}
+			msg := err.Error()
+			for _, w := range append(c.want, "fix: proxybench cluster up", "--kubeconfig PATH or KUBECONFIG=PATH") {
+				if !strings.Contains(msg, w) {
+					t.Errorf("%q does not say %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, "KUBERNETES_MASTER") {
+				t.Errorf("%q passes on client-go's KUBERNETES_MASTER hint", msg)
+			}
+		})
 	}
 }

@@ -79,6 +79,9 @@ func Execute(ctx context.Context, sc *scenarios.Scenario, o Options, cfg *rest.C
 	if pool == 0 {
 		pool = 2 * eps // two disjoint endpoint sets: the programming probes swap between them
 	}
+	// The run's ID once the cluster is known usable, just before the
+	// first object is created: input refused earlier prints nothing.
+	o.logf("cluster run %s on %s (context %s)", o.RunID, c.Host, c.Context)
 	r, err := c.Start(ctx, services, pool)
 	if err != nil {
 		return res, err

@@ -28,7 +28,7 @@ func writeCostMarkdown(b *strings.Builder, r *Result) {
 		per := float64(m.TrafficCPUNs) / float64(m.TrafficConns)
 		vs := "-"
 		if bp := base[baseKey(m, "")]; bp > 0 {
-			vs = fmt.Sprintf("%.2f×", per/bp)
+			vs = vsBaseline(per, bp)
 		}
 		rss := "-"
 		if m.ProxyRSSBytes > 0 {

@@ -90,13 +90,19 @@ func Findings(r *Result) []string {
 				parts = append(parts, fmt.Sprintf("p50 connect latency is flat across %s services (first %s, last %s)", thousands(top), FormatNs(float64(first.P50)), FormatNs(float64(last.P50))))
 			}
 			if base := none[m.Kernel]; base != nil && !m.isBaseline() {
-				if b := posSummary(*base, "last"); b.P50 > 0 {
+				b := posSummary(*base, "last")
+				switch {
+				case b.P50 <= 0:
+				case suspectBaseline(float64(last.P50), float64(b.P50)):
+					// A wrong baseline in a capacity plan is worse than none.
+					parts = append(parts, fmt.Sprintf("no overhead over direct-to-pod given: mode none's p50 at the last service (%s) is slower than this row's (%s), which a ClusterIP path cannot be beyond noise, so that baseline is suspect; rerun", FormatNs(float64(b.P50)), FormatNs(float64(last.P50))))
+				default:
 					parts = append(parts, fmt.Sprintf("%+.0f%% over direct-to-pod at the last service", (float64(last.P50)/float64(b.P50)-1)*100))
 				}
 				// A proxy that terminates the connection (the userspace
 				// listener) completes the handshake itself: its cost shows
 				// in the time to first byte.
-				if t, bt := ttfbP50(m, "last"), ttfbP50(*base, "last"); m.Traits.Terminates && t > 0 && bt > 0 {
+				if t, bt := ttfbP50(m, "last"), ttfbP50(*base, "last"); m.Traits.Terminates && t > 0 && bt > 0 && !suspectBaseline(float64(t), float64(bt)) {
 					parts = append(parts, fmt.Sprintf("time to first byte %.2g× direct-to-pod (the proxy's own dial to the endpoint)", float64(t)/float64(bt)))
 				}
 			}

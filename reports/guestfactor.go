@@ -27,8 +27,12 @@ type GuestFactor struct {
 	Walk    float64
 	WalkWhy string `json:",omitempty"`
 	// Connect is the baseline's p50 at the last service in the guest over
-	// the host's: a connect through no rules.
-	Connect float64
+	// the host's: a connect through no rules. 0 when either kernel's
+	// baseline is suspect (slower than its bridge at the last service
+	// beyond baselineSlack: a guest's cold start); ConnectWhy then says
+	// which.
+	Connect    float64
+	ConnectWhy string `json:",omitempty"`
 	// Only are the rows that ran in this guest and not on the host (ipvs
 	// on a host without IP_VS), in run order.
 	Only []string
@@ -76,7 +80,14 @@ func GuestFactors(r *Result) []GuestFactor {
 		}
 		if k.Baseline != "" {
 			if hn, gn, _ := sharedRow(r, host, k.Name, k.Baseline); hn != nil {
-				if h, gs := posSummary(*hn, "last").P50, posSummary(*gn, "last").P50; h > 0 && gs > 0 {
+				h, gs := posSummary(*hn, "last").P50, posSummary(*gn, "last").P50
+				switch {
+				case h <= 0 || gs <= 0:
+				case suspectBaseline(float64(gl), float64(gs)):
+					g.ConnectWhy = fmt.Sprintf("the guest's %s (%s at the last service) was slower than its %s (%s): a suspect baseline", k.Baseline, FormatNs(float64(gs)), k.Bridge, FormatNs(float64(gl)))
+				case suspectBaseline(float64(hl), float64(h)):
+					g.ConnectWhy = fmt.Sprintf("the host's %s (%s at the last service) was slower than its %s (%s): a suspect baseline", k.Baseline, FormatNs(float64(h)), k.Bridge, FormatNs(float64(hl)))
+				default:
 					g.Connect = float64(gs) / float64(h)
 				}
 			}
@@ -125,7 +136,8 @@ func factor(f float64) string {
 // Measured says what the bridge measured, as a clause: "iptables' full
 // sync took 4.6× and its rule walk 2.7× the host's, a connect without
 // rules (none) 4.0×"; "" when nothing was. The rule walk is p50 at the
-// last service minus p50 at the first.
+// last service minus p50 at the first. A connect factor not given
+// (ConnectWhy: a suspect baseline) is said so, with why.
 func (g GuestFactor) Measured() string {
 	var parts []string
 	if g.Sync > 0 {
@@ -142,12 +154,15 @@ func (g GuestFactor) Measured() string {
 	if len(parts) > 0 {
 		s = possessive(g.Bridge) + " " + strings.Join(parts, " and ") + " the host's"
 	}
-	if g.Connect > 0 {
+	switch {
+	case g.Connect > 0:
 		c := fmt.Sprintf("a connect without rules (%s) %s", g.Baseline, factor(g.Connect))
 		if s == "" {
 			c += " the host's"
 		}
 		s = strings.TrimPrefix(s+", "+c, ", ")
+	case g.ConnectWhy != "" && s != "":
+		s += "; a connect without rules not compared: " + g.ConnectWhy
 	}
 	return s
 }

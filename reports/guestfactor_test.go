@@ -121,3 +121,85 @@ func TestGuestFactors(t *testing.T) {
 		t.Errorf("no bridge: factors %+v, want none", gs)
 	}
 }
+
+// TestSuspectBaseline: a guest's mode none measured cold (500 µs against
+// its iptables' 100-370 µs: a ClusterIP path faster than direct-to-pod,
+// as uml:6.12's none at 302 µs against iptables' 82 µs was) is a suspect
+// baseline: every ratio against it is marked in the lookup and
+// across-kernels tables, the findings give no overhead over
+// direct-to-pod for its rows, the guest factor gives no connect factor
+// and says why, and the warning explains it; the host's rows, whose none
+// is not slower, keep their figures unmarked.
+func TestSuspectBaseline(t *testing.T) {
+	r := hostAndGuest()
+	for i := range r.Modes[2].Lookup {
+		p := &r.Modes[2].Lookup[i]
+		for j := range p.SamplesNs {
+			p.SamplesNs[j] = 500000
+		}
+		p.Latency = Summarize(p.SamplesNs)
+	}
+	g := GuestFactors(r)[0]
+	if g.Connect != 0 || !strings.Contains(g.ConnectWhy, "the guest's none (500") || !strings.Contains(g.ConnectWhy, "slower than its iptables (370") {
+		t.Errorf("connect %v, why %q: want no factor, the guest's none named", g.Connect, g.ConnectWhy)
+	}
+	if m := g.Measured(); strings.Contains(m, "a connect without rules (none)") || !strings.Contains(m, "the host's; a connect without rules not compared: the guest's none") {
+		t.Errorf("measured %q: want the connect factor left out, with why", m)
+	}
+	var md bytes.Buffer
+	if err := WriteReportMarkdown(&md, r, DefaultBudgets); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	guestSec := out[strings.Index(out, "## kernel uml:6.12"):strings.Index(out, "## across kernels")]
+	hostSec := out[strings.Index(out, "## kernel host"):strings.Index(out, "## kernel uml:6.12")]
+	for _, w := range []string{"| iptables | first | 0 | 100 | 100.0 |", "| 0.20×: none slower, suspect |", "| ipvs | last | 0 | 100 | 90.0 |", "| 0.18×: none slower, suspect |",
+		"none's baseline is suspect"} {
+		if !strings.Contains(guestSec, w) {
+			t.Errorf("the guest's section lacks %q:\n%s", w, guestSec)
+		}
+	}
+	if strings.Contains(hostSec, "suspect") || !strings.Contains(hostSec, "| 6.25× |") {
+		t.Errorf("the host's section (none not slower) is marked, or lost its ratio:\n%s", hostSec)
+	}
+	if !strings.Contains(out, "0.74×: none slower, suspect (370.2 µs)") {
+		t.Errorf("the across-kernels table does not mark guest iptables' last:\n%s", out)
+	}
+	if !strings.Contains(out, "none's connect p50 at the last service - (the guest's none") {
+		t.Errorf("the factor line does not say why there is no connect factor:\n%s", out)
+	}
+	if strings.Contains(out, "a connect without rules (none) ") {
+		t.Errorf("a connect factor over a suspect baseline is stated:\n%s", out)
+	}
+	for _, f := range Findings(r) {
+		switch {
+		case strings.HasPrefix(f, "iptables (uml:6.12):") || strings.HasPrefix(f, "ipvs (uml:6.12):"):
+			if strings.Contains(f, "over direct-to-pod at the last service") || !strings.Contains(f, "no overhead over direct-to-pod given: mode none's p50 at the last service (500") {
+				t.Errorf("a guest row's finding over a suspect baseline: %q", f)
+			}
+		case strings.HasPrefix(f, "iptables (host):"):
+			if !strings.Contains(f, "+525% over direct-to-pod at the last service") {
+				t.Errorf("the host row's finding lost its overhead: %q", f)
+			}
+		}
+	}
+}
+
+// TestWarmupNote: a kernel's warm-up pass (KernelRun.Warmup) is stated
+// at the top of that kernel's section, with its connections, time and
+// the p50 of its first and last quarter, and not in another kernel's.
+func TestWarmupNote(t *testing.T) {
+	r := hostAndGuest()
+	r.Kernels[1].Warmup = &Warmup{Connections: 24600, Ns: 72_800_000_000, FirstP50Ns: 302_000, LastP50Ns: 85_000}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	guestSec := out[strings.Index(out, "## kernel uml:6.12"):strings.Index(out, "## across kernels")]
+	hostSec := out[strings.Index(out, "## kernel host"):strings.Index(out, "## kernel uml:6.12")]
+	want := "Warm-up before the first mode, not recorded: 24,600 connections direct to the pods in 72.8 s, p50 302.0 µs in its first quarter and 85.0 µs in its last, so mode none, the baseline, is not measured on a cold kernel."
+	if !strings.Contains(guestSec, want) || strings.Contains(hostSec, "Warm-up") {
+		t.Errorf("the warm-up note is not in the guest's section alone (want %q):\n%s", want, out)
+	}
+}

@@ -45,6 +45,7 @@ func (r *Result) ForKernel(name string) *Result {
 			c.Machine.Kernel, c.Machine.KernelWhere = k.Release, k.Where
 			c.Kernels = []KernelRun{k}
 			c.Machine.GuestBootNs, c.Machine.GuestInitNs, c.Machine.GuestElapsedNs = k.BootNs, k.InitNs, k.GuestNs
+			c.Machine.Warmup = k.Warmup
 		}
 	}
 	if len(c.Kernels) == 0 && name != "host" && r.Machine.GuestKernel != "" {

@@ -77,12 +77,31 @@ type Machine struct {
 	GuestBootNs int64 `json:"guestBootNs,omitempty"`
 	// GuestInitNs is the guest's time from start to its init script, and
 	// GuestElapsedNs from start to halt, in ns (a run in one guest).
-	GuestInitNs    int64  `json:"guestInitNs,omitempty"`
-	GuestElapsedNs int64  `json:"guestElapsedNs,omitempty"`
-	CPUModel       string `json:"cpuModel"`
-	CPUs           int    `json:"cpus"`
-	MemoryBytes    uint64 `json:"memoryBytes"`
-	GoVersion      string `json:"goVersion"`
+	GuestInitNs    int64 `json:"guestInitNs,omitempty"`
+	GuestElapsedNs int64 `json:"guestElapsedNs,omitempty"`
+	// Warmup is the unrecorded traffic this kernel's run drove before its
+	// first row (nil: none, or a result from before it existed).
+	Warmup      *Warmup `json:"warmup,omitempty"`
+	CPUModel    string  `json:"cpuModel"`
+	CPUs        int     `json:"cpus"`
+	MemoryBytes uint64  `json:"memoryBytes"`
+	GoVersion   string  `json:"goVersion"`
+}
+
+// Warmup is the warm-up pass of a run on one kernel: before its first
+// row (mode none, the baseline, by default) it drives the scenario's
+// whole traffic plan once directly to the endpoints, as mode none dials
+// them, and records nothing of it but this: Connections made (Errors of
+// them failed) over Ns, and the p50 connect time of its first and last
+// quarter of connections, which show how cold the kernel was (a fresh
+// user-mode-linux guest: mode none, measured cold, took 72.8 s at p50
+// 302 µs where iptables right after it took 28.6 s at 82 µs, 2026-12-04).
+type Warmup struct {
+	Connections int   `json:"connections"`
+	Errors      int   `json:"errors,omitempty"`
+	Ns          int64 `json:"ns"`
+	FirstP50Ns  int64 `json:"firstP50Ns"`
+	LastP50Ns   int64 `json:"lastP50Ns"`
 }
 
 // KernelRun is one kernel of a run.
@@ -110,6 +129,8 @@ type KernelRun struct {
 	// none). "" when not run.
 	Bridge   string `json:"bridge,omitempty"`
 	Baseline string `json:"baseline,omitempty"`
+	// Warmup is this kernel's warm-up pass (its run's Machine.Warmup).
+	Warmup *Warmup `json:"warmup,omitempty"`
 }
 
 // ModeResult holds one proxy mode's figures.

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"bytes"
 	"math"
 	"strings"
 	"testing"
@@ -163,5 +164,51 @@ func TestFairnessPhaseHolm(t *testing.T) {
 	}
 	if !strings.Contains(md, "| 0.0006 | 0.0012 |") {
 		t.Errorf("table lacks the adjusted p beside the raw one:\n%s", md)
+	}
+}
+
+// TestSpreadFamilyAcrossKernels: a run on two kernels has one family of
+// spread tests (every row and position of the run: 2 host rows and 3
+// guest rows × 3 positions = 15), and both the findings and each
+// kernel's fairness table state that one correction: "15 tests", never
+// the kernel's own 6 or 9, with the same adjusted p (guest iptables' last
+// at 0.001 is 0.015 after Holm over 15, not 0.009 over the guest's 9).
+// The table's count column is the positions pooled, named so.
+func TestSpreadFamilyAcrossKernels(t *testing.T) {
+	sc := &scenarios.Scenario{Name: "spread", Modes: []string{"none", "iptables", "ipvs"}, Services: scenarios.ServicesSpec{Count: 10000}}
+	sc.SetDefaults()
+	host := spreadModes([]string{"none", "iptables"}, [][]float64{{0.5, 0.7, 0.3}, {0.4, 0.6, 0.2}})
+	guest := spreadModes([]string{"none", "iptables", "ipvs"}, [][]float64{{0.5, 0.7, 0.3}, {0.4, 0.6, 0.001}, {0.9, 0.8, 0.7}})
+	for i := range host {
+		host[i].Kernel = "host"
+	}
+	for i := range guest {
+		guest[i].Kernel = "uml:6.12"
+	}
+	r := &Result{RunID: "fam1", Engine: "real", Scenario: sc, Machine: Machine{Kernel: "6.18.0", KernelWhere: "host+uml:6.12"},
+		Kernels: []KernelRun{{Name: "host", Release: "6.18.0", Where: "host", Modes: []string{"none", "iptables"}},
+			{Name: "uml:6.12", Release: "6.12.118", Where: "uml", Modes: []string{"none", "iptables", "ipvs"}}},
+		Modes: append(host, guest...)}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	if n := strings.Count(md, "Holm 1979) over the run's 15 tests"); n != 2 {
+		t.Errorf("%d kernel sections state Holm over the run's 15 tests, want 2:\n%s", n, md)
+	}
+	for _, w := range []string{"over the run's 6 tests", "over the run's 9 tests"} {
+		if strings.Contains(md, w) {
+			t.Errorf("a kernel section states its own family: %q", w)
+		}
+	}
+	if !strings.Contains(md, "| iptables | 3 | 18000 | ") || !strings.Contains(md, "| 0.015 |\n") {
+		t.Errorf("guest iptables' row: want 3 positions and min p (Holm) 0.015 (0.001 × 15):\n%s", md)
+	}
+	if !strings.Contains(md, "| mode | positions | samples |") {
+		t.Errorf("the fairness table's count column is not named positions:\n%s", md)
+	}
+	if f := findingOf(t, r, "iptables (uml:6.12)"); !strings.Contains(f, "after Holm's correction over 15 tests") {
+		t.Errorf("finding %q, want Holm over 15 tests", f)
 	}
 }

@@ -128,6 +128,9 @@ func ComputeFairness(hits []float64, weights []float64) Fairness {
 // Jain index and, since independent chi-square statistics add, the
 // p-value of their sum against the summed degrees of freedom.
 type FairnessSummary struct {
+	// Services is how many fixed positions (one service each: first,
+	// middle, last) were pooled, not the scenario's service count; the
+	// fairness table's "positions" column.
 	Services  int     `json:"services"`
 	Samples   int     `json:"samples"`
 	MinJain   float64 `json:"minJain"`

@@ -187,7 +187,11 @@ func sharedNetnsDir() error {
 }
 
 // CreateNetns creates the named namespace /run/netns/name (equivalent to
-// `ip netns add name`) without switching any long-lived thread into it.
+// `ip netns add name`) without switching any long-lived thread into it,
+// with lo up. On error nothing is left: a namespace made before a later
+// step failed is deleted again (its callers returned on the error, and
+// so left it: pb-<id>-probe of a doctor probe, a scratch sync's, a
+// test's).
 func CreateNetns(name string) (*Netns, error) {
 	if err := sharedNetnsDir(); err != nil {
 		return nil, fmt.Errorf("create netns %q: %w", name, err)
@@ -211,10 +215,19 @@ func CreateNetns(name string) (*Netns, error) {
 		return nil, err
 	}
 	n := &Netns{Name: name, handle: h, cpu: new(atomic.Int64)}
-	// Every new namespace starts with lo down; bring it up.
+	if err := setUp(n); err != nil {
+		_ = n.Close()
+		return nil, errors.Join(err, DeleteNetns(name))
+	}
+	return n, nil
+}
+
+// setUp readies a new namespace: every one starts with lo down; bring it
+// up. A variable so a test can make it fail (TestKernelCreateNetnsFails).
+var setUp = func(n *Netns) error {
 	nl, err := n.Netlink()
 	if err != nil {
-		return n, err
+		return fmt.Errorf("netns %q: %w", n.Name, err)
 	}
 	defer nl.Close()
 	lo, err := nl.LinkByName("lo")
@@ -222,9 +235,9 @@ func CreateNetns(name string) (*Netns, error) {
 		err = nl.LinkSetUp(lo)
 	}
 	if err != nil {
-		return n, fmt.Errorf("netns %q: bring lo up: %w", name, err)
+		return fmt.Errorf("netns %q: bring lo up: %w", n.Name, err)
 	}
-	return n, nil
+	return nil
 }
 
 // DeleteNetns removes the named namespace (equivalent to `ip netns del

@@ -3,9 +3,11 @@
 package topology_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,5 +58,30 @@ func TestCreateNetnsSurvivesIPNetns(t *testing.T) {
 		if _, err := os.Stat(filepath.Join("/run/netns", n)); err == nil {
 			t.Errorf("cleanup left %s (removed %v)", n, done)
 		}
+	}
+}
+
+// TestCreateNetnsFailureLeavesNothing: when CreateNetns made the
+// namespace but a later step failed (bringing lo up), it returns no
+// Netns and deletes the namespace: its callers return on the error (a
+// doctor probe's pb-<id>-probe, a scratch sync's, a test's t.Fatal) and
+// would leave it behind.
+func TestCreateNetnsFailureLeavesNothing(t *testing.T) {
+	testenv.RequireKernel(t)
+	id := topology.NewRunID()
+	name := topology.NetnsName(id, "probe")
+	defer topology.Cleanup(id)
+	injected := errors.New("injected set-up failure")
+	restore := topology.FailSetUp(injected)
+	ns, err := topology.CreateNetns(name)
+	restore()
+	if !errors.Is(err, injected) || ns != nil {
+		t.Fatalf("CreateNetns = %v, %v; want nil and the set-up error", ns, err)
+	}
+	if _, err := os.Stat(filepath.Join("/run/netns", name)); err == nil {
+		t.Errorf("a failed CreateNetns left %s", name)
+	}
+	if left, _ := topology.Leftovers(); slices.ContainsFunc(left, func(n string) bool { return topology.RunIDOf(n) == id }) {
+		t.Errorf("a failed CreateNetns left namespaces of run %s: %v", id, left)
 	}
 }

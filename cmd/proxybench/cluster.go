@@ -67,7 +67,8 @@ func runCluster(cmd *cobra.Command, sc *scenarios.Scenario, cf *clusterFlags, ou
 	if runID == "" {
 		runID = topology.NewRunID()
 	}
-	fmt.Fprintf(os.Stderr, "cluster run %s\n", runID)
+	// cluster.Execute prints "cluster run <id>" once the kubeconfig, the
+	// API server and the RBAC passed, before it creates anything.
 	res, err := cluster.Execute(ctx, sc, cf.options(runID), nil)
 	switch {
 	case err == nil:

@@ -274,9 +274,13 @@ func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
 	}
 	ctx, _, stop := runSignals(cmd.Context())
 	defer stop()
+	runID := f.runID
+	if runID == "" {
+		runID = topology.NewRunID()
+	}
 	plan := runner.Plan{Targets: []runner.Target{{Name: "host", Modes: sc.Modes}}} // the guest dumpInGuest booted
 	if !f.guest {
-		if plan, err = runner.PlanKernels(ctx, sc); err != nil {
+		if plan, err = runner.PlanKernels(ctx, sc, runID); err != nil {
 			if runner.IsInput(err) {
 				return badInput(err)
 			}
@@ -292,10 +296,6 @@ func runDump(cmd *cobra.Command, arg string, f *dumpFlags) error {
 	}
 	if target == nil {
 		return badInput(fmt.Errorf("no kernel here runs mode %s (%s); fix: --kernel uml (make kernels builds one)", f.mode, plan.Why))
-	}
-	runID := f.runID
-	if runID == "" {
-		runID = topology.NewRunID()
 	}
 	var readings []fidelity.Reading
 	if target.UML != nil {

@@ -178,7 +178,13 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 			// pipe fails only the summary, after the result is saved.
 			ctx, stderr, stop := runSignals(cmd.Context())
 			defer stop()
-			plan, err := runner.PlanKernels(ctx, sc)
+			runID := f.runID
+			if runID == "" {
+				runID = topology.NewRunID()
+			}
+			// The host probe's namespace is the run's (pb-<id>-probe):
+			// killed while probing, cleanup --run <id> removes it.
+			plan, err := runner.PlanKernels(ctx, sc, runID)
 			if err != nil {
 				if runner.IsInput(err) {
 					return badInput(err)
@@ -186,10 +192,6 @@ else ./bin. A user-mode-linux guest is given the folder found here.`,
 				return &exitError{1, err}
 			}
 			fmt.Fprintf(os.Stderr, "kernel: %s (%s)\n", strings.Join(plan.Names(), ", "), plan.Why)
-			runID := f.runID
-			if runID == "" {
-				runID = topology.NewRunID()
-			}
 			var console io.Writer = stderr
 			if f.quiet {
 				console = nil
@@ -504,7 +506,7 @@ a note. Exit 2 on any problem, as run.`,
 			if sc.Engine != "sim" && sc.Engine != scenarios.EngineCluster && os.Geteuid() == 0 {
 				// Where the modes would run, as run decides it (the host's
 				// probes run in a throwaway namespace and leave nothing).
-				plan, err := runner.PlanKernels(cmd.Context(), sc)
+				plan, err := runner.PlanKernels(cmd.Context(), sc, "")
 				if err != nil {
 					if runner.IsInput(err) {
 						return badInput(err)

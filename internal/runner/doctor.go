@@ -24,16 +24,22 @@ type ModeStatus struct {
 
 // ProbeHost probes the modes called names (every mode of
 // proxymodes/modes when nil) on this kernel, in a
-// throwaway namespace pb-<runid>-probe that it removes afterwards, with
-// sc's settings for binaries. It needs root.
-func ProbeHost(ctx context.Context, sc *scenarios.Scenario, names []string) ([]ModeStatus, error) {
+// throwaway namespace pb-<runID>-probe that it removes afterwards, with
+// sc's settings for binaries. runID is the run the probe is for (a fresh
+// ID when empty): a run killed mid-probe leaves its probe namespace under
+// its own ID, which `proxybench cleanup --run <id>` removes (under a
+// fresh ID only a plain cleanup did). It needs root.
+func ProbeHost(ctx context.Context, sc *scenarios.Scenario, names []string, runID string) ([]ModeStatus, error) {
 	if os.Geteuid() != 0 {
 		return nil, &InputError{Msg: "probing the kernel needs root (network namespaces)", Fix: "run as root"}
 	}
 	if names == nil {
 		names = modes.Names()
 	}
-	name := topology.NetnsName(topology.NewRunID(), "probe")
+	if runID == "" {
+		runID = topology.NewRunID()
+	}
+	name := topology.NetnsName(runID, "probe")
 	ns, err := topology.CreateNetns(name)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create a network namespace: %w", err)
@@ -67,7 +73,7 @@ func ProbeHost(ctx context.Context, sc *scenarios.Scenario, names []string) ([]M
 func Doctor(ctx context.Context) ([]ModeStatus, error) {
 	sc := &scenarios.Scenario{}
 	sc.SetDefaults()
-	return ProbeHost(ctx, sc, modes.Names())
+	return ProbeHost(ctx, sc, modes.Names(), "")
 }
 
 // KernelStatus is what doctor says about one user-mode-linux kernel.

@@ -118,16 +118,17 @@ func guestKernels() []*uml.Kernel {
 // the best guest kernel that runs them, with the baseline none and the
 // bridge mode (iptables) beside them (autoPlan). With `fallback: iptables`, on the host an ipvs mode the
 // kernel lacks is replaced by iptables and FellBack records it. Host
-// probes run in a throwaway namespace and leave nothing behind.
-func PlanKernels(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
+// probes run in a throwaway namespace of run runID (ProbeHost; a fresh ID
+// when empty) and leave nothing behind.
+func PlanKernels(ctx context.Context, sc *scenarios.Scenario, runID string) (Plan, error) {
 	names := scenarios.KernelNames(sc.Kernel)
 	if len(names) == 0 || (len(names) == 1 && names[0] == "auto") {
-		return planAuto(ctx, sc)
+		return planAuto(ctx, sc, runID)
 	}
 	plan := Plan{Why: "kernel: " + strings.Join(names, ", ") + " requested"}
 	for _, n := range names {
 		if n == "host" {
-			t, fb, err := planHost(ctx, sc)
+			t, fb, err := planHost(ctx, sc, runID)
 			if err != nil {
 				return Plan{}, err
 			}
@@ -206,8 +207,8 @@ func kernelRefusal(sc *scenarios.Scenario, n string, k *uml.Kernel) error {
 // planHost is the host target: every mode must run on this kernel, or,
 // under `fallback: <mode>`, a mode that falls back to that one
 // (Mode.FallsBackTo: ipvs to iptables) is replaced by it.
-func planHost(ctx context.Context, sc *scenarios.Scenario) (Target, map[string]string, error) {
-	st, err := ProbeHost(ctx, sc, sc.Modes)
+func planHost(ctx context.Context, sc *scenarios.Scenario, runID string) (Target, map[string]string, error) {
+	st, err := ProbeHost(ctx, sc, sc.Modes, runID)
 	if err != nil {
 		return Target{}, nil, err
 	}
@@ -279,8 +280,8 @@ var BridgeMode = func() string {
 
 // planAuto runs every mode the host kernel can run on the host and only
 // the others in a guest (see autoPlan).
-func planAuto(ctx context.Context, sc *scenarios.Scenario) (Plan, error) {
-	st, err := ProbeHost(ctx, sc, sc.Modes)
+func planAuto(ctx context.Context, sc *scenarios.Scenario, runID string) (Plan, error) {
+	st, err := ProbeHost(ctx, sc, sc.Modes, runID)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -575,7 +576,7 @@ func executeRun(ctx context.Context, sc *scenarios.Scenario, plan Plan, o Option
 			res.Finished = time.Now()
 			return res, err
 		}
-		kr := reports.KernelRun{Name: t.Name, Release: r.Machine.Kernel, Where: "host", Modes: t.Modes, CPUs: r.Machine.CPUs, Bridge: t.Bridge, Baseline: t.Baseline}
+		kr := reports.KernelRun{Name: t.Name, Release: r.Machine.Kernel, Where: "host", Modes: t.Modes, CPUs: r.Machine.CPUs, Bridge: t.Bridge, Baseline: t.Baseline, Warmup: r.Machine.Warmup}
 		if t.UML != nil {
 			kr.Where, kr.Source = "uml", t.UML.Source
 			kr.InitNs, kr.BootNs, kr.GuestNs = r.Machine.GuestInitNs, r.Machine.GuestBootNs, r.Machine.GuestElapsedNs

@@ -62,7 +62,7 @@ func TestPlanKernels(t *testing.T) {
 	ctx := context.Background()
 
 	fakeBuiltKernel(t, "6.12", allOptions(sc))
-	p, err := PlanKernels(ctx, sc)
+	p, err := PlanKernels(ctx, sc, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestPlanKernels(t *testing.T) {
 
 	noIP := strings.ReplaceAll(allOptions(sc), "CONFIG_NF_TABLES_IPV4=y\n", "")
 	fakeBuiltKernel(t, "6.12", noIP)
-	p, err = PlanKernels(ctx, sc)
+	p, err = PlanKernels(ctx, sc, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,17 +83,17 @@ func TestPlanKernels(t *testing.T) {
 	}
 
 	sc.Kernel = "uml:6.12"
-	_, err = PlanKernels(ctx, sc)
+	_, err = PlanKernels(ctx, sc, "")
 	if !IsInput(err) || !strings.Contains(err.Error(), "nftables") || !strings.Contains(err.Error(), "CONFIG_NF_TABLES_IPV4") {
 		t.Errorf("uml:6.12 without the ip family: err %v, want bad input naming nftables and CONFIG_NF_TABLES_IPV4", err)
 	}
 	sc.Kernel, sc.Modes = "host,uml:6.12", []string{"none", "ipvs"}
-	_, err = PlanKernels(ctx, sc)
+	_, err = PlanKernels(ctx, sc, "")
 	if !IsInput(err) || !strings.Contains(err.Error(), "ipvs") {
 		t.Errorf("host in a list with ipvs: err %v, want bad input naming ipvs", err)
 	}
 	sc.Modes = []string{"none", "iptables"}
-	p, err = PlanKernels(ctx, sc)
+	p, err = PlanKernels(ctx, sc, "")
 	if err != nil || strings.Join(p.Names(), ",") != "host,uml:6.12" {
 		t.Errorf("host,uml:6.12 with none,iptables: %v, %v", p.Names(), err)
 	}
@@ -219,7 +219,7 @@ func TestKernelOptionsPickDualStackIPVSKernel(t *testing.T) {
 		sc   *scenarios.Scenario
 		want string
 	}{{"dual-stack", dual, older}, {"single-stack", single, newer}} {
-		p, err := PlanKernels(ctx, tc.sc)
+		p, err := PlanKernels(ctx, tc.sc, "")
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -240,7 +240,7 @@ func TestKernelOptionsPickDualStackIPVSKernel(t *testing.T) {
 	if err := os.RemoveAll(filepath.Dir(older)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = PlanKernels(ctx, dual)
+	_, err = PlanKernels(ctx, dual, "")
 	if !IsInput(err) || !strings.Contains(err.Error(), opt) || !strings.Contains(err.Error(), "make kernels") || !strings.Contains(err.Error(), "ipvs") {
 		t.Errorf("dual-stack with only a build without %s: %v, want bad input naming ipvs, the option and make kernels", opt, err)
 	}

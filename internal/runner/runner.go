@@ -265,6 +265,11 @@ func Run(ctx context.Context, sc *scenarios.Scenario, o Options) (res *reports.R
 		}
 	}()
 	e := newEnv(tb)
+	// Before the first row (the baseline none) and before the failure
+	// injection kills endpoints the pass would dial: warm the kernel.
+	if res.Machine.Warmup, err = warmupPhase(ctx, sc, e, tb.Clients, perSize[0], o.Progress); err != nil {
+		return nil, err
+	}
 	undo, err := failurePhase(ctx, sc, e, largest)
 	if err != nil {
 		return nil, err

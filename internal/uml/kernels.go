@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -249,8 +250,9 @@ func Find(name string) (*Kernel, error) {
 // release first), since make kernels keeps one folder per package
 // version and fragment; one kernel for the other names. A stale build
 // (another fragment) is never listed; with only stale builds of the
-// series the error says to run make kernels. Never empty without an
-// error.
+// series the error says to run make kernels; for a series never built it
+// names make kernels when the series can be built here (Buildable), else
+// the series that can. Never empty without an error.
 func Candidates(name string) ([]*Kernel, error) {
 	switch {
 	case name == "uml":
@@ -291,6 +293,9 @@ func Candidates(name string) ([]*Kernel, error) {
 		if stale != nil {
 			return nil, fmt.Errorf("kernel %s is out of date (%s)", name, stale.Stale)
 		}
+		if !slices.Contains(Buildable(), want) {
+			return nil, unbuildable(name, want)
+		}
 		return nil, fmt.Errorf("kernel %s is not built under %s; fix: make kernels KERNELS=%s (needs apt-get install linux-source-%s bc flex bison; about 25 min)", name, CacheDir(), want, want)
 	}
 	k, err := findOne(name)
@@ -298,6 +303,56 @@ func Candidates(name string) ([]*Kernel, error) {
 		return nil, err
 	}
 	return []*Kernel{k}, nil
+}
+
+// SourceSeries are the series whose linux-source-<series> package Debian
+// 12 ships (linux-source-6.12 and linux-source-6.1, the Makefile's
+// KERNELS), newest first: what make kernels can build on any Debian 12.
+var SourceSeries = []string{"6.12", "6.1"}
+
+// SourceDir is where a linux-source-<series> package puts its tarball
+// (linux-source-<series>.tar.xz), which kconfig/build.sh reads.
+var SourceDir = "/usr/src"
+
+// Buildable lists the series make kernels can build here, newest first:
+// SourceSeries, and any other series whose source tarball is in SourceDir
+// (a linux-source package from elsewhere).
+func Buildable() []string {
+	out := slices.Clone(SourceSeries)
+	tarballs, _ := filepath.Glob(filepath.Join(SourceDir, "linux-source-*.tar.xz"))
+	for _, t := range tarballs {
+		s := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(t), "linux-source-"), ".tar.xz")
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return versionLess(out[j], out[i]) })
+	return out
+}
+
+// unbuildable is the error for uml:<want>, a series neither built nor
+// buildable here (no linux-source-<want>: Debian has none for it): it names
+// the series that are (Buildable) and the kernels already built, so the
+// fix is a --kernel that works, not an apt-get install that cannot.
+func unbuildable(name, want string) error {
+	series := Buildable()
+	var pkgs, flags []string
+	for _, s := range series {
+		pkgs = append(pkgs, "linux-source-"+s)
+		flags = append(flags, "--kernel uml:"+s)
+	}
+	built := ""
+	var names []string
+	for _, k := range Built() {
+		if k.Stale == "" && !slices.Contains(names, k.Name) {
+			names = append(names, k.Name)
+		}
+	}
+	if len(names) > 0 {
+		built = "; built here: " + strings.Join(names, ", ")
+	}
+	return fmt.Errorf("kernel %s: Debian 12 has no linux-source-%s to build it from; the series make kernels can build here: %s (from %s)%s; fix: %s (make kernels KERNELS=%q builds them, about 25 min each), or --kernel PATH of a user-mode-linux kernel binary",
+		name, want, strings.Join(series, ", "), strings.Join(pkgs, ", "), built, strings.Join(flags, " or "), strings.Join(series, " "))
 }
 
 // findOne resolves DebianName or a kernel binary's path.

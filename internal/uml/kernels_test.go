@@ -29,8 +29,8 @@ func fakeKernel(t *testing.T, cache, series, release, hash, config string) strin
 }
 
 // TestFindKernels: uml prefers the current source-built 6.12; uml:<series>
-// finds a built kernel, says "out of date" for one built from another
-// fragment and names make kernels for one never built; a path works;
+// finds a built kernel and says "out of date" for one built from another
+// fragment (one never built: TestUnbuiltSeries); a path works;
 // Has reads the kernel's own configuration.
 func TestFindKernels(t *testing.T) {
 	cache := t.TempDir()
@@ -45,9 +45,6 @@ func TestFindKernels(t *testing.T) {
 	}
 	if _, err := Find("uml:6.1"); err == nil || !strings.Contains(err.Error(), "out of date") {
 		t.Errorf("stale 6.1: err %v, want out of date", err)
-	}
-	if _, err := Find("uml:5.10"); err == nil || !strings.Contains(err.Error(), "make kernels KERNELS=5.10") {
-		t.Errorf("unbuilt 5.10: err %v, want the make kernels fix", err)
 	}
 	byPath, err := Find(p612)
 	if err != nil || byPath.Release != "6.12.117" || byPath.Series != "6.12" {
@@ -66,6 +63,48 @@ func TestFindKernels(t *testing.T) {
 	}
 	if _, err := Find("/nonexistent/linux"); err == nil {
 		t.Error("a missing path must be an error")
+	}
+}
+
+// TestUnbuiltSeries: a series never built gets make kernels as its fix
+// only when it can be built here (Debian 12's linux-source-6.12 and
+// linux-source-6.1, or a source tarball in SourceDir); uml:9.9, which
+// Debian lacks, names the series that can be built and the kernels built,
+// not an apt-get install of a package that does not exist.
+func TestUnbuiltSeries(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("PROXYBENCH_CACHE", cache)
+	src := t.TempDir()
+	defer func(d string) { SourceDir = d }(SourceDir)
+	SourceDir = src
+	fakeKernel(t, cache, "6.12", "6.12.118", FragmentHash(), "CONFIG_NF_TABLES=y")
+
+	_, err := Find("uml:6.1")
+	if err == nil || !strings.Contains(err.Error(), "make kernels KERNELS=6.1 (needs apt-get install linux-source-6.1") {
+		t.Errorf("unbuilt 6.1: err %v, want the make kernels fix", err)
+	}
+	_, err = Find("uml:9.9")
+	if err == nil {
+		t.Fatal("uml:9.9 found")
+	}
+	for _, w := range []string{"kernel uml:9.9: Debian 12 has no linux-source-9.9", "can build here: 6.12, 6.1 (from linux-source-6.12, linux-source-6.1)",
+		"built here: uml:6.12", "fix: --kernel uml:6.12 or --kernel uml:6.1", `make kernels KERNELS="6.12 6.1"`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("uml:9.9: %q does not say %q", err, w)
+		}
+	}
+	if strings.Contains(err.Error(), "install linux-source-9.9") {
+		t.Errorf("uml:9.9: %q suggests a package Debian does not have", err)
+	}
+	// A source tarball from elsewhere makes its series buildable.
+	if err := os.WriteFile(filepath.Join(src, "linux-source-9.9.tar.xz"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(Buildable(), ","); got != "9.9,6.12,6.1" {
+		t.Errorf("Buildable() = %s, want 9.9,6.12,6.1", got)
+	}
+	if _, err := Find("uml:9.9"); err == nil || !strings.Contains(err.Error(), "make kernels KERNELS=9.9") {
+		t.Errorf("uml:9.9 with its tarball: err %v, want the make kernels fix", err)
 	}
 }
 
