@@ -177,7 +177,13 @@ func (p SyncProgress) Words() string {
 	}
 	var parts []string
 	if p.VirtualServers >= 0 {
-		parts = append(parts, fmt.Sprintf("%d of %d virtual servers (%d real servers)", p.VirtualServers, p.WantVirtualServers, p.RealServers))
+		vs := fmt.Sprintf("%d of %d virtual servers (%d real servers)", p.VirtualServers, p.WantVirtualServers, p.RealServers)
+		if p.VirtualServers > p.WantVirtualServers {
+			// node ports (one virtual server per node address) and
+			// external IPs come on top of the ClusterIP ones counted
+			vs = fmt.Sprintf("%d virtual servers: %d ClusterIP ServicePorts wanted, the rest node ports and external addresses (%d real servers)", p.VirtualServers, p.WantVirtualServers, p.RealServers)
+		}
+		parts = append(parts, vs)
 	}
 	if p.Addresses >= 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d kube-ipvs0 addresses", p.Addresses, p.WantIPVSIPs))

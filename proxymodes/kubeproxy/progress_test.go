@@ -81,6 +81,11 @@ func TestProgressSummaryAndRate(t *testing.T) {
 			t.Errorf("ProgressSummary = %q, lacks %q", s, want)
 		}
 	}
+	// Node ports add virtual servers on every node address: not "17501 of 10001".
+	np := measure.SyncProgress{VirtualServers: 17501, WantVirtualServers: 10001, RealServers: 52500, Addresses: -1}
+	if s := np.Words(); strings.Contains(s, "17501 of 10001") || !strings.Contains(s, "17501 virtual servers: 10001 ClusterIP ServicePorts wanted") {
+		t.Errorf("with node ports: %q", s)
+	}
 	if s := (measure.SyncProgress{VirtualServers: -1, RealServers: -1, Addresses: -1}).Words(); !strings.Contains(s, "no progress counts") {
 		t.Errorf("a mode without counts: %q", s)
 	}
