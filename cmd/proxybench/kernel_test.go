@@ -68,15 +68,17 @@ func TestRunNFTablesAndIPVSInBuiltKernel(t *testing.T) {
 	}
 }
 
-// TestKernelFlagErrors: an unknown kernel, auto in a list and a kernel
-// that is not built are bad input (exit 2) naming the fix.
+// TestKernelFlagErrors: an unknown kernel, auto in a list, a kernel
+// that is not built and a series Debian 12 has no source for are bad
+// input (exit 2) naming the fix.
 func TestKernelFlagErrors(t *testing.T) {
 	testenv.RequireKernel(t)
 	body := "services: {count: 5}\nmodes: [none]\nrepetitions: 1\n"
 	for _, c := range []struct{ kernel, want string }{
 		{"kvm", "uml:6.12"},
 		{"auto,host", "auto cannot be combined"},
-		{"uml:4.19", "make kernels KERNELS=4.19"},
+		{"uml:6.1", "make kernels KERNELS=6.1"},
+		{"uml:4.19", "Debian 12 has no linux-source-4.19"},
 	} {
 		_, stderr, code := run(t, []string{"PROXYBENCH_CACHE=" + t.TempDir()}, "run", "--quiet", "--kernel", c.kernel, writeFile(t, body))
 		if code != 2 || !strings.Contains(stderr, c.want) {
