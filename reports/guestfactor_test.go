@@ -202,4 +202,13 @@ func TestWarmupNote(t *testing.T) {
 	if !strings.Contains(guestSec, want) || strings.Contains(hostSec, "Warm-up") {
 		t.Errorf("the warm-up note is not in the guest's section alone (want %q):\n%s", want, out)
 	}
+	// The HTML page states it too, once, in the guest's lookup section
+	// (the new-user check found it only in Markdown).
+	var page bytes.Buffer
+	if err := WriteHTML(&page, r, DefaultBudgets); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(page.String(), "Warm-up before the first mode, not recorded: 24,600 connections"); n != 1 {
+		t.Errorf("the HTML page states the warm-up %d times, want once", n)
+	}
 }

@@ -103,6 +103,9 @@ func WriteHTML(w io.Writer, r *Result, b Budgets) error {
 			guest = []string{guestNote(gf)}
 		}
 		lk := htmlSection{ID: "lookup" + gid, Title: "lookup.latency: TCP connect time through the ClusterIP, per service position" + gtitle, Notes: slices.Clone(guest)}
+		if w := g.Machine.Warmup; w != nil { // as atop the Markdown kernel section
+			lk.Notes = append([]string{WarmupNote(w)}, lk.Notes...)
+		}
 		for _, pc := range []float64{50, 99} {
 			p, err := lookupBars(g, top, pc, gpal)
 			add(&lk, p, 9*vg.Inch, 3.5*vg.Inch, err)
