@@ -311,3 +311,19 @@ func rootListeners(pids []int) []string {
 	}
 	return out
 }
+
+// TestKernelHostModesFix: on a host kernel without IP_VS, `run --kernel
+// host` of a scenario with ipvs exits 2, and its fix names the --modes
+// this kernel can run (the new-user check ran the README's scenario with
+// --kernel host and got only "or drop the mode").
+func TestKernelHostModesFix(t *testing.T) {
+	testenv.RequireKernel(t)
+	body := "services: {count: 5}\nmodes: [none, iptables, ipvs]\nrepetitions: 1\n"
+	_, stderr, code := run(t, nil, "validate", "--kernel", "host", writeFile(t, body))
+	if code == 0 {
+		t.Skip("this host kernel runs ipvs")
+	}
+	if code != 2 || !strings.Contains(stderr, "--modes none,iptables runs what this kernel can") {
+		t.Errorf("exit %d, stderr %q; want exit 2 and the --modes that run here", code, stderr)
+	}
+}

@@ -212,18 +212,24 @@ func planHost(ctx context.Context, sc *scenarios.Scenario, runID string) (Target
 	if err != nil {
 		return Target{}, nil, err
 	}
-	var missing []string
+	var missing, runs []string
 	for _, s := range st {
 		if !s.Available {
 			missing = append(missing, s.Mode+": "+s.Reason)
+		} else {
+			runs = append(runs, s.Mode)
 		}
 	}
 	if len(missing) == 0 {
 		return Target{Name: "host", Modes: sc.Modes}, nil, nil
 	}
 	if sc.Fallback == "" {
+		drop := "drop the mode"
+		if len(runs) > 0 {
+			drop += " (--modes " + strings.Join(runs, ",") + " runs what this kernel can)"
+		}
 		return Target{}, nil, &InputError{Field: "modes", Msg: "the host kernel cannot run " + strings.Join(missing, "; "),
-			Fix: "run with --kernel uml (a user-mode-linux kernel; make kernels builds one with every mode), or drop the mode"}
+			Fix: "run with --kernel auto (the default: the host runs what it can, a guest the rest) or --kernel uml (a user-mode-linux kernel; make kernels builds one with every mode), or " + drop}
 	}
 	fb := map[string]string{}
 	var modes []string
