@@ -88,9 +88,10 @@ type Machine struct {
 	GoVersion   string  `json:"goVersion"`
 }
 
-// Warmup is the warm-up pass of a run on one kernel: before its first
-// row (mode none, the baseline, by default) it drives the scenario's
-// whole traffic plan once directly to the endpoints, as mode none dials
+// Warmup is the warm-up pass of a run on a guest kernel: before its
+// first row (mode none, the baseline, by default) it drives one
+// repetition of the scenario's traffic plan (at most 500 connections a
+// position) directly to the endpoints, as mode none dials
 // them, and records nothing of it but this: Connections made (Errors of
 // them failed) over Ns, and the p50 connect time of its first and last
 // quarter of connections, which show how cold the kernel was (a fresh
